@@ -1,0 +1,87 @@
+// hourglassd: the Hourglass broker daemon.
+//
+// Flags are absl flags, so --flagfile=FILE reads one flag per line and
+// --help lists them all.
+
+#include <signal.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "api/server.h"
+#include "spdlog/spdlog.h"
+
+ABSL_FLAG(std::string, listen, "127.0.0.1:7070",
+          "host:port of the gRPC API. Loopback only by default.");
+ABSL_FLAG(std::string, data_dir, "./data",
+          "Directory of the embedded RocksDB store.");
+ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9464",
+          "host:port of the Prometheus endpoint, /metrics.");
+ABSL_FLAG(std::string, durability, "sync",
+          "sync: Publish answers after fsync; async: after the write-ahead "
+          "log write, without fsync.");
+ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
+          "How long running calls may take to finish on SIGTERM/SIGINT.");
+
+namespace {
+
+[[noreturn]] void Fail(const std::string& reason) {
+  spdlog::critical("hourglassd: {}", reason);
+  std::exit(1);
+}
+
+// Blocks SIGTERM and SIGINT in this thread, and so in every thread started
+// after it, so that WaitForTerminationSignal receives them synchronously.
+sigset_t BlockTerminationSignals() {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  return signals;
+}
+
+int WaitForTerminationSignal(const sigset_t& signals) {
+  int signal = 0;
+  while (sigwait(&signals, &signal) != 0) {
+  }
+  return signal;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "The Hourglass delayed-message broker.\n\n"
+      "  hourglassd [--listen=127.0.0.1:7070] [--data_dir=./data] "
+      "[--durability=sync|async] [--flagfile=FILE]");
+  absl::ParseCommandLine(argc, argv);
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e%z %^%l%$ %v");
+
+  const std::string durability = absl::GetFlag(FLAGS_durability);
+  if (durability != "sync" && durability != "async") {
+    Fail(absl::StrCat("--durability must be sync or async, not \"", durability,
+                      "\""));
+  }
+
+  const sigset_t signals = BlockTerminationSignals();
+  hourglass::api::ServerOptions options;
+  options.listen_address = absl::GetFlag(FLAGS_listen);
+  auto server = hourglass::api::Server::Start(options);
+  if (!server.ok()) Fail(std::string(server.status().message()));
+  spdlog::info("hourglassd listening on {} (port {})", options.listen_address,
+               (*server)->port());
+
+  const int signal = WaitForTerminationSignal(signals);
+  spdlog::info("hourglassd received {}, shutting down",
+               signal == SIGTERM ? "SIGTERM" : "SIGINT");
+  (*server)->Shutdown(absl::GetFlag(FLAGS_shutdown_grace));
+  server->reset();
+  spdlog::info("hourglassd stopped");
+  return 0;
+}
