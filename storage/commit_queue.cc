@@ -1,0 +1,70 @@
+#include "storage/commit_queue.h"
+
+#include <utility>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+
+namespace hourglass::storage {
+
+CommitQueue::CommitQueue(MessageStore* store, Options options)
+    : store_(store), options_(options), writer_([this] { Run(); }) {}
+
+CommitQueue::~CommitQueue() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  writer_.join();
+}
+
+void CommitQueue::Submit(WriteBatch batch, Callback done) {
+  absl::MutexLock lock(&mu_);
+  queue_.push_back(Pending{std::move(batch), std::move(done)});
+}
+
+absl::Status CommitQueue::Commit(WriteBatch batch) {
+  absl::Notification written;
+  absl::Status result;
+  Submit(std::move(batch), [&](absl::Status status) {
+    result = std::move(status);
+    written.Notify();
+  });
+  written.WaitForNotification();
+  return result;
+}
+
+CommitQueue::Stats CommitQueue::stats() const {
+  absl::MutexLock lock(&mu_);
+  return stats_;
+}
+
+void CommitQueue::Run() {
+  std::vector<Callback> callbacks;
+  while (true) {
+    WriteBatch group;
+    callbacks.clear();
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(
+          +[](CommitQueue* q) ABSL_EXCLUSIVE_LOCKS_REQUIRED(q->mu_) {
+            return q->stopping_ || !q->queue_.empty();
+          },
+          this));
+      if (queue_.empty()) return;  // Stopping, and everything is written.
+      do {
+        group.Append(std::move(queue_.front().batch));
+        callbacks.push_back(std::move(queue_.front().done));
+        queue_.pop_front();
+      } while (!queue_.empty() &&
+               group.ByteSize() + queue_.front().batch.ByteSize() <=
+                   options_.max_group_bytes);
+      ++stats_.groups;
+      stats_.batches += callbacks.size();
+    }
+    const absl::Status status = store_->Write(group);
+    for (Callback& done : callbacks) std::move(done)(status);
+  }
+}
+
+}  // namespace hourglass::storage

@@ -1,0 +1,82 @@
+#ifndef HOURGLASS_STORAGE_COMMIT_QUEUE_H_
+#define HOURGLASS_STORAGE_COMMIT_QUEUE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/functional/any_invocable.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "storage/message_store.h"
+
+namespace hourglass::storage {
+
+// Group commit in front of a MessageStore.
+//
+// Any thread submits a batch with a callback and goes on; one writer thread
+// takes everything queued, writes it as one MessageStore::Write (so one WAL
+// write and, with sync durability, one fsync serve every caller), then runs
+// the callbacks in submission order with the result. Batches of a group
+// succeed or fail together; each is still atomic on its own, and a failed
+// group applies none of them.
+//
+// Thread-safe. Callbacks run on the writer thread and must not block on it
+// (for example by calling Commit).
+class CommitQueue {
+ public:
+  using Callback = absl::AnyInvocable<void(absl::Status) &&>;
+
+  struct Options {
+    // A group stops growing once it holds this many bytes of keys and
+    // values (a single larger batch still goes alone). Default: 16 MiB.
+    size_t max_group_bytes = size_t{16} << 20;
+  };
+
+  // REQUIRES: `store` outlives the queue.
+  explicit CommitQueue(MessageStore* store) : CommitQueue(store, Options()) {}
+  CommitQueue(MessageStore* store, Options options);
+
+  CommitQueue(const CommitQueue&) = delete;
+  CommitQueue& operator=(const CommitQueue&) = delete;
+
+  // Writes everything already submitted, runs its callbacks, then stops.
+  ~CommitQueue();
+
+  // Queues `batch`; `done` runs on the writer thread once it is durable or
+  // failed, with MessageStore::Write's status.
+  void Submit(WriteBatch batch, Callback done);
+
+  // Submits `batch` and waits for its status.
+  absl::Status Commit(WriteBatch batch);
+
+  struct Stats {
+    uint64_t groups = 0;   // MessageStore::Write calls.
+    uint64_t batches = 0;  // Batches written in them.
+  };
+  Stats stats() const;
+
+ private:
+  struct Pending {
+    WriteBatch batch;
+    Callback done;
+  };
+
+  void Run();
+
+  MessageStore* const store_;
+  const Options options_;
+
+  mutable absl::Mutex mu_;
+  std::deque<Pending> queue_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  Stats stats_ ABSL_GUARDED_BY(mu_);
+
+  std::thread writer_;  // Last: starts after everything above exists.
+};
+
+}  // namespace hourglass::storage
+
+#endif  // HOURGLASS_STORAGE_COMMIT_QUEUE_H_

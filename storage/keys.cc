@@ -1,0 +1,140 @@
+#include "storage/keys.h"
+
+#include <utility>
+
+namespace hourglass::storage {
+namespace {
+
+void AppendName(std::string& out, std::string_view name) {
+  out.append(name);
+  out.push_back('\0');
+}
+
+void AppendDueKey(std::string& out, const DueKey& key) {
+  AppendU64(out, static_cast<uint64_t>(key.deliver_at_ms));
+  AppendU64(out, key.sequence);
+}
+
+DueKey ReadDueKey(std::string_view in) {
+  return DueKey{static_cast<int64_t>(ReadU64(in)), ReadU64(in.substr(8))};
+}
+
+}  // namespace
+
+void AppendU64(std::string& out, uint64_t value) {
+  for (int shift = 56; shift >= 0; shift -= 8) {
+    out.push_back(static_cast<char>((value >> shift) & 0xff));
+  }
+}
+
+uint64_t ReadU64(std::string_view in) {
+  uint64_t value = 0;
+  for (int i = 0; i < 8; ++i) {
+    value = (value << 8) | static_cast<uint8_t>(in[i]);
+  }
+  return value;
+}
+
+void AppendU32(std::string& out, uint32_t value) {
+  for (int shift = 24; shift >= 0; shift -= 8) {
+    out.push_back(static_cast<char>((value >> shift) & 0xff));
+  }
+}
+
+uint32_t ReadU32(std::string_view in) {
+  uint32_t value = 0;
+  for (int i = 0; i < 4; ++i) {
+    value = (value << 8) | static_cast<uint8_t>(in[i]);
+  }
+  return value;
+}
+
+std::string MessageKey(uint64_t sequence) {
+  std::string key;
+  AppendU64(key, sequence);
+  return key;
+}
+
+std::optional<uint64_t> DecodeMessageKey(std::string_view key) {
+  if (key.size() != 8) return std::nullopt;
+  return ReadU64(key);
+}
+
+std::string IdKey(std::string_view topic, std::string_view id) {
+  std::string key;
+  AppendName(key, topic);
+  key.append(id);
+  return key;
+}
+
+std::string ScheduleKey(const DueKey& key) {
+  std::string out;
+  AppendDueKey(out, key);
+  return out;
+}
+
+std::optional<DueKey> DecodeScheduleKey(std::string_view key) {
+  if (key.size() != 16) return std::nullopt;
+  return ReadDueKey(key);
+}
+
+std::string ReadyPrefix(std::string_view topic, std::string_view group) {
+  std::string key;
+  AppendName(key, topic);
+  AppendName(key, group);
+  return key;
+}
+
+std::string ReadyKey(std::string_view topic, std::string_view group,
+                     const DueKey& key) {
+  std::string out = ReadyPrefix(topic, group);
+  AppendDueKey(out, key);
+  return out;
+}
+
+std::optional<DueKey> DecodeReadySuffix(std::string_view key,
+                                        std::string_view prefix) {
+  if (key.size() != prefix.size() + 16 || !key.starts_with(prefix)) {
+    return std::nullopt;
+  }
+  return ReadDueKey(key.substr(prefix.size()));
+}
+
+std::string InFlightPrefix(std::string_view topic, std::string_view group) {
+  return ReadyPrefix(topic, group);
+}
+
+std::string InFlightKey(std::string_view topic, std::string_view group,
+                        uint64_t sequence) {
+  std::string key = InFlightPrefix(topic, group);
+  AppendU64(key, sequence);
+  return key;
+}
+
+std::string GroupKey(std::string_view topic, std::string_view group) {
+  std::string key(kGroupKeyPrefix);
+  AppendName(key, topic);
+  key.append(group);
+  return key;
+}
+
+std::optional<std::pair<std::string, std::string>> DecodeGroupKey(
+    std::string_view key) {
+  if (!key.starts_with(kGroupKeyPrefix)) return std::nullopt;
+  key.remove_prefix(kGroupKeyPrefix.size());
+  const size_t end = key.find('\0');
+  if (end == std::string_view::npos) return std::nullopt;
+  return std::pair(std::string(key.substr(0, end)),
+                   std::string(key.substr(end + 1)));
+}
+
+std::string PrefixEnd(std::string_view prefix) {
+  std::string end(prefix);
+  while (!end.empty() && static_cast<uint8_t>(end.back()) == 0xff) {
+    end.pop_back();
+  }
+  if (!end.empty()) end.back() = static_cast<char>(end.back() + 1);
+  return end;
+}
+
+}  // namespace hourglass::storage

@@ -1,0 +1,75 @@
+#ifndef HOURGLASS_STORAGE_KEYS_H_
+#define HOURGLASS_STORAGE_KEYS_H_
+
+// Binary key encodings of the store's tables (see storage/README.md).
+//
+// Integers are fixed-width big-endian, so byte order is numeric order; names
+// (topics, groups) end with a 0 byte, which they cannot contain, so a name
+// is never a prefix of another name's key. Every encoding is
+// order-preserving: comparing encoded keys bytewise compares the tuples.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace hourglass::storage {
+
+// A message's place in due-time order: deliver_at, then publish sequence.
+struct DueKey {
+  int64_t deliver_at_ms = 0;  // REQUIRES: >= 0.
+  uint64_t sequence = 0;
+
+  friend auto operator<=>(const DueKey&, const DueKey&) = default;
+};
+
+// messages: sequence -> MessageRecord.
+std::string MessageKey(uint64_t sequence);
+std::optional<uint64_t> DecodeMessageKey(std::string_view key);
+
+// ids: topic, id -> sequence. Idempotency keys and lookups by id.
+std::string IdKey(std::string_view topic, std::string_view id);
+
+// schedule: (deliver_at, sequence) -> topic. The loader scans it in order.
+std::string ScheduleKey(const DueKey& key);
+std::optional<DueKey> DecodeScheduleKey(std::string_view key);
+
+// ready: topic, group, (deliver_at, sequence) -> attempt. A group's due
+// messages in delivery order. An empty group name holds a topic's due
+// messages that arrived before its first group.
+std::string ReadyKey(std::string_view topic, std::string_view group,
+                     const DueKey& key);
+std::string ReadyPrefix(std::string_view topic, std::string_view group);
+// Decodes the DueKey that follows `prefix` in a ready key.
+std::optional<DueKey> DecodeReadySuffix(std::string_view key,
+                                        std::string_view prefix);
+
+// inflight: topic, group, sequence -> InFlightRecord.
+std::string InFlightKey(std::string_view topic, std::string_view group,
+                        uint64_t sequence);
+std::string InFlightPrefix(std::string_view topic, std::string_view group);
+
+// meta: group registrations and single values.
+std::string GroupKey(std::string_view topic, std::string_view group);
+inline constexpr std::string_view kGroupKeyPrefix = "group/";
+inline constexpr std::string_view kFormatVersionKey = "format_version";
+inline constexpr std::string_view kLoaderCursorKey = "loader_cursor";
+
+// Splits a GroupKey back into topic and group.
+std::optional<std::pair<std::string, std::string>> DecodeGroupKey(
+    std::string_view key);
+
+// The smallest key greater than every key starting with `prefix`, for
+// exclusive upper bounds of prefix scans. REQUIRES: `prefix` is not all
+// 0xff bytes.
+std::string PrefixEnd(std::string_view prefix);
+
+// Fixed-width big-endian integers.
+void AppendU64(std::string& out, uint64_t value);
+uint64_t ReadU64(std::string_view in);  // REQUIRES: in.size() >= 8.
+void AppendU32(std::string& out, uint32_t value);
+uint32_t ReadU32(std::string_view in);  // REQUIRES: in.size() >= 4.
+
+}  // namespace hourglass::storage
+
+#endif  // HOURGLASS_STORAGE_KEYS_H_

@@ -1,0 +1,100 @@
+#include "storage/memory_store.h"
+
+#include <array>
+#include <functional>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+
+namespace hourglass::storage {
+namespace {
+
+class MemoryStoreImpl final : public MessageStore {
+ public:
+  absl::Status Write(const WriteBatch& batch) override {
+    absl::MutexLock lock(&mu_);
+    for (const WriteBatch::Operation& op : batch.operations()) {
+      Map& table = tables_[static_cast<int>(op.table)];
+      if (op.is_delete) {
+        if (auto it = table.find(op.key); it != table.end()) table.erase(it);
+      } else {
+        table.insert_or_assign(op.key, op.value);
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<std::optional<std::string>> Get(
+      Table table, std::string_view key) override {
+    absl::ReaderMutexLock lock(&mu_);
+    const Map& map = tables_[static_cast<int>(table)];
+    auto it = map.find(key);
+    if (it == map.end()) return std::nullopt;
+    return it->second;
+  }
+
+  absl::Status Scan(Table table, std::string_view from, std::string_view to,
+                    absl::FunctionRef<bool(std::string_view, std::string_view)>
+                        visit) override {
+    // Visit copies, a chunk at a time, so that `visit` may call back into
+    // the store and an early stop costs at most one chunk.
+    constexpr size_t kChunk = 256;
+    std::string next(from);
+    std::vector<std::pair<std::string, std::string>> chunk;
+    while (true) {
+      chunk.clear();
+      {
+        absl::ReaderMutexLock lock(&mu_);
+        const Map& map = tables_[static_cast<int>(table)];
+        for (auto it = map.lower_bound(next);
+             it != map.end() && (to.empty() || it->first < to) &&
+             chunk.size() < kChunk;
+             ++it) {
+          chunk.emplace_back(it->first, it->second);
+        }
+      }
+      for (const auto& [key, value] : chunk) {
+        if (!visit(key, value)) return absl::OkStatus();
+      }
+      if (chunk.size() < kChunk) return absl::OkStatus();
+      next = chunk.back().first;
+      next.push_back('\0');  // The least key after the last one visited.
+    }
+  }
+
+  absl::StatusOr<std::optional<std::string>> LastKey(Table table) override {
+    absl::ReaderMutexLock lock(&mu_);
+    const Map& map = tables_[static_cast<int>(table)];
+    if (map.empty()) return std::nullopt;
+    return map.rbegin()->first;
+  }
+
+  StoreStats Stats() override {
+    absl::ReaderMutexLock lock(&mu_);
+    StoreStats stats;
+    for (const Map& map : tables_) {
+      for (const auto& [key, value] : map) {
+        stats.live_data_bytes += key.size() + value.size();
+      }
+    }
+    return stats;
+  }
+
+ private:
+  using Map = std::map<std::string, std::string, std::less<>>;
+
+  absl::Mutex mu_;
+  std::array<Map, kNumTables> tables_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace
+
+std::unique_ptr<MessageStore> MemoryStore::Open() {
+  return std::make_unique<MemoryStoreImpl>();
+}
+
+}  // namespace hourglass::storage

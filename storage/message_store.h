@@ -1,0 +1,106 @@
+#ifndef HOURGLASS_STORAGE_MESSAGE_STORE_H_
+#define HOURGLASS_STORAGE_MESSAGE_STORE_H_
+
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace hourglass::storage {
+
+// The store's tables; storage/README.md shows which keys live where in each
+// message state, and storage/keys.h encodes them.
+enum class Table : int {
+  kMessages = 0,  // sequence -> MessageRecord
+  kIds,           // topic, id -> sequence
+  kSchedule,      // (deliver_at, sequence) -> topic
+  kReady,         // topic, group, (deliver_at, sequence) -> attempt
+  kInFlight,      // topic, group, sequence -> InFlightRecord
+  kMeta,          // groups, loader cursor, format version
+};
+inline constexpr int kNumTables = 6;
+
+// Name of the table, as used for RocksDB column families and in messages.
+std::string_view TableName(Table table);
+
+// An ordered set of puts and deletes over any tables, applied atomically by
+// MessageStore::Write. Later operations on a key win over earlier ones.
+//
+// Not thread-safe; build it on one thread, then hand it over.
+class WriteBatch {
+ public:
+  struct Operation {
+    Table table;
+    bool is_delete;
+    std::string key;
+    std::string value;  // Empty for deletes.
+  };
+
+  void Put(Table table, std::string key, std::string value);
+  void Delete(Table table, std::string key);
+  // Moves every operation of `other` to the end of this batch.
+  void Append(WriteBatch&& other);
+
+  const std::vector<Operation>& operations() const { return operations_; }
+  bool empty() const { return operations_.empty(); }
+  size_t size() const { return operations_.size(); }
+  // Bytes of keys and values, for metrics and group-commit limits.
+  size_t ByteSize() const { return byte_size_; }
+
+ private:
+  std::vector<Operation> operations_;
+  size_t byte_size_ = 0;
+};
+
+// Sizes the store reports for metrics.
+struct StoreStats {
+  uint64_t live_data_bytes = 0;
+  uint64_t pending_compaction_bytes = 0;
+  uint64_t disk_bytes = 0;
+};
+
+// A durable, ordered key-value store made of the tables above: the broker's
+// only persistent state. RocksDB in production (storage/rocksdb_store.h);
+// memory in tests (storage/memory_store.h).
+//
+// Thread-safe: every method may be called concurrently from any thread.
+// Reads see every Write that returned before they started.
+class MessageStore {
+ public:
+  virtual ~MessageStore() = default;
+
+  // Applies every operation of `batch`, or none of them. On OK the batch is
+  // as durable as the store was opened to make it. Errors:
+  //   RESOURCE_EXHAUSTED  the disk is full; nothing was applied. Later
+  //                       writes succeed once space returns.
+  //   UNAVAILABLE         another I/O error; nothing was applied.
+  virtual absl::Status Write(const WriteBatch& batch) = 0;
+
+  // The value of `key`, or nullopt if absent.
+  virtual absl::StatusOr<std::optional<std::string>> Get(
+      Table table, std::string_view key) = 0;
+
+  // Calls `visit(key, value)` for each key in [from, to) in ascending
+  // order, until `visit` returns false. An empty `to` means no upper bound.
+  // Sees every Write that returned before the call; Writes concurrent with
+  // it may or may not be seen. `visit` may call into the store.
+  virtual absl::Status Scan(
+      Table table, std::string_view from, std::string_view to,
+      absl::FunctionRef<bool(std::string_view key, std::string_view value)>
+          visit) = 0;
+
+  // The greatest key of `table`, or nullopt if it is empty.
+  virtual absl::StatusOr<std::optional<std::string>> LastKey(Table table) = 0;
+
+  virtual StoreStats Stats() = 0;
+};
+
+}  // namespace hourglass::storage
+
+#endif  // HOURGLASS_STORAGE_MESSAGE_STORE_H_

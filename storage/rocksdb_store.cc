@@ -1,0 +1,322 @@
+#include "storage/rocksdb_store.h"
+
+#include <array>
+#include <atomic>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "rocksdb/cache.h"
+#include "rocksdb/convenience.h"
+#include "rocksdb/db.h"
+#include "rocksdb/filter_policy.h"
+#include "rocksdb/options.h"
+#include "rocksdb/table.h"
+#include "rocksdb/utilities/table_properties_collectors.h"
+#include "rocksdb/write_batch.h"
+#include "storage/keys.h"
+
+namespace hourglass::storage {
+namespace {
+
+// The one place where a rocksdb::Status becomes an absl::Status. `context`
+// says what was being done, and to which path.
+absl::Status ToStatus(const rocksdb::Status& s, const std::string& context) {
+  if (s.ok()) return absl::OkStatus();
+  const std::string message = absl::StrCat(context, ": ", s.ToString());
+  if (s.IsNoSpace()) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(context, ": disk full (", s.ToString(), ")"));
+  }
+  if (s.IsCorruption()) return absl::DataLossError(message);
+  if (s.IsIOError()) {
+    if (absl::StrContains(s.ToString(), "lock file") ||
+        absl::StrContains(s.ToString(), "lock hold")) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          context, ": in use by another process (its LOCK file is held)"));
+    }
+    if (absl::StrContains(s.ToString(), "Permission denied")) {
+      return absl::PermissionDeniedError(message);
+    }
+    return absl::UnavailableError(message);
+  }
+  if (s.IsInvalidArgument() || s.IsNotSupported()) {
+    return absl::FailedPreconditionError(message);
+  }
+  if (s.IsBusy() || s.IsTimedOut() || s.IsTryAgain() || s.IsIncomplete()) {
+    return absl::UnavailableError(message);
+  }
+  return absl::InternalError(message);
+}
+
+rocksdb::CompressionType BestCompression() {
+  for (rocksdb::CompressionType type :
+       {rocksdb::kLZ4Compression, rocksdb::kSnappyCompression}) {
+    for (rocksdb::CompressionType supported :
+         rocksdb::GetSupportedCompressions()) {
+      if (supported == type) return type;
+    }
+  }
+  return rocksdb::kNoCompression;
+}
+
+// Column family options for one table. The tables have two shapes:
+//
+// - Looked up by key (messages, ids, meta): a bloom filter answers "absent"
+//   without touching data blocks, which makes Cancel of an unknown id and
+//   the idempotency check of every producer-keyed publish cheap. Message
+//   payloads (up to 1 MiB) live in blob files, so compaction moves only
+//   small keys and pointers instead of rewriting payloads level after level.
+//
+// - Queues scanned in key order (schedule, ready, inflight): every key is
+//   written once and deleted once, soon after, so scans of the live head
+//   would otherwise wade through tombstones of the consumed tail. A
+//   deletion-triggered collector marks any SST file with a dense run of
+//   deletes for compaction, which drops them. Scans use an iterate bound
+//   so they never look past the range they need.
+rocksdb::ColumnFamilyOptions TableOptions(
+    Table table, const std::shared_ptr<rocksdb::Cache>& cache) {
+  rocksdb::ColumnFamilyOptions cf;
+  cf.compression = BestCompression();
+  cf.level_compaction_dynamic_level_bytes = true;
+  cf.write_buffer_size = size_t{16} << 20;
+
+  rocksdb::BlockBasedTableOptions blocks;
+  blocks.block_cache = cache;
+  blocks.cache_index_and_filter_blocks = true;
+  blocks.pin_l0_filter_and_index_blocks_in_cache = true;
+  blocks.format_version = 5;
+
+  switch (table) {
+    case Table::kMessages:
+      cf.enable_blob_files = true;
+      cf.min_blob_size = 256;
+      cf.enable_blob_garbage_collection = true;
+      cf.write_buffer_size = size_t{32} << 20;
+      [[fallthrough]];
+    case Table::kIds:
+    case Table::kMeta:
+      blocks.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
+      blocks.whole_key_filtering = true;
+      break;
+    case Table::kSchedule:
+    case Table::kReady:
+    case Table::kInFlight:
+      // A file gets compacted once any 8192 consecutive entries hold 4096
+      // deletes.
+      cf.table_properties_collector_factories.push_back(
+          rocksdb::NewCompactOnDeletionCollectorFactory(8192, 4096));
+      break;
+  }
+  cf.table_factory.reset(rocksdb::NewBlockBasedTableFactory(blocks));
+  return cf;
+}
+
+class RocksDbStoreImpl final : public MessageStore {
+ public:
+  RocksDbStoreImpl(std::string path, bool sync, std::unique_ptr<rocksdb::DB> db,
+                   std::vector<rocksdb::ColumnFamilyHandle*> handles)
+      : path_(std::move(path)), sync_(sync), db_(std::move(db)) {
+    // handles[0] is the unused default column family.
+    default_ = handles[0];
+    for (int i = 0; i < kNumTables; ++i) tables_[i] = handles[i + 1];
+  }
+
+  ~RocksDbStoreImpl() override {
+    for (rocksdb::ColumnFamilyHandle* handle : tables_) {
+      db_->DestroyColumnFamilyHandle(handle);
+    }
+    db_->DestroyColumnFamilyHandle(default_);
+    db_->Close();
+  }
+
+  absl::Status Write(const WriteBatch& batch) override {
+    if (needs_resume_.load(std::memory_order_acquire)) {
+      // A failed write (disk full) stops RocksDB's writes until Resume; try
+      // it before each write so the store recovers once space returns.
+      if (absl::Status resumed = ToStatus(db_->Resume(), Context("resume"));
+          !resumed.ok()) {
+        return resumed;
+      }
+      needs_resume_.store(false, std::memory_order_release);
+    }
+    rocksdb::WriteBatch rocks_batch(batch.ByteSize() + 16 * batch.size());
+    for (const WriteBatch::Operation& op : batch.operations()) {
+      rocksdb::ColumnFamilyHandle* cf = Handle(op.table);
+      const rocksdb::Status s = op.is_delete
+                                    ? rocks_batch.Delete(cf, op.key)
+                                    : rocks_batch.Put(cf, op.key, op.value);
+      if (!s.ok()) return ToStatus(s, Context("build write batch"));
+    }
+    rocksdb::WriteOptions options;
+    options.sync = sync_;
+    const rocksdb::Status s = db_->Write(options, &rocks_batch);
+    if (!s.ok()) {
+      needs_resume_.store(true, std::memory_order_release);
+      return ToStatus(s, Context("write"));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<std::optional<std::string>> Get(
+      Table table, std::string_view key) override {
+    std::string value;
+    const rocksdb::Status s =
+        db_->Get(rocksdb::ReadOptions(), Handle(table), key, &value);
+    if (s.IsNotFound()) return std::nullopt;
+    if (!s.ok()) return ToStatus(s, Context("read"));
+    return value;
+  }
+
+  absl::Status Scan(Table table, std::string_view from, std::string_view to,
+                    absl::FunctionRef<bool(std::string_view, std::string_view)>
+                        visit) override {
+    rocksdb::ReadOptions options;
+    const std::string upper(to);
+    rocksdb::Slice upper_slice(upper);
+    if (!to.empty()) options.iterate_upper_bound = &upper_slice;
+    std::unique_ptr<rocksdb::Iterator> it(
+        db_->NewIterator(options, Handle(table)));
+    for (it->Seek(from); it->Valid(); it->Next()) {
+      if (!visit(it->key().ToStringView(), it->value().ToStringView())) break;
+    }
+    return ToStatus(it->status(), Context("scan"));
+  }
+
+  absl::StatusOr<std::optional<std::string>> LastKey(Table table) override {
+    std::unique_ptr<rocksdb::Iterator> it(
+        db_->NewIterator(rocksdb::ReadOptions(), Handle(table)));
+    it->SeekToLast();
+    if (!it->status().ok()) return ToStatus(it->status(), Context("scan"));
+    if (!it->Valid()) return std::nullopt;
+    return it->key().ToString();
+  }
+
+  StoreStats Stats() override {
+    StoreStats stats;
+    uint64_t value = 0;
+    if (db_->GetAggregatedIntProperty("rocksdb.estimate-live-data-size",
+                                      &value)) {
+      stats.live_data_bytes = value;
+    }
+    if (db_->GetAggregatedIntProperty(
+            "rocksdb.estimate-pending-compaction-bytes", &value)) {
+      stats.pending_compaction_bytes = value;
+    }
+    if (db_->GetAggregatedIntProperty("rocksdb.total-sst-files-size", &value)) {
+      stats.disk_bytes += value;
+    }
+    if (db_->GetAggregatedIntProperty("rocksdb.total-blob-file-size", &value)) {
+      stats.disk_bytes += value;
+    }
+    return stats;
+  }
+
+ private:
+  rocksdb::ColumnFamilyHandle* Handle(Table table) const {
+    return tables_[static_cast<int>(table)];
+  }
+  std::string Context(const char* what) const {
+    return absl::StrCat(what, " in data dir ", path_);
+  }
+
+  // Constant after construction.
+  const std::string path_;
+  const bool sync_;
+  const std::unique_ptr<rocksdb::DB> db_;
+  rocksdb::ColumnFamilyHandle* default_;
+  std::array<rocksdb::ColumnFamilyHandle*, kNumTables> tables_;
+
+  // Set after a failed write; the next write calls Resume first.
+  std::atomic<bool> needs_resume_{false};
+};
+
+// Checks the format version of an opened store, writing it if the store is
+// new.
+absl::Status CheckFormatVersion(MessageStore& store, const std::string& path) {
+  absl::StatusOr<std::optional<std::string>> version =
+      store.Get(Table::kMeta, kFormatVersionKey);
+  if (!version.ok()) return version.status();
+  if (!version->has_value()) {
+    std::string encoded;
+    AppendU32(encoded, RocksDbStore::kFormatVersion);
+    WriteBatch batch;
+    batch.Put(Table::kMeta, std::string(kFormatVersionKey), encoded);
+    return store.Write(batch);
+  }
+  const std::string& found = **version;
+  if (found.size() != 4 || ReadU32(found) != RocksDbStore::kFormatVersion) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "data dir ", path, " has format version ",
+        found.size() == 4 ? absl::StrCat(ReadU32(found)) : "<unreadable>",
+        "; this hourglassd reads format version ",
+        RocksDbStore::kFormatVersion));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<MessageStore>> RocksDbStore::Open(
+    const RocksDbStoreOptions& options) {
+  if (options.path.empty()) {
+    return absl::InvalidArgumentError("data dir path is empty");
+  }
+  std::error_code error;
+  std::filesystem::create_directories(options.path, error);
+  if (error) {
+    const std::string message = absl::StrCat(
+        "cannot create data dir ", options.path, ": ", error.message());
+    return error == std::errc::permission_denied
+               ? absl::PermissionDeniedError(message)
+               : absl::FailedPreconditionError(message);
+  }
+
+  rocksdb::DBOptions db_options;
+  db_options.create_if_missing = true;
+  db_options.create_missing_column_families = true;
+  // Two cores: one background flush and one compaction at a time.
+  db_options.IncreaseParallelism(2);
+  db_options.max_background_jobs = 2;
+  // Bounds the log replayed at start, so restart time stays flat.
+  db_options.max_total_wal_size = size_t{256} << 20;
+  // Bounds memtable memory across all tables.
+  db_options.db_write_buffer_size = size_t{128} << 20;
+  db_options.bytes_per_sync = size_t{1} << 20;
+  db_options.keep_log_file_num = 4;
+
+  const std::shared_ptr<rocksdb::Cache> cache =
+      rocksdb::NewLRUCache(options.block_cache_bytes);
+  std::vector<rocksdb::ColumnFamilyDescriptor> families;
+  families.emplace_back(rocksdb::kDefaultColumnFamilyName,
+                        rocksdb::ColumnFamilyOptions());
+  for (int i = 0; i < kNumTables; ++i) {
+    const Table table = static_cast<Table>(i);
+    families.emplace_back(std::string(TableName(table)),
+                          TableOptions(table, cache));
+  }
+
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::DB* raw_db = nullptr;
+  const rocksdb::Status s =
+      rocksdb::DB::Open(db_options, options.path, families, &handles, &raw_db);
+  if (!s.ok()) {
+    return ToStatus(s, absl::StrCat("cannot open data dir ", options.path));
+  }
+  auto store = std::make_unique<RocksDbStoreImpl>(
+      options.path, options.sync, std::unique_ptr<rocksdb::DB>(raw_db),
+      std::move(handles));
+  if (absl::Status version = CheckFormatVersion(*store, options.path);
+      !version.ok()) {
+    return version;
+  }
+  return store;
+}
+
+}  // namespace hourglass::storage

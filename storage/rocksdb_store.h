@@ -1,0 +1,48 @@
+#ifndef HOURGLASS_STORAGE_ROCKSDB_STORE_H_
+#define HOURGLASS_STORAGE_ROCKSDB_STORE_H_
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "storage/message_store.h"
+
+namespace hourglass::storage {
+
+struct RocksDbStoreOptions {
+  // Data directory; created if missing. Required.
+  std::string path;
+
+  // true (--durability=sync, the default): Write returns after the
+  // write-ahead log is fsynced, so acknowledged writes survive power loss.
+  // false (--durability=async): after the log write reaches the OS, so they
+  // survive a crash of hourglassd but not of the machine.
+  bool sync = true;
+
+  // Size of the block cache shared by all tables (--block_cache_mb).
+  // Default: 64 MiB.
+  size_t block_cache_bytes = size_t{64} << 20;
+};
+
+// The production MessageStore: one RocksDB database, one column family per
+// Table. The on-disk format is versioned (meta/format_version).
+class RocksDbStore {
+ public:
+  // The format this build reads and writes.
+  static constexpr uint32_t kFormatVersion = 1;
+
+  // Opens or creates the database in options.path. Errors name the path:
+  //   FAILED_PRECONDITION  another process holds the directory's lock, the
+  //                        data has another format version, or the
+  //                        directory is not an Hourglass store.
+  //   PERMISSION_DENIED    the directory cannot be read or written.
+  //   DATA_LOSS            the data is corrupt.
+  //   UNAVAILABLE          another I/O error.
+  static absl::StatusOr<std::unique_ptr<MessageStore>> Open(
+      const RocksDbStoreOptions& options);
+};
+
+}  // namespace hourglass::storage
+
+#endif  // HOURGLASS_STORAGE_ROCKSDB_STORE_H_

@@ -1,0 +1,199 @@
+#include "storage/commit_queue.h"
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "storage/memory_store.h"
+
+namespace hourglass::storage {
+namespace {
+
+using ::testing::ElementsAre;
+
+// Wraps a store: records each Write's keys, can hold the first Write until
+// released, and can fail writes.
+class RecordingStore final : public MessageStore {
+ public:
+  absl::Status Write(const WriteBatch& batch) override {
+    std::vector<std::string> keys;
+    for (const auto& op : batch.operations()) keys.push_back(op.key);
+    {
+      absl::MutexLock lock(&mu_);
+      writes_.push_back(keys);
+    }
+    if (!entered_first_.HasBeenNotified()) {
+      entered_first_.Notify();
+      release_first_.WaitForNotification();
+    }
+    absl::Status failure;
+    {
+      absl::MutexLock lock(&mu_);
+      failure = failure_;
+    }
+    if (!failure.ok()) return failure;
+    return inner_->Write(batch);
+  }
+  absl::StatusOr<std::optional<std::string>> Get(Table t,
+                                                 std::string_view k) override {
+    return inner_->Get(t, k);
+  }
+  absl::Status Scan(
+      Table t, std::string_view from, std::string_view to,
+      absl::FunctionRef<bool(std::string_view, std::string_view)> v) override {
+    return inner_->Scan(t, from, to, v);
+  }
+  absl::StatusOr<std::optional<std::string>> LastKey(Table t) override {
+    return inner_->LastKey(t);
+  }
+  StoreStats Stats() override { return inner_->Stats(); }
+
+  void Fail(absl::Status status) {
+    absl::MutexLock lock(&mu_);
+    failure_ = std::move(status);
+  }
+  std::vector<std::vector<std::string>> writes() {
+    absl::MutexLock lock(&mu_);
+    return writes_;
+  }
+
+  absl::Notification entered_first_;
+  absl::Notification release_first_;
+
+ private:
+  std::unique_ptr<MessageStore> inner_ = MemoryStore::Open();
+  absl::Mutex mu_;
+  std::vector<std::vector<std::string>> writes_ ABSL_GUARDED_BY(mu_);
+  absl::Status failure_ ABSL_GUARDED_BY(mu_);
+};
+
+WriteBatch OneKey(const std::string& key) {
+  WriteBatch batch;
+  batch.Put(Table::kMessages, key, "v");
+  return batch;
+}
+
+// Collects callback results in the order callbacks ran.
+struct Results {
+  absl::Mutex mu;
+  std::vector<std::pair<std::string, absl::StatusCode>> done
+      ABSL_GUARDED_BY(mu);
+
+  CommitQueue::Callback For(std::string name) {
+    return [this, name](absl::Status status) {
+      absl::MutexLock lock(&mu);
+      done.emplace_back(name, status.code());
+    };
+  }
+  size_t size() {
+    absl::MutexLock lock(&mu);
+    return done.size();
+  }
+};
+
+TEST(CommitQueueTest, BatchesQueuedDuringAWriteShareTheNextOne) {
+  RecordingStore store;
+  Results results;
+  {
+    CommitQueue queue(&store);
+    queue.Submit(OneKey("a"), results.For("a"));
+    store.entered_first_.WaitForNotification();
+    // While "a" is being written, three more arrive.
+    queue.Submit(OneKey("b"), results.For("b"));
+    queue.Submit(OneKey("c"), results.For("c"));
+    queue.Submit(OneKey("d"), results.For("d"));
+    store.release_first_.Notify();
+    EXPECT_TRUE(queue.Commit(OneKey("e")).ok());
+    EXPECT_EQ(queue.stats().batches, 5u);
+  }
+  // "e" was submitted after b, c, d were queued: it rides with them or
+  // after them, never before.
+  const auto writes = store.writes();
+  ASSERT_GE(writes.size(), 2u);
+  EXPECT_THAT(writes[0], ElementsAre("a"));
+  EXPECT_EQ(writes[1][0], "b");
+  EXPECT_EQ(writes[1][1], "c");
+  EXPECT_EQ(writes[1][2], "d");
+  EXPECT_THAT(results.done, ElementsAre(std::pair("a", absl::StatusCode::kOk),
+                                        std::pair("b", absl::StatusCode::kOk),
+                                        std::pair("c", absl::StatusCode::kOk),
+                                        std::pair("d", absl::StatusCode::kOk)));
+  for (const char* key : {"a", "b", "c", "d", "e"}) {
+    auto value = store.Get(Table::kMessages, key);
+    ASSERT_TRUE(value.ok());
+    EXPECT_TRUE(value->has_value()) << key;
+  }
+}
+
+TEST(CommitQueueTest, AFailedGroupFailsEveryBatchInIt) {
+  RecordingStore store;
+  Results results;
+  {
+    CommitQueue queue(&store);
+    queue.Submit(OneKey("a"), results.For("a"));
+    store.entered_first_.WaitForNotification();
+    store.Fail(absl::ResourceExhaustedError("disk full"));
+    queue.Submit(OneKey("b"), results.For("b"));
+    queue.Submit(OneKey("c"), results.For("c"));
+    store.release_first_.Notify();
+  }  // The destructor writes what is queued and runs every callback.
+  EXPECT_THAT(
+      results.done,
+      ElementsAre(std::pair("a", absl::StatusCode::kResourceExhausted),
+                  std::pair("b", absl::StatusCode::kResourceExhausted),
+                  std::pair("c", absl::StatusCode::kResourceExhausted)));
+  auto value = store.Get(Table::kMessages, "b");
+  ASSERT_TRUE(value.ok());
+  EXPECT_EQ(*value, std::nullopt);
+}
+
+TEST(CommitQueueTest, GroupsStopGrowingAtTheByteLimit) {
+  RecordingStore store;
+  Results results;
+  {
+    CommitQueue queue(&store, {.max_group_bytes = 10});
+    queue.Submit(OneKey("first"), results.For("first"));
+    store.entered_first_.WaitForNotification();
+    for (const char* key : {"k1", "k2", "k3", "k4", "k5"}) {
+      queue.Submit(OneKey(key), results.For(key));  // 3 bytes each.
+    }
+    store.release_first_.Notify();
+  }
+  EXPECT_THAT(store.writes(),
+              ElementsAre(ElementsAre("first"), ElementsAre("k1", "k2", "k3"),
+                          ElementsAre("k4", "k5")));
+  EXPECT_EQ(results.size(), 6u);
+}
+
+TEST(CommitQueueTest, ConcurrentCommitsAllLand) {
+  std::unique_ptr<MessageStore> store = MemoryStore::Open();
+  CommitQueue queue(store.get());
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 200; ++i) {
+        ASSERT_TRUE(queue.Commit(OneKey(std::to_string(t * 1000 + i))).ok());
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  size_t count = 0;
+  ASSERT_TRUE(store
+                  ->Scan(Table::kMessages, "", "",
+                         [&](std::string_view, std::string_view) {
+                           ++count;
+                           return true;
+                         })
+                  .ok());
+  EXPECT_EQ(count, 1600u);
+  EXPECT_EQ(queue.stats().batches, 1600u);
+  EXPECT_LE(queue.stats().groups, 1600u);
+}
+
+}  // namespace
+}  // namespace hourglass::storage

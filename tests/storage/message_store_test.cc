@@ -1,0 +1,248 @@
+// One suite for the MessageStore interface, run against every
+// implementation, then RocksDB-specific behaviour: persistence and open
+// failures.
+
+#include "storage/message_store.h"
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "storage/keys.h"
+#include "storage/memory_store.h"
+#include "storage/rocksdb_store.h"
+#include "tests/testing/temp_dir.h"
+
+namespace hourglass::storage {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::Optional;
+using ::testing::Pair;
+
+using KeyValues = std::vector<std::pair<std::string, std::string>>;
+
+KeyValues ScanAll(MessageStore& store, Table table, std::string_view from = "",
+                  std::string_view to = "") {
+  KeyValues out;
+  const absl::Status s =
+      store.Scan(table, from, to, [&](std::string_view k, std::string_view v) {
+        out.emplace_back(k, v);
+        return true;
+      });
+  EXPECT_TRUE(s.ok()) << s;
+  return out;
+}
+
+class MessageStoreTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override { Reopen(); }
+
+  // Closes and opens the store again. The memory store keeps its object (it
+  // has nothing to reopen); RocksDB reopens from disk.
+  void Reopen() {
+    if (GetParam() == "memory") {
+      if (store_ == nullptr) store_ = MemoryStore::Open();
+      return;
+    }
+    store_.reset();
+    auto store = RocksDbStore::Open({.path = dir_.path() + "/data"});
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = *std::move(store);
+  }
+
+  std::optional<std::string> Get(Table table, std::string_view key) {
+    auto value = store_->Get(table, key);
+    EXPECT_TRUE(value.ok()) << value.status();
+    return value.ok() ? *value : std::nullopt;
+  }
+
+  testing::TempDir dir_;
+  std::unique_ptr<MessageStore> store_;
+};
+
+TEST_P(MessageStoreTest, EmptyStoreHasNothing) {
+  for (int t = 0; t < kNumTables; ++t) {
+    const Table table = static_cast<Table>(t);
+    SCOPED_TRACE(TableName(table));
+    if (table == Table::kMeta) continue;  // Holds the format version.
+    EXPECT_EQ(Get(table, "k"), std::nullopt);
+    EXPECT_THAT(ScanAll(*store_, table), IsEmpty());
+    auto last = store_->LastKey(table);
+    ASSERT_TRUE(last.ok());
+    EXPECT_EQ(*last, std::nullopt);
+  }
+}
+
+TEST_P(MessageStoreTest, TablesAreSeparateKeySpaces) {
+  WriteBatch batch;
+  batch.Put(Table::kMessages, "k", "message");
+  batch.Put(Table::kIds, "k", "id");
+  ASSERT_TRUE(store_->Write(batch).ok());
+  EXPECT_THAT(Get(Table::kMessages, "k"), Optional(std::string("message")));
+  EXPECT_THAT(Get(Table::kIds, "k"), Optional(std::string("id")));
+  EXPECT_EQ(Get(Table::kSchedule, "k"), std::nullopt);
+}
+
+TEST_P(MessageStoreTest, BatchAppliesInOrderLaterOperationsWin) {
+  WriteBatch first;
+  first.Put(Table::kSchedule, "a", "1");
+  first.Put(Table::kSchedule, "b", "2");
+  ASSERT_TRUE(store_->Write(first).ok());
+
+  WriteBatch second;
+  second.Delete(Table::kSchedule, "a");
+  second.Put(Table::kSchedule, "b", "3");
+  second.Put(Table::kSchedule, "c", "4");
+  second.Delete(Table::kSchedule, "c");
+  second.Put(Table::kSchedule, "d", "5");
+  second.Delete(Table::kSchedule, "never-written");
+  ASSERT_TRUE(store_->Write(second).ok());
+  EXPECT_THAT(ScanAll(*store_, Table::kSchedule),
+              ElementsAre(Pair("b", "3"), Pair("d", "5")));
+}
+
+TEST_P(MessageStoreTest, ScanIsOrderedBoundedAndStoppable) {
+  WriteBatch batch;
+  for (uint64_t due : {300, 100, 200, 400}) {
+    batch.Put(Table::kSchedule, ScheduleKey({static_cast<int64_t>(due), 1}),
+              "t");
+  }
+  ASSERT_TRUE(store_->Write(batch).ok());
+
+  std::vector<int64_t> dues;
+  for (const auto& [k, v] :
+       ScanAll(*store_, Table::kSchedule, ScheduleKey({150, 0}),
+               ScheduleKey({400, 0}))) {
+    dues.push_back(DecodeScheduleKey(k)->deliver_at_ms);
+  }
+  EXPECT_THAT(dues, ElementsAre(200, 300));
+
+  int visited = 0;
+  ASSERT_TRUE(store_
+                  ->Scan(Table::kSchedule, "", "",
+                         [&](std::string_view, std::string_view) {
+                           return ++visited < 3;
+                         })
+                  .ok());
+  EXPECT_EQ(visited, 3);
+}
+
+TEST_P(MessageStoreTest, LongScansCrossInternalChunks) {
+  WriteBatch batch;
+  for (uint64_t i = 0; i < 1000; ++i)
+    batch.Put(Table::kMessages, MessageKey(i), "");
+  ASSERT_TRUE(store_->Write(batch).ok());
+  const KeyValues all = ScanAll(*store_, Table::kMessages);
+  ASSERT_EQ(all.size(), 1000u);
+  for (uint64_t i = 0; i < 1000; ++i) {
+    ASSERT_EQ(DecodeMessageKey(all[i].first), i);
+  }
+}
+
+TEST_P(MessageStoreTest, ScanVisitorMayWrite) {
+  WriteBatch batch;
+  batch.Put(Table::kReady, "a", "");
+  batch.Put(Table::kReady, "b", "");
+  ASSERT_TRUE(store_->Write(batch).ok());
+  ASSERT_TRUE(store_
+                  ->Scan(Table::kReady, "", "",
+                         [&](std::string_view key, std::string_view) {
+                           WriteBatch del;
+                           del.Delete(Table::kReady, std::string(key));
+                           EXPECT_TRUE(store_->Write(del).ok());
+                           return true;
+                         })
+                  .ok());
+  EXPECT_THAT(ScanAll(*store_, Table::kReady), IsEmpty());
+}
+
+TEST_P(MessageStoreTest, LastKeyIsTheGreatest) {
+  WriteBatch batch;
+  batch.Put(Table::kMessages, MessageKey(7), "");
+  batch.Put(Table::kMessages, MessageKey(300), "");
+  batch.Put(Table::kMessages, MessageKey(12), "");
+  ASSERT_TRUE(store_->Write(batch).ok());
+  auto last = store_->LastKey(Table::kMessages);
+  ASSERT_TRUE(last.ok());
+  EXPECT_THAT(*last, Optional(MessageKey(300)));
+}
+
+TEST_P(MessageStoreTest, BinaryKeysAndValuesSurviveIntact) {
+  const std::string key("\0\xff\x01", 3);
+  const std::string value("\0\0payload\xfe", 10);
+  WriteBatch batch;
+  batch.Put(Table::kIds, key, value);
+  ASSERT_TRUE(store_->Write(batch).ok());
+  Reopen();
+  EXPECT_THAT(Get(Table::kIds, key), Optional(value));
+}
+
+TEST_P(MessageStoreTest, LargeValuesSurviveReopen) {
+  const std::string payload(1 << 20, 'x');
+  WriteBatch batch;
+  batch.Put(Table::kMessages, MessageKey(1), payload);
+  ASSERT_TRUE(store_->Write(batch).ok());
+  Reopen();
+  EXPECT_THAT(Get(Table::kMessages, MessageKey(1)), Optional(payload));
+}
+
+INSTANTIATE_TEST_SUITE_P(Implementations, MessageStoreTest,
+                         ::testing::Values("memory", "rocksdb"),
+                         [](const auto& info) { return info.param; });
+
+TEST(RocksDbStoreTest, SecondOpenOfADataDirIsRefusedNamingIt) {
+  testing::TempDir dir;
+  auto first = RocksDbStore::Open({.path = dir.path()});
+  ASSERT_TRUE(first.ok()) << first.status();
+  auto second = RocksDbStore::Open({.path = dir.path()});
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(second.status().message()), HasSubstr(dir.path()));
+  EXPECT_THAT(std::string(second.status().message()), HasSubstr("in use"));
+}
+
+TEST(RocksDbStoreTest, UnknownFormatVersionIsRefused) {
+  testing::TempDir dir;
+  {
+    auto store = RocksDbStore::Open({.path = dir.path()});
+    ASSERT_TRUE(store.ok()) << store.status();
+    std::string version;
+    AppendU32(version, 99);
+    WriteBatch batch;
+    batch.Put(Table::kMeta, std::string(kFormatVersionKey), version);
+    ASSERT_TRUE((*store)->Write(batch).ok());
+  }
+  auto reopened = RocksDbStore::Open({.path = dir.path()});
+  ASSERT_FALSE(reopened.ok());
+  EXPECT_EQ(reopened.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(reopened.status().message()),
+              HasSubstr("has format version 99; this hourglassd reads "
+                        "format version 1"));
+  EXPECT_THAT(std::string(reopened.status().message()), HasSubstr(dir.path()));
+}
+
+TEST(RocksDbStoreTest, UncreatableDataDirIsRefusedNamingIt) {
+  testing::TempDir dir;
+  // A path under a regular file (RocksDB's LOCK file) cannot be created.
+  ASSERT_TRUE(RocksDbStore::Open({.path = dir.path()}).ok());
+  const std::string path = dir.path() + "/LOCK/data";
+  auto store = RocksDbStore::Open({.path = path});
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(store.status().message()),
+              HasSubstr("cannot create data dir " + path));
+}
+
+TEST(RocksDbStoreTest, EmptyPathIsInvalid) {
+  auto store = RocksDbStore::Open({.path = ""});
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace hourglass::storage
