@@ -1,7 +1,13 @@
 #include "storage/rocksdb_store.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <array>
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -118,11 +124,53 @@ rocksdb::ColumnFamilyOptions TableOptions(
   return cf;
 }
 
+// Holds an exclusive flock on <data dir>/hourglassd.lock for its lifetime.
+class DataDirLock {
+ public:
+  // FAILED_PRECONDITION if another process (or another store in this one)
+  // holds the lock; PERMISSION_DENIED or UNAVAILABLE if the file cannot be
+  // opened.
+  static absl::StatusOr<std::unique_ptr<DataDirLock>> Acquire(
+      const std::string& dir) {
+    const std::string path = dir + "/hourglassd.lock";
+    const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+      const std::string message =
+          absl::StrCat("cannot open ", path, ": ", std::strerror(errno));
+      return errno == EACCES ? absl::PermissionDeniedError(message)
+                             : absl::UnavailableError(message);
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      const int error = errno;
+      close(fd);
+      if (error == EWOULDBLOCK) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("data dir ", dir, " is in use by another hourglassd (",
+                         path, " is locked)"));
+      }
+      return absl::UnavailableError(
+          absl::StrCat("cannot lock ", path, ": ", std::strerror(error)));
+    }
+    return std::unique_ptr<DataDirLock>(new DataDirLock(fd));
+  }
+
+  ~DataDirLock() { close(fd_); }  // Closing releases the flock.
+
+ private:
+  explicit DataDirLock(int fd) : fd_(fd) {}
+  const int fd_;
+};
+
 class RocksDbStoreImpl final : public MessageStore {
  public:
-  RocksDbStoreImpl(std::string path, bool sync, std::unique_ptr<rocksdb::DB> db,
+  RocksDbStoreImpl(std::string path, bool sync,
+                   std::unique_ptr<DataDirLock> lock,
+                   std::unique_ptr<rocksdb::DB> db,
                    std::vector<rocksdb::ColumnFamilyHandle*> handles)
-      : path_(std::move(path)), sync_(sync), db_(std::move(db)) {
+      : path_(std::move(path)),
+        sync_(sync),
+        lock_(std::move(lock)),
+        db_(std::move(db)) {
     // handles[0] is the unused default column family.
     default_ = handles[0];
     for (int i = 0; i < kNumTables; ++i) tables_[i] = handles[i + 1];
@@ -229,6 +277,8 @@ class RocksDbStoreImpl final : public MessageStore {
   // Constant after construction.
   const std::string path_;
   const bool sync_;
+  // Declared before db_ so that it is released after the database closes.
+  const std::unique_ptr<DataDirLock> lock_;
   const std::unique_ptr<rocksdb::DB> db_;
   rocksdb::ColumnFamilyHandle* default_;
   std::array<rocksdb::ColumnFamilyHandle*, kNumTables> tables_;
@@ -278,6 +328,13 @@ absl::StatusOr<std::unique_ptr<MessageStore>> RocksDbStore::Open(
                : absl::FailedPreconditionError(message);
   }
 
+  // Our own lock, taken before RocksDB touches the directory: RocksDB
+  // rotates its info log before it takes its LOCK, so a second broker would
+  // otherwise disturb the first one's files before being refused.
+  absl::StatusOr<std::unique_ptr<DataDirLock>> lock =
+      DataDirLock::Acquire(options.path);
+  if (!lock.ok()) return lock.status();
+
   rocksdb::DBOptions db_options;
   db_options.create_if_missing = true;
   db_options.create_missing_column_families = true;
@@ -310,8 +367,8 @@ absl::StatusOr<std::unique_ptr<MessageStore>> RocksDbStore::Open(
     return ToStatus(s, absl::StrCat("cannot open data dir ", options.path));
   }
   auto store = std::make_unique<RocksDbStoreImpl>(
-      options.path, options.sync, std::unique_ptr<rocksdb::DB>(raw_db),
-      std::move(handles));
+      options.path, options.sync, *std::move(lock),
+      std::unique_ptr<rocksdb::DB>(raw_db), std::move(handles));
   if (absl::Status version = CheckFormatVersion(*store, options.path);
       !version.ok()) {
     return version;

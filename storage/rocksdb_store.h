@@ -33,7 +33,8 @@ class RocksDbStore {
   static constexpr uint32_t kFormatVersion = 1;
 
   // Opens or creates the database in options.path. Errors name the path:
-  //   FAILED_PRECONDITION  another process holds the directory's lock, the
+  //   FAILED_PRECONDITION  another process holds the directory's lock
+  //                        (<path>/hourglassd.lock), the
   //                        data has another format version, or the
   //                        directory is not an Hourglass store.
   //   PERMISSION_DENIED    the directory cannot be read or written.

@@ -15,6 +15,8 @@
 #include "absl/time/time.h"
 #include "api/server.h"
 #include "spdlog/spdlog.h"
+#include "storage/message_store.h"
+#include "storage/rocksdb_store.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:7070",
           "host:port of the gRPC API. Loopback only by default.");
@@ -25,6 +27,8 @@ ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9464",
 ABSL_FLAG(std::string, durability, "sync",
           "sync: Publish answers after fsync; async: after the write-ahead "
           "log write, without fsync.");
+ABSL_FLAG(int32_t, block_cache_mb, 64,
+          "RocksDB block cache shared by all tables, in MiB.");
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
           "How long running calls may take to finish on SIGTERM/SIGINT.");
 
@@ -69,7 +73,25 @@ int main(int argc, char** argv) {
                       "\""));
   }
 
+  const int32_t block_cache_mb = absl::GetFlag(FLAGS_block_cache_mb);
+  if (block_cache_mb < 0) {
+    Fail(absl::StrCat("--block_cache_mb must be >= 0, not ", block_cache_mb));
+  }
+
   const sigset_t signals = BlockTerminationSignals();
+  const absl::Time open_start = absl::Now();
+  absl::StatusOr<std::unique_ptr<hourglass::storage::MessageStore>> store =
+      hourglass::storage::RocksDbStore::Open({
+          .path = absl::GetFlag(FLAGS_data_dir),
+          .sync = durability == "sync",
+          .block_cache_bytes = static_cast<size_t>(block_cache_mb) << 20,
+      });
+  if (!store.ok()) Fail(std::string(store.status().message()));
+  spdlog::info(
+      "hourglassd opened data dir {} (durability={}, block cache {} MiB) in {}",
+      absl::GetFlag(FLAGS_data_dir), durability, block_cache_mb,
+      absl::FormatDuration(absl::Now() - open_start));
+
   hourglass::api::ServerOptions options;
   options.listen_address = absl::GetFlag(FLAGS_listen);
   auto server = hourglass::api::Server::Start(options);
@@ -82,6 +104,7 @@ int main(int argc, char** argv) {
                signal == SIGTERM ? "SIGTERM" : "SIGINT");
   (*server)->Shutdown(absl::GetFlag(FLAGS_shutdown_grace));
   server->reset();
+  store->reset();
   spdlog::info("hourglassd stopped");
   return 0;
 }

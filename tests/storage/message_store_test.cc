@@ -204,7 +204,8 @@ TEST(RocksDbStoreTest, SecondOpenOfADataDirIsRefusedNamingIt) {
   ASSERT_FALSE(second.ok());
   EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(second.status().message()), HasSubstr(dir.path()));
-  EXPECT_THAT(std::string(second.status().message()), HasSubstr("in use"));
+  EXPECT_THAT(std::string(second.status().message()),
+              HasSubstr("is in use by another hourglassd"));
 }
 
 TEST(RocksDbStoreTest, UnknownFormatVersionIsRefused) {
