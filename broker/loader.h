@@ -51,7 +51,7 @@ class Loader {
   storage::DueKey position() const { return position_; }
 
  private:
-  storage::MessageStore* const store_;
+  storage::MessageStore* store_;  // Not owned. Assignable, for Recover.
   storage::DueKey position_;
 };
 

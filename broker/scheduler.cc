@@ -1,0 +1,137 @@
+#include "broker/scheduler.h"
+
+#include <algorithm>
+#include <cassert>
+#include <utility>
+
+namespace hourglass::broker {
+namespace {
+
+int64_t ToMillis(absl::Time t) { return absl::ToUnixMillis(t); }
+
+}  // namespace
+
+Scheduler::Scheduler(storage::MessageStore* store, Clock* clock,
+                     Options options)
+    : store_(store),
+      clock_(clock),
+      options_(options),
+      wheel_(ToMillis(clock->Now())),
+      loader_(store, storage::DueKey{}) {}
+
+absl::Status Scheduler::Recover() {
+  absl::StatusOr<storage::DueKey> cursor = ReadLoaderCursor(*store_);
+  if (!cursor.ok()) return cursor.status();
+  absl::MutexLock lock(&mu_);
+  loader_ = Loader(store_, *cursor);
+  return absl::OkStatus();
+}
+
+// The scan runs under mu_ so that the loader's position and the publishers'
+// decisions (PublishDurable) are one serial history: each message enters
+// the wheel exactly once, either from the loader or from its publisher. A
+// scan is bounded by options_.load_chunk.
+absl::StatusOr<bool> Scheduler::Load() {
+  const int64_t until =
+      ToMillis(clock_->Now() + options_.horizon + options_.load_ahead);
+  absl::MutexLock lock(&mu_);
+  absl::StatusOr<std::vector<ScheduledEntry>> entries =
+      loader_.LoadUntil(until, options_.load_chunk);
+  if (!entries.ok()) return entries.status();
+  for (ScheduledEntry& entry : *entries) {
+    // A publish still in progress is its publisher's to insert.
+    if (publishing_.contains(entry.key)) continue;
+    InsertLocked(entry.key, std::move(entry.topic));
+  }
+  return entries->size() == options_.load_chunk;
+}
+
+void Scheduler::BeginPublish(const storage::DueKey& key) {
+  absl::MutexLock lock(&mu_);
+  ++publishing_[key];
+}
+
+void Scheduler::PublishDurable(const storage::DueKey& key,
+                               const std::string& topic) {
+  absl::MutexLock lock(&mu_);
+  if (auto it = publishing_.find(key); it != publishing_.end()) {
+    if (--it->second == 0) publishing_.erase(it);
+  }
+  // Behind the loader: the loader will not read it again, so it is ours.
+  // Ahead of it: the loader will read it from the store.
+  if (key < loader_.position()) InsertLocked(key, topic);
+}
+
+void Scheduler::PublishFailed(const storage::DueKey& key) {
+  absl::MutexLock lock(&mu_);
+  if (auto it = publishing_.find(key); it != publishing_.end()) {
+    if (--it->second == 0) publishing_.erase(it);
+  }
+}
+
+bool Scheduler::Cancel(const storage::DueKey& key) {
+  absl::MutexLock lock(&mu_);
+  auto it = timers_.find(key.sequence);
+  if (it != timers_.end()) {
+    wheel_.Cancel(it->second.handle);
+    timers_.erase(it);
+    return true;
+  }
+  // Not in the wheel: either not loaded yet (still only on disk) or already
+  // handed out by Poll.
+  return !(key < loader_.position());
+}
+
+std::vector<ScheduledEntry> Scheduler::Poll() {
+  const int64_t now = ToMillis(clock_->Now());
+  std::vector<ScheduledEntry> due;
+  absl::MutexLock lock(&mu_);
+  wheel_.ExpireUntil(now, [&](const TimerEntry& entry) {
+    auto it = timers_.find(entry.value);
+    assert(it != timers_.end());
+    due.push_back({storage::DueKey{entry.due_ms, entry.value},
+                   std::move(it->second.topic)});
+    timers_.erase(it);
+  });
+  return due;
+}
+
+absl::Time Scheduler::NextWake() {
+  absl::MutexLock lock(&mu_);
+  // Extend the horizon once the loaded range ahead of now falls below it.
+  int64_t wake = loader_.position().deliver_at_ms -
+                 absl::ToInt64Milliseconds(options_.horizon);
+  if (std::optional<int64_t> next = wheel_.NextExpiry()) {
+    wake = std::min(wake, *next);
+  }
+  return absl::FromUnixMillis(wake);
+}
+
+storage::DueKey Scheduler::SafeCursor() {
+  absl::MutexLock lock(&mu_);
+  storage::DueKey cursor = loader_.position();
+  if (std::optional<int64_t> next = wheel_.NextExpiry()) {
+    cursor = std::min(cursor, storage::DueKey{std::max<int64_t>(*next, 0), 0});
+  }
+  if (!publishing_.empty())
+    cursor = std::min(cursor, publishing_.begin()->first);
+  return cursor;
+}
+
+int64_t Scheduler::LoadedUntil() {
+  absl::MutexLock lock(&mu_);
+  return loader_.position().deliver_at_ms;
+}
+
+size_t Scheduler::InWheel() {
+  absl::MutexLock lock(&mu_);
+  return timers_.size();
+}
+
+void Scheduler::InsertLocked(const storage::DueKey& key, std::string topic) {
+  if (timers_.contains(key.sequence)) return;
+  const TimerHandle handle = wheel_.Schedule(key.deliver_at_ms, key.sequence);
+  timers_.emplace(key.sequence, Timer{handle, std::move(topic)});
+}
+
+}  // namespace hourglass::broker
