@@ -1,0 +1,184 @@
+#include "api/validation.h"
+
+#include <cstdint>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace hourglass::api {
+namespace {
+
+// Bounds from google/protobuf/duration.proto and timestamp.proto.
+constexpr int64_t kMaxDurationSeconds = 315'576'000'000;
+constexpr int64_t kMinTimestampSeconds = -62'135'596'800;  // 0001-01-01.
+constexpr int64_t kMaxTimestampSeconds = 253'402'300'799;  // 9999-12-31.
+constexpr int32_t kMaxNanos = 999'999'999;
+
+bool IsNameChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+         (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
+}
+
+// `name` quoted for an error message, with unprintable bytes escaped and
+// long names cut.
+std::string Quote(std::string_view name) {
+  std::string out = "\"";
+  for (size_t i = 0; i < name.size() && i < 64; ++i) {
+    const unsigned char c = static_cast<unsigned char>(name[i]);
+    if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      absl::StrAppendFormat(&out, "\\x%02x", c);
+    }
+  }
+  if (name.size() > 64) absl::StrAppend(&out, "...");
+  out.push_back('"');
+  return out;
+}
+
+absl::Duration ToDuration(const google::protobuf::Duration& d) {
+  return absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos());
+}
+
+absl::Time ToTime(const google::protobuf::Timestamp& t) {
+  return absl::FromUnixSeconds(t.seconds()) + absl::Nanoseconds(t.nanos());
+}
+
+absl::Time TruncateToMillis(absl::Time t) {
+  return absl::FromUnixMillis(absl::ToUnixMillis(t));
+}
+
+absl::Status Invalid(size_t index, absl::string_view problem) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("message ", index, ": ", problem));
+}
+
+}  // namespace
+
+absl::Status ValidateName(std::string_view field, std::string_view name) {
+  const std::string f(field);
+  if (name.empty())
+    return absl::InvalidArgumentError(absl::StrCat(f, " is empty"));
+  if (name.size() > kMaxNameBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(f, " ", Quote(name), " is ", name.size(),
+                     " bytes long; the limit is ", kMaxNameBytes));
+  }
+  for (char c : name) {
+    if (IsNameChar(c)) continue;
+    if (c == ' ') {
+      return absl::InvalidArgumentError(
+          absl::StrCat(f, " ", Quote(name), " has a space"));
+    }
+    const unsigned char u = static_cast<unsigned char>(c);
+    const std::string shown = (u >= 0x21 && u < 0x7f)
+                                  ? absl::StrCat("'", std::string(1, c), "'")
+                                  : absl::StrFormat("byte 0x%02x", u);
+    return absl::InvalidArgumentError(
+        absl::StrCat(f, " ", Quote(name), " has ", shown,
+                     "; names may use only A-Z a-z 0-9 . _ -"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateDuration(std::string_view field,
+                              const google::protobuf::Duration& d) {
+  const bool seconds_ok =
+      d.seconds() >= -kMaxDurationSeconds && d.seconds() <= kMaxDurationSeconds;
+  const bool nanos_ok = d.nanos() >= -kMaxNanos && d.nanos() <= kMaxNanos &&
+                        !(d.seconds() > 0 && d.nanos() < 0) &&
+                        !(d.seconds() < 0 && d.nanos() > 0);
+  if (seconds_ok && nanos_ok) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(std::string(field), " is not a valid Duration (seconds ",
+                   d.seconds(), ", nanos ", d.nanos(), ")"));
+}
+
+absl::Status ValidateTimestamp(std::string_view field,
+                               const google::protobuf::Timestamp& t) {
+  if (t.seconds() >= kMinTimestampSeconds &&
+      t.seconds() <= kMaxTimestampSeconds && t.nanos() >= 0 &&
+      t.nanos() <= kMaxNanos) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat(std::string(field), " is not a valid Timestamp (seconds ",
+                   t.seconds(), ", nanos ", t.nanos(), ")"));
+}
+
+absl::Status ValidatePublish(const hourglass::v1::PublishRequest& request,
+                             const Limits& limits, absl::Time now) {
+  if (request.messages_size() == 0) {
+    return absl::InvalidArgumentError("the request has no messages");
+  }
+  if (static_cast<size_t>(request.messages_size()) > limits.max_batch) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the request has ", request.messages_size(), " messages; the limit is ",
+        limits.max_batch, " (--max_batch)"));
+  }
+  for (int i = 0; i < request.messages_size(); ++i) {
+    const hourglass::v1::Message& m = request.messages(i);
+    const size_t index = static_cast<size_t>(i);
+    if (absl::Status s = ValidateName("topic", m.topic()); !s.ok()) {
+      return Invalid(index, s.message());
+    }
+    if (m.payload().size() > limits.max_payload_bytes) {
+      return Invalid(
+          index, absl::StrCat("payload is ", m.payload().size(),
+                              " bytes; the limit is ", limits.max_payload_bytes,
+                              " (--max_payload_bytes)"));
+    }
+    if (m.id().size() > limits.max_id_bytes) {
+      return Invalid(
+          index,
+          absl::StrCat("id ", Quote(m.id()), " is ", m.id().size(),
+                       " bytes long; the limit is ", limits.max_id_bytes));
+    }
+    if (m.has_delay()) {
+      if (absl::Status s = ValidateDuration("delay", m.delay()); !s.ok()) {
+        return Invalid(index, s.message());
+      }
+      const absl::Duration delay = ToDuration(m.delay());
+      if (delay < absl::ZeroDuration()) {
+        return Invalid(index,
+                       absl::StrCat("delay ", absl::FormatDuration(delay),
+                                    " is negative"));
+      }
+      if (delay > limits.max_delay) {
+        return Invalid(index,
+                       absl::StrCat("delay ", absl::FormatDuration(delay),
+                                    " is over the limit of ",
+                                    absl::FormatDuration(limits.max_delay),
+                                    " (--max_delay)"));
+      }
+    } else if (m.has_deliver_at()) {
+      if (absl::Status s = ValidateTimestamp("deliver_at", m.deliver_at());
+          !s.ok()) {
+        return Invalid(index, s.message());
+      }
+      const absl::Time at = ToTime(m.deliver_at());
+      if (at - now > limits.max_delay) {
+        return Invalid(
+            index,
+            absl::StrCat(
+                "deliver_at ",
+                absl::FormatTime(absl::RFC3339_full, at, absl::UTCTimeZone()),
+                " is more than ", absl::FormatDuration(limits.max_delay),
+                " ahead (--max_delay)"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Time DeliverAt(const hourglass::v1::Message& message, absl::Time now) {
+  if (message.has_delay()) {
+    return TruncateToMillis(now + ToDuration(message.delay()));
+  }
+  if (message.has_deliver_at()) {
+    return TruncateToMillis(std::max(now, ToTime(message.deliver_at())));
+  }
+  return TruncateToMillis(now);
+}
+
+}  // namespace hourglass::api

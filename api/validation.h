@@ -1,0 +1,61 @@
+#ifndef HOURGLASS_API_VALIDATION_H_
+#define HOURGLASS_API_VALIDATION_H_
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "google/protobuf/duration.pb.h"
+#include "google/protobuf/timestamp.pb.h"
+#include "hourglass/v1/broker.pb.h"
+
+namespace hourglass::api {
+
+// Limits on what clients may send; each is an hourglassd flag.
+struct Limits {
+  // --max_payload_bytes. Default: 1 MiB.
+  size_t max_payload_bytes = size_t{1} << 20;
+  // --max_delay: how far ahead a message may be due. Default: 3650 days.
+  absl::Duration max_delay = absl::Hours(24 * 3650);
+  // --max_batch: messages per Publish. Default: 10,000.
+  size_t max_batch = 10'000;
+  // Longest idempotency key, in bytes.
+  size_t max_id_bytes = 128;
+};
+
+// Longest topic or group name, in bytes.
+inline constexpr size_t kMaxNameBytes = 200;
+
+// OK if `name` is a valid topic or group name ([A-Za-z0-9._-], 1 to 200
+// bytes); else INVALID_ARGUMENT naming `field` and the value, e.g.
+// `topic "a b" has a space`.
+absl::Status ValidateName(std::string_view field, std::string_view name);
+
+// OK if `duration` is a valid google.protobuf.Duration (seconds within
+// +-10,000 years, nanos within +-999,999,999 and of the same sign).
+absl::Status ValidateDuration(std::string_view field,
+                              const google::protobuf::Duration& duration);
+
+// OK if `timestamp` is a valid google.protobuf.Timestamp (years 1 to 9999,
+// nanos in [0, 999,999,999]).
+absl::Status ValidateTimestamp(std::string_view field,
+                               const google::protobuf::Timestamp& timestamp);
+
+// Checks a whole Publish before anything is stored: an empty request, more
+// than limits.max_batch messages, and for each message its topic, payload
+// size, id length, delay (negative or over max_delay) and deliver_at (more
+// than max_delay after `now`). Returns the first problem as
+// INVALID_ARGUMENT, prefixed with the message index: `message 3: ...`.
+absl::Status ValidatePublish(const hourglass::v1::PublishRequest& request,
+                             const Limits& limits, absl::Time now);
+
+// When `message` comes due, received at `now`: now + delay, the given
+// deliver_at (a past one means now), or now if neither is set. Truncated
+// to whole milliseconds. REQUIRES: ValidatePublish accepted the message.
+absl::Time DeliverAt(const hourglass::v1::Message& message, absl::Time now);
+
+}  // namespace hourglass::api
+
+#endif  // HOURGLASS_API_VALIDATION_H_

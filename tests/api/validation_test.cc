@@ -1,0 +1,170 @@
+#include "api/validation.h"
+
+#include <string>
+
+#include "absl/time/time.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace hourglass::api {
+namespace {
+
+using hourglass::v1::Message;
+using hourglass::v1::PublishRequest;
+
+const absl::Time kNow = absl::FromUnixMillis(1'795'305'600'000);
+
+// Expects INVALID_ARGUMENT with exactly `message`.
+void ExpectInvalid(const absl::Status& status, const std::string& message) {
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_EQ(std::string(status.message()), message);
+}
+
+PublishRequest OneMessage(const std::string& topic) {
+  PublishRequest request;
+  request.add_messages()->set_topic(topic);
+  return request;
+}
+
+absl::Status Validate(const PublishRequest& request) {
+  return ValidatePublish(request, Limits(), kNow);
+}
+
+TEST(ValidateNameTest, AcceptsEveryAllowedCharacterUpTo200Bytes) {
+  EXPECT_TRUE(ValidateName("topic", "Orders.v2_eu-west").ok());
+  EXPECT_TRUE(ValidateName("topic", std::string(200, 'a')).ok());
+}
+
+TEST(ValidateNameTest, NamesTheFieldAndTheValue) {
+  ExpectInvalid(ValidateName("topic", ""), "topic is empty");
+  ExpectInvalid(ValidateName("topic", "a b"), "topic \"a b\" has a space");
+  ExpectInvalid(ValidateName("group", "a/b"),
+                "group \"a/b\" has '/'; names may use only A-Z a-z 0-9 . _ -");
+  ExpectInvalid(ValidateName("topic", std::string("a\0b", 3)),
+                "topic \"a\\x00b\" has byte 0x00; names may use only A-Z a-z "
+                "0-9 . _ -");
+  ExpectInvalid(ValidateName("topic", std::string(201, 'x')),
+                "topic \"" + std::string(64, 'x') +
+                    "...\" is 201 bytes long; the limit is 200");
+}
+
+TEST(ValidatePublishTest, AcceptsAWellFormedBatch) {
+  PublishRequest request;
+  Message* now = request.add_messages();
+  now->set_topic("orders");
+  Message* later = request.add_messages();
+  later->set_topic("orders");
+  later->mutable_delay()->set_seconds(30);
+  later->set_id(std::string(128, 'k'));
+  later->set_payload(std::string(1 << 20, 'p'));
+  Message* at = request.add_messages();
+  at->set_topic("orders");
+  at->mutable_deliver_at()->set_seconds(absl::ToUnixSeconds(kNow) + 3600);
+  EXPECT_TRUE(Validate(request).ok()) << Validate(request);
+}
+
+TEST(ValidatePublishTest, RejectsAnEmptyRequest) {
+  ExpectInvalid(Validate(PublishRequest()), "the request has no messages");
+}
+
+TEST(ValidatePublishTest, RejectsMoreThanMaxBatch) {
+  PublishRequest request;
+  for (int i = 0; i < 4; ++i) request.add_messages()->set_topic("t");
+  ExpectInvalid(ValidatePublish(request, Limits{.max_batch = 3}, kNow),
+                "the request has 4 messages; the limit is 3 (--max_batch)");
+}
+
+TEST(ValidatePublishTest, NamesTheIndexOfTheBadMessage) {
+  PublishRequest request;
+  request.add_messages()->set_topic("good");
+  request.add_messages()->set_topic("good");
+  request.add_messages()->set_topic("bad topic");
+  ExpectInvalid(Validate(request),
+                "message 2: topic \"bad topic\" has a space");
+}
+
+TEST(ValidatePublishTest, RejectsAPayloadOverTheLimit) {
+  PublishRequest request = OneMessage("t");
+  request.mutable_messages(0)->set_payload(std::string((1 << 20) + 1, 'p'));
+  ExpectInvalid(Validate(request),
+                "message 0: payload is 1048577 bytes; the limit is 1048576 "
+                "(--max_payload_bytes)");
+}
+
+TEST(ValidatePublishTest, RejectsAnIdOver128Bytes) {
+  PublishRequest request = OneMessage("t");
+  request.mutable_messages(0)->set_id(std::string(129, 'k'));
+  ExpectInvalid(Validate(request),
+                "message 0: id \"" + std::string(64, 'k') +
+                    "...\" is 129 bytes long; the limit is 128");
+}
+
+TEST(ValidatePublishTest, RejectsANegativeDelay) {
+  PublishRequest request = OneMessage("t");
+  request.mutable_messages(0)->mutable_delay()->set_seconds(-5);
+  ExpectInvalid(Validate(request), "message 0: delay -5s is negative");
+}
+
+TEST(ValidatePublishTest, RejectsADelayOverMaxDelay) {
+  PublishRequest request = OneMessage("t");
+  request.mutable_messages(0)->mutable_delay()->set_seconds(3651LL * 86400);
+  ExpectInvalid(Validate(request),
+                "message 0: delay 87624h is over the limit of 87600h "
+                "(--max_delay)");
+}
+
+TEST(ValidatePublishTest, RejectsADeliverAtBeyondMaxDelay) {
+  PublishRequest request = OneMessage("t");
+  request.mutable_messages(0)->mutable_deliver_at()->set_seconds(
+      absl::ToUnixSeconds(kNow) + 3651LL * 86400);
+  ExpectInvalid(Validate(request),
+                "message 0: deliver_at 2036-11-20T00:00:00+00:00 is more than "
+                "87600h ahead (--max_delay)");
+}
+
+TEST(ValidatePublishTest, RejectsOutOfRangeDurationsAndTimestamps) {
+  PublishRequest request = OneMessage("t");
+  request.mutable_messages(0)->mutable_delay()->set_nanos(1'000'000'000);
+  ExpectInvalid(Validate(request),
+                "message 0: delay is not a valid Duration (seconds 0, nanos "
+                "1000000000)");
+  request.mutable_messages(0)->mutable_delay()->set_seconds(1);
+  request.mutable_messages(0)->mutable_delay()->set_nanos(-1);
+  ExpectInvalid(
+      Validate(request),
+      "message 0: delay is not a valid Duration (seconds 1, nanos -1)");
+  request.mutable_messages(0)->mutable_delay()->set_seconds(315'576'000'001);
+  request.mutable_messages(0)->mutable_delay()->set_nanos(0);
+  ExpectInvalid(Validate(request),
+                "message 0: delay is not a valid Duration (seconds "
+                "315576000001, nanos 0)");
+
+  PublishRequest at = OneMessage("t");
+  at.mutable_messages(0)->mutable_deliver_at()->set_nanos(-1);
+  ExpectInvalid(Validate(at),
+                "message 0: deliver_at is not a valid Timestamp (seconds 0, "
+                "nanos -1)");
+  at.mutable_messages(0)->mutable_deliver_at()->set_nanos(0);
+  at.mutable_messages(0)->mutable_deliver_at()->set_seconds(253'402'300'800);
+  ExpectInvalid(Validate(at),
+                "message 0: deliver_at is not a valid Timestamp (seconds "
+                "253402300800, nanos 0)");
+}
+
+TEST(DeliverAtTest, DelayDeliverAtOrNowToTheMillisecond) {
+  Message m;
+  EXPECT_EQ(DeliverAt(m, kNow + absl::Microseconds(1500)),
+            kNow + absl::Milliseconds(1));
+  m.mutable_delay()->set_seconds(30);
+  m.mutable_delay()->set_nanos(2'500'000);
+  EXPECT_EQ(DeliverAt(m, kNow), kNow + absl::Milliseconds(30'002));
+  Message past;
+  past.mutable_deliver_at()->set_seconds(absl::ToUnixSeconds(kNow) - 60);
+  EXPECT_EQ(DeliverAt(past, kNow), kNow);  // A past time means now.
+  Message future;
+  future.mutable_deliver_at()->set_seconds(absl::ToUnixSeconds(kNow) + 60);
+  EXPECT_EQ(DeliverAt(future, kNow), kNow + absl::Seconds(60));
+}
+
+}  // namespace
+}  // namespace hourglass::api
