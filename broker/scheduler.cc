@@ -39,8 +39,8 @@ absl::StatusOr<bool> Scheduler::Load() {
       loader_.LoadUntil(until, options_.load_chunk);
   if (!entries.ok()) return entries.status();
   for (ScheduledEntry& entry : *entries) {
-    // A publish still in progress is its publisher's to insert.
-    if (publishing_.contains(entry.key)) continue;
+    // A publish or cancel in progress decides for itself.
+    if (in_progress_.contains(entry.key)) continue;
     InsertLocked(entry.key, std::move(entry.topic));
   }
   return entries->size() == options_.load_chunk;
@@ -48,15 +48,13 @@ absl::StatusOr<bool> Scheduler::Load() {
 
 void Scheduler::BeginPublish(const storage::DueKey& key) {
   absl::MutexLock lock(&mu_);
-  ++publishing_[key];
+  ++in_progress_[key];
 }
 
 void Scheduler::PublishDurable(const storage::DueKey& key,
                                const std::string& topic) {
   absl::MutexLock lock(&mu_);
-  if (auto it = publishing_.find(key); it != publishing_.end()) {
-    if (--it->second == 0) publishing_.erase(it);
-  }
+  EndLocked(key);
   // Behind the loader: the loader will not read it again, so it is ours.
   // Ahead of it: the loader will read it from the store.
   if (key < loader_.position()) InsertLocked(key, topic);
@@ -64,22 +62,35 @@ void Scheduler::PublishDurable(const storage::DueKey& key,
 
 void Scheduler::PublishFailed(const storage::DueKey& key) {
   absl::MutexLock lock(&mu_);
-  if (auto it = publishing_.find(key); it != publishing_.end()) {
-    if (--it->second == 0) publishing_.erase(it);
-  }
+  EndLocked(key);
 }
 
-bool Scheduler::Cancel(const storage::DueKey& key) {
+bool Scheduler::BeginCancel(const storage::DueKey& key) {
   absl::MutexLock lock(&mu_);
+  if (in_progress_.contains(key)) return false;
   auto it = timers_.find(key.sequence);
   if (it != timers_.end()) {
     wheel_.Cancel(it->second.handle);
     timers_.erase(it);
-    return true;
+  } else if (key < loader_.position()) {
+    // Loaded, yet not in the wheel: Poll handed it out.
+    return false;
   }
-  // Not in the wheel: either not loaded yet (still only on disk) or already
-  // handed out by Poll.
-  return !(key < loader_.position());
+  ++in_progress_[key];
+  return true;
+}
+
+void Scheduler::EndCancel(const storage::DueKey& key, const std::string& topic,
+                          bool deleted) {
+  absl::MutexLock lock(&mu_);
+  EndLocked(key);
+  if (!deleted && key < loader_.position()) InsertLocked(key, topic);
+}
+
+void Scheduler::EndLocked(const storage::DueKey& key) {
+  if (auto it = in_progress_.find(key); it != in_progress_.end()) {
+    if (--it->second == 0) in_progress_.erase(it);
+  }
 }
 
 std::vector<ScheduledEntry> Scheduler::Poll() {
@@ -94,6 +105,12 @@ std::vector<ScheduledEntry> Scheduler::Poll() {
     timers_.erase(it);
   });
   return due;
+}
+
+void Scheduler::PutBack(const std::vector<ScheduledEntry>& entries) {
+  absl::MutexLock lock(&mu_);
+  for (const ScheduledEntry& entry : entries)
+    InsertLocked(entry.key, entry.topic);
 }
 
 absl::Time Scheduler::NextWake() {
@@ -113,8 +130,8 @@ storage::DueKey Scheduler::SafeCursor() {
   if (std::optional<int64_t> next = wheel_.NextExpiry()) {
     cursor = std::min(cursor, storage::DueKey{std::max<int64_t>(*next, 0), 0});
   }
-  if (!publishing_.empty())
-    cursor = std::min(cursor, publishing_.begin()->first);
+  if (!in_progress_.empty())
+    cursor = std::min(cursor, in_progress_.begin()->first);
   return cursor;
 }
 

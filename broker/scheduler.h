@@ -35,12 +35,13 @@ namespace hourglass::broker {
 //
 // Crash safety of the cursor: SafeCursor() is the least schedule key that
 // may still be undispatched: the lower of the wheel's next expiry, every
-// publish between BeginPublish and its end, and the loader's position.
+// publish or cancel between its Begin and its end, and the loader's
+// position.
 // Every schedule key below it has been handed out by Poll, so persisting it
 // with the dispatch of what Poll returned never skips a message on restart.
 //
-// Thread-safe. Poll and Load are meant for one timer thread; BeginPublish,
-// PublishDurable, PublishFailed and Cancel come from any thread.
+// Thread-safe. Poll and Load are meant for one timer thread; the publish
+// and cancel calls come from any thread.
 class Scheduler {
  public:
   struct Options {
@@ -74,14 +75,24 @@ class Scheduler {
   // The publish of `key` failed; nothing was written.
   void PublishFailed(const storage::DueKey& key);
 
-  // Takes `key` out of the wheel so it will not come due. Returns false if
-  // it already came due (Poll handed it out): the cancel lost the race. A
-  // message not yet loaded is not in memory; true.
-  bool Cancel(const storage::DueKey& key);
+  // Starts cancelling `key`: takes it out of the wheel and keeps the loader
+  // from loading it until EndCancel. Returns false, changing nothing, if it
+  // already came due (Poll handed it out): the cancel lost the race; or if
+  // another publish or cancel of it is in progress.
+  bool BeginCancel(const storage::DueKey& key);
+  // Ends a cancel that BeginCancel accepted. `deleted`: the message's keys
+  // are gone from the store. Otherwise (the write failed) it is scheduled
+  // again as before.
+  void EndCancel(const storage::DueKey& key, const std::string& topic,
+                 bool deleted);
 
   // Hands out every message due by the clock's now, in due order (ties:
   // sequence). Never early.
   std::vector<ScheduledEntry> Poll();
+
+  // Returns entries that Poll handed out but whose dispatch failed; they
+  // come due again at once.
+  void PutBack(const std::vector<ScheduledEntry>& entries);
 
   // When Poll next has work, or when Load should run: the earlier of the
   // wheel's next expiry and the time the horizon needs extending.
@@ -113,8 +124,11 @@ class Scheduler {
   Loader loader_ ABSL_GUARDED_BY(mu_);
   // Wheel entries by sequence (the wheel's value), for Cancel and topics.
   absl::flat_hash_map<uint64_t, Timer> timers_ ABSL_GUARDED_BY(mu_);
-  // Publishes begun and not yet ended, keyed by schedule key.
-  std::map<storage::DueKey, int> publishing_ ABSL_GUARDED_BY(mu_);
+  // Keys whose stored state a publish or cancel is changing (begun, not
+  // ended). The loader skips them; their writer decides.
+  std::map<storage::DueKey, int> in_progress_ ABSL_GUARDED_BY(mu_);
+
+  void EndLocked(const storage::DueKey& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 };
 
 }  // namespace hourglass::broker

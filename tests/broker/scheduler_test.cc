@@ -148,11 +148,34 @@ TEST_F(SchedulerTest, CancelBeforeDueWinsAfterDueLoses) {
   Write({E(kStartMs + 100, 1, "a"), E(kStartMs + 200, 2, "b"),
          E(kStartMs + 3'600'000, 3, "far")});
   LoadAll();
-  EXPECT_TRUE(scheduler_->Cancel({kStartMs + 100, 1}));
-  EXPECT_TRUE(scheduler_->Cancel({kStartMs + 3'600'000, 3}));  // Only on disk.
+  EXPECT_TRUE(scheduler_->BeginCancel({kStartMs + 100, 1}));
+  scheduler_->EndCancel({kStartMs + 100, 1}, "a", /*deleted=*/true);
+  EXPECT_TRUE(scheduler_->BeginCancel({kStartMs + 3'600'000, 3}));  // On disk.
   AdvanceTo(kStartMs + 200);
   EXPECT_THAT(scheduler_->Poll(), ElementsAre(E(kStartMs + 200, 2, "b")));
-  EXPECT_FALSE(scheduler_->Cancel({kStartMs + 200, 2}));  // Already due.
+  EXPECT_FALSE(scheduler_->BeginCancel({kStartMs + 200, 2}));  // Already due.
+}
+
+TEST_F(SchedulerTest, TheLoaderSkipsAMessageBeingCancelled) {
+  Write({E(kStartMs + 90'000, 1, "a")});
+  LoadAll();
+  EXPECT_TRUE(scheduler_->BeginCancel({kStartMs + 90'000, 1}));
+  AdvanceTo(kStartMs + 60'000);
+  LoadAll();  // Reads it from disk, but a cancel is deleting it.
+  EXPECT_EQ(scheduler_->InWheel(), 0u);
+  scheduler_->EndCancel({kStartMs + 90'000, 1}, "a", /*deleted=*/true);
+  AdvanceTo(kStartMs + 90'000);
+  EXPECT_THAT(scheduler_->Poll(), IsEmpty());
+}
+
+TEST_F(SchedulerTest, AFailedCancelPutsTheMessageBack) {
+  Write({E(kStartMs + 100, 1, "a")});
+  LoadAll();
+  EXPECT_TRUE(scheduler_->BeginCancel({kStartMs + 100, 1}));
+  EXPECT_EQ(scheduler_->InWheel(), 0u);
+  scheduler_->EndCancel({kStartMs + 100, 1}, "a", /*deleted=*/false);
+  AdvanceTo(kStartMs + 100);
+  EXPECT_THAT(scheduler_->Poll(), ElementsAre(E(kStartMs + 100, 1, "a")));
 }
 
 TEST_F(SchedulerTest, SafeCursorIsTheLeastUndispatchedKey) {
