@@ -25,6 +25,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
   // same port would silently share its traffic.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   int port = 0;
+  builder.SetMaxReceiveMessageSize(options.max_receive_bytes);
+  for (grpc::Service* service : options.services)
+    builder.RegisterService(service);
   builder.AddListeningPort(options.listen_address,
                            grpc::InsecureServerCredentials(), &port);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();

@@ -3,12 +3,14 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
 namespace grpc {
 class Server;
+class Service;
 }  // namespace grpc
 
 namespace hourglass::api {
@@ -17,6 +19,11 @@ struct ServerOptions {
   // host:port to listen on. Port 0 lets the OS choose one; port() tells
   // which. Default: loopback only.
   std::string listen_address = "127.0.0.1:7070";
+  // Largest request accepted, in bytes. Default: 64 MiB.
+  int max_receive_bytes = 64 << 20;
+  // Services to serve besides health and reflection. Not owned; each must
+  // outlive the server.
+  std::vector<grpc::Service*> services;
 };
 
 // The gRPC server of hourglassd: grpc.health.v1.Health, server reflection,

@@ -13,7 +13,11 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "api/broker_service.h"
 #include "api/server.h"
+#include "api/validation.h"
+#include "broker/clock.h"
+#include "broker/engine.h"
 #include "spdlog/spdlog.h"
 #include "storage/message_store.h"
 #include "storage/rocksdb_store.h"
@@ -29,6 +33,14 @@ ABSL_FLAG(std::string, durability, "sync",
           "log write, without fsync.");
 ABSL_FLAG(int32_t, block_cache_mb, 64,
           "RocksDB block cache shared by all tables, in MiB.");
+ABSL_FLAG(absl::Duration, horizon, absl::Seconds(60),
+          "Messages due within this time are held in memory; the rest wait "
+          "on disk.");
+ABSL_FLAG(uint64_t, max_payload_bytes, 1 << 20,
+          "Largest message payload accepted, in bytes.");
+ABSL_FLAG(absl::Duration, max_delay, absl::Hours(24 * 3650),
+          "Longest delay accepted (default 3650 days).");
+ABSL_FLAG(uint64_t, max_batch, 10000, "Most messages in one Publish.");
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
           "How long running calls may take to finish on SIGTERM/SIGINT.");
 
@@ -92,8 +104,27 @@ int main(int argc, char** argv) {
       absl::GetFlag(FLAGS_data_dir), durability, block_cache_mb,
       absl::FormatDuration(absl::Now() - open_start));
 
+  hourglass::broker::SystemClock clock;
+  hourglass::broker::Engine::Options engine_options;
+  engine_options.scheduler.horizon = absl::GetFlag(FLAGS_horizon);
+  const absl::Time recover_start = absl::Now();
+  absl::StatusOr<std::unique_ptr<hourglass::broker::Engine>> engine =
+      hourglass::broker::Engine::Open(store->get(), &clock, engine_options);
+  if (!engine.ok()) Fail(std::string(engine.status().message()));
+  (*engine)->Start();
+  spdlog::info("hourglassd recovered in {} (horizon {})",
+               absl::FormatDuration(absl::Now() - recover_start),
+               absl::FormatDuration(engine_options.scheduler.horizon));
+
+  hourglass::api::Limits limits;
+  limits.max_payload_bytes = absl::GetFlag(FLAGS_max_payload_bytes);
+  limits.max_delay = absl::GetFlag(FLAGS_max_delay);
+  limits.max_batch = absl::GetFlag(FLAGS_max_batch);
+  hourglass::api::BrokerService broker_service(engine->get(), &clock, limits);
+
   hourglass::api::ServerOptions options;
   options.listen_address = absl::GetFlag(FLAGS_listen);
+  options.services = {&broker_service};
   auto server = hourglass::api::Server::Start(options);
   if (!server.ok()) Fail(std::string(server.status().message()));
   spdlog::info("hourglassd listening on {} (port {})", options.listen_address,
@@ -104,6 +135,7 @@ int main(int argc, char** argv) {
                signal == SIGTERM ? "SIGTERM" : "SIGINT");
   (*server)->Shutdown(absl::GetFlag(FLAGS_shutdown_grace));
   server->reset();
+  engine->reset();
   store->reset();
   spdlog::info("hourglassd stopped");
   return 0;

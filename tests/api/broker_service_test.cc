@@ -1,0 +1,245 @@
+// hourglass.v1.Broker over loopback gRPC, on an engine backed by a
+// fault-injecting memory store.
+
+#include "api/broker_service.h"
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "api/server.h"
+#include "gmock/gmock.h"
+#include "grpcpp/client_context.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "gtest/gtest.h"
+#include "storage/keys.h"
+#include "tests/testing/faulty_store.h"
+
+namespace hourglass::api {
+namespace {
+
+using hourglass::v1::CancelRequest;
+using hourglass::v1::CancelResponse;
+using hourglass::v1::Message;
+using hourglass::v1::PublishRequest;
+using hourglass::v1::PublishResponse;
+
+class BrokerServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto engine =
+        broker::Engine::Open(&store_, &clock_, broker::Engine::Options());
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    engine_ = *std::move(engine);
+    engine_->Start();
+    service_ = std::make_unique<BrokerService>(
+        engine_.get(), &clock_,
+        Limits{.max_payload_bytes = 16, .max_batch = 3});
+    auto server = Server::Start(
+        {.listen_address = "127.0.0.1:0", .services = {service_.get()}});
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    stub_ = hourglass::v1::Broker::NewStub(
+        grpc::CreateChannel(absl::StrCat("127.0.0.1:", server_->port()),
+                            grpc::InsecureChannelCredentials()));
+  }
+
+  void TearDown() override {
+    server_.reset();
+    engine_.reset();
+  }
+
+  grpc::Status Publish(const PublishRequest& request,
+                       PublishResponse* response) {
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
+    return stub_->Publish(&context, request, response);
+  }
+
+  grpc::Status Cancel(const std::string& topic, const std::string& id) {
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
+    CancelRequest request;
+    request.set_topic(topic);
+    request.set_id(id);
+    CancelResponse response;
+    return stub_->Cancel(&context, request, &response);
+  }
+
+  size_t StoredMessages() {
+    size_t n = 0;
+    EXPECT_TRUE(store_
+                    .Scan(storage::Table::kMessages, "", "",
+                          [&](std::string_view, std::string_view) {
+                            ++n;
+                            return true;
+                          })
+                    .ok());
+    return n;
+  }
+
+  testing::FaultyStore store_;
+  broker::SystemClock clock_;
+  std::unique_ptr<broker::Engine> engine_;
+  std::unique_ptr<BrokerService> service_;
+  std::unique_ptr<Server> server_;
+  std::unique_ptr<hourglass::v1::Broker::Stub> stub_;
+};
+
+Message Msg(const std::string& topic, int64_t delay_ms,
+            const std::string& id = "") {
+  Message m;
+  m.set_topic(topic);
+  m.set_id(id);
+  m.set_payload("hello");
+  m.mutable_delay()->set_seconds(delay_ms / 1000);
+  m.mutable_delay()->set_nanos(static_cast<int32_t>(delay_ms % 1000) *
+                               1'000'000);
+  return m;
+}
+
+int64_t Millis(const google::protobuf::Timestamp& t) {
+  return t.seconds() * 1000 + t.nanos() / 1'000'000;
+}
+
+TEST_F(BrokerServiceTest, PublishAnswersReceiptsInRequestOrder) {
+  PublishRequest request;
+  *request.add_messages() = Msg("orders", 30'000, "order-1");
+  *request.add_messages() = Msg("orders", 0);
+  PublishResponse response;
+  const int64_t before = absl::ToUnixMillis(absl::Now());
+  const grpc::Status status = Publish(request, &response);
+  const int64_t after = absl::ToUnixMillis(absl::Now());
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  ASSERT_EQ(response.receipts_size(), 2);
+  EXPECT_EQ(response.receipts(0).id(), "order-1");
+  EXPECT_FALSE(response.receipts(0).duplicate());
+  EXPECT_GE(Millis(response.receipts(0).deliver_at()), before + 30'000);
+  EXPECT_LE(Millis(response.receipts(0).deliver_at()), after + 30'000);
+  EXPECT_EQ(response.receipts(1).id(), "hg-0000000000000002");
+  EXPECT_EQ(StoredMessages(), 2u);
+}
+
+TEST_F(BrokerServiceTest, ARepeatedIdGetsTheFirstReceipt) {
+  PublishRequest request;
+  *request.add_messages() = Msg("orders", 60'000, "order-1");
+  PublishResponse first, second;
+  ASSERT_TRUE(Publish(request, &first).ok());
+  ASSERT_TRUE(Publish(request, &second).ok());
+  EXPECT_TRUE(second.receipts(0).duplicate());
+  EXPECT_EQ(Millis(second.receipts(0).deliver_at()),
+            Millis(first.receipts(0).deliver_at()));
+  EXPECT_EQ(StoredMessages(), 1u);
+}
+
+// Every kind of bad Publish: INVALID_ARGUMENT naming the problem, and
+// nothing stored, not even the good messages of the batch.
+TEST_F(BrokerServiceTest, BadPublishesAreRejectedWholeWithAReason) {
+  struct Case {
+    std::string name;
+    PublishRequest request;
+    std::string message;
+  };
+  std::vector<Case> cases;
+  cases.push_back({"empty", PublishRequest(), "the request has no messages"});
+  {
+    PublishRequest r;
+    for (int i = 0; i < 4; ++i) *r.add_messages() = Msg("t", 0);
+    cases.push_back(
+        {"too many", r,
+         "the request has 4 messages; the limit is 3 (--max_batch)"});
+  }
+  auto one_bad = [&](std::string name, Message bad, std::string message) {
+    PublishRequest r;
+    *r.add_messages() = Msg("good", 0);
+    *r.add_messages() = std::move(bad);
+    cases.push_back({std::move(name), std::move(r), std::move(message)});
+  };
+  one_bad("empty topic", Msg("", 0), "message 1: topic is empty");
+  one_bad("bad topic", Msg("a b", 0), "message 1: topic \"a b\" has a space");
+  {
+    Message m = Msg("t", 0);
+    m.set_payload(std::string(17, 'x'));
+    one_bad("payload", m,
+            "message 1: payload is 17 bytes; the limit is 16 "
+            "(--max_payload_bytes)");
+  }
+  {
+    Message m = Msg("t", 0);
+    m.mutable_delay()->set_seconds(-1);
+    one_bad("negative delay", m, "message 1: delay -1s is negative");
+  }
+  {
+    Message m = Msg("t", 0);
+    m.mutable_delay()->set_seconds(3651LL * 86400);
+    one_bad(
+        "delay too long", m,
+        "message 1: delay 87624h is over the limit of 87600h (--max_delay)");
+  }
+  {
+    Message m = Msg("t", 0);
+    m.mutable_delay()->set_nanos(-5);
+    m.mutable_delay()->set_seconds(1);
+    one_bad("bad duration", m,
+            "message 1: delay is not a valid Duration (seconds 1, nanos -5)");
+  }
+  {
+    Message m;
+    m.set_topic("t");
+    m.mutable_deliver_at()->set_nanos(2'000'000'000);
+    one_bad("bad timestamp", m,
+            "message 1: deliver_at is not a valid Timestamp (seconds 0, nanos "
+            "2000000000)");
+  }
+  one_bad("long id", Msg("t", 0, std::string(129, 'i')),
+          "message 1: id \"" + std::string(64, 'i') +
+              "...\" is 129 bytes long; the limit is 128");
+
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    PublishResponse response;
+    const grpc::Status status = Publish(c.request, &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_EQ(status.error_message(), c.message);
+    EXPECT_EQ(response.receipts_size(), 0);
+  }
+  EXPECT_EQ(StoredMessages(), 0u);
+}
+
+TEST_F(BrokerServiceTest, AFullDiskIsResourceExhaustedAndStoresNothing) {
+  store_.FailWrites(
+      absl::ResourceExhaustedError("write in data dir /d: disk full"));
+  PublishRequest request;
+  *request.add_messages() = Msg("t", 1000);
+  PublishResponse response;
+  const grpc::Status status = Publish(request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(status.error_message(), "write in data dir /d: disk full");
+  store_.FailWrites(absl::OkStatus());
+  EXPECT_EQ(StoredMessages(), 0u);
+  EXPECT_TRUE(Publish(request, &response).ok());  // Space is back.
+}
+
+TEST_F(BrokerServiceTest, CancelAnswersOkOnceThenNotFound) {
+  PublishRequest request;
+  *request.add_messages() = Msg("orders", 60'000, "order-9");
+  PublishResponse response;
+  ASSERT_TRUE(Publish(request, &response).ok());
+  EXPECT_TRUE(Cancel("orders", "order-9").ok());
+  const grpc::Status again = Cancel("orders", "order-9");
+  EXPECT_EQ(again.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(again.error_message(),
+            "no scheduled message with id \"order-9\" in topic \"orders\" "
+            "(unknown, already due, or cancelled)");
+  EXPECT_EQ(Cancel("bad topic", "x").error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(Cancel("orders", "").error_message(), "id is empty");
+  EXPECT_EQ(StoredMessages(), 0u);
+}
+
+}  // namespace
+}  // namespace hourglass::api
