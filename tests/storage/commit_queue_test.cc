@@ -10,6 +10,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "storage/memory_store.h"
+#include "tests/testing/forwarding_store.h"
 
 namespace hourglass::storage {
 namespace {
@@ -18,7 +19,7 @@ using ::testing::ElementsAre;
 
 // Wraps a store: records each Write's keys, can hold the first Write until
 // released, and can fail writes.
-class RecordingStore final : public MessageStore {
+class RecordingStore final : public testing::ForwardingStore {
  public:
   absl::Status Write(const WriteBatch& batch) override {
     std::vector<std::string> keys;
@@ -37,21 +38,8 @@ class RecordingStore final : public MessageStore {
       failure = failure_;
     }
     if (!failure.ok()) return failure;
-    return inner_->Write(batch);
+    return ForwardingStore::Write(batch);
   }
-  absl::StatusOr<std::optional<std::string>> Get(Table t,
-                                                 std::string_view k) override {
-    return inner_->Get(t, k);
-  }
-  absl::Status Scan(
-      Table t, std::string_view from, std::string_view to,
-      absl::FunctionRef<bool(std::string_view, std::string_view)> v) override {
-    return inner_->Scan(t, from, to, v);
-  }
-  absl::StatusOr<std::optional<std::string>> LastKey(Table t) override {
-    return inner_->LastKey(t);
-  }
-  StoreStats Stats() override { return inner_->Stats(); }
 
   void Fail(absl::Status status) {
     absl::MutexLock lock(&mu_);
@@ -66,7 +54,6 @@ class RecordingStore final : public MessageStore {
   absl::Notification release_first_;
 
  private:
-  std::unique_ptr<MessageStore> inner_ = MemoryStore::Open();
   absl::Mutex mu_;
   std::vector<std::vector<std::string>> writes_ ABSL_GUARDED_BY(mu_);
   absl::Status failure_ ABSL_GUARDED_BY(mu_);

@@ -1,0 +1,43 @@
+#ifndef HOURGLASS_TESTS_TESTING_FORWARDING_STORE_H_
+#define HOURGLASS_TESTS_TESTING_FORWARDING_STORE_H_
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "storage/memory_store.h"
+#include "storage/message_store.h"
+
+namespace hourglass::testing {
+
+// A MessageStore that forwards every call to a MemoryStore of its own. Test
+// wrappers derive from it and override the calls they change.
+class ForwardingStore : public storage::MessageStore {
+ public:
+  absl::Status Write(const storage::WriteBatch& batch) override {
+    return inner_->Write(batch);
+  }
+  absl::StatusOr<std::optional<std::string>> Get(
+      storage::Table table, std::string_view key) override {
+    return inner_->Get(table, key);
+  }
+  absl::Status Scan(storage::Table table, std::string_view from,
+                    std::string_view to,
+                    absl::FunctionRef<bool(std::string_view, std::string_view)>
+                        visit) override {
+    return inner_->Scan(table, from, to, visit);
+  }
+  absl::StatusOr<std::optional<std::string>> LastKey(
+      storage::Table table) override {
+    return inner_->LastKey(table);
+  }
+  storage::StoreStats Stats() override { return inner_->Stats(); }
+
+ private:
+  const std::unique_ptr<storage::MessageStore> inner_ =
+      storage::MemoryStore::Open();
+};
+
+}  // namespace hourglass::testing
+
+#endif  // HOURGLASS_TESTS_TESTING_FORWARDING_STORE_H_
