@@ -245,10 +245,7 @@ absl::StatusOr<absl::Time> Engine::Tick() {
   }
   const std::vector<ScheduledEntry> due = scheduler_.Poll();
   if (!due.empty()) {
-    if (absl::Status s = Dispatch(due); !s.ok()) {
-      scheduler_.PutBack(due);
-      return s;
-    }
+    if (absl::Status s = Dispatch(due); !s.ok()) return s;
   }
   return more_to_load ? now : scheduler_.NextWake();
 }
@@ -256,7 +253,9 @@ absl::StatusOr<absl::Time> Engine::Tick() {
 // Moves `due` (in due order) from scheduled to ready in every group of its
 // topic, or in the topic's waiting area (group "") if it has none, in
 // batches. Each batch also persists the loader cursor: the safe cursor, but
-// never past the first entry of a batch not yet written.
+// never past the first entry of a batch not yet written. If a batch fails,
+// it and the ones after it go back to the scheduler to come due again; the
+// batches already written stay dispatched.
 absl::Status Engine::Dispatch(const std::vector<ScheduledEntry>& due) {
   std::string zero_attempts;
   storage::AppendU32(zero_attempts, 0);
@@ -285,7 +284,11 @@ absl::Status Engine::Dispatch(const std::vector<ScheduledEntry>& due) {
     DueKey cursor = scheduler_.SafeCursor();
     if (end < due.size()) cursor = std::min(cursor, due[end].key);
     PutLoaderCursor(batch, cursor);
-    if (absl::Status s = commits_.Commit(std::move(batch)); !s.ok()) return s;
+    if (absl::Status s = commits_.Commit(std::move(batch)); !s.ok()) {
+      scheduler_.PutBack(
+          std::vector<ScheduledEntry>(due.begin() + start, due.end()));
+      return s;
+    }
   }
   if (options_.on_dispatched) options_.on_dispatched(due);
   return absl::OkStatus();

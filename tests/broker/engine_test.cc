@@ -262,6 +262,34 @@ TEST_F(EngineTest, AFailedDispatchKeepsTheMessagesForTheNextStep) {
   EXPECT_EQ(Count(Table::kSchedule), 0u);
 }
 
+TEST_F(EngineTest, AFailedDispatchBatchRetriesOnlyWhatWasNotWritten) {
+  Engine::Options options;
+  options.dispatch_batch = 2;
+  auto small = Engine::Open(store_.get(), &clock_, options);
+  ASSERT_TRUE(small.ok()) << small.status();
+  engine_.reset();
+  engine_ = *std::move(small);
+  ASSERT_TRUE(engine_->RegisterGroup("t", "g").ok());
+  ASSERT_TRUE(Publish({Message("t", absl::Milliseconds(1)),
+                       Message("t", absl::Milliseconds(2)),
+                       Message("t", absl::Milliseconds(3))})
+                  .ok());
+  TickAt(kStartMs);
+  clock_.Set(kStart + absl::Milliseconds(3));
+  // The first batch (two messages) is written, the second fails.
+  store_->FailWrites(absl::UnavailableError("I/O error"), /*after=*/1);
+  EXPECT_EQ(engine_->Tick().status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(Ready("t", "g"),
+              ElementsAre(DueKey{kStartMs + 1, 1}, DueKey{kStartMs + 2, 2}));
+  store_->FailWrites(absl::OkStatus());
+  auto scheduler_due = engine_->scheduler().InWheel();
+  EXPECT_EQ(scheduler_due, 1u);  // Only the third went back.
+  TickAt(kStartMs + 3);
+  EXPECT_THAT(Ready("t", "g"),
+              ElementsAre(DueKey{kStartMs + 1, 1}, DueKey{kStartMs + 2, 2},
+                          DueKey{kStartMs + 3, 3}));
+}
+
 TEST_F(EngineTest, AFailedCancelLeavesTheMessageScheduled) {
   ASSERT_TRUE(Publish({Message("t", absl::Milliseconds(10), "a")}).ok());
   TickAt(kStartMs);

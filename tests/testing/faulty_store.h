@@ -13,16 +13,21 @@ namespace hourglass::testing {
 // a failing device would: a failed Write applies nothing. Thread-safe.
 class FaultyStore final : public ForwardingStore {
  public:
-  // Every Write from now on returns `status` (OK clears the fault).
-  void FailWrites(absl::Status status) {
+  // Every Write from now on returns `status` (OK clears the fault). With
+  // `after`, the next `after` writes still succeed first.
+  void FailWrites(absl::Status status, int after = 0) {
     absl::MutexLock lock(&mu_);
     failure_ = std::move(status);
+    successes_before_failure_ = after;
   }
 
   absl::Status Write(const storage::WriteBatch& batch) override {
     {
       absl::MutexLock lock(&mu_);
-      if (!failure_.ok()) return failure_;
+      if (!failure_.ok()) {
+        if (successes_before_failure_ == 0) return failure_;
+        --successes_before_failure_;
+      }
     }
     return ForwardingStore::Write(batch);
   }
@@ -30,6 +35,7 @@ class FaultyStore final : public ForwardingStore {
  private:
   absl::Mutex mu_;
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
+  int successes_before_failure_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace hourglass::testing
