@@ -148,13 +148,16 @@ void Engine::Publish(std::vector<NewMessage> messages, PublishCallback done) {
     stored_before[index] = true;
   }
 
+  // Nothing of this publish comes due before its floor, and the persisted
+  // cursor stays at or below it until the write ends (scheduler.h).
+  const int64_t floor = scheduler_.HoldCursor();
   storage::WriteBatch batch;
   std::vector<ScheduledEntry> keys;
   for (size_t i = 0; i < n; ++i) {
     NewMessage& m = messages[i];
     if ((first_of[i] != n && first_of[i] != i) || stored_before[i]) continue;
     const uint64_t sequence = next_sequence_.fetch_add(1);
-    const int64_t due_ms = absl::ToUnixMillis(m.deliver_at);
+    const int64_t due_ms = std::max(absl::ToUnixMillis(m.deliver_at), floor);
     if (m.id.empty()) m.id = AssignedId(sequence);
     storage::MessageRecord record;
     record.set_topic(m.topic);
@@ -181,6 +184,7 @@ void Engine::Publish(std::vector<NewMessage> messages, PublishCallback done) {
   }
 
   if (keys.empty()) {
+    scheduler_.ReleaseCursor(floor);
     release();
     std::move(done)(std::move(receipts));
     return;

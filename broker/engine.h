@@ -34,7 +34,9 @@ struct NewMessage {
   std::string id;  // Idempotency key; empty: the engine assigns one.
   std::string payload;
   std::map<std::string, std::string> headers;
-  absl::Time deliver_at;  // Whole milliseconds.
+  // Whole milliseconds. The engine moves a time in the past (by its clock)
+  // to now, and the receipt says when the message is due.
+  absl::Time deliver_at;
 };
 
 struct PublishReceipt {

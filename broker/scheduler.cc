@@ -46,6 +46,28 @@ absl::StatusOr<bool> Scheduler::Load() {
   return entries->size() == options_.load_chunk;
 }
 
+int64_t Scheduler::NowMs() {
+  absl::MutexLock lock(&mu_);
+  return NowMsLocked();
+}
+
+int64_t Scheduler::NowMsLocked() {
+  last_now_ms_ = std::max(last_now_ms_, ToMillis(clock_->Now()));
+  return last_now_ms_;
+}
+
+int64_t Scheduler::HoldCursor() {
+  absl::MutexLock lock(&mu_);
+  const int64_t floor = NowMsLocked();
+  floors_.insert(floor);
+  return floor;
+}
+
+void Scheduler::ReleaseCursor(int64_t floor) {
+  absl::MutexLock lock(&mu_);
+  if (auto it = floors_.find(floor); it != floors_.end()) floors_.erase(it);
+}
+
 void Scheduler::BeginPublish(const storage::DueKey& key) {
   absl::MutexLock lock(&mu_);
   ++in_progress_[key];
@@ -126,7 +148,11 @@ absl::Time Scheduler::NextWake() {
 
 storage::DueKey Scheduler::SafeCursor() {
   absl::MutexLock lock(&mu_);
-  storage::DueKey cursor = loader_.position();
+  storage::DueKey cursor =
+      std::min(loader_.position(), storage::DueKey{NowMsLocked(), 0});
+  if (!floors_.empty()) {
+    cursor = std::min(cursor, storage::DueKey{*floors_.begin(), 0});
+  }
   if (std::optional<int64_t> next = wheel_.NextExpiry()) {
     cursor = std::min(cursor, storage::DueKey{std::max<int64_t>(*next, 0), 0});
   }

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -34,9 +35,11 @@ namespace hourglass::broker {
 // left for the loader. Entries never carry payloads.
 //
 // Crash safety of the cursor: SafeCursor() is the least schedule key that
-// may still be undispatched: the lower of the wheel's next expiry, every
-// publish or cancel between its Begin and its end, and the loader's
-// position.
+// may still be undispatched or yet be written: the lowest of the wheel's
+// next expiry, every publish or cancel between its Begin and its end, every
+// held publish floor (HoldCursor), the loader's position, and now. A
+// publish that has not yet called HoldCursor gets a floor at or after that
+// now, because both read one clock that never goes backward (Now()).
 // Every schedule key below it has been handed out by Poll, so persisting it
 // with the dispatch of what Poll returned never skips a message on restart.
 //
@@ -65,6 +68,16 @@ class Scheduler {
   // wheel. Returns true if the horizon is not yet reached (call again).
   // Holds the scheduler's lock for the bounded scan of one chunk.
   absl::StatusOr<bool> Load();
+
+  // The scheduler's clock, made monotone: never earlier than a time it
+  // returned before, whatever the wall clock does.
+  int64_t NowMs();
+
+  // Starts a publish: returns its floor, the current NowMs(), and keeps
+  // SafeCursor() at or below {floor, 0} until ReleaseCursor(floor). The
+  // publish must not make anything due before its floor.
+  int64_t HoldCursor();
+  void ReleaseCursor(int64_t floor);
 
   // Registers a publish of `key` about to be written. REQUIRES: `key` is
   // unique, and the write follows.
@@ -124,6 +137,12 @@ class Scheduler {
   Loader loader_ ABSL_GUARDED_BY(mu_);
   // Wheel entries by sequence (the wheel's value), for Cancel and topics.
   absl::flat_hash_map<uint64_t, Timer> timers_ ABSL_GUARDED_BY(mu_);
+  int64_t NowMsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Largest time NowMs() returned.
+  int64_t last_now_ms_ ABSL_GUARDED_BY(mu_) = 0;
+  // Floors of publishes holding the cursor.
+  std::multiset<int64_t> floors_ ABSL_GUARDED_BY(mu_);
   // Keys whose stored state a publish or cancel is changing (begun, not
   // ended). The loader skips them; their writer decides.
   std::map<storage::DueKey, int> in_progress_ ABSL_GUARDED_BY(mu_);

@@ -138,10 +138,10 @@ TEST_F(SchedulerTest, AFailedPublishLeavesNothing) {
   LoadAll();
   const DueKey key{kStartMs + 100, 3};
   scheduler_->BeginPublish(key);
-  EXPECT_EQ(scheduler_->SafeCursor(), key);
   scheduler_->PublishFailed(key);
   EXPECT_EQ(scheduler_->InWheel(), 0u);
-  EXPECT_EQ(scheduler_->SafeCursor(), (DueKey{kStartMs + 61'000, 0}));
+  AdvanceTo(kStartMs + 100);
+  EXPECT_THAT(scheduler_->Poll(), IsEmpty());
 }
 
 TEST_F(SchedulerTest, CancelBeforeDueWinsAfterDueLoses) {
@@ -178,16 +178,37 @@ TEST_F(SchedulerTest, AFailedCancelPutsTheMessageBack) {
   EXPECT_THAT(scheduler_->Poll(), ElementsAre(E(kStartMs + 100, 1, "a")));
 }
 
-TEST_F(SchedulerTest, SafeCursorIsTheLeastUndispatchedKey) {
+TEST_F(SchedulerTest, SafeCursorIsTheLeastUndispatchedOrWritableKey) {
   Write({E(kStartMs + 100, 1, "a"), E(kStartMs + 200, 2, "b")});
   LoadAll();
-  EXPECT_EQ(scheduler_->SafeCursor(), (DueKey{kStartMs + 100, 0}));
+  // Never past now: a publish may still write any key from now on.
+  EXPECT_EQ(scheduler_->SafeCursor(), (DueKey{kStartMs, 0}));
   AdvanceTo(kStartMs + 150);
   Dispatch(scheduler_->Poll());
-  EXPECT_EQ(scheduler_->SafeCursor(), (DueKey{kStartMs + 200, 0}));
-  // A slow publish due before the dispatched ones holds the cursor back.
-  scheduler_->BeginPublish({kStartMs + 50, 3});
-  EXPECT_EQ(scheduler_->SafeCursor(), (DueKey{kStartMs + 50, 3}));
+  EXPECT_EQ(scheduler_->SafeCursor(), (DueKey{kStartMs + 150, 0}));
+  AdvanceTo(kStartMs + 300);
+  EXPECT_EQ(scheduler_->SafeCursor(), (DueKey{kStartMs + 200, 0}));  // b.
+  Dispatch(scheduler_->Poll());
+  EXPECT_EQ(scheduler_->SafeCursor(), (DueKey{kStartMs + 300, 0}));
+  // A write in progress holds it back to its key...
+  scheduler_->BeginPublish({kStartMs + 260, 3});
+  EXPECT_EQ(scheduler_->SafeCursor(), (DueKey{kStartMs + 260, 3}));
+  scheduler_->PublishFailed({kStartMs + 260, 3});
+  // ...and a held publish floor to its floor, even after time moves on.
+  const int64_t floor = scheduler_->HoldCursor();
+  EXPECT_EQ(floor, kStartMs + 300);
+  AdvanceTo(kStartMs + 900);
+  EXPECT_EQ(scheduler_->SafeCursor(), (DueKey{kStartMs + 300, 0}));
+  scheduler_->ReleaseCursor(floor);
+  EXPECT_EQ(scheduler_->SafeCursor(), (DueKey{kStartMs + 900, 0}));
+}
+
+TEST_F(SchedulerTest, TimeNeverGoesBackwardWhenTheWallClockDoes) {
+  AdvanceTo(kStartMs + 5000);
+  EXPECT_EQ(scheduler_->NowMs(), kStartMs + 5000);
+  AdvanceTo(kStartMs + 1000);  // The wall clock is set back.
+  EXPECT_EQ(scheduler_->NowMs(), kStartMs + 5000);
+  EXPECT_EQ(scheduler_->HoldCursor(), kStartMs + 5000);
 }
 
 // The restart promise: after any mix of loads, publishes and dispatches,
