@@ -107,17 +107,24 @@ void Engine::Publish(std::vector<NewMessage> messages, PublishCallback done) {
                         .first->second;
     }
   }
+  std::optional<absl::Status> busy;
   {
     absl::MutexLock lock(&mu_);
     for (const auto& [key, index] : first) {
       if (publishing_ids_.contains(key)) {
-        std::move(done)(absl::AbortedError(absl::StrCat(
+        busy = absl::AbortedError(absl::StrCat(
             "message ", index, ": a publish of id ", Quoted(key.second),
-            " in topic ", Quoted(key.first), " is still in progress; retry")));
-        return;
+            " in topic ", Quoted(key.first), " is still in progress; retry"));
+        break;
       }
     }
-    for (const auto& [key, index] : first) publishing_ids_.insert(key);
+    if (!busy) {
+      for (const auto& [key, index] : first) publishing_ids_.insert(key);
+    }
+  }
+  if (busy) {
+    std::move(done)(*std::move(busy));  // Outside mu_: `done` may call in.
+    return;
   }
   auto release = [this, claimed = first]() {
     absl::MutexLock lock(&mu_);
@@ -191,8 +198,8 @@ void Engine::Publish(std::vector<NewMessage> messages, PublishCallback done) {
   }
   for (const ScheduledEntry& entry : keys) scheduler_.BeginPublish(entry.key);
   commits_.Submit(std::move(batch),
-                  [this, keys = std::move(keys), receipts = std::move(receipts),
-                   release = std::move(release),
+                  [this, floor, keys = std::move(keys),
+                   receipts = std::move(receipts), release = std::move(release),
                    done = std::move(done)](absl::Status status) mutable {
                     for (const ScheduledEntry& entry : keys) {
                       if (status.ok()) {
@@ -201,6 +208,9 @@ void Engine::Publish(std::vector<NewMessage> messages, PublishCallback done) {
                         scheduler_.PublishFailed(entry.key);
                       }
                     }
+                    // After the keys are in the wheel or known failed, so
+                    // the cursor never passes them.
+                    scheduler_.ReleaseCursor(floor);
                     release();
                     if (!status.ok()) {
                       std::move(done)(std::move(status));
@@ -220,10 +230,33 @@ void Engine::Cancel(std::string topic, std::string id, CancelCallback done) {
   }
   const std::optional<DueKey> key =
       value->has_value() ? DecodeIdValue(**value) : std::nullopt;
-  if (!key.has_value() || !scheduler_.BeginCancel(*key)) {
-    std::move(done)(absl::NotFoundError(
-        absl::StrCat("no scheduled message with id ", Quoted(id), " in topic ",
-                     Quoted(topic), " (unknown, already due, or cancelled)")));
+  const absl::Status not_found = absl::NotFoundError(
+      absl::StrCat("no scheduled message with id ", Quoted(id), " in topic ",
+                   Quoted(topic), " (unknown, already due, or cancelled)"));
+  if (!key.has_value()) {
+    std::move(done)(not_found);
+    return;
+  }
+  switch (scheduler_.BeginCancel(*key)) {
+    case Scheduler::CancelStart::kAccepted:
+      break;
+    case Scheduler::CancelStart::kAlreadyDue:
+      std::move(done)(not_found);
+      return;
+    case Scheduler::CancelStart::kInProgress:
+      std::move(done)(absl::AbortedError(
+          absl::StrCat("a publish or cancel of id ", Quoted(id), " in topic ",
+                       Quoted(topic), " is in progress; retry")));
+      return;
+  }
+  // The scheduler cannot tell a message not yet loaded from one dispatched
+  // before a restart (the loader has not reached it again); the schedule
+  // key can: dispatch deletes it.
+  absl::StatusOr<std::optional<std::string>> scheduled =
+      store_->Get(Table::kSchedule, storage::ScheduleKey(*key));
+  if (!scheduled.ok() || !scheduled->has_value()) {
+    scheduler_.EndCancel(*key, topic, /*deleted=*/true);
+    std::move(done)(scheduled.ok() ? not_found : scheduled.status());
     return;
   }
   storage::WriteBatch batch;
@@ -291,6 +324,10 @@ absl::Status Engine::Dispatch(const std::vector<ScheduledEntry>& due) {
     if (absl::Status s = commits_.Commit(std::move(batch)); !s.ok()) {
       scheduler_.PutBack(
           std::vector<ScheduledEntry>(due.begin() + start, due.end()));
+      if (options_.on_dispatched && start > 0) {
+        options_.on_dispatched(
+            std::vector<ScheduledEntry>(due.begin(), due.begin() + start));
+      }
       return s;
     }
   }

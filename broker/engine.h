@@ -91,6 +91,7 @@ class Engine {
 
   // Cancels a message that is scheduled and not yet due. NOT_FOUND if there
   // is no such message (unknown id, already due, cancelled or acked);
+  // ABORTED if a publish or cancel of it is still being written (retry);
   // otherwise the store's status. A cancel that wins never sees the
   // message dispatched; one that loses the race with its due time changes
   // nothing.

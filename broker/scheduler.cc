@@ -24,6 +24,10 @@ absl::Status Scheduler::Recover() {
   if (!cursor.ok()) return cursor.status();
   absl::MutexLock lock(&mu_);
   loader_ = Loader(store_, *cursor);
+  // The cursor was at most the clock of the run that wrote it; never run
+  // the clock behind it, or a publish after a wall-clock step back could
+  // write a key below a cursor that a crash would restart from.
+  last_now_ms_ = std::max(last_now_ms_, cursor->deliver_at_ms);
   return absl::OkStatus();
 }
 
@@ -87,19 +91,19 @@ void Scheduler::PublishFailed(const storage::DueKey& key) {
   EndLocked(key);
 }
 
-bool Scheduler::BeginCancel(const storage::DueKey& key) {
+Scheduler::CancelStart Scheduler::BeginCancel(const storage::DueKey& key) {
   absl::MutexLock lock(&mu_);
-  if (in_progress_.contains(key)) return false;
+  if (in_progress_.contains(key)) return CancelStart::kInProgress;
   auto it = timers_.find(key.sequence);
   if (it != timers_.end()) {
     wheel_.Cancel(it->second.handle);
     timers_.erase(it);
   } else if (key < loader_.position()) {
     // Loaded, yet not in the wheel: Poll handed it out.
-    return false;
+    return CancelStart::kAlreadyDue;
   }
   ++in_progress_[key];
-  return true;
+  return CancelStart::kAccepted;
 }
 
 void Scheduler::EndCancel(const storage::DueKey& key, const std::string& topic,

@@ -89,10 +89,13 @@ class Scheduler {
   void PublishFailed(const storage::DueKey& key);
 
   // Starts cancelling `key`: takes it out of the wheel and keeps the loader
-  // from loading it until EndCancel. Returns false, changing nothing, if it
-  // already came due (Poll handed it out): the cancel lost the race; or if
-  // another publish or cancel of it is in progress.
-  bool BeginCancel(const storage::DueKey& key);
+  // from loading it until EndCancel. Changes nothing unless kAccepted.
+  // kAlreadyDue: Poll handed it out, the cancel lost the race.
+  // kInProgress: a publish or cancel of it has not ended yet.
+  // kAccepted for a key the loader has not reached: after a restart that
+  // includes keys dispatched before it, which the caller must check.
+  enum class CancelStart { kAccepted, kAlreadyDue, kInProgress };
+  CancelStart BeginCancel(const storage::DueKey& key);
   // Ends a cancel that BeginCancel accepted. `deleted`: the message's keys
   // are gone from the store. Otherwise (the write failed) it is scheduled
   // again as before.

@@ -76,10 +76,14 @@ class MessageStore {
   virtual ~MessageStore() = default;
 
   // Applies every operation of `batch`, or none of them. On OK the batch is
-  // as durable as the store was opened to make it. Errors:
-  //   RESOURCE_EXHAUSTED  the disk is full; nothing was applied. Later
-  //                       writes succeed once space returns.
-  //   UNAVAILABLE         another I/O error; nothing was applied.
+  // as durable as the store was opened to make it. On error the batch is
+  // not visible to reads; if the error came from syncing the log, it may
+  // still reappear after a restart, so callers treat the outcome as
+  // unknown for durability. Errors:
+  //   RESOURCE_EXHAUSTED  the disk is full. Later writes succeed once space
+  //                       returns.
+  //   UNAVAILABLE         another I/O error.
+  //   DATA_LOSS, INTERNAL the store is damaged.
   virtual absl::Status Write(const WriteBatch& batch) = 0;
 
   // The value of `key`, or nullopt if absent.

@@ -90,6 +90,12 @@ int main(int argc, char** argv) {
     Fail(absl::StrCat("--block_cache_mb must be >= 0, not ", block_cache_mb));
   }
 
+  const absl::Duration horizon = absl::GetFlag(FLAGS_horizon);
+  if (horizon < absl::Seconds(1) || horizon > absl::Hours(24)) {
+    Fail(absl::StrCat("--horizon must be between 1s and 24h, not ",
+                      absl::FormatDuration(horizon)));
+  }
+
   const sigset_t signals = BlockTerminationSignals();
   const absl::Time open_start = absl::Now();
   absl::StatusOr<std::unique_ptr<hourglass::storage::MessageStore>> store =
@@ -106,7 +112,7 @@ int main(int argc, char** argv) {
 
   hourglass::broker::SystemClock clock;
   hourglass::broker::Engine::Options engine_options;
-  engine_options.scheduler.horizon = absl::GetFlag(FLAGS_horizon);
+  engine_options.scheduler.horizon = horizon;
   const absl::Time recover_start = absl::Now();
   absl::StatusOr<std::unique_ptr<hourglass::broker::Engine>> engine =
       hourglass::broker::Engine::Open(store->get(), &clock, engine_options);

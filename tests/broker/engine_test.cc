@@ -233,6 +233,23 @@ TEST_F(EngineTest, APublishAfterADispatchSurvivesARestart) {
                                            DueKey{kStartMs + 5000, 2}));
 }
 
+TEST_F(EngineTest, TheCursorFollowsTimeOncePublishesEnd) {
+  ASSERT_TRUE(Publish({Message("t", absl::Milliseconds(10))}).ok());
+  TickAt(kStartMs + 10);
+  TickAt(kStartMs + 3600 * 1000);
+  EXPECT_EQ(engine_->scheduler().SafeCursor(),
+            (DueKey{kStartMs + 3600 * 1000, 0}));
+}
+
+TEST_F(EngineTest, CancelOfAMessageDispatchedBeforeARestartIsNotFound) {
+  ASSERT_TRUE(Publish({Message("t", absl::Milliseconds(10), "x")}).ok());
+  TickAt(kStartMs + 10);
+  Reopen();  // The loader has not reached its key again.
+  EXPECT_EQ(Cancel("t", "x").code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(Ready("t", ""), ElementsAre(DueKey{kStartMs + 10, 1}));
+  EXPECT_EQ(Count(Table::kMessages), 1u);
+}
+
 TEST_F(EngineTest, DueMessagesWhileDownDrainAtOnceInDueOrder) {
   ASSERT_TRUE(engine_->RegisterGroup("t", "g").ok());
   ASSERT_TRUE(
@@ -279,6 +296,10 @@ TEST_F(EngineTest, AFailedDispatchKeepsTheMessagesForTheNextStep) {
 TEST_F(EngineTest, AFailedDispatchBatchRetriesOnlyWhatWasNotWritten) {
   Engine::Options options;
   options.dispatch_batch = 2;
+  std::vector<DueKey> handed_on;
+  options.on_dispatched = [&](const std::vector<ScheduledEntry>& due) {
+    for (const ScheduledEntry& e : due) handed_on.push_back(e.key);
+  };
   auto small = Engine::Open(store_.get(), &clock_, options);
   ASSERT_TRUE(small.ok()) << small.status();
   engine_.reset();
@@ -294,6 +315,9 @@ TEST_F(EngineTest, AFailedDispatchBatchRetriesOnlyWhatWasNotWritten) {
   store_->FailWrites(absl::UnavailableError("I/O error"), /*after=*/1);
   EXPECT_EQ(engine_->Tick().status().code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(Ready("t", "g"),
+              ElementsAre(DueKey{kStartMs + 1, 1}, DueKey{kStartMs + 2, 2}));
+  // The written batch is handed on to consumers all the same.
+  EXPECT_THAT(handed_on,
               ElementsAre(DueKey{kStartMs + 1, 1}, DueKey{kStartMs + 2, 2}));
   store_->FailWrites(absl::OkStatus());
   auto scheduler_due = engine_->scheduler().InWheel();

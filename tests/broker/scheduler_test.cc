@@ -148,18 +148,22 @@ TEST_F(SchedulerTest, CancelBeforeDueWinsAfterDueLoses) {
   Write({E(kStartMs + 100, 1, "a"), E(kStartMs + 200, 2, "b"),
          E(kStartMs + 3'600'000, 3, "far")});
   LoadAll();
-  EXPECT_TRUE(scheduler_->BeginCancel({kStartMs + 100, 1}));
+  EXPECT_EQ(Scheduler::CancelStart::kAccepted,
+            scheduler_->BeginCancel({kStartMs + 100, 1}));
   scheduler_->EndCancel({kStartMs + 100, 1}, "a", /*deleted=*/true);
-  EXPECT_TRUE(scheduler_->BeginCancel({kStartMs + 3'600'000, 3}));  // On disk.
+  EXPECT_EQ(Scheduler::CancelStart::kAccepted,
+            scheduler_->BeginCancel({kStartMs + 3'600'000, 3}));  // On disk.
   AdvanceTo(kStartMs + 200);
   EXPECT_THAT(scheduler_->Poll(), ElementsAre(E(kStartMs + 200, 2, "b")));
-  EXPECT_FALSE(scheduler_->BeginCancel({kStartMs + 200, 2}));  // Already due.
+  EXPECT_EQ(Scheduler::CancelStart::kAlreadyDue,
+            scheduler_->BeginCancel({kStartMs + 200, 2}));  // Already due.
 }
 
 TEST_F(SchedulerTest, TheLoaderSkipsAMessageBeingCancelled) {
   Write({E(kStartMs + 90'000, 1, "a")});
   LoadAll();
-  EXPECT_TRUE(scheduler_->BeginCancel({kStartMs + 90'000, 1}));
+  EXPECT_EQ(Scheduler::CancelStart::kAccepted,
+            scheduler_->BeginCancel({kStartMs + 90'000, 1}));
   AdvanceTo(kStartMs + 60'000);
   LoadAll();  // Reads it from disk, but a cancel is deleting it.
   EXPECT_EQ(scheduler_->InWheel(), 0u);
@@ -171,7 +175,8 @@ TEST_F(SchedulerTest, TheLoaderSkipsAMessageBeingCancelled) {
 TEST_F(SchedulerTest, AFailedCancelPutsTheMessageBack) {
   Write({E(kStartMs + 100, 1, "a")});
   LoadAll();
-  EXPECT_TRUE(scheduler_->BeginCancel({kStartMs + 100, 1}));
+  EXPECT_EQ(Scheduler::CancelStart::kAccepted,
+            scheduler_->BeginCancel({kStartMs + 100, 1}));
   EXPECT_EQ(scheduler_->InWheel(), 0u);
   scheduler_->EndCancel({kStartMs + 100, 1}, "a", /*deleted=*/false);
   AdvanceTo(kStartMs + 100);
@@ -201,6 +206,27 @@ TEST_F(SchedulerTest, SafeCursorIsTheLeastUndispatchedOrWritableKey) {
   EXPECT_EQ(scheduler_->SafeCursor(), (DueKey{kStartMs + 300, 0}));
   scheduler_->ReleaseCursor(floor);
   EXPECT_EQ(scheduler_->SafeCursor(), (DueKey{kStartMs + 900, 0}));
+}
+
+TEST_F(SchedulerTest, CancelWhileAWriteOfTheKeyIsInProgressIsRefused) {
+  LoadAll();
+  const DueKey key{kStartMs + 100, 1};
+  scheduler_->BeginPublish(key);
+  EXPECT_EQ(scheduler_->BeginCancel(key), Scheduler::CancelStart::kInProgress);
+  Write({E(kStartMs + 100, 1, "a")});
+  scheduler_->PublishDurable(key, "a");
+  EXPECT_EQ(scheduler_->BeginCancel(key), Scheduler::CancelStart::kAccepted);
+  EXPECT_EQ(scheduler_->BeginCancel(key), Scheduler::CancelStart::kInProgress);
+  scheduler_->EndCancel(key, "a", /*deleted=*/true);
+}
+
+TEST_F(SchedulerTest, AfterARestartTheClockNeverRunsBehindTheCursor) {
+  storage::WriteBatch batch;
+  PutLoaderCursor(batch, DueKey{kStartMs + 5000, 0});
+  ASSERT_TRUE(store_->Write(batch).ok());
+  NewScheduler();  // The wall clock reads kStartMs: 5 s behind the cursor.
+  EXPECT_EQ(scheduler_->NowMs(), kStartMs + 5000);
+  EXPECT_EQ(scheduler_->HoldCursor(), kStartMs + 5000);
 }
 
 TEST_F(SchedulerTest, TimeNeverGoesBackwardWhenTheWallClockDoes) {

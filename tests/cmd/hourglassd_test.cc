@@ -54,6 +54,15 @@ TEST(HourglassdTest, RefusesABadDurabilityWithOneLine) {
               HasSubstr("--durability must be sync or async, not \"bogus\""));
 }
 
+TEST(HourglassdTest, RefusesAHorizonOutOfRange) {
+  testing::TempDir dir;
+  const testing::RunResult result = testing::Run(
+      Daemon({"--horizon=-5s", "--data_dir=" + dir.path()}), kTimeout);
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_THAT(result.output,
+              HasSubstr("--horizon must be between 1s and 24h, not -5s"));
+}
+
 TEST(HourglassdTest, RefusesAnUnknownFlag) {
   const testing::RunResult result =
       testing::Run(Daemon({"--no_such_flag=1"}), kTimeout);
