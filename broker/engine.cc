@@ -52,6 +52,15 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Open(
     }
     next_sequence = *sequence + 1;
   }
+  absl::StatusOr<std::optional<std::string>> reserved =
+      store->Get(Table::kMeta, storage::kSequenceReservedKey);
+  if (!reserved.ok()) return reserved.status();
+  if (reserved->has_value()) {
+    if ((*reserved)->size() != 8) {
+      return absl::DataLossError("meta/sequence_reserved is not 8 bytes");
+    }
+    next_sequence = std::max(next_sequence, storage::ReadU64(**reserved));
+  }
 
   std::map<std::string, std::set<std::string>> groups;
   const std::string prefix(storage::kGroupKeyPrefix);
@@ -79,6 +88,7 @@ Engine::Engine(storage::MessageStore* store, Clock* clock, Options options,
       options_(options),
       scheduler_(store, clock, options.scheduler),
       next_sequence_(next_sequence),
+      reserved_until_(next_sequence),
       groups_(std::move(groups)),
       commits_(store) {}
 
@@ -155,6 +165,23 @@ void Engine::Publish(std::vector<NewMessage> messages, PublishCallback done) {
     stored_before[index] = true;
   }
 
+  size_t new_messages = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if ((first_of[i] == n || first_of[i] == i) && !stored_before[i]) {
+      ++new_messages;
+    }
+  }
+  uint64_t first_sequence = 0;
+  if (new_messages > 0) {
+    absl::StatusOr<uint64_t> taken = TakeSequences(new_messages);
+    if (!taken.ok()) {
+      release();
+      std::move(done)(taken.status());
+      return;
+    }
+    first_sequence = *taken;
+  }
+
   // Nothing of this publish comes due before its floor, and the persisted
   // cursor stays at or below it until the write ends (scheduler.h).
   const int64_t floor = scheduler_.HoldCursor();
@@ -163,7 +190,7 @@ void Engine::Publish(std::vector<NewMessage> messages, PublishCallback done) {
   for (size_t i = 0; i < n; ++i) {
     NewMessage& m = messages[i];
     if ((first_of[i] != n && first_of[i] != i) || stored_before[i]) continue;
-    const uint64_t sequence = next_sequence_.fetch_add(1);
+    const uint64_t sequence = first_sequence++;
     const int64_t due_ms = std::max(absl::ToUnixMillis(m.deliver_at), floor);
     if (m.id.empty()) m.id = AssignedId(sequence);
     storage::MessageRecord record;
@@ -219,6 +246,24 @@ void Engine::Publish(std::vector<NewMessage> messages, PublishCallback done) {
                     Wake();
                     std::move(done)(std::move(receipts));
                   });
+}
+
+absl::StatusOr<uint64_t> Engine::TakeSequences(uint64_t count) {
+  constexpr uint64_t kBlock = 1'000'000;
+  absl::MutexLock lock(&sequence_mu_);
+  if (next_sequence_ + count > reserved_until_) {
+    // Rare (once per block): the caller waits for one small write.
+    const uint64_t until = next_sequence_ + count + kBlock;
+    std::string value;
+    storage::AppendU64(value, until);
+    storage::WriteBatch batch;
+    batch.Put(Table::kMeta, std::string(storage::kSequenceReservedKey), value);
+    if (absl::Status s = commits_.Commit(std::move(batch)); !s.ok()) return s;
+    reserved_until_ = until;
+  }
+  const uint64_t first = next_sequence_;
+  next_sequence_ += count;
+  return first;
 }
 
 void Engine::Cancel(std::string topic, std::string id, CancelCallback done) {

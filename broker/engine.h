@@ -1,7 +1,6 @@
 #ifndef HOURGLASS_BROKER_ENGINE_H_
 #define HOURGLASS_BROKER_ENGINE_H_
 
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -118,6 +117,10 @@ class Engine {
          std::map<std::string, std::set<std::string>> groups);
 
   absl::Status Dispatch(const std::vector<ScheduledEntry>& due);
+  // Takes `count` publish sequences. Each run reserves them durably in
+  // blocks (meta/sequence_reserved), so that a sequence, and the id
+  // assigned from it, is never used twice, even after its message is gone.
+  absl::StatusOr<uint64_t> TakeSequences(uint64_t count);
   void Wake();
   void RunTimer();
 
@@ -125,7 +128,9 @@ class Engine {
   Clock* const clock_;
   const Options options_;
   Scheduler scheduler_;
-  std::atomic<uint64_t> next_sequence_;
+  absl::Mutex sequence_mu_;
+  uint64_t next_sequence_ ABSL_GUARDED_BY(sequence_mu_);
+  uint64_t reserved_until_ ABSL_GUARDED_BY(sequence_mu_);
 
   absl::Mutex mu_;
   // (topic, id) of producer-keyed publishes in progress.

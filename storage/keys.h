@@ -54,6 +54,8 @@ std::string GroupKey(std::string_view topic, std::string_view group);
 inline constexpr std::string_view kGroupKeyPrefix = "group/";
 inline constexpr std::string_view kFormatVersionKey = "format_version";
 inline constexpr std::string_view kLoaderCursorKey = "loader_cursor";
+// Every publish sequence below this value may have been used.
+inline constexpr std::string_view kSequenceReservedKey = "sequence_reserved";
 
 // Splits a GroupKey back into topic and group.
 std::optional<std::pair<std::string, std::string>> DecodeGroupKey(

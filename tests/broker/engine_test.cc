@@ -213,8 +213,9 @@ TEST_F(EngineTest, RestartLosesNothingAndRepeatsNothing) {
   Reopen();  // As after kill -9: only the store survives.
   ASSERT_TRUE(Publish({Message("t", absl::Seconds(20))}).ok());
   TickAt(kStartMs + 3600 * 1000);
+  // The new run's sequences start after the block the first run reserved.
   EXPECT_THAT(Ready("t", "g"), ElementsAre(DueKey{kStartMs + 10, 1},
-                                           DueKey{kStartMs + 20'000, 4},
+                                           DueKey{kStartMs + 20'000, 1'000'004},
                                            DueKey{kStartMs + 30'000, 2},
                                            DueKey{kStartMs + 3600 * 1000, 3}));
 }
@@ -250,6 +251,18 @@ TEST_F(EngineTest, CancelOfAMessageDispatchedBeforeARestartIsNotFound) {
   EXPECT_EQ(Count(Table::kMessages), 1u);
 }
 
+TEST_F(EngineTest, AssignedIdsAreNeverReusedAcrossRestarts) {
+  auto first = Publish({Message("t", absl::Seconds(5))});
+  ASSERT_TRUE(first.ok());
+  ASSERT_TRUE(Cancel("t", (*first)[0].id).ok());  // Nothing left stored.
+  Reopen();
+  auto second = Publish({Message("t", absl::Seconds(5))});
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ((*first)[0].id, "hg-0000000000000001");
+  EXPECT_EQ((*second)[0].id, "hg-00000000000f4242");  // After the block.
+  EXPECT_EQ(Cancel("t", (*first)[0].id).code(), absl::StatusCode::kNotFound);
+}
+
 TEST_F(EngineTest, DueMessagesWhileDownDrainAtOnceInDueOrder) {
   ASSERT_TRUE(engine_->RegisterGroup("t", "g").ok());
   ASSERT_TRUE(
@@ -264,7 +277,8 @@ TEST_F(EngineTest, DueMessagesWhileDownDrainAtOnceInDueOrder) {
 }
 
 TEST_F(EngineTest, AFailedPublishStoresNothingAndTheEngineRecovers) {
-  store_->FailWrites(absl::ResourceExhaustedError("disk full"));
+  // The sequence reservation is written; the publish batch is not.
+  store_->FailWrites(absl::ResourceExhaustedError("disk full"), /*after=*/1);
   auto failed = Publish({Message("t", absl::Milliseconds(10), "a"),
                          Message("t", absl::Milliseconds(20))});
   EXPECT_EQ(failed.status().code(), absl::StatusCode::kResourceExhausted);
