@@ -85,7 +85,9 @@ class Engine {
   // nothing new is stored for it. Errors: ABORTED if a publish with one of
   // the ids is still in progress (retry); the store's error
   // (RESOURCE_EXHAUSTED when the disk is full, UNAVAILABLE) if the write
-  // failed, with nothing stored.
+  // failed: nothing becomes visible, but if the log sync failed the batch
+  // may reappear after a restart (MessageStore::Write), so producers that
+  // retry should set ids.
   void Publish(std::vector<NewMessage> messages, PublishCallback done);
 
   // Cancels a message that is scheduled and not yet due. NOT_FOUND if there

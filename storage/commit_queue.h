@@ -21,7 +21,8 @@ namespace hourglass::storage {
 // write and, with sync durability, one fsync serve every caller), then runs
 // the callbacks in submission order with the result. Batches of a group
 // succeed or fail together; each is still atomic on its own, and a failed
-// group applies none of them.
+// group is as MessageStore::Write describes: not visible, durability
+// unknown if the log sync failed.
 //
 // Thread-safe. Callbacks run on the writer thread and must not block on it
 // (for example by calling Commit).
