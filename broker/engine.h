@@ -4,79 +4,64 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <memory>
-#include <set>
 #include <string>
 #include <string_view>
 #include <thread>
-#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_set.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "broker/clock.h"
+#include "broker/dispatcher.h"
+#include "broker/publisher.h"
 #include "broker/scheduler.h"
 #include "storage/commit_queue.h"
 #include "storage/message_store.h"
 
 namespace hourglass::broker {
 
-// A message to publish, already validated (api/validation.h).
-struct NewMessage {
-  std::string topic;
-  std::string id;  // Idempotency key; empty: the engine assigns one.
-  std::string payload;
-  std::map<std::string, std::string> headers;
-  // Whole milliseconds. The engine moves a time in the past (by its clock)
-  // to now, and the receipt says when the message is due.
-  absl::Time deliver_at;
-};
-
-struct PublishReceipt {
-  std::string id;
-  absl::Time deliver_at;
-  bool duplicate = false;
-
-  friend bool operator==(const PublishReceipt&,
-                         const PublishReceipt&) = default;
-};
-
-// The broker's engine: stores published messages, cancels them, and moves
-// them to the ready state of every group of their topic when they come due.
-// See storage/README.md for the keys of each state.
+// The broker's engine: stores published messages, cancels them, moves them
+// to the ready state of every group of their topic when they come due, and
+// (through its Dispatcher) delivers them to consumers. See
+// storage/README.md for the keys of each state.
+//
+// It owns the parts and their threads: the commit queue (group commit),
+// the Scheduler (when messages come due), the Publisher, the Dispatcher
+// (groups, consumers, acks) and the timer thread.
 //
 // Thread-safe. Publish and Cancel may be called from any thread and answer
 // through callbacks run on the store's commit thread; Tick is the timer
-// thread's step (Start runs it on a thread of the engine's own).
+// thread's step (Start runs it, and the dispatcher's, on threads of the
+// engine's own).
 class Engine {
  public:
   struct Options {
     Scheduler::Options scheduler;
+    Dispatcher::Options dispatcher;
     // Due messages moved to ready per store write. Default: 4096.
     size_t dispatch_batch = 4096;
     // Called on the timer thread after due messages became ready, durably,
-    // with them in due order; for handing them to consumers. Must not
-    // block. Default: none.
+    // with them in due order. Must not block. Default: none.
     std::function<void(const std::vector<ScheduledEntry>&)> on_dispatched;
   };
 
-  using PublishCallback =
-      absl::AnyInvocable<void(absl::StatusOr<std::vector<PublishReceipt>>) &&>;
+  using PublishCallback = Publisher::Callback;
   using CancelCallback = absl::AnyInvocable<void(absl::Status) &&>;
 
-  // Recovers from `store`: the publish sequence, the registered groups and
-  // the loader cursor. Reads nothing proportional to the pending messages.
+  // Recovers from `store`: the publish sequence, the loader cursor, the
+  // registered groups and the deliveries in flight. Reads nothing
+  // proportional to the pending messages.
   // REQUIRES: `store` and `clock` outlive the engine.
   static absl::StatusOr<std::unique_ptr<Engine>> Open(
       storage::MessageStore* store, Clock* clock, Options options);
 
-  // Stops the timer thread, if started, and writes what is queued.
+  // Stops the threads, ends consumer streams (UNAVAILABLE) if Shutdown did
+  // not, and writes what is queued.
   ~Engine();
 
   // Stores every message durably, or none. `done` gets one receipt per
@@ -104,25 +89,28 @@ class Engine {
   absl::StatusOr<absl::Time> Tick();
 
   // Runs Tick on a thread of the engine's own until destruction, sleeping
-  // until the time it returns or until new work arrives.
+  // until the time it returns or until new work arrives, and starts the
+  // dispatcher's thread.
   void Start();
 
+  // Ends every consumer stream with `status` and refuses new ones; for a
+  // graceful stop. Publish and Cancel keep working. Idempotent.
+  void Shutdown(absl::Status status) { dispatcher_->Shutdown(status); }
+
   // Registers a consumer group (durably); due messages of its topic reach
-  // it from then on. Idempotent.
-  absl::Status RegisterGroup(std::string_view topic, std::string_view group);
+  // it from then on. Idempotent. Blocks for the write.
+  absl::Status RegisterGroup(std::string_view topic, std::string_view group) {
+    return dispatcher_->RegisterGroup(topic, group);
+  }
 
   Scheduler& scheduler() { return scheduler_; }
+  Dispatcher& dispatcher() { return *dispatcher_; }
 
  private:
   Engine(storage::MessageStore* store, Clock* clock, Options options,
-         uint64_t next_sequence,
-         std::map<std::string, std::set<std::string>> groups);
+         uint64_t next_sequence);
 
   absl::Status Dispatch(const std::vector<ScheduledEntry>& due);
-  // Takes `count` publish sequences. Each run reserves them durably in
-  // blocks (meta/sequence_reserved), so that a sequence, and the id
-  // assigned from it, is never used twice, even after its message is gone.
-  absl::StatusOr<uint64_t> TakeSequences(uint64_t count);
   void Wake();
   void RunTimer();
 
@@ -130,22 +118,16 @@ class Engine {
   Clock* const clock_;
   const Options options_;
   Scheduler scheduler_;
-  absl::Mutex sequence_mu_;
-  uint64_t next_sequence_ ABSL_GUARDED_BY(sequence_mu_);
-  uint64_t reserved_until_ ABSL_GUARDED_BY(sequence_mu_);
+  // Writes of every part go through it. Reset first in the destructor: its
+  // destructor runs the callbacks of queued writes, which use the parts.
+  std::unique_ptr<storage::CommitQueue> commits_;
+  Publisher publisher_;
+  std::unique_ptr<Dispatcher> dispatcher_;
 
   absl::Mutex mu_;
-  // (topic, id) of producer-keyed publishes in progress.
-  absl::flat_hash_set<std::pair<std::string, std::string>> publishing_ids_
-      ABSL_GUARDED_BY(mu_);
-  // Registered groups by topic.
-  std::map<std::string, std::set<std::string>> groups_ ABSL_GUARDED_BY(mu_);
   bool wake_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 
-  // Destroyed before the state above: its destructor runs the callbacks of
-  // queued writes, which use the scheduler and mu_.
-  storage::CommitQueue commits_;
   std::thread timer_;
 };
 

@@ -111,6 +111,19 @@ std::string InFlightKey(std::string_view topic, std::string_view group,
   return key;
 }
 
+std::optional<InFlightKeyParts> DecodeInFlightKey(std::string_view key) {
+  const size_t topic_end = key.find('\0');
+  if (topic_end == std::string_view::npos) return std::nullopt;
+  const size_t group_end = key.find('\0', topic_end + 1);
+  if (group_end == std::string_view::npos || key.size() != group_end + 9) {
+    return std::nullopt;
+  }
+  return InFlightKeyParts{
+      std::string(key.substr(0, topic_end)),
+      std::string(key.substr(topic_end + 1, group_end - topic_end - 1)),
+      ReadU64(key.substr(group_end + 1))};
+}
+
 std::string GroupKey(std::string_view topic, std::string_view group) {
   std::string key(kGroupKeyPrefix);
   AppendName(key, topic);

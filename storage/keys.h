@@ -48,6 +48,12 @@ std::optional<DueKey> DecodeReadySuffix(std::string_view key,
 std::string InFlightKey(std::string_view topic, std::string_view group,
                         uint64_t sequence);
 std::string InFlightPrefix(std::string_view topic, std::string_view group);
+struct InFlightKeyParts {
+  std::string topic;
+  std::string group;
+  uint64_t sequence = 0;
+};
+std::optional<InFlightKeyParts> DecodeInFlightKey(std::string_view key);
 
 // meta: group registrations and single values.
 std::string GroupKey(std::string_view topic, std::string_view group);

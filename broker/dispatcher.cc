@@ -1,0 +1,1026 @@
+#include "broker/dispatcher.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/container/btree_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "broker/ready_window.h"
+#include "storage/keys.h"
+#include "storage/records.pb.h"
+
+namespace hourglass::broker {
+namespace {
+
+using storage::DueKey;
+using storage::Table;
+
+std::string AttemptValue(uint32_t attempt) {
+  std::string value;
+  storage::AppendU32(value, attempt);
+  return value;
+}
+
+}  // namespace
+
+// A connected consumer stream.
+struct Dispatcher::ConsumerState {
+  ConsumerId id = 0;
+  Group* group = nullptr;
+  uint32_t max_in_flight = 0;
+  absl::Duration ack_timeout;
+  std::shared_ptr<Consumer> sink;
+  // Sequences of the deliveries assigned to it (its credit in use).
+  absl::flat_hash_set<uint64_t> owned;
+  // The written ones, by message id, for acks and nacks.
+  absl::flat_hash_map<std::string, uint64_t> by_id;
+};
+
+// A message of a group that has left the ready queue: with a consumer, or
+// due again (redeliverable), or waiting out a nack's delay.
+struct Dispatcher::InFlight {
+  DueKey key;
+  std::string id;        // The message id, once a delivery read it.
+  uint32_t attempt = 0;  // Deliveries made to the group so far.
+  ConsumerState* owner = nullptr;
+  uint64_t token = 0;  // Names the current assignment.
+  std::optional<TimerHandle> timer;
+  uint64_t timer_token = 0;  // The timer's key in timer_targets_.
+  bool waiting = false;      // Waiting out a nack's delay.
+};
+
+struct Dispatcher::Group {
+  Group(std::string t, std::string n, absl::Time created, bool owns,
+        size_t window_capacity, bool queue_empty)
+      : topic(std::move(t)),
+        name(std::move(n)),
+        created_at(created),
+        owns_waiting_area(owns),
+        window(window_capacity, queue_empty) {}
+
+  const std::string topic;
+  const std::string name;
+  const absl::Time created_at;
+  const bool owns_waiting_area;
+  ReadyWindow window;
+  absl::flat_hash_map<uint64_t, InFlight> in_flight;
+  // Keys of in_flight entries due again now, in due order.
+  absl::btree_set<DueKey> redeliverable;
+  // Sequences with acks taken but not yet written, and how many.
+  absl::flat_hash_map<uint64_t, int> finishing;
+  std::vector<ConsumerState*> consumers;
+  size_t next_consumer = 0;  // Round robin among consumers.
+};
+
+// An ack or nack taken from a consumer, to be written.
+struct Dispatcher::Finished {
+  enum class Kind { kAck, kNack };
+  Kind kind;
+  Group* group;
+  InFlight entry;               // A copy for nacks; the entry for acks.
+  int64_t redeliver_at_ms = 0;  // Nacks.
+  bool delete_message = false;  // Acks: no other group holds it.
+};
+
+// A delivery being made in this step.
+struct Dispatcher::Assignment {
+  Group* group;
+  uint64_t sequence;
+  uint64_t token;
+  ConsumerId consumer;
+  absl::Duration ack_timeout;
+  std::optional<ReadyItem> from_window;  // Else it was redeliverable.
+  uint32_t previous_attempt;
+  uint32_t attempt;
+  std::optional<storage::MessageRecord> record;  // Read by BuildBatch.
+};
+
+struct Dispatcher::StepWork {
+  struct DeadLetter {
+    Group* group;
+    InFlight entry;
+    bool delete_message = false;
+    std::optional<PreparedPublish> prepared;
+  };
+
+  std::vector<Finished> finished;
+  size_t finished_taken = 0;  // How many acks updated `finishing`.
+  std::vector<Assignment> deliveries;
+  std::vector<DeadLetter> dead_letters;
+
+  bool empty() const {
+    return finished.empty() && deliveries.empty() && dead_letters.empty();
+  }
+};
+
+struct Dispatcher::PendingDispatch {
+  Group* group;  // Null for the waiting area.
+  std::string topic;
+  std::string encoded_key;
+  DueKey key;
+};
+
+// ---- Construction and recovery.
+
+Dispatcher::Dispatcher(storage::MessageStore* store,
+                       storage::CommitQueue* commits, Publisher* publisher,
+                       Clock* clock, Options options)
+    : store_(store),
+      commits_(commits),
+      publisher_(publisher),
+      clock_(clock),
+      options_(options),
+      timers_(absl::ToUnixMillis(clock->Now())) {}
+
+absl::StatusOr<std::unique_ptr<Dispatcher>> Dispatcher::Open(
+    storage::MessageStore* store, storage::CommitQueue* commits,
+    Publisher* publisher, Clock* clock, Options options) {
+  std::unique_ptr<Dispatcher> dispatcher(
+      new Dispatcher(store, commits, publisher, clock, options));
+  if (absl::Status s = dispatcher->Recover(); !s.ok()) return s;
+  return dispatcher;
+}
+
+absl::Status Dispatcher::Recover() {
+  absl::MutexLock lock(&mu_);
+  const std::string prefix(storage::kGroupKeyPrefix);
+  absl::Status corrupt;
+  absl::Status scanned = store_->Scan(
+      Table::kMeta, prefix, storage::PrefixEnd(prefix),
+      [&](std::string_view key, std::string_view value) {
+        std::optional<std::pair<std::string, std::string>> names =
+            storage::DecodeGroupKey(key);
+        storage::GroupRecord record;
+        if (!names.has_value() || !record.ParseFromString(std::string(value))) {
+          corrupt = absl::DataLossError("meta holds a malformed group entry");
+          return false;
+        }
+        AddGroupLocked(names->first, names->second,
+                       absl::FromUnixMillis(record.created_at_ms()),
+                       record.owns_waiting_area(), /*queue_empty=*/false);
+        return true;
+      });
+  if (!scanned.ok()) return scanned;
+  if (!corrupt.ok()) return corrupt;
+
+  // Deliveries in flight when the last run stopped: their streams are gone,
+  // so they are due again at once, unless a nack's delay still runs.
+  const int64_t now_ms = absl::ToUnixMillis(clock_->Now());
+  scanned = store_->Scan(
+      Table::kInFlight, "", "",
+      [&](std::string_view key, std::string_view value) {
+        std::optional<storage::InFlightKeyParts> parts =
+            storage::DecodeInFlightKey(key);
+        storage::InFlightRecord record;
+        if (!parts.has_value() || !record.ParseFromString(std::string(value))) {
+          corrupt = absl::DataLossError("inflight holds a malformed entry");
+          return false;
+        }
+        Group* group = FindGroupLocked(parts->topic, parts->group);
+        if (group == nullptr) return true;  // Its group is gone.
+        InFlight entry;
+        entry.key = DueKey{record.deliver_at_ms(), parts->sequence};
+        entry.attempt = record.attempt();
+        entry.token = next_token_++;
+        InFlight& stored =
+            group->in_flight.insert_or_assign(parts->sequence, entry)
+                .first->second;
+        if (record.waiting() && record.redeliver_at_ms() > now_ms) {
+          stored.waiting = true;
+          SetTimerLocked(*group, stored, record.redeliver_at_ms());
+        } else {
+          group->redeliverable.insert(entry.key);
+        }
+        return true;
+      });
+  if (!scanned.ok()) return scanned;
+  return corrupt;
+}
+
+Dispatcher::~Dispatcher() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+Dispatcher::Group* Dispatcher::FindGroupLocked(std::string_view topic,
+                                               std::string_view group) {
+  auto t = topics_.find(std::string(topic));
+  if (t == topics_.end()) return nullptr;
+  auto g = t->second.find(std::string(group));
+  return g == t->second.end() ? nullptr : g->second.get();
+}
+
+Dispatcher::Group* Dispatcher::AddGroupLocked(const std::string& topic,
+                                              const std::string& group,
+                                              absl::Time created_at,
+                                              bool owns_waiting_area,
+                                              bool queue_empty) {
+  std::unique_ptr<Group>& slot = topics_[topic][group];
+  if (slot == nullptr) {
+    slot = std::make_unique<Group>(topic, group, created_at, owns_waiting_area,
+                                   options_.ready_window, queue_empty);
+  }
+  return slot.get();
+}
+
+Dispatcher::Group* Dispatcher::WaitingAreaOwnerLocked(
+    const std::string& topic) {
+  auto t = topics_.find(topic);
+  if (t == topics_.end()) return nullptr;
+  for (auto& [name, group] : t->second) {
+    if (group->owns_waiting_area) return group.get();
+  }
+  return nullptr;
+}
+
+// ---- Groups.
+
+void Dispatcher::RegisterGroup(std::string topic, std::string group,
+                               absl::AnyInvocable<void(absl::Status) &&> done) {
+  bool owns_waiting_area = false;
+  absl::Time created_at;
+  enum { kExists, kJoined, kWrite } action;
+  {
+    absl::MutexLock lock(&mu_);
+    auto key = std::make_pair(topic, group);
+    auto waiting = registering_.find(key);
+    if (FindGroupLocked(topic, group) != nullptr) {
+      action = kExists;
+    } else if (waiting != registering_.end()) {
+      waiting->second.push_back(std::move(done));
+      action = kJoined;
+    } else {
+      // The topic's first group also takes its waiting area. Registrations
+      // of one topic are decided here one at a time, so only one is first.
+      auto t = topics_.find(topic);
+      const bool has_groups = t != topics_.end() && !t->second.empty();
+      auto same_topic = registering_.lower_bound({topic, ""});
+      const bool others_registering =
+          same_topic != registering_.end() && same_topic->first.first == topic;
+      owns_waiting_area = !has_groups && !others_registering;
+      registering_[key].push_back(std::move(done));
+      created_at = absl::FromUnixMillis(absl::ToUnixMillis(clock_->Now()));
+      action = kWrite;
+    }
+  }
+  if (action == kExists) std::move(done)(absl::OkStatus());
+  if (action != kWrite) return;
+  storage::GroupRecord record;
+  record.set_created_at_ms(absl::ToUnixMillis(created_at));
+  record.set_owns_waiting_area(owns_waiting_area);
+  storage::WriteBatch batch;
+  batch.Put(Table::kMeta, storage::GroupKey(topic, group),
+            record.SerializeAsString());
+  commits_->Submit(std::move(batch), [this, topic = std::move(topic),
+                                      group = std::move(group), created_at,
+                                      owns_waiting_area](absl::Status status) {
+    std::vector<absl::AnyInvocable<void(absl::Status) &&>> waiters;
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = registering_.find({topic, group});
+      waiters = std::move(it->second);
+      registering_.erase(it);
+      if (status.ok()) {
+        // A group that owns the waiting area may find entries there.
+        AddGroupLocked(topic, group, created_at, owns_waiting_area,
+                       /*queue_empty=*/!owns_waiting_area);
+        WakeLocked();
+      }
+    }
+    for (auto& waiter : waiters) std::move(waiter)(status);
+  });
+}
+
+absl::Status Dispatcher::RegisterGroup(std::string_view topic,
+                                       std::string_view group) {
+  absl::Notification done;
+  absl::Status result;
+  RegisterGroup(std::string(topic), std::string(group),
+                [&](absl::Status status) {
+                  result = std::move(status);
+                  done.Notify();
+                });
+  done.WaitForNotification();
+  return result;
+}
+
+// ---- Consumers.
+
+void Dispatcher::Subscribe(
+    SubscribeOptions options, std::shared_ptr<Consumer> consumer,
+    absl::AnyInvocable<void(absl::StatusOr<ConsumerId>) &&> done) {
+  if (options.max_in_flight == 0) {
+    options.max_in_flight = options_.default_max_in_flight;
+  }
+  if (options.ack_timeout <= absl::ZeroDuration()) {
+    options.ack_timeout = options_.default_ack_timeout;
+  }
+  // Adds the consumer to its (registered) group.
+  auto attach =
+      [this](const SubscribeOptions& options,
+             std::shared_ptr<Consumer> consumer) -> absl::StatusOr<ConsumerId> {
+    absl::MutexLock lock(&mu_);
+    if (shutdown_.has_value()) return *shutdown_;
+    Group* group = FindGroupLocked(options.topic, options.group);
+    if (group == nullptr) {
+      return absl::NotFoundError(
+          absl::StrCat("group ", Quoted(options.group), " of topic ",
+                       Quoted(options.topic), " was deleted"));
+    }
+    auto state = std::make_unique<ConsumerState>();
+    state->id = next_consumer_id_++;
+    state->group = group;
+    state->max_in_flight = options.max_in_flight;
+    state->ack_timeout = options.ack_timeout;
+    state->sink = std::move(consumer);
+    group->consumers.push_back(state.get());
+    const ConsumerId id = state->id;
+    consumers_.emplace(id, std::move(state));
+    WakeLocked();
+    return id;
+  };
+  bool registered = false;
+  std::optional<absl::Status> refused;
+  {
+    absl::MutexLock lock(&mu_);
+    refused = shutdown_;
+    registered = FindGroupLocked(options.topic, options.group) != nullptr;
+  }
+  if (refused.has_value()) {
+    std::move(done)(*refused);
+    return;
+  }
+  if (registered) {
+    std::move(done)(attach(options, std::move(consumer)));
+    return;
+  }
+  std::string topic = options.topic, group = options.group;
+  RegisterGroup(std::move(topic), std::move(group),
+                [attach = std::move(attach), options = std::move(options),
+                 consumer = std::move(consumer),
+                 done = std::move(done)](absl::Status status) mutable {
+                  if (!status.ok()) {
+                    std::move(done)(status);
+                    return;
+                  }
+                  std::move(done)(attach(options, std::move(consumer)));
+                });
+}
+
+void Dispatcher::Unsubscribe(ConsumerId id) {
+  absl::MutexLock lock(&mu_);
+  auto it = consumers_.find(id);
+  if (it == consumers_.end()) return;
+  ConsumerState& consumer = *it->second;
+  Group& group = *consumer.group;
+  const std::vector<uint64_t> owned(consumer.owned.begin(),
+                                    consumer.owned.end());
+  for (uint64_t sequence : owned) {
+    auto entry = group.in_flight.find(sequence);
+    if (entry != group.in_flight.end()) {
+      MakeRedeliverableLocked(group, entry->second);
+    }
+  }
+  std::erase(group.consumers, &consumer);
+  consumers_.erase(it);
+  WakeLocked();
+}
+
+size_t Dispatcher::Ack(ConsumerId id,
+                       const std::vector<std::string>& message_ids) {
+  absl::MutexLock lock(&mu_);
+  auto it = consumers_.find(id);
+  if (it == consumers_.end()) {
+    unknown_acks_ += message_ids.size();
+    return message_ids.size();
+  }
+  ConsumerState& consumer = *it->second;
+  Group& group = *consumer.group;
+  size_t unknown = 0;
+  for (const std::string& message_id : message_ids) {
+    auto delivered = consumer.by_id.find(message_id);
+    if (delivered == consumer.by_id.end()) {
+      ++unknown;
+      continue;
+    }
+    const uint64_t sequence = delivered->second;
+    consumer.by_id.erase(delivered);
+    consumer.owned.erase(sequence);
+    auto entry = group.in_flight.find(sequence);
+    ClearTimerLocked(entry->second);
+    entry->second.owner = nullptr;
+    ++group.finishing[sequence];
+    finished_.push_back(
+        Finished{Finished::Kind::kAck, &group, std::move(entry->second)});
+    group.in_flight.erase(entry);
+  }
+  unknown_acks_ += unknown;
+  WakeLocked();
+  return unknown;
+}
+
+bool Dispatcher::Nack(ConsumerId id, std::string_view message_id,
+                      absl::Duration delay) {
+  absl::MutexLock lock(&mu_);
+  auto it = consumers_.find(id);
+  if (it == consumers_.end()) {
+    ++unknown_acks_;
+    return false;
+  }
+  ConsumerState& consumer = *it->second;
+  auto delivered = consumer.by_id.find(std::string(message_id));
+  if (delivered == consumer.by_id.end()) {
+    ++unknown_acks_;
+    return false;
+  }
+  Group& group = *consumer.group;
+  InFlight& entry = group.in_flight.at(delivered->second);
+  if (delay <= absl::ZeroDuration()) {
+    MakeRedeliverableLocked(group, entry);
+    return true;
+  }
+  ReleaseFromOwnerLocked(entry);
+  ClearTimerLocked(entry);
+  entry.token = next_token_++;
+  entry.waiting = true;
+  const int64_t redeliver_at_ms = absl::ToUnixMillis(clock_->Now() + delay);
+  SetTimerLocked(group, entry, redeliver_at_ms);
+  finished_.push_back(
+      Finished{Finished::Kind::kNack, &group, entry, redeliver_at_ms});
+  WakeLocked();
+  return true;
+}
+
+// ---- Dispatch from the scheduler.
+
+uint64_t Dispatcher::BeginDispatch(const std::vector<ScheduledEntry>& due,
+                                   storage::WriteBatch& batch) {
+  const std::string zero = AttemptValue(0);
+  absl::MutexLock lock(&mu_);
+  const uint64_t ticket = next_ticket_++;
+  std::vector<PendingDispatch>& pending = dispatching_[ticket];
+  auto add = [&](Group* group, const ScheduledEntry& entry,
+                 std::string_view group_name) {
+    std::string key = storage::ReadyKey(entry.topic, group_name, entry.key);
+    pending_ready_keys_.insert(key);
+    batch.Put(Table::kReady, key, zero);
+    pending.push_back({group, entry.topic, std::move(key), entry.key});
+  };
+  for (const ScheduledEntry& entry : due) {
+    auto t = topics_.find(entry.topic);
+    if (t == topics_.end() || t->second.empty()) {
+      add(nullptr, entry, "");
+      continue;
+    }
+    for (auto& [name, group] : t->second) add(group.get(), entry, name);
+  }
+  return ticket;
+}
+
+void Dispatcher::EndDispatch(uint64_t ticket, bool written) {
+  absl::MutexLock lock(&mu_);
+  auto it = dispatching_.find(ticket);
+  if (it == dispatching_.end()) return;
+  for (const PendingDispatch& p : it->second) {
+    pending_ready_keys_.erase(p.encoded_key);
+    if (!written) continue;
+    if (p.group != nullptr) {
+      p.group->window.Add(ReadyItem{p.key, false, 0});
+    } else if (Group* owner = WaitingAreaOwnerLocked(p.topic)) {
+      owner->window.Add(ReadyItem{p.key, true, 0});
+    }
+  }
+  dispatching_.erase(it);
+  WakeLocked();
+}
+
+// ---- Steps.
+
+absl::StatusOr<absl::Time> Dispatcher::Step() { return StepImpl(true); }
+
+absl::StatusOr<absl::Time> Dispatcher::StepImpl(bool deliver) {
+  const int64_t now_ms = absl::ToUnixMillis(clock_->Now());
+  StepWork work;
+  {
+    absl::MutexLock lock(&mu_);
+    ExpireTimersLocked(now_ms);
+    absl::Status taken = TakeFinishedLocked(work);
+    if (taken.ok() && deliver) taken = TakeDeliveriesLocked(now_ms, work);
+    if (!taken.ok()) {
+      UndoStepLocked(work);
+      return taken;
+    }
+  }
+
+  std::vector<std::pair<std::shared_ptr<Consumer>, std::vector<Delivery>>>
+      sends;
+  if (!work.empty()) {
+    storage::WriteBatch batch;
+    absl::Status status = BuildBatch(now_ms, work, batch);
+    if (status.ok() && !batch.empty()) {
+      status = commits_->Commit(std::move(batch));
+    }
+    for (StepWork::DeadLetter& dead : work.dead_letters) {
+      if (!dead.prepared.has_value()) continue;
+      absl::StatusOr<std::vector<PublishReceipt>> finished =
+          publisher_->Finish(*std::move(dead.prepared), status);
+      dead.prepared.reset();
+      (void)finished;  // Same status as the step's.
+    }
+    absl::MutexLock lock(&mu_);
+    if (!status.ok()) {
+      UndoStepLocked(work);
+      return status;
+    }
+    CommitStepLocked(now_ms, work);
+    // Group the deliveries by consumer, in order.
+    absl::flat_hash_map<ConsumerId, size_t> slot;
+    for (Assignment& a : work.deliveries) {
+      if (!a.record.has_value()) continue;
+      auto consumer = consumers_.find(a.consumer);
+      if (consumer == consumers_.end()) continue;
+      auto entry = a.group->in_flight.find(a.sequence);
+      if (entry == a.group->in_flight.end() || entry->second.token != a.token) {
+        continue;  // Handed back while it was being written.
+      }
+      auto [s, inserted] = slot.try_emplace(a.consumer, sends.size());
+      if (inserted) sends.push_back({consumer->second->sink, {}});
+      storage::MessageRecord& r = *a.record;
+      Delivery delivery;
+      delivery.id = r.id();
+      delivery.topic = r.topic();
+      delivery.payload = std::move(*r.mutable_payload());
+      delivery.headers.insert(r.headers().begin(), r.headers().end());
+      delivery.deliver_at = absl::FromUnixMillis(r.deliver_at_ms());
+      delivery.published_at = absl::FromUnixMillis(r.published_at_ms());
+      delivery.attempt = r.dead_letter_attempts() + a.attempt;
+      sends[s->second].second.push_back(std::move(delivery));
+    }
+  }
+  for (auto& [consumer, deliveries] : sends) {
+    consumer->Send(std::move(deliveries));
+  }
+  if (!work.empty()) return clock_->Now();  // Look for more at once.
+  absl::MutexLock lock(&mu_);
+  std::optional<int64_t> next = timers_.NextExpiry();
+  return next.has_value() ? absl::FromUnixMillis(*next)
+                          : absl::InfiniteFuture();
+}
+
+void Dispatcher::ExpireTimersLocked(int64_t now_ms) {
+  std::vector<uint64_t> expired;
+  timers_.ExpireUntil(
+      now_ms, [&](const TimerEntry& timer) { expired.push_back(timer.value); });
+  for (uint64_t token : expired) {
+    auto target = timer_targets_.find(token);
+    if (target == timer_targets_.end()) continue;
+    auto [group, sequence] = target->second;
+    timer_targets_.erase(target);
+    auto entry = group->in_flight.find(sequence);
+    if (entry == group->in_flight.end()) continue;
+    entry->second.timer.reset();
+    MakeRedeliverableLocked(*group, entry->second);
+  }
+}
+
+absl::Status Dispatcher::TakeFinishedLocked(StepWork& work) {
+  work.finished = std::move(finished_);
+  finished_.clear();
+  // In arrival order: an ack decides against the acks taken before it, so
+  // of two groups acking one message the later one deletes it.
+  for (Finished& f : work.finished) {
+    if (f.kind != Finished::Kind::kAck) continue;
+    auto it = f.group->finishing.find(f.entry.key.sequence);
+    if (--it->second == 0) f.group->finishing.erase(it);
+    ++work.finished_taken;
+    absl::StatusOr<bool> held = HeldElsewhereLocked(*f.group, f.entry.key);
+    if (!held.ok()) return held.status();
+    f.delete_message = !*held;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Dispatcher::TakeDeliveriesLocked(int64_t now_ms, StepWork& work) {
+  for (auto& [topic, groups] : topics_) {
+    for (auto& [name, group_ptr] : groups) {
+      Group& group = *group_ptr;
+      if (group.consumers.empty()) continue;
+      while (work.deliveries.size() < options_.step_limit) {
+        // The next consumer with credit, round robin.
+        ConsumerState* consumer = nullptr;
+        for (size_t i = 0; i < group.consumers.size(); ++i) {
+          ConsumerState* c = group.consumers[(group.next_consumer + i) %
+                                             group.consumers.size()];
+          if (c->owned.size() < c->max_in_flight) {
+            consumer = c;
+            group.next_consumer =
+                (group.next_consumer + i + 1) % group.consumers.size();
+            break;
+          }
+        }
+        if (consumer == nullptr) break;
+        if (group.window.WantsRefill()) {
+          if (absl::Status s = RefillLocked(group); !s.ok()) return s;
+        }
+        // Whichever is due first: a redelivery or the ready queue's head.
+        std::optional<ReadyItem> head = group.window.Front();
+        const bool redeliver =
+            !group.redeliverable.empty() &&
+            (!head.has_value() || *group.redeliverable.begin() < head->key);
+        if (!redeliver && !head.has_value()) break;
+
+        Assignment a;
+        a.group = &group;
+        a.consumer = consumer->id;
+        a.ack_timeout = consumer->ack_timeout;
+        if (redeliver) {
+          const DueKey key = *group.redeliverable.begin();
+          group.redeliverable.erase(group.redeliverable.begin());
+          auto entry = group.in_flight.find(key.sequence);
+          if (entry->second.attempt >= options_.max_attempts) {
+            StepWork::DeadLetter dead{&group, std::move(entry->second)};
+            group.in_flight.erase(entry);
+            absl::StatusOr<bool> held = HeldElsewhereLocked(group, key);
+            if (!held.ok()) {
+              // Keep it, as it was, for the undo.
+              work.dead_letters.push_back(std::move(dead));
+              return held.status();
+            }
+            dead.delete_message = !*held;
+            work.dead_letters.push_back(std::move(dead));
+            continue;
+          }
+          InFlight& e = entry->second;
+          a.previous_attempt = e.attempt;
+          e.attempt += 1;
+          e.waiting = false;
+          e.owner = consumer;
+          e.token = next_token_++;
+          a.sequence = key.sequence;
+          a.token = e.token;
+          a.attempt = e.attempt;
+        } else {
+          group.window.PopFront();
+          InFlight e;
+          e.key = head->key;
+          e.attempt = head->attempt + 1;
+          e.owner = consumer;
+          e.token = next_token_++;
+          a.sequence = head->key.sequence;
+          a.token = e.token;
+          a.attempt = e.attempt;
+          a.previous_attempt = head->attempt;
+          a.from_window = *head;
+          group.in_flight.insert_or_assign(head->key.sequence, std::move(e));
+        }
+        consumer->owned.insert(a.sequence);
+        work.deliveries.push_back(std::move(a));
+      }
+    }
+  }
+  (void)now_ms;
+  return absl::OkStatus();
+}
+
+absl::Status Dispatcher::RefillLocked(Group& group) {
+  const size_t want = group.window.RefillSize();
+  const DueKey from = *group.window.frontier();
+  std::vector<ReadyItem> read;
+  std::optional<DueKey> next;  // Nullopt: the disk holds nothing more.
+  auto scan = [&](std::string_view group_name, bool waiting_area) {
+    const std::string prefix = storage::ReadyPrefix(group.topic, group_name);
+    size_t count = 0;
+    absl::Status corrupt;
+    absl::Status s = store_->Scan(
+        Table::kReady, storage::ReadyKey(group.topic, group_name, from),
+        storage::PrefixEnd(prefix),
+        [&](std::string_view key, std::string_view value) {
+          std::optional<DueKey> due = storage::DecodeReadySuffix(key, prefix);
+          if (!due.has_value() || value.size() != 4) {
+            corrupt = absl::DataLossError("ready holds a malformed entry");
+            return false;
+          }
+          ++count;
+          if (!pending_ready_keys_.contains(
+                  absl::string_view(key.data(), key.size())) &&
+              !group.in_flight.contains(due->sequence)) {
+            read.push_back({*due, waiting_area, storage::ReadU32(value)});
+          }
+          if (count < want) return true;
+          const DueKey bound{due->deliver_at_ms, due->sequence + 1};
+          if (!next.has_value() || bound < *next) next = bound;
+          return false;
+        });
+    return s.ok() ? corrupt : s;
+  };
+  if (absl::Status s = scan(group.name, false); !s.ok()) return s;
+  if (group.owns_waiting_area) {
+    if (absl::Status s = scan("", true); !s.ok()) return s;
+  }
+  // Of two scans, only keys before both bounds are known complete.
+  if (next.has_value()) {
+    std::erase_if(read,
+                  [&](const ReadyItem& item) { return item.key >= *next; });
+  }
+  std::sort(
+      read.begin(), read.end(),
+      [](const ReadyItem& a, const ReadyItem& b) { return a.key < b.key; });
+  group.window.ApplyRefill(read, next);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> Dispatcher::HeldElsewhereLocked(const Group& group,
+                                                     const DueKey& key) {
+  auto t = topics_.find(group.topic);
+  if (t == topics_.end()) return false;
+  for (const auto& [name, other_ptr] : t->second) {
+    const Group& other = *other_ptr;
+    if (&other == &group) continue;
+    if (other.in_flight.contains(key.sequence) ||
+        other.finishing.contains(key.sequence) || other.window.Contains(key)) {
+      return true;
+    }
+    if (other.window.MayBeOnDiskOnly(key)) {
+      // Rare: the other group has a backlog beyond its window. A read under
+      // the lock keeps the answer consistent with the window's refills.
+      absl::StatusOr<std::optional<std::string>> ready = store_->Get(
+          Table::kReady, storage::ReadyKey(group.topic, other.name, key));
+      if (!ready.ok()) return ready.status();
+      if (ready->has_value()) return true;
+    }
+  }
+  return false;
+}
+
+absl::Status Dispatcher::BuildBatch(int64_t now_ms, StepWork& work,
+                                    storage::WriteBatch& batch) {
+  auto read_record = [&](uint64_t sequence)
+      -> absl::StatusOr<std::optional<storage::MessageRecord>> {
+    absl::StatusOr<std::optional<std::string>> value =
+        store_->Get(Table::kMessages, storage::MessageKey(sequence));
+    if (!value.ok()) return value.status();
+    if (!value->has_value()) return std::nullopt;
+    storage::MessageRecord record;
+    if (!record.ParseFromString(**value)) {
+      return absl::DataLossError(
+          absl::StrCat("message ", sequence, " is malformed"));
+    }
+    return record;
+  };
+  auto in_flight_key = [](const Group& group, uint64_t sequence) {
+    return storage::InFlightKey(group.topic, group.name, sequence);
+  };
+  auto delete_message = [&](const Group& group, uint64_t sequence,
+                            const std::string& id) {
+    batch.Delete(Table::kMessages, storage::MessageKey(sequence));
+    batch.Delete(Table::kIds, storage::IdKey(group.topic, id));
+  };
+
+  for (const Finished& f : work.finished) {
+    const uint64_t sequence = f.entry.key.sequence;
+    if (f.kind == Finished::Kind::kAck) {
+      batch.Delete(Table::kInFlight, in_flight_key(*f.group, sequence));
+      if (f.delete_message) delete_message(*f.group, sequence, f.entry.id);
+    } else {
+      storage::InFlightRecord record;
+      record.set_attempt(f.entry.attempt);
+      record.set_deliver_at_ms(f.entry.key.deliver_at_ms);
+      record.set_redeliver_at_ms(f.redeliver_at_ms);
+      record.set_waiting(true);
+      batch.Put(Table::kInFlight, in_flight_key(*f.group, sequence),
+                record.SerializeAsString());
+    }
+  }
+
+  for (Assignment& a : work.deliveries) {
+    absl::StatusOr<std::optional<storage::MessageRecord>> record =
+        read_record(a.sequence);
+    if (!record.ok()) return record.status();
+    if (a.from_window.has_value()) {
+      batch.Delete(Table::kReady,
+                   storage::ReadyKey(a.group->topic,
+                                     a.from_window->waiting_area
+                                         ? std::string_view()
+                                         : std::string_view(a.group->name),
+                                     a.from_window->key));
+    }
+    if (!record->has_value()) {
+      // Gone (purged): nothing to deliver.
+      batch.Delete(Table::kInFlight, in_flight_key(*a.group, a.sequence));
+      continue;
+    }
+    a.record = **std::move(record);
+    storage::InFlightRecord in_flight;
+    in_flight.set_attempt(a.attempt);
+    in_flight.set_deliver_at_ms(a.record->deliver_at_ms());
+    in_flight.set_redeliver_at_ms(now_ms +
+                                  absl::ToInt64Milliseconds(a.ack_timeout));
+    batch.Put(Table::kInFlight, in_flight_key(*a.group, a.sequence),
+              in_flight.SerializeAsString());
+  }
+
+  for (StepWork::DeadLetter& dead : work.dead_letters) {
+    const uint64_t sequence = dead.entry.key.sequence;
+    absl::StatusOr<std::optional<storage::MessageRecord>> record =
+        read_record(sequence);
+    if (!record.ok()) return record.status();
+    batch.Delete(Table::kInFlight, in_flight_key(*dead.group, sequence));
+    if (!record->has_value()) continue;
+    storage::MessageRecord& r = **record;
+    NewMessage letter;
+    letter.topic = absl::StrCat(dead.group->topic, ".dlq");
+    letter.id = r.id();
+    letter.payload = std::move(*r.mutable_payload());
+    letter.headers.insert(r.headers().begin(), r.headers().end());
+    letter.deliver_at = absl::FromUnixMillis(now_ms);
+    letter.dead_letter_attempts = r.dead_letter_attempts() + dead.entry.attempt;
+    letter.dead_letter_group = dead.group->name;
+    std::vector<NewMessage> letters;
+    letters.push_back(std::move(letter));
+    absl::StatusOr<PreparedPublish> prepared =
+        publisher_->Prepare(std::move(letters));
+    if (!prepared.ok()) return prepared.status();
+    batch.Append(std::move(prepared->batch));
+    dead.prepared = *std::move(prepared);
+    if (dead.delete_message) delete_message(*dead.group, sequence, r.id());
+  }
+  return absl::OkStatus();
+}
+
+void Dispatcher::CommitStepLocked(int64_t now_ms, StepWork& work) {
+  for (Assignment& a : work.deliveries) {
+    auto entry = a.group->in_flight.find(a.sequence);
+    if (entry == a.group->in_flight.end()) continue;
+    InFlight& e = entry->second;
+    if (!a.record.has_value()) {
+      // The message is gone; so is this entry.
+      if (e.token == a.token) {
+        ReleaseFromOwnerLocked(e);
+        ClearTimerLocked(e);
+        a.group->redeliverable.erase(e.key);
+        a.group->in_flight.erase(entry);
+      }
+      continue;
+    }
+    e.id = a.record->id();
+    if (e.token != a.token) continue;  // Handed back meanwhile.
+    auto consumer = consumers_.find(a.consumer);
+    if (consumer == consumers_.end()) continue;
+    consumer->second->by_id[e.id] = a.sequence;
+    SetTimerLocked(*a.group, e,
+                   now_ms + absl::ToInt64Milliseconds(a.ack_timeout));
+  }
+}
+
+void Dispatcher::UndoStepLocked(StepWork& work) {
+  // Deliveries: back where they came from, in reverse order.
+  for (auto a = work.deliveries.rbegin(); a != work.deliveries.rend(); ++a) {
+    auto entry = a->group->in_flight.find(a->sequence);
+    if (entry == a->group->in_flight.end()) continue;
+    InFlight& e = entry->second;
+    ReleaseFromOwnerLocked(e);
+    ClearTimerLocked(e);
+    if (a->from_window.has_value()) {
+      a->group->redeliverable.erase(e.key);
+      a->group->in_flight.erase(entry);
+      a->group->window.Add(*a->from_window);  // Its ready key is still there.
+    } else {
+      e.attempt = a->previous_attempt;
+      e.token = next_token_++;
+      a->group->redeliverable.insert(e.key);
+    }
+  }
+  // Dead letters: redeliverable again, to be retried.
+  for (StepWork::DeadLetter& dead : work.dead_letters) {
+    const DueKey key = dead.entry.key;
+    dead.entry.owner = nullptr;
+    dead.entry.timer.reset();
+    dead.entry.token = next_token_++;
+    dead.group->in_flight.insert_or_assign(key.sequence, std::move(dead.entry));
+    dead.group->redeliverable.insert(key);
+  }
+  // Acks and nacks: queued again, ahead of newer ones, with the counts of
+  // the acks already taken restored.
+  size_t restored = 0;
+  for (Finished& f : work.finished) {
+    if (f.kind != Finished::Kind::kAck || restored == work.finished_taken) {
+      continue;
+    }
+    ++f.group->finishing[f.entry.key.sequence];
+    ++restored;
+  }
+  work.finished_taken = 0;
+  work.finished.insert(work.finished.end(),
+                       std::make_move_iterator(finished_.begin()),
+                       std::make_move_iterator(finished_.end()));
+  finished_ = std::move(work.finished);
+  work.finished.clear();
+  work.deliveries.clear();
+  work.dead_letters.clear();
+  WakeLocked();
+}
+
+// ---- Timers and ownership.
+
+void Dispatcher::SetTimerLocked(Group& group, InFlight& entry, int64_t due_ms) {
+  ClearTimerLocked(entry);
+  const uint64_t token = next_token_++;
+  entry.timer = timers_.Schedule(due_ms, token);
+  entry.timer_token = token;
+  timer_targets_[token] = {&group, entry.key.sequence};
+  WakeLocked();  // The thread may sleep past the new timer.
+}
+
+void Dispatcher::ClearTimerLocked(InFlight& entry) {
+  if (!entry.timer.has_value()) return;
+  timers_.Cancel(*entry.timer);
+  timer_targets_.erase(entry.timer_token);
+  entry.timer.reset();
+}
+
+void Dispatcher::ReleaseFromOwnerLocked(InFlight& entry) {
+  ConsumerState* owner = entry.owner;
+  if (owner == nullptr) return;
+  owner->owned.erase(entry.key.sequence);
+  if (!entry.id.empty()) {
+    auto it = owner->by_id.find(entry.id);
+    if (it != owner->by_id.end() && it->second == entry.key.sequence) {
+      owner->by_id.erase(it);
+    }
+  }
+  entry.owner = nullptr;
+}
+
+void Dispatcher::MakeRedeliverableLocked(Group& group, InFlight& entry) {
+  ReleaseFromOwnerLocked(entry);
+  ClearTimerLocked(entry);
+  entry.token = next_token_++;
+  entry.waiting = false;
+  group.redeliverable.insert(entry.key);
+  WakeLocked();
+}
+
+// ---- The thread.
+
+void Dispatcher::Start() {
+  thread_ = std::thread([this] { Run(); });
+}
+
+void Dispatcher::Run() {
+  while (true) {
+    const absl::StatusOr<absl::Time> next = Step();
+    // After a failed step (store error), retry shortly rather than spin.
+    const absl::Time wake_at =
+        next.ok() ? *next : clock_->Now() + absl::Milliseconds(100);
+    absl::MutexLock lock(&mu_);
+    mu_.AwaitWithTimeout(absl::Condition(
+                             +[](Dispatcher* d) ABSL_EXCLUSIVE_LOCKS_REQUIRED(
+                                  d->mu_) { return d->wake_ || d->stopping_; },
+                             this),
+                         wake_at - clock_->Now());
+    if (stopping_) return;
+    wake_ = false;
+  }
+}
+
+void Dispatcher::Shutdown(absl::Status status) {
+  std::vector<std::shared_ptr<Consumer>> sinks;
+  {
+    absl::MutexLock lock(&mu_);
+    if (shutdown_.has_value()) return;
+    shutdown_ = status;
+    stopping_ = true;
+    for (auto& [id, consumer] : consumers_) sinks.push_back(consumer->sink);
+  }
+  if (thread_.joinable()) thread_.join();
+  // Acks that arrived since the last step are written, so that a restart
+  // does not deliver those messages again. (A failure leaves them to
+  // redelivery after the restart.)
+  (void)StepImpl(/*deliver=*/false);
+  for (const std::shared_ptr<Consumer>& sink : sinks) sink->End(status);
+}
+
+// ---- Introspection.
+
+std::vector<Dispatcher::GroupInfo> Dispatcher::Groups() {
+  absl::MutexLock lock(&mu_);
+  std::vector<GroupInfo> groups;
+  for (const auto& [topic, by_name] : topics_) {
+    for (const auto& [name, group] : by_name) {
+      groups.push_back({topic, name, group->created_at, group->in_flight.size(),
+                        group->consumers.size()});
+    }
+  }
+  return groups;
+}
+
+uint64_t Dispatcher::unknown_acks() {
+  absl::MutexLock lock(&mu_);
+  return unknown_acks_;
+}
+
+}  // namespace hourglass::broker

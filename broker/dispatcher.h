@@ -1,0 +1,293 @@
+#ifndef HOURGLASS_BROKER_DISPATCHER_H_
+#define HOURGLASS_BROKER_DISPATCHER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/functional/any_invocable.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "broker/clock.h"
+#include "broker/loader.h"
+#include "broker/publisher.h"
+#include "broker/timing_wheel.h"
+#include "storage/commit_queue.h"
+#include "storage/message_store.h"
+
+namespace hourglass::broker {
+
+// One message handed to a consumer.
+struct Delivery {
+  std::string id;
+  std::string topic;
+  std::string payload;
+  std::map<std::string, std::string> headers;
+  absl::Time deliver_at;
+  absl::Time published_at;
+  // 1 for the first delivery to the group (plus, for a dead letter, the
+  // deliveries made in the original topic).
+  uint32_t attempt = 0;
+};
+
+// A consumer stream as the dispatcher sees it. The API's Subscribe reactor
+// implements it; so do tests.
+//
+// The dispatcher calls Send from its own thread, in delivery order, and End
+// at most once, never while holding its lock; no Send follows End. Both may
+// come after Unsubscribe (the stream then drops them). Neither may block.
+class Consumer {
+ public:
+  virtual ~Consumer() = default;
+  virtual void Send(std::vector<Delivery> deliveries) = 0;
+  // The broker ends the stream: it is shutting down.
+  virtual void End(absl::Status status) = 0;
+};
+
+// Consumer groups and their consumers: moves due messages from each group's
+// ready queue to its consumers within their credit, durably marking each
+// delivery in flight first; takes acks and nacks; redelivers after ack
+// timeouts and nack delays; dead-letters a message after max_attempts.
+// See storage/README.md for the keys of each state.
+//
+// In memory it holds, per group, a window of the ready queue's head (the
+// rest stays on disk, see ReadyWindow), and every in-flight delivery with
+// its timer; never payloads beyond the step being written. Memory is
+// bounded by the windows and the consumers' credit, not by the backlog.
+//
+// Work happens in steps (Step): one thread reads what the step needs, writes
+// all its state changes as one atomic batch, then sends the deliveries.
+// Acks, nacks, subscriptions and newly ready messages arrive from any
+// thread at any time and are taken by the next step.
+//
+// Thread-safe. Step is for one thread at a time (Start runs it on a thread
+// of the dispatcher's own); every other method may be called from any
+// thread and does not block on I/O unless it says so.
+class Dispatcher {
+ public:
+  struct Options {
+    // Deliveries of a message to one group before it goes to
+    // `<topic>.dlq`. Default: 16.
+    uint32_t max_attempts = 16;
+    // Credit of a stream that asks for 0. Default: 100.
+    uint32_t default_max_in_flight = 100;
+    // Ack timeout of a stream that asks for none. Default: 30 s.
+    absl::Duration default_ack_timeout = absl::Seconds(30);
+    // Ready entries per group held in memory. Default: 4096.
+    size_t ready_window = 4096;
+    // Most deliveries, acks and nacks written by one step. Default: 4096.
+    size_t step_limit = 4096;
+  };
+
+  // Recovers the registered groups and every in-flight delivery (deliveries
+  // that were with a consumer are due again at once: their streams are
+  // gone). Reads the group registry and the inflight table, which consumer
+  // credit bounds, never the backlog.
+  // REQUIRES: the pointers outlive the dispatcher; `publisher` writes dead
+  // letters.
+  static absl::StatusOr<std::unique_ptr<Dispatcher>> Open(
+      storage::MessageStore* store, storage::CommitQueue* commits,
+      Publisher* publisher, Clock* clock, Options options);
+
+  // Stops the thread if Start ran it.
+  ~Dispatcher();
+
+  Dispatcher(const Dispatcher&) = delete;
+  Dispatcher& operator=(const Dispatcher&) = delete;
+
+  // ---- Groups.
+
+  // Registers `group` on `topic`, durably; from then on every message of
+  // the topic that comes due reaches it. The topic's first group also takes
+  // the messages that came due while it had none. `done` gets OK (also if
+  // the group existed) or the store's error; it runs on the commit queue's
+  // thread or at once on this one, and must not block.
+  void RegisterGroup(std::string topic, std::string group,
+                     absl::AnyInvocable<void(absl::Status) &&> done);
+  // The same, waiting for the answer. Blocks: not for the commit thread.
+  absl::Status RegisterGroup(std::string_view topic, std::string_view group);
+
+  // ---- Consumers.
+
+  using ConsumerId = uint64_t;
+  struct SubscribeOptions {
+    std::string topic;
+    std::string group;
+    // Credit; 0 means Options::default_max_in_flight.
+    uint32_t max_in_flight = 0;
+    // Zero means Options::default_ack_timeout. REQUIRES: not negative.
+    absl::Duration ack_timeout = absl::ZeroDuration();
+  };
+
+  // Adds `consumer` to its group, registering the group first if needed.
+  // `done` gets the consumer's id, or UNAVAILABLE after Shutdown, or the
+  // store's error; it runs on the commit queue's thread or at once on this
+  // one, and must not block.
+  void Subscribe(SubscribeOptions options, std::shared_ptr<Consumer> consumer,
+                 absl::AnyInvocable<void(absl::StatusOr<ConsumerId>) &&> done);
+
+  // Removes a consumer; its unacknowledged deliveries go back to its group
+  // at once, to be delivered again (attempt + 1). Unknown ids are ignored.
+  void Unsubscribe(ConsumerId id);
+
+  // Acknowledges deliveries of the consumer by message id. Returns how many
+  // ids were not in flight on it; those are ignored.
+  size_t Ack(ConsumerId id, const std::vector<std::string>& message_ids);
+
+  // Takes a delivery back from the consumer, to be delivered again once
+  // `delay` has passed (at once if it is not positive). Returns false, and
+  // changes nothing, if the id is not in flight on the consumer.
+  bool Nack(ConsumerId id, std::string_view message_id, absl::Duration delay);
+
+  // ---- The scheduler's side: messages coming due.
+
+  // Adds to `batch` the ready entries of `due` (one per group of each
+  // message's topic, or one in the topic's waiting area if it has no group)
+  // and returns a ticket for EndDispatch. Between the two, the entries are
+  // pending: the dispatcher never reads them from the store.
+  uint64_t BeginDispatch(const std::vector<ScheduledEntry>& due,
+                         storage::WriteBatch& batch);
+  // Ends the dispatch of `ticket`; `written`: the batch is durable.
+  void EndDispatch(uint64_t ticket, bool written);
+
+  // ---- The dispatcher's own work.
+
+  // Runs one step at the clock's now: redeliveries whose time came, acks,
+  // nacks, ready-window refills, and deliveries to consumers with credit,
+  // as one store write. Returns when it wants to run again (earlier if new
+  // work arrives), or the store's error (the step's changes are undone and
+  // retried by the next step).
+  absl::StatusOr<absl::Time> Step();
+
+  // Runs Step on a thread of the dispatcher's own until Shutdown or
+  // destruction, sleeping until the time it returns or until new work.
+  void Start();
+
+  // Stops the thread, ends every consumer's stream with `status`, and
+  // refuses new subscriptions with it. Idempotent.
+  void Shutdown(absl::Status status);
+
+  // ---- Introspection.
+
+  struct GroupInfo {
+    std::string topic;
+    std::string group;
+    absl::Time created_at;
+    size_t in_flight = 0;  // Deliveries not yet acknowledged.
+    size_t consumers = 0;  // Connected streams.
+  };
+  std::vector<GroupInfo> Groups();
+  // Ack and nack ids that were not in flight on their consumer.
+  uint64_t unknown_acks();
+
+ private:
+  struct Group;
+  struct ConsumerState;
+  struct InFlight;
+  struct Assignment;
+  struct Finished;
+  struct StepWork;
+  struct PendingDispatch;
+
+  Dispatcher(storage::MessageStore* store, storage::CommitQueue* commits,
+             Publisher* publisher, Clock* clock, Options options);
+
+  absl::Status Recover();
+  Group* FindGroupLocked(std::string_view topic, std::string_view group)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Group* AddGroupLocked(const std::string& topic, const std::string& group,
+                        absl::Time created_at, bool owns_waiting_area,
+                        bool queue_empty) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The group that takes ready entries of `topic`'s waiting area, if any.
+  Group* WaitingAreaOwnerLocked(const std::string& topic)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // A step; without `deliver` it only writes acks and nacks.
+  absl::StatusOr<absl::Time> StepImpl(bool deliver);
+  // Step's parts, in order.
+  void ExpireTimersLocked(int64_t now_ms) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status RefillLocked(Group& group) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status TakeFinishedLocked(StepWork& work)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status TakeDeliveriesLocked(int64_t now_ms, StepWork& work)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status BuildBatch(int64_t now_ms, StepWork& work,
+                          storage::WriteBatch& batch);
+  void CommitStepLocked(int64_t now_ms, StepWork& work)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void UndoStepLocked(StepWork& work) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Whether a group of `group`'s topic other than `group` still holds the
+  // message `seq` due at `key` (ready, in flight, or with an ack not yet
+  // written). May read the store.
+  absl::StatusOr<bool> HeldElsewhereLocked(const Group& group,
+                                           const storage::DueKey& key)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Timers of in-flight entries (ack timeouts, nack delays).
+  void SetTimerLocked(Group& group, InFlight& entry, int64_t due_ms)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ClearTimerLocked(InFlight& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes `entry` from its consumer (if any) and makes it due again at once.
+  void MakeRedeliverableLocked(Group& group, InFlight& entry)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReleaseFromOwnerLocked(InFlight& entry)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  void WakeLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { wake_ = true; }
+  void Run();
+
+  // Constant after construction.
+  storage::MessageStore* const store_;
+  storage::CommitQueue* const commits_;
+  Publisher* const publisher_;
+  Clock* const clock_;
+  const Options options_;
+
+  absl::Mutex mu_;
+  // Groups by topic, then name.
+  std::map<std::string, std::map<std::string, std::unique_ptr<Group>>> topics_
+      ABSL_GUARDED_BY(mu_);
+  // Registrations being written: (topic, group) -> callers waiting.
+  std::map<std::pair<std::string, std::string>,
+           std::vector<absl::AnyInvocable<void(absl::Status) &&>>>
+      registering_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<ConsumerId, std::unique_ptr<ConsumerState>> consumers_
+      ABSL_GUARDED_BY(mu_);
+  ConsumerId next_consumer_id_ ABSL_GUARDED_BY(mu_) = 1;
+  // Groups with acks or nacks to write, in arrival order.
+  std::vector<Finished> finished_ ABSL_GUARDED_BY(mu_);
+  // Timers of in-flight entries; the wheel's value is a token, mapped here
+  // to its entry.
+  TimingWheel timers_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, std::pair<Group*, uint64_t>> timer_targets_
+      ABSL_GUARDED_BY(mu_);
+  uint64_t next_token_ ABSL_GUARDED_BY(mu_) = 1;
+  // Dispatches between BeginDispatch and EndDispatch, by ticket; and the
+  // encoded ready keys they write, which refills skip.
+  absl::flat_hash_map<uint64_t, std::vector<PendingDispatch>> dispatching_
+      ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<std::string> pending_ready_keys_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_ticket_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t unknown_acks_ ABSL_GUARDED_BY(mu_) = 0;
+  std::optional<absl::Status> shutdown_ ABSL_GUARDED_BY(mu_);
+  bool wake_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+
+  std::thread thread_;
+};
+
+}  // namespace hourglass::broker
+
+#endif  // HOURGLASS_BROKER_DISPATCHER_H_

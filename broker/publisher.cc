@@ -1,0 +1,228 @@
+#include "broker/publisher.h"
+
+#include <algorithm>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "storage/keys.h"
+#include "storage/records.pb.h"
+
+namespace hourglass::broker {
+namespace {
+
+using storage::DueKey;
+using storage::Table;
+
+// Ids the broker assigns: "hg-" and the sequence in 16 hex digits.
+std::string AssignedId(uint64_t sequence) {
+  return absl::StrFormat("hg-%016x", sequence);
+}
+
+}  // namespace
+
+std::string IdValue(uint64_t sequence, int64_t deliver_at_ms) {
+  std::string value;
+  storage::AppendU64(value, sequence);
+  storage::AppendU64(value, static_cast<uint64_t>(deliver_at_ms));
+  return value;
+}
+
+std::optional<DueKey> DecodeIdValue(std::string_view value) {
+  if (value.size() != 16) return std::nullopt;
+  return DueKey{static_cast<int64_t>(storage::ReadU64(value.substr(8))),
+                storage::ReadU64(value)};
+}
+
+std::string Quoted(std::string_view s) {
+  return absl::StrCat("\"", std::string(s), "\"");
+}
+
+Publisher::Publisher(storage::MessageStore* store,
+                     storage::CommitQueue* commits, Scheduler* scheduler,
+                     Clock* clock, uint64_t next_sequence,
+                     absl::AnyInvocable<void()> on_durable)
+    : store_(store),
+      commits_(commits),
+      scheduler_(scheduler),
+      clock_(clock),
+      on_durable_(std::move(on_durable)),
+      next_sequence_(next_sequence),
+      reserved_until_(next_sequence) {}
+
+absl::StatusOr<PreparedPublish> Publisher::Prepare(
+    std::vector<NewMessage> messages) {
+  using IdKey = std::pair<std::string, std::string>;
+  const size_t n = messages.size();
+  PreparedPublish prepared;
+  prepared.receipts.resize(n);
+
+  // Claim each producer id, so that two publishes of one id never both
+  // store it. The first occurrence in the batch is the one that counts.
+  std::map<IdKey, size_t> first;
+  // For each message with a producer id, the index of its id's first
+  // occurrence; n for messages whose id the broker assigns.
+  std::vector<size_t> first_of(n, n);
+  for (size_t i = 0; i < n; ++i) {
+    if (!messages[i].id.empty()) {
+      first_of[i] = first.emplace(IdKey(messages[i].topic, messages[i].id), i)
+                        .first->second;
+    }
+  }
+  {
+    absl::MutexLock lock(&ids_mu_);
+    for (const auto& [key, index] : first) {
+      if (publishing_ids_.contains(key)) {
+        return absl::AbortedError(absl::StrCat(
+            "message ", index, ": a publish of id ", Quoted(key.second),
+            " in topic ", Quoted(key.first), " is still in progress; retry"));
+      }
+    }
+    for (const auto& [key, index] : first) {
+      publishing_ids_.insert(key);
+      prepared.claimed_ids.push_back(key);
+    }
+  }
+
+  // An id stored earlier is a duplicate: its first receipt comes back.
+  std::vector<bool> stored_before(n, false);
+  for (const auto& [key, index] : first) {
+    absl::StatusOr<std::optional<std::string>> value =
+        store_->Get(Table::kIds, storage::IdKey(key.first, key.second));
+    if (!value.ok()) {
+      Release(prepared);
+      return value.status();
+    }
+    if (!value->has_value()) continue;
+    const std::optional<DueKey> due = DecodeIdValue(**value);
+    if (!due.has_value()) {
+      Release(prepared);
+      return absl::DataLossError(
+          absl::StrCat("ids entry of ", Quoted(key.second), " in topic ",
+                       Quoted(key.first), " is malformed"));
+    }
+    prepared.receipts[index] = {key.second,
+                                absl::FromUnixMillis(due->deliver_at_ms), true};
+    stored_before[index] = true;
+  }
+
+  size_t new_messages = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if ((first_of[i] == n || first_of[i] == i) && !stored_before[i]) {
+      ++new_messages;
+    }
+  }
+  uint64_t sequence = 0;
+  if (new_messages > 0) {
+    absl::StatusOr<uint64_t> taken = TakeSequences(new_messages);
+    if (!taken.ok()) {
+      Release(prepared);
+      return taken.status();
+    }
+    sequence = *taken;
+    // Nothing of this publish comes due before its floor, and the persisted
+    // cursor stays at or below it until Finish (scheduler.h).
+    prepared.floor = scheduler_->HoldCursor();
+    prepared.holds_floor = true;
+  }
+
+  const int64_t published_at_ms = absl::ToUnixMillis(clock_->Now());
+  for (size_t i = 0; i < n; ++i) {
+    NewMessage& m = messages[i];
+    if ((first_of[i] != n && first_of[i] != i) || stored_before[i]) continue;
+    const uint64_t seq = sequence++;
+    const int64_t due_ms =
+        std::max(absl::ToUnixMillis(m.deliver_at), prepared.floor);
+    if (m.id.empty()) m.id = AssignedId(seq);
+    storage::MessageRecord record;
+    record.set_topic(m.topic);
+    record.set_id(m.id);
+    record.set_payload(std::move(m.payload));
+    for (auto& [k, v] : m.headers) (*record.mutable_headers())[k] = v;
+    record.set_deliver_at_ms(due_ms);
+    record.set_published_at_ms(published_at_ms);
+    record.set_dead_letter_attempts(m.dead_letter_attempts);
+    record.set_dead_letter_group(m.dead_letter_group);
+    const DueKey key{due_ms, seq};
+    prepared.batch.Put(Table::kMessages, storage::MessageKey(seq),
+                       record.SerializeAsString());
+    prepared.batch.Put(Table::kIds, storage::IdKey(m.topic, m.id),
+                       IdValue(seq, due_ms));
+    prepared.batch.Put(Table::kSchedule, storage::ScheduleKey(key), m.topic);
+    prepared.receipts[i] = {m.id, absl::FromUnixMillis(due_ms), false};
+    prepared.keys.push_back({key, m.topic});
+  }
+  // Later occurrences of an id in this batch repeat the first's receipt.
+  for (size_t i = 0; i < n; ++i) {
+    const size_t f = first_of[i];
+    if (f != n && f != i) {
+      prepared.receipts[i] = {prepared.receipts[f].id,
+                              prepared.receipts[f].deliver_at, true};
+    }
+  }
+  for (const ScheduledEntry& entry : prepared.keys) {
+    scheduler_->BeginPublish(entry.key);
+  }
+  return prepared;
+}
+
+absl::StatusOr<std::vector<PublishReceipt>> Publisher::Finish(
+    PreparedPublish prepared, absl::Status status) {
+  for (const ScheduledEntry& entry : prepared.keys) {
+    if (status.ok()) {
+      scheduler_->PublishDurable(entry.key, entry.topic);
+    } else {
+      scheduler_->PublishFailed(entry.key);
+    }
+  }
+  // After the keys are in the wheel or known failed, so the cursor never
+  // passes them.
+  Release(prepared);
+  if (!status.ok()) return status;
+  if (!prepared.keys.empty()) on_durable_();
+  return std::move(prepared.receipts);
+}
+
+void Publisher::Release(const PreparedPublish& prepared) {
+  if (prepared.holds_floor) scheduler_->ReleaseCursor(prepared.floor);
+  absl::MutexLock lock(&ids_mu_);
+  for (const auto& key : prepared.claimed_ids) publishing_ids_.erase(key);
+}
+
+void Publisher::Publish(std::vector<NewMessage> messages, Callback done) {
+  absl::StatusOr<PreparedPublish> prepared = Prepare(std::move(messages));
+  if (!prepared.ok()) {
+    std::move(done)(prepared.status());
+    return;
+  }
+  if (prepared->batch.empty()) {
+    std::move(done)(Finish(*std::move(prepared), absl::OkStatus()));
+    return;
+  }
+  storage::WriteBatch batch = std::move(prepared->batch);
+  commits_->Submit(std::move(batch),
+                   [this, prepared = *std::move(prepared),
+                    done = std::move(done)](absl::Status status) mutable {
+                     std::move(done)(Finish(std::move(prepared), status));
+                   });
+}
+
+absl::StatusOr<uint64_t> Publisher::TakeSequences(uint64_t count) {
+  constexpr uint64_t kBlock = 1'000'000;
+  absl::MutexLock lock(&sequence_mu_);
+  if (next_sequence_ + count > reserved_until_) {
+    // Rare (once per block): the caller waits for one small write.
+    const uint64_t until = next_sequence_ + count + kBlock;
+    std::string value;
+    storage::AppendU64(value, until);
+    storage::WriteBatch batch;
+    batch.Put(Table::kMeta, std::string(storage::kSequenceReservedKey), value);
+    if (absl::Status s = commits_->Commit(std::move(batch)); !s.ok()) return s;
+    reserved_until_ = until;
+  }
+  const uint64_t first = next_sequence_;
+  next_sequence_ += count;
+  return first;
+}
+
+}  // namespace hourglass::broker

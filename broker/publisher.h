@@ -1,0 +1,141 @@
+#ifndef HOURGLASS_BROKER_PUBLISHER_H_
+#define HOURGLASS_BROKER_PUBLISHER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/functional/any_invocable.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "broker/clock.h"
+#include "broker/loader.h"
+#include "broker/scheduler.h"
+#include "storage/commit_queue.h"
+#include "storage/message_store.h"
+
+namespace hourglass::broker {
+
+// A message to publish, already validated (api/validation.h).
+struct NewMessage {
+  std::string topic;
+  std::string id;  // Idempotency key; empty: the broker assigns one.
+  std::string payload;
+  std::map<std::string, std::string> headers;
+  // Whole milliseconds. A time in the past (by the broker's clock) becomes
+  // now; the receipt says when the message is due.
+  absl::Time deliver_at;
+  // For dead letters: storage::MessageRecord's dead_letter_* fields.
+  uint32_t dead_letter_attempts = 0;
+  std::string dead_letter_group;
+};
+
+struct PublishReceipt {
+  std::string id;
+  absl::Time deliver_at;
+  bool duplicate = false;
+
+  friend bool operator==(const PublishReceipt&,
+                         const PublishReceipt&) = default;
+};
+
+// A publish whose writes are built but not yet applied: the product of
+// Publisher::Prepare, to be written (alone or inside a larger batch) and
+// then handed to Publisher::Finish exactly once. Move-only.
+struct PreparedPublish {
+  PreparedPublish() = default;
+  PreparedPublish(PreparedPublish&&) = default;
+  PreparedPublish& operator=(PreparedPublish&&) = default;
+
+  // The writes: messages, ids and schedule keys of the new messages. Empty
+  // when every message was a duplicate.
+  storage::WriteBatch batch;
+
+  // Private to Publisher.
+  std::vector<PublishReceipt> receipts;
+  std::vector<ScheduledEntry> keys;
+  std::vector<std::pair<std::string, std::string>> claimed_ids;
+  int64_t floor = 0;
+  bool holds_floor = false;
+};
+
+// Stores new messages: assigns publish sequences and ids, enforces
+// idempotency keys, builds the one atomic write of each publish, and hands
+// the new schedule keys to the scheduler once they are durable.
+//
+// Thread-safe. Prepare blocks on store reads (idempotency keys) and, once
+// per million sequences, on a small write through the commit queue, so it
+// must not run on the commit queue's thread.
+class Publisher {
+ public:
+  using Callback =
+      absl::AnyInvocable<void(absl::StatusOr<std::vector<PublishReceipt>>) &&>;
+
+  // `next_sequence` is the first sequence this run may use (see
+  // Engine::Open). `on_durable` runs after new messages entered the
+  // scheduler, for waking the timer thread; it must not block.
+  // REQUIRES: the pointers outlive the publisher.
+  Publisher(storage::MessageStore* store, storage::CommitQueue* commits,
+            Scheduler* scheduler, Clock* clock, uint64_t next_sequence,
+            absl::AnyInvocable<void()> on_durable);
+
+  // Builds the writes of `messages`. An id already pending in its topic (or
+  // earlier in this batch) gets the first message's receipt with
+  // `duplicate` set and nothing new is written for it. Errors (nothing to
+  // finish then): ABORTED if a publish of one of the ids is still being
+  // written (retry); the store's status if a read or the sequence
+  // reservation failed.
+  absl::StatusOr<PreparedPublish> Prepare(std::vector<NewMessage> messages);
+
+  // Ends a prepared publish whose batch was written with `status`. On OK
+  // the new messages enter the scheduler and the receipts come back, in
+  // request order; otherwise `status`. If the write's outcome is unknown
+  // (MessageStore::Write), so is the publish's.
+  absl::StatusOr<std::vector<PublishReceipt>> Finish(PreparedPublish prepared,
+                                                     absl::Status status);
+
+  // Prepare, write through the commit queue, Finish. `done` runs on the
+  // commit queue's thread, or at once on this one if Prepare failed or
+  // nothing needed writing.
+  void Publish(std::vector<NewMessage> messages, Callback done);
+
+ private:
+  // Takes `count` publish sequences. Each run reserves them durably in
+  // blocks (meta/sequence_reserved), so that a sequence, and the id
+  // assigned from it, is never used twice, even after its message is gone.
+  absl::StatusOr<uint64_t> TakeSequences(uint64_t count);
+  void Release(const PreparedPublish& prepared);
+
+  storage::MessageStore* const store_;
+  storage::CommitQueue* const commits_;
+  Scheduler* const scheduler_;
+  Clock* const clock_;
+  absl::AnyInvocable<void()> on_durable_;
+
+  absl::Mutex sequence_mu_;
+  uint64_t next_sequence_ ABSL_GUARDED_BY(sequence_mu_);
+  uint64_t reserved_until_ ABSL_GUARDED_BY(sequence_mu_);
+
+  absl::Mutex ids_mu_;
+  // (topic, id) of producer-keyed publishes between Prepare and Finish.
+  absl::flat_hash_set<std::pair<std::string, std::string>> publishing_ids_
+      ABSL_GUARDED_BY(ids_mu_);
+};
+
+// The ids table's value: the message's sequence and due time.
+std::string IdValue(uint64_t sequence, int64_t deliver_at_ms);
+std::optional<storage::DueKey> DecodeIdValue(std::string_view value);
+
+// A name quoted for error messages.
+std::string Quoted(std::string_view s);
+
+}  // namespace hourglass::broker
+
+#endif  // HOURGLASS_BROKER_PUBLISHER_H_

@@ -1,0 +1,462 @@
+// The dispatcher through the engine, on a fake clock: timer steps (Tick)
+// and dispatcher steps (Step) run only when a test calls them, so every
+// delivery, attempt and time below is exact.
+
+#include "broker/dispatcher.h"
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "broker/engine.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "storage/keys.h"
+#include "storage/records.pb.h"
+#include "tests/testing/fake_clock.h"
+#include "tests/testing/faulty_store.h"
+
+namespace hourglass::broker {
+namespace {
+
+using storage::Table;
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+using ::testing::UnorderedElementsAreArray;
+
+constexpr int64_t kStartMs = 1'795'305'600'000;  // 2026-11-22T00:00:00Z
+const absl::Time kStart = absl::FromUnixMillis(kStartMs);
+
+// A consumer stream that records what it is sent.
+class FakeConsumer final : public Consumer {
+ public:
+  void Send(std::vector<Delivery> deliveries) override {
+    absl::MutexLock lock(&mu_);
+    for (Delivery& d : deliveries) received_.push_back(std::move(d));
+  }
+  void End(absl::Status status) override {
+    absl::MutexLock lock(&mu_);
+    ended_ = std::move(status);
+  }
+
+  // Takes what arrived since the last call.
+  std::vector<Delivery> Take() {
+    absl::MutexLock lock(&mu_);
+    return std::exchange(received_, {});
+  }
+  std::optional<absl::Status> ended() {
+    absl::MutexLock lock(&mu_);
+    return ended_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<Delivery> received_ ABSL_GUARDED_BY(mu_);
+  std::optional<absl::Status> ended_ ABSL_GUARDED_BY(mu_);
+};
+
+// "id@attempt", for compact expectations.
+std::vector<std::string> Ids(const std::vector<Delivery>& deliveries) {
+  std::vector<std::string> ids;
+  for (const Delivery& d : deliveries) {
+    ids.push_back(absl::StrCat(d.id, "@", d.attempt));
+  }
+  return ids;
+}
+
+class DispatcherTest : public ::testing::Test {
+ protected:
+  DispatcherTest() {
+    options_.dispatcher.max_attempts = 3;
+    options_.dispatcher.default_ack_timeout = absl::Seconds(30);
+    Reopen();
+  }
+
+  void Reopen() {
+    engine_.reset();
+    auto engine = Engine::Open(store_.get(), &clock_, options_);
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    engine_ = *std::move(engine);
+  }
+
+  Dispatcher& dispatcher() { return engine_->dispatcher(); }
+
+  // Publishes `id` due `delay` after kStart.
+  void Publish(const std::string& topic, const std::string& id,
+               absl::Duration delay) {
+    absl::Notification done;
+    absl::StatusOr<std::vector<PublishReceipt>> result;
+    engine_->Publish(
+        {NewMessage{
+            topic, id, "payload of " + id, {{"k", id}}, kStart + delay}},
+        [&](absl::StatusOr<std::vector<PublishReceipt>> r) {
+          result = std::move(r);
+          done.Notify();
+        });
+    done.WaitForNotification();
+    ASSERT_TRUE(result.ok()) << result.status();
+  }
+
+  Dispatcher::ConsumerId Subscribe(
+      const std::string& topic, const std::string& group,
+      std::shared_ptr<FakeConsumer> consumer, uint32_t max_in_flight = 0,
+      absl::Duration ack_timeout = absl::ZeroDuration()) {
+    absl::Notification done;
+    absl::StatusOr<Dispatcher::ConsumerId> id;
+    dispatcher().Subscribe({topic, group, max_in_flight, ack_timeout},
+                           std::move(consumer),
+                           [&](absl::StatusOr<Dispatcher::ConsumerId> r) {
+                             id = std::move(r);
+                             done.Notify();
+                           });
+    done.WaitForNotification();
+    EXPECT_TRUE(id.ok()) << id.status();
+    return id.ok() ? *id : 0;
+  }
+
+  // Sets the clock to kStart + `at` and runs timer and dispatcher steps
+  // until neither has work left at that time.
+  void RunAt(absl::Duration at) {
+    clock_.Set(kStart + at);
+    while (true) {
+      absl::StatusOr<absl::Time> tick = engine_->Tick();
+      ASSERT_TRUE(tick.ok()) << tick.status();
+      absl::StatusOr<absl::Time> step = dispatcher().Step();
+      ASSERT_TRUE(step.ok()) << step.status();
+      if (*tick > clock_.Now() && *step > clock_.Now()) break;
+    }
+  }
+
+  size_t Count(Table table) {
+    size_t n = 0;
+    EXPECT_TRUE(store_
+                    ->Scan(table, "", "",
+                           [&](std::string_view, std::string_view) {
+                             ++n;
+                             return true;
+                           })
+                    .ok());
+    return n;
+  }
+
+  Engine::Options options_;
+  std::unique_ptr<testing::FaultyStore> store_ =
+      std::make_unique<testing::FaultyStore>();
+  testing::FakeClock clock_{kStart};
+  std::unique_ptr<Engine> engine_;
+};
+
+TEST_F(DispatcherTest, DeliversDueMessagesInDueOrderWithTheirContents) {
+  auto consumer = std::make_shared<FakeConsumer>();
+  Subscribe("orders", "billing", consumer);
+  Publish("orders", "late", absl::Milliseconds(300));
+  Publish("orders", "early", absl::Milliseconds(100));
+  Publish("orders", "tie", absl::Milliseconds(100));
+  RunAt(absl::Milliseconds(99));
+  EXPECT_THAT(consumer->Take(), IsEmpty());
+  RunAt(absl::Milliseconds(100));
+  std::vector<Delivery> got = consumer->Take();
+  EXPECT_THAT(Ids(got), ElementsAre("early@1", "tie@1"));
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].topic, "orders");
+  EXPECT_EQ(got[0].payload, "payload of early");
+  EXPECT_EQ(got[0].headers.at("k"), "early");
+  EXPECT_EQ(got[0].deliver_at, kStart + absl::Milliseconds(100));
+  EXPECT_EQ(got[0].published_at, kStart);
+  RunAt(absl::Milliseconds(300));
+  EXPECT_THAT(Ids(consumer->Take()), ElementsAre("late@1"));
+}
+
+TEST_F(DispatcherTest, AStreamNeverHoldsMoreThanItsCredit) {
+  auto consumer = std::make_shared<FakeConsumer>();
+  const auto id = Subscribe("t", "g", consumer, /*max_in_flight=*/2);
+  for (const char* m : {"a", "b", "c", "d", "e"})
+    Publish("t", m, absl::ZeroDuration());
+  RunAt(absl::ZeroDuration());
+  EXPECT_THAT(Ids(consumer->Take()), ElementsAre("a@1", "b@1"));
+  RunAt(absl::Milliseconds(1));
+  EXPECT_THAT(consumer->Take(), IsEmpty());
+  EXPECT_EQ(dispatcher().Ack(id, {"a"}), 0u);
+  RunAt(absl::Milliseconds(2));
+  EXPECT_THAT(Ids(consumer->Take()), ElementsAre("c@1"));
+  EXPECT_EQ(dispatcher().Ack(id, {"b", "c"}), 0u);
+  RunAt(absl::Milliseconds(3));
+  EXPECT_THAT(Ids(consumer->Take()), ElementsAre("d@1", "e@1"));
+}
+
+TEST_F(DispatcherTest, EveryGroupGetsEveryMessageAndConsumersOfOneCompete) {
+  auto audit = std::make_shared<FakeConsumer>();
+  auto billing_1 = std::make_shared<FakeConsumer>();
+  auto billing_2 = std::make_shared<FakeConsumer>();
+  Subscribe("t", "audit", audit);
+  Subscribe("t", "billing", billing_1);
+  Subscribe("t", "billing", billing_2);
+  std::vector<std::string> all;
+  for (int i = 0; i < 6; ++i) {
+    all.push_back(absl::StrCat("m", i));
+    Publish("t", all.back(), absl::Milliseconds(10));
+  }
+  RunAt(absl::Milliseconds(10));
+  std::vector<std::string> expected;
+  for (const std::string& id : all) expected.push_back(id + "@1");
+  EXPECT_THAT(Ids(audit->Take()),
+              ElementsAre("m0@1", "m1@1", "m2@1", "m3@1", "m4@1", "m5@1"));
+  // Round robin: each message once across the two, alternating.
+  EXPECT_THAT(Ids(billing_1->Take()), ElementsAre("m0@1", "m2@1", "m4@1"));
+  EXPECT_THAT(Ids(billing_2->Take()), ElementsAre("m1@1", "m3@1", "m5@1"));
+}
+
+TEST_F(DispatcherTest, AMessageIsDeletedOnceEveryGroupAckedIt) {
+  auto a = std::make_shared<FakeConsumer>();
+  auto b = std::make_shared<FakeConsumer>();
+  const auto a_id = Subscribe("t", "a", a);
+  const auto b_id = Subscribe("t", "b", b);
+  Publish("t", "x", absl::ZeroDuration());
+  RunAt(absl::ZeroDuration());
+  ASSERT_THAT(Ids(a->Take()), ElementsAre("x@1"));
+  ASSERT_THAT(Ids(b->Take()), ElementsAre("x@1"));
+  EXPECT_EQ(Count(Table::kInFlight), 2u);
+  dispatcher().Ack(a_id, {"x"});
+  RunAt(absl::Milliseconds(1));
+  EXPECT_EQ(Count(Table::kInFlight), 1u);
+  EXPECT_EQ(Count(Table::kMessages), 1u);  // b still holds it.
+  EXPECT_EQ(Count(Table::kIds), 1u);
+  dispatcher().Ack(b_id, {"x"});
+  RunAt(absl::Milliseconds(2));
+  EXPECT_EQ(Count(Table::kInFlight), 0u);
+  EXPECT_EQ(Count(Table::kMessages), 0u);
+  EXPECT_EQ(Count(Table::kIds), 0u);
+  EXPECT_EQ(Count(Table::kReady), 0u);
+}
+
+TEST_F(DispatcherTest, AcksOfTwoGroupsInOneStepDeleteTheMessage) {
+  auto a = std::make_shared<FakeConsumer>();
+  auto b = std::make_shared<FakeConsumer>();
+  const auto a_id = Subscribe("t", "a", a);
+  const auto b_id = Subscribe("t", "b", b);
+  Publish("t", "x", absl::ZeroDuration());
+  RunAt(absl::ZeroDuration());
+  dispatcher().Ack(a_id, {"x"});
+  dispatcher().Ack(b_id, {"x"});
+  RunAt(absl::Milliseconds(1));
+  EXPECT_EQ(Count(Table::kMessages), 0u);
+  EXPECT_EQ(Count(Table::kInFlight), 0u);
+}
+
+TEST_F(DispatcherTest, UnknownAcksAreCountedAndIgnored) {
+  auto consumer = std::make_shared<FakeConsumer>();
+  const auto id = Subscribe("t", "g", consumer);
+  Publish("t", "x", absl::ZeroDuration());
+  RunAt(absl::ZeroDuration());
+  EXPECT_EQ(dispatcher().Ack(id, {"nope", "x", "x"}), 2u);
+  EXPECT_FALSE(dispatcher().Nack(id, "never", absl::ZeroDuration()));
+  EXPECT_EQ(dispatcher().unknown_acks(), 3u);
+  RunAt(absl::Milliseconds(1));
+  EXPECT_EQ(Count(Table::kMessages), 0u);
+}
+
+TEST_F(DispatcherTest, AnAckTimeoutRedeliversWithTheNextAttempt) {
+  auto consumer = std::make_shared<FakeConsumer>();
+  const auto id =
+      Subscribe("t", "g", consumer, 0, /*ack_timeout=*/absl::Seconds(1));
+  Publish("t", "x", absl::ZeroDuration());
+  RunAt(absl::ZeroDuration());
+  EXPECT_THAT(Ids(consumer->Take()), ElementsAre("x@1"));
+  RunAt(absl::Milliseconds(999));
+  EXPECT_THAT(consumer->Take(), IsEmpty());
+  RunAt(absl::Milliseconds(1000));
+  EXPECT_THAT(Ids(consumer->Take()), ElementsAre("x@2"));
+  // An ack of the timed-out delivery's id acks the new one.
+  EXPECT_EQ(dispatcher().Ack(id, {"x"}), 0u);
+  RunAt(absl::Milliseconds(1001));
+  EXPECT_EQ(Count(Table::kMessages), 0u);
+}
+
+TEST_F(DispatcherTest, ANackRedeliversAfterItsDelay) {
+  auto consumer = std::make_shared<FakeConsumer>();
+  const auto id = Subscribe("t", "g", consumer);
+  Publish("t", "x", absl::ZeroDuration());
+  Publish("t", "y", absl::ZeroDuration());
+  RunAt(absl::ZeroDuration());
+  EXPECT_THAT(Ids(consumer->Take()), ElementsAre("x@1", "y@1"));
+  EXPECT_TRUE(dispatcher().Nack(id, "x", absl::Milliseconds(500)));
+  EXPECT_TRUE(dispatcher().Nack(id, "y", absl::ZeroDuration()));
+  RunAt(absl::Milliseconds(1));
+  EXPECT_THAT(Ids(consumer->Take()), ElementsAre("y@2"));
+  RunAt(absl::Milliseconds(499));
+  EXPECT_THAT(consumer->Take(), IsEmpty());
+  RunAt(absl::Milliseconds(500));  // The nack came at 0 ms.
+  EXPECT_THAT(Ids(consumer->Take()), ElementsAre("x@2"));
+}
+
+TEST_F(DispatcherTest, AfterMaxAttemptsTheMessageGoesToTheDeadLetterTopic) {
+  auto consumer = std::make_shared<FakeConsumer>();
+  Subscribe("t", "g", consumer, 0, absl::Seconds(1));
+  Publish("t", "x", absl::ZeroDuration());
+  RunAt(absl::ZeroDuration());
+  RunAt(absl::Seconds(1));
+  RunAt(absl::Seconds(2));
+  EXPECT_THAT(Ids(consumer->Take()), ElementsAre("x@1", "x@2", "x@3"));
+  RunAt(absl::Seconds(3));  // max_attempts is 3: no fourth delivery.
+  EXPECT_THAT(consumer->Take(), IsEmpty());
+  EXPECT_EQ(Count(Table::kInFlight), 0u);
+
+  auto dead = std::make_shared<FakeConsumer>();
+  const auto dead_id = Subscribe("t.dlq", "ops", dead);
+  RunAt(absl::Seconds(3));
+  std::vector<Delivery> got = dead->Take();
+  ASSERT_THAT(Ids(got), ElementsAre("x@4"));  // Attempts preserved.
+  EXPECT_EQ(got[0].topic, "t.dlq");
+  EXPECT_EQ(got[0].payload, "payload of x");
+  EXPECT_EQ(got[0].deliver_at, kStart + absl::Seconds(3));
+  dispatcher().Ack(dead_id, {"x"});
+  RunAt(absl::Seconds(4));
+  EXPECT_EQ(Count(Table::kMessages), 0u);
+  EXPECT_EQ(Count(Table::kIds), 0u);
+}
+
+TEST_F(DispatcherTest, UnsubscribingHandsDeliveriesBackAtOnce) {
+  auto first = std::make_shared<FakeConsumer>();
+  auto second = std::make_shared<FakeConsumer>();
+  const auto first_id = Subscribe("t", "g", first, /*max_in_flight=*/2);
+  Publish("t", "a", absl::ZeroDuration());
+  Publish("t", "b", absl::ZeroDuration());
+  Publish("t", "c", absl::ZeroDuration());
+  RunAt(absl::ZeroDuration());
+  EXPECT_THAT(Ids(first->Take()), ElementsAre("a@1", "b@1"));
+  Subscribe("t", "g", second, /*max_in_flight=*/5);
+  RunAt(absl::Milliseconds(1));
+  EXPECT_THAT(Ids(second->Take()), ElementsAre("c@1"));
+  dispatcher().Unsubscribe(first_id);
+  RunAt(absl::Milliseconds(2));
+  EXPECT_THAT(Ids(second->Take()), ElementsAre("a@2", "b@2"));
+  EXPECT_EQ(dispatcher().Ack(first_id, {"a"}), 1u);  // Gone with its stream.
+}
+
+TEST_F(DispatcherTest, MessagesDueBeforeAnyGroupWaitForTheFirstGroupOnly) {
+  Publish("t", "early", absl::Milliseconds(5));
+  RunAt(absl::Milliseconds(5));
+  EXPECT_EQ(Count(Table::kReady), 1u);  // In the topic's waiting area.
+  auto first = std::make_shared<FakeConsumer>();
+  auto second = std::make_shared<FakeConsumer>();
+  Subscribe("t", "first", first);
+  Subscribe("t", "second", second);
+  Publish("t", "later", absl::Milliseconds(10));
+  RunAt(absl::Milliseconds(10));
+  EXPECT_THAT(Ids(first->Take()), ElementsAre("early@1", "later@1"));
+  EXPECT_THAT(Ids(second->Take()), ElementsAre("later@1"));
+}
+
+TEST_F(DispatcherTest, ABacklogBeyondTheWindowIsDeliveredInDueOrder) {
+  options_.dispatcher.ready_window = 4;
+  Reopen();
+  std::vector<std::string> expected;
+  for (int i = 0; i < 25; ++i) {
+    const std::string id = absl::StrCat("m", i < 10 ? "0" : "", i);
+    // Published in reverse due order: due order is not publish order.
+    Publish("t", id, absl::Milliseconds(100 - i));
+    expected.insert(expected.begin(), id + "@1");
+  }
+  auto consumer = std::make_shared<FakeConsumer>();
+  // Registered before the messages come due, consuming after.
+  ASSERT_TRUE(engine_->RegisterGroup("t", "g").ok());
+  RunAt(absl::Milliseconds(100));
+  const auto id = Subscribe("t", "g", consumer, /*max_in_flight=*/3);
+  std::vector<std::string> got;
+  for (int step = 0; step < 20 && got.size() < 25; ++step) {
+    RunAt(absl::Milliseconds(101 + step));
+    for (const Delivery& d : consumer->Take()) {
+      got.push_back(absl::StrCat(d.id, "@", d.attempt));
+      dispatcher().Ack(id, {d.id});
+    }
+  }
+  EXPECT_EQ(got, expected);
+  RunAt(absl::Milliseconds(200));
+  EXPECT_EQ(Count(Table::kReady), 0u);
+  EXPECT_EQ(Count(Table::kMessages), 0u);
+}
+
+TEST_F(DispatcherTest, ARestartKeepsGroupsAndRedeliversWhatWasInFlight) {
+  auto consumer = std::make_shared<FakeConsumer>();
+  const auto id = Subscribe("t", "g", consumer, 0, absl::Seconds(30));
+  Publish("t", "held", absl::ZeroDuration());
+  Publish("t", "nacked", absl::ZeroDuration());
+  Publish("t", "acked", absl::ZeroDuration());
+  RunAt(absl::ZeroDuration());
+  EXPECT_THAT(Ids(consumer->Take()),
+              ElementsAre("held@1", "nacked@1", "acked@1"));
+  dispatcher().Ack(id, {"acked"});
+  dispatcher().Nack(id, "nacked", absl::Seconds(10));
+  RunAt(absl::Milliseconds(1));
+  Reopen();  // As after kill -9: only the store survives.
+  EXPECT_THAT(dispatcher().Groups(), ::testing::SizeIs(1));
+
+  auto after = std::make_shared<FakeConsumer>();
+  Subscribe("t", "g", after);
+  RunAt(absl::Milliseconds(2));
+  // The held delivery is due again at once; the nack's delay still runs.
+  EXPECT_THAT(Ids(after->Take()), ElementsAre("held@2"));
+  RunAt(absl::Seconds(10) + absl::Milliseconds(1));
+  EXPECT_THAT(Ids(after->Take()), ElementsAre("nacked@2"));
+}
+
+TEST_F(DispatcherTest, AFailedStepDeliversNothingAndIsRetried) {
+  auto consumer = std::make_shared<FakeConsumer>();
+  Subscribe("t", "g", consumer);
+  Publish("t", "x", absl::ZeroDuration());
+  clock_.Set(kStart);
+  ASSERT_TRUE(engine_->Tick().ok());
+  store_->FailWrites(absl::UnavailableError("I/O error"));
+  EXPECT_EQ(dispatcher().Step().status().code(),
+            absl::StatusCode::kUnavailable);
+  EXPECT_THAT(consumer->Take(), IsEmpty());
+  EXPECT_EQ(Count(Table::kInFlight), 0u);
+  store_->FailWrites(absl::OkStatus());
+  RunAt(absl::Milliseconds(1));
+  EXPECT_THAT(Ids(consumer->Take()), ElementsAre("x@1"));
+}
+
+TEST_F(DispatcherTest, AFailedAckWriteIsRetriedByTheNextStep) {
+  auto consumer = std::make_shared<FakeConsumer>();
+  const auto id = Subscribe("t", "g", consumer);
+  Publish("t", "x", absl::ZeroDuration());
+  RunAt(absl::ZeroDuration());
+  ASSERT_THAT(Ids(consumer->Take()), ElementsAre("x@1"));
+  dispatcher().Ack(id, {"x"});
+  store_->FailWrites(absl::UnavailableError("I/O error"));
+  EXPECT_FALSE(dispatcher().Step().ok());
+  EXPECT_EQ(Count(Table::kMessages), 1u);
+  store_->FailWrites(absl::OkStatus());
+  RunAt(absl::Milliseconds(1));
+  EXPECT_EQ(Count(Table::kMessages), 0u);
+  EXPECT_THAT(consumer->Take(), IsEmpty());  // Not redelivered.
+}
+
+TEST_F(DispatcherTest, ShutdownEndsStreamsAndRefusesNewOnes) {
+  auto consumer = std::make_shared<FakeConsumer>();
+  const auto id = Subscribe("t", "g", consumer);
+  Publish("t", "x", absl::ZeroDuration());
+  RunAt(absl::ZeroDuration());
+  ASSERT_THAT(Ids(consumer->Take()), ElementsAre("x@1"));
+  dispatcher().Ack(id, {"x"});
+  dispatcher().Shutdown(absl::UnavailableError("stopping"));
+  EXPECT_EQ(consumer->ended(), absl::UnavailableError("stopping"));
+  // The ack that arrived before the shutdown was written.
+  EXPECT_EQ(Count(Table::kMessages), 0u);
+
+  absl::Notification done;
+  absl::StatusOr<Dispatcher::ConsumerId> refused;
+  dispatcher().Subscribe({"t", "g"}, std::make_shared<FakeConsumer>(),
+                         [&](absl::StatusOr<Dispatcher::ConsumerId> r) {
+                           refused = std::move(r);
+                           done.Notify();
+                         });
+  done.WaitForNotification();
+  EXPECT_EQ(refused.status(), absl::UnavailableError("stopping"));
+}
+
+}  // namespace
+}  // namespace hourglass::broker
