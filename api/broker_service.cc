@@ -6,19 +6,11 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "api/proto_time.h"
 #include "api/status.h"
+#include "api/subscribe_stream.h"
 
 namespace hourglass::api {
-namespace {
-
-void SetTimestamp(absl::Time t, google::protobuf::Timestamp* out) {
-  const int64_t ms = absl::ToUnixMillis(t);
-  out->set_seconds(ms / 1000 - (ms % 1000 < 0 ? 1 : 0));
-  out->set_nanos(static_cast<int32_t>(((ms % 1000) + 1000) % 1000) * 1'000'000);
-}
-
-}  // namespace
-
 grpc::ServerUnaryReactor* BrokerService::Publish(
     grpc::CallbackServerContext* context,
     const hourglass::v1::PublishRequest* request,
@@ -49,7 +41,7 @@ grpc::ServerUnaryReactor* BrokerService::Publish(
         for (const broker::PublishReceipt& r : *receipts) {
           hourglass::v1::Receipt* out = response->add_receipts();
           out->set_id(r.id);
-          SetTimestamp(r.deliver_at, out->mutable_deliver_at());
+          ToProto(r.deliver_at, out->mutable_deliver_at());
           out->set_duplicate(r.duplicate);
         }
         reactor->Finish(grpc::Status::OK);
@@ -75,6 +67,12 @@ grpc::ServerUnaryReactor* BrokerService::Cancel(
                     reactor->Finish(ToGrpcStatus(status));
                   });
   return reactor;
+}
+
+grpc::ServerBidiReactor<hourglass::v1::SubscribeRequest,
+                        hourglass::v1::Delivery>*
+BrokerService::Subscribe(grpc::CallbackServerContext* context) {
+  return NewSubscribeStream(&engine_->dispatcher(), limits_);
 }
 
 }  // namespace hourglass::api

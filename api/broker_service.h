@@ -10,7 +10,7 @@ namespace hourglass::api {
 
 // hourglass.v1.Broker on the gRPC callback API: validates each request,
 // translates it, and hands it to the engine; answers when the engine does.
-// Subscribe is not served yet (UNIMPLEMENTED).
+// Each Subscribe stream is a reactor of its own (api/subscribe_stream.h).
 //
 // Thread-safe; gRPC calls it from its own threads and no reaction blocks.
 class BrokerService final : public hourglass::v1::Broker::CallbackService {
@@ -28,6 +28,10 @@ class BrokerService final : public hourglass::v1::Broker::CallbackService {
       grpc::CallbackServerContext* context,
       const hourglass::v1::CancelRequest* request,
       hourglass::v1::CancelResponse* response) override;
+
+  grpc::ServerBidiReactor<hourglass::v1::SubscribeRequest,
+                          hourglass::v1::Delivery>*
+  Subscribe(grpc::CallbackServerContext* context) override;
 
  private:
   broker::Engine* const engine_;

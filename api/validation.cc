@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "api/proto_time.h"
 
 namespace hourglass::api {
 namespace {
@@ -34,14 +35,6 @@ std::string Quote(std::string_view name) {
   if (name.size() > 64) absl::StrAppend(&out, "...");
   out.push_back('"');
   return out;
-}
-
-absl::Duration ToDuration(const google::protobuf::Duration& d) {
-  return absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos());
-}
-
-absl::Time ToTime(const google::protobuf::Timestamp& t) {
-  return absl::FromUnixSeconds(t.seconds()) + absl::Nanoseconds(t.nanos());
 }
 
 absl::Time TruncateToMillis(absl::Time t) {
@@ -138,7 +131,7 @@ absl::Status ValidatePublish(const hourglass::v1::PublishRequest& request,
       if (absl::Status s = ValidateDuration("delay", m.delay()); !s.ok()) {
         return Invalid(index, s.message());
       }
-      const absl::Duration delay = ToDuration(m.delay());
+      const absl::Duration delay = FromProto(m.delay());
       if (delay < absl::ZeroDuration()) {
         return Invalid(index,
                        absl::StrCat("delay ", absl::FormatDuration(delay),
@@ -156,7 +149,7 @@ absl::Status ValidatePublish(const hourglass::v1::PublishRequest& request,
           !s.ok()) {
         return Invalid(index, s.message());
       }
-      const absl::Time at = ToTime(m.deliver_at());
+      const absl::Time at = FromProto(m.deliver_at());
       if (at - now > limits.max_delay) {
         return Invalid(
             index,
@@ -171,12 +164,58 @@ absl::Status ValidatePublish(const hourglass::v1::PublishRequest& request,
   return absl::OkStatus();
 }
 
+absl::Status ValidateOpen(const hourglass::v1::Open& open,
+                          const Limits& limits) {
+  if (absl::Status s = ValidateName("open.topic", open.topic()); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = ValidateName("open.group", open.group()); !s.ok()) {
+    return s;
+  }
+  if (open.max_in_flight() > limits.max_credit) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "open.max_in_flight ", open.max_in_flight(), " is over the limit of ",
+        limits.max_credit, " (--max_credit)"));
+  }
+  if (open.has_ack_timeout()) {
+    if (absl::Status s =
+            ValidateDuration("open.ack_timeout", open.ack_timeout());
+        !s.ok()) {
+      return s;
+    }
+    const absl::Duration timeout = FromProto(open.ack_timeout());
+    if (timeout < absl::ZeroDuration()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "open.ack_timeout ", absl::FormatDuration(timeout), " is negative"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateNack(const hourglass::v1::Nack& nack) {
+  if (nack.id().empty()) {
+    return absl::InvalidArgumentError("nack.id is empty");
+  }
+  if (nack.has_delay()) {
+    if (absl::Status s = ValidateDuration("nack.delay", nack.delay());
+        !s.ok()) {
+      return s;
+    }
+    const absl::Duration delay = FromProto(nack.delay());
+    if (delay < absl::ZeroDuration()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "nack.delay ", absl::FormatDuration(delay), " is negative"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Time DeliverAt(const hourglass::v1::Message& message, absl::Time now) {
   if (message.has_delay()) {
-    return TruncateToMillis(now + ToDuration(message.delay()));
+    return TruncateToMillis(now + FromProto(message.delay()));
   }
   if (message.has_deliver_at()) {
-    return TruncateToMillis(std::max(now, ToTime(message.deliver_at())));
+    return TruncateToMillis(std::max(now, FromProto(message.deliver_at())));
   }
   return TruncateToMillis(now);
 }

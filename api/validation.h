@@ -2,6 +2,7 @@
 #define HOURGLASS_API_VALIDATION_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -23,6 +24,9 @@ struct Limits {
   size_t max_batch = 10'000;
   // Longest idempotency key, in bytes.
   size_t max_id_bytes = 128;
+  // --max_credit: the largest max_in_flight a stream may ask for. Default:
+  // 10,000.
+  uint32_t max_credit = 10'000;
 };
 
 // Longest topic or group name, in bytes.
@@ -50,6 +54,16 @@ absl::Status ValidateTimestamp(std::string_view field,
 // INVALID_ARGUMENT, prefixed with the message index: `message 3: ...`.
 absl::Status ValidatePublish(const hourglass::v1::PublishRequest& request,
                              const Limits& limits, absl::Time now);
+
+// Checks the `open` of a Subscribe stream: topic and group names, an
+// ack_timeout that is a valid, non-negative Duration, and max_in_flight
+// within limits.max_credit. Returns INVALID_ARGUMENT naming the field.
+absl::Status ValidateOpen(const hourglass::v1::Open& open,
+                          const Limits& limits);
+
+// Checks a `nack`: a non-empty id and a delay that is a valid,
+// non-negative Duration (unset means none).
+absl::Status ValidateNack(const hourglass::v1::Nack& nack);
 
 // When `message` comes due, received at `now`: now + delay, the given
 // deliver_at (a past one means now), or now if neither is set. Truncated

@@ -536,7 +536,9 @@ absl::StatusOr<absl::Time> Dispatcher::StepImpl(bool deliver) {
       UndoStepLocked(work);
       return status;
     }
-    CommitStepLocked(now_ms, work);
+    // Ack timeouts run from when the deliveries leave, not from the start
+    // of the step.
+    CommitStepLocked(absl::ToUnixMillis(clock_->Now()), work);
     // Group the deliveries by consumer, in order.
     absl::flat_hash_map<ConsumerId, size_t> slot;
     for (Assignment& a : work.deliveries) {

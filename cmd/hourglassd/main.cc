@@ -5,6 +5,9 @@
 
 #include <signal.h>
 
+#include <algorithm>
+#include <climits>
+#include <cstdint>
 #include <cstdlib>
 #include <string>
 
@@ -41,6 +44,14 @@ ABSL_FLAG(uint64_t, max_payload_bytes, 1 << 20,
 ABSL_FLAG(absl::Duration, max_delay, absl::Hours(24 * 3650),
           "Longest delay accepted (default 3650 days).");
 ABSL_FLAG(uint64_t, max_batch, 10000, "Most messages in one Publish.");
+ABSL_FLAG(uint32_t, max_attempts, 16,
+          "Deliveries of a message to one group before it moves to the "
+          "dead-letter topic <topic>.dlq.");
+ABSL_FLAG(uint32_t, max_credit, 10000,
+          "Largest max_in_flight (credit) a Subscribe stream may ask for.");
+ABSL_FLAG(absl::Duration, ack_timeout, absl::Seconds(30),
+          "Ack timeout of Subscribe streams that set none: an unacknowledged "
+          "delivery is delivered again after it.");
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
           "How long running calls may take to finish on SIGTERM/SIGINT.");
 
@@ -96,6 +107,14 @@ int main(int argc, char** argv) {
                       absl::FormatDuration(horizon)));
   }
 
+  const uint32_t max_attempts = absl::GetFlag(FLAGS_max_attempts);
+  if (max_attempts < 1) Fail("--max_attempts must be at least 1, not 0");
+  const absl::Duration ack_timeout = absl::GetFlag(FLAGS_ack_timeout);
+  if (ack_timeout < absl::Milliseconds(1)) {
+    Fail(absl::StrCat("--ack_timeout must be at least 1ms, not ",
+                      absl::FormatDuration(ack_timeout)));
+  }
+
   const sigset_t signals = BlockTerminationSignals();
   const absl::Time open_start = absl::Now();
   absl::StatusOr<std::unique_ptr<hourglass::storage::MessageStore>> store =
@@ -113,6 +132,8 @@ int main(int argc, char** argv) {
   hourglass::broker::SystemClock clock;
   hourglass::broker::Engine::Options engine_options;
   engine_options.scheduler.horizon = horizon;
+  engine_options.dispatcher.max_attempts = max_attempts;
+  engine_options.dispatcher.default_ack_timeout = ack_timeout;
   const absl::Time recover_start = absl::Now();
   absl::StatusOr<std::unique_ptr<hourglass::broker::Engine>> engine =
       hourglass::broker::Engine::Open(store->get(), &clock, engine_options);
@@ -126,11 +147,17 @@ int main(int argc, char** argv) {
   limits.max_payload_bytes = absl::GetFlag(FLAGS_max_payload_bytes);
   limits.max_delay = absl::GetFlag(FLAGS_max_delay);
   limits.max_batch = absl::GetFlag(FLAGS_max_batch);
+  limits.max_credit = absl::GetFlag(FLAGS_max_credit);
   hourglass::api::BrokerService broker_service(engine->get(), &clock, limits);
 
   hourglass::api::ServerOptions options;
   options.listen_address = absl::GetFlag(FLAGS_listen);
   options.services = {&broker_service};
+  // Room for the largest legal Publish: every message at the payload limit,
+  // plus headers and framing; gRPC caps a message at 2 GiB.
+  options.max_receive_bytes = static_cast<int>(std::min<uint64_t>(
+      INT32_MAX,
+      limits.max_batch * (limits.max_payload_bytes + (16 << 10)) + (1 << 20)));
   auto server = hourglass::api::Server::Start(options);
   if (!server.ok()) Fail(std::string(server.status().message()));
   spdlog::info("hourglassd listening on {} (port {})", options.listen_address,
@@ -139,6 +166,10 @@ int main(int argc, char** argv) {
   const int signal = WaitForTerminationSignal(signals);
   spdlog::info("hourglassd received {}, shutting down",
                signal == SIGTERM ? "SIGTERM" : "SIGINT");
+  // Streams end first (consumers reconnect elsewhere or later); calls in
+  // progress, such as publishes being written, finish within the grace.
+  (*engine)->Shutdown(
+      absl::UnavailableError("hourglassd is shutting down; reconnect later"));
   (*server)->Shutdown(absl::GetFlag(FLAGS_shutdown_grace));
   server->reset();
   engine->reset();

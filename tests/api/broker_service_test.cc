@@ -195,6 +195,30 @@ TEST_F(BrokerServiceTest, BadPublishesAreRejectedWholeWithAReason) {
             "message 1: deliver_at is not a valid Timestamp (seconds 0, nanos "
             "2000000000)");
   }
+  {
+    Message m = Msg("t", 0);
+    m.mutable_delay()->set_seconds(315'576'000'001);
+    one_bad("duration seconds", m,
+            "message 1: delay is not a valid Duration (seconds 315576000001, "
+            "nanos 0)");
+  }
+  {
+    Message m;
+    m.set_topic("t");
+    m.mutable_deliver_at()->set_seconds(253'402'300'800);
+    one_bad("timestamp seconds", m,
+            "message 1: deliver_at is not a valid Timestamp (seconds "
+            "253402300800, nanos 0)");
+  }
+  {
+    Message m;
+    m.set_topic("t");
+    m.mutable_deliver_at()->set_seconds(absl::ToUnixSeconds(absl::Now()) +
+                                        3651LL * 86400);
+    PublishRequest r;
+    *r.add_messages() = m;
+    cases.push_back({"deliver_at too far", r, ""});
+  }
   one_bad("long id", Msg("t", 0, std::string(129, 'i')),
           "message 1: id \"" + std::string(64, 'i') +
               "...\" is 129 bytes long; the limit is 128");
@@ -204,7 +228,12 @@ TEST_F(BrokerServiceTest, BadPublishesAreRejectedWholeWithAReason) {
     PublishResponse response;
     const grpc::Status status = Publish(c.request, &response);
     EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-    EXPECT_EQ(status.error_message(), c.message);
+    if (!c.message.empty()) {
+      EXPECT_EQ(status.error_message(), c.message);
+    } else {
+      EXPECT_THAT(status.error_message(),
+                  ::testing::EndsWith("ahead (--max_delay)"));
+    }
     EXPECT_EQ(response.receipts_size(), 0);
   }
   EXPECT_EQ(StoredMessages(), 0u);
@@ -239,6 +268,94 @@ TEST_F(BrokerServiceTest, CancelAnswersOkOnceThenNotFound) {
             grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_EQ(Cancel("orders", "").error_message(), "id is empty");
   EXPECT_EQ(StoredMessages(), 0u);
+}
+
+// Each bad Subscribe ends the stream with INVALID_ARGUMENT naming the
+// problem, and registers no group.
+TEST_F(BrokerServiceTest, BadSubscribeRequestsEndTheStream) {
+  auto open = [](std::string topic, std::string group) {
+    hourglass::v1::SubscribeRequest r;
+    r.mutable_open()->set_topic(std::move(topic));
+    r.mutable_open()->set_group(std::move(group));
+    return r;
+  };
+  struct Case {
+    std::string name;
+    std::vector<hourglass::v1::SubscribeRequest> requests;
+    std::string message;
+  };
+  std::vector<Case> cases;
+  {
+    hourglass::v1::SubscribeRequest ack;
+    ack.mutable_ack()->add_ids("x");
+    cases.push_back(
+        {"ack first", {ack}, "the first request of a stream must be open"});
+  }
+  cases.push_back({"no kind",
+                   {hourglass::v1::SubscribeRequest()},
+                   "the first request of a stream must be open"});
+  cases.push_back({"bad topic",
+                   {open("a/b", "g")},
+                   "open.topic \"a/b\" has '/'; names may use only A-Z a-z "
+                   "0-9 . _ -"});
+  cases.push_back({"empty group", {open("t", "")}, "open.group is empty"});
+  {
+    hourglass::v1::SubscribeRequest r = open("t", "g");
+    r.mutable_open()->mutable_ack_timeout()->set_seconds(-2);
+    cases.push_back(
+        {"negative ack timeout", {r}, "open.ack_timeout -2s is negative"});
+  }
+  {
+    hourglass::v1::SubscribeRequest r = open("t", "g");
+    r.mutable_open()->set_max_in_flight(10'001);
+    cases.push_back({"credit",
+                     {r},
+                     "open.max_in_flight 10001 is over the limit of 10000 "
+                     "(--max_credit)"});
+  }
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
+    auto stream = stub_->Subscribe(&context);
+    for (const auto& r : c.requests) stream->Write(r);
+    hourglass::v1::Delivery ignored;
+    EXPECT_FALSE(stream->Read(&ignored));
+    const grpc::Status status = stream->Finish();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_EQ(status.error_message(), c.message);
+  }
+  EXPECT_THAT(engine_->dispatcher().Groups(), ::testing::IsEmpty());
+}
+
+// After a good open, a second open or a bad nack ends the stream too.
+TEST_F(BrokerServiceTest, BadRequestsAfterOpenEndTheStream) {
+  for (const std::string kind : {"open", "nack"}) {
+    SCOPED_TRACE(kind);
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
+    auto stream = stub_->Subscribe(&context);
+    hourglass::v1::SubscribeRequest open;
+    open.mutable_open()->set_topic("t");
+    open.mutable_open()->set_group("g");
+    ASSERT_TRUE(stream->Write(open));
+    stream->WaitForInitialMetadata();
+    hourglass::v1::SubscribeRequest bad;
+    if (kind == "open") {
+      bad = open;
+    } else {
+      bad.mutable_nack()->set_id("x");
+      bad.mutable_nack()->mutable_delay()->set_seconds(-1);
+    }
+    stream->Write(bad);
+    hourglass::v1::Delivery ignored;
+    EXPECT_FALSE(stream->Read(&ignored));
+    const grpc::Status status = stream->Finish();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_EQ(status.error_message(), kind == "open"
+                                          ? "open may only be the first request"
+                                          : "nack.delay -1s is negative");
+  }
 }
 
 }  // namespace

@@ -1,0 +1,289 @@
+#include "api/subscribe_stream.h"
+
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "api/proto_time.h"
+#include "api/status.h"
+
+namespace hourglass::api {
+namespace {
+
+using hourglass::v1::SubscribeRequest;
+using ConsumerId = broker::Dispatcher::ConsumerId;
+
+class SubscribeStream;
+
+// What the dispatcher holds of a stream. It may outlive the stream's
+// reactor: once the reactor is done, what arrives here is dropped (the
+// dispatcher hands those deliveries back when the stream unsubscribes).
+class StreamSink final : public broker::Consumer {
+ public:
+  StreamSink(SubscribeStream* stream, broker::Dispatcher* dispatcher)
+      : stream_(stream), dispatcher_(dispatcher) {}
+
+  void Send(std::vector<broker::Delivery> deliveries) override;
+  void End(absl::Status status) override;
+  // The answer to the stream's Dispatcher::Subscribe.
+  void Subscribed(absl::StatusOr<ConsumerId> id);
+  // The reactor is done; nothing reaches it any more.
+  void Detach() {
+    absl::MutexLock lock(&mu_);
+    stream_ = nullptr;
+  }
+
+ private:
+  absl::Mutex mu_;
+  SubscribeStream* stream_ ABSL_GUARDED_BY(mu_);
+  broker::Dispatcher* const dispatcher_;
+};
+
+// The reactor of one stream. Reads run one at a time (each OnReadDone
+// starts the next); writes run one at a time from an outbox. Thread-safe:
+// reactions, the dispatcher's Send and End, and the Subscribe answer may
+// come concurrently; mu_ guards the shared state. Lock order: the sink's
+// lock, then mu_, then the dispatcher's.
+class SubscribeStream final
+    : public grpc::ServerBidiReactor<SubscribeRequest,
+                                     hourglass::v1::Delivery> {
+ public:
+  SubscribeStream(broker::Dispatcher* dispatcher, const Limits& limits)
+      : dispatcher_(dispatcher),
+        limits_(limits),
+        sink_(std::make_shared<StreamSink>(this, dispatcher)) {
+    StartRead(&request_);
+  }
+
+  void OnReadDone(bool ok) override;
+  void OnWriteDone(bool ok) override;
+  void OnCancel() override {
+    FinishOnce(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled"));
+  }
+  void OnDone() override {
+    sink_->Detach();
+    delete this;
+  }
+
+  // From the sink.
+  void Enqueue(std::vector<broker::Delivery> deliveries);
+  void OnSubscribed(absl::StatusOr<ConsumerId> id);
+
+  // Ends the stream with `status` unless it is ending already. Unsent
+  // deliveries are dropped; the dispatcher takes every unacknowledged one
+  // back. A write in progress finishes first.
+  void FinishOnce(const grpc::Status& status);
+
+ private:
+  void WriteNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Handles request_ after `open`; false if it ended the stream.
+  bool HandleRequest();
+
+  broker::Dispatcher* const dispatcher_;
+  const Limits limits_;
+  const std::shared_ptr<StreamSink> sink_;
+  // Touched only by the read chain: StartRead and the OnReadDone it causes.
+  SubscribeRequest request_;
+  bool opened_ = false;
+
+  absl::Mutex mu_;
+  // Set once subscribed, until the stream finishes; writes wait for it.
+  std::optional<ConsumerId> consumer_ ABSL_GUARDED_BY(mu_);
+  // The front is being written while writing_.
+  std::deque<hourglass::v1::Delivery> outbox_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool finishing_ ABSL_GUARDED_BY(mu_) = false;
+  // Set while a write must end before Finish.
+  std::optional<grpc::Status> finish_after_write_ ABSL_GUARDED_BY(mu_);
+};
+
+void StreamSink::Send(std::vector<broker::Delivery> deliveries) {
+  absl::MutexLock lock(&mu_);
+  if (stream_ != nullptr) stream_->Enqueue(std::move(deliveries));
+}
+
+void StreamSink::End(absl::Status status) {
+  absl::MutexLock lock(&mu_);
+  if (stream_ != nullptr) stream_->FinishOnce(ToGrpcStatus(status));
+}
+
+void StreamSink::Subscribed(absl::StatusOr<ConsumerId> id) {
+  absl::MutexLock lock(&mu_);
+  if (stream_ != nullptr) {
+    stream_->OnSubscribed(std::move(id));
+  } else if (id.ok()) {
+    dispatcher_->Unsubscribe(*id);  // The stream ended meanwhile.
+  }
+}
+
+void SubscribeStream::OnReadDone(bool ok) {
+  if (!ok) {
+    // The client ended its side, or went away.
+    FinishOnce(grpc::Status::OK);
+    return;
+  }
+  if (!opened_) {
+    if (!request_.has_open()) {
+      FinishOnce(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                              "the first request of a stream must be open"));
+      return;
+    }
+    const hourglass::v1::Open& open = request_.open();
+    if (absl::Status s = ValidateOpen(open, limits_); !s.ok()) {
+      FinishOnce(ToGrpcStatus(s));
+      return;
+    }
+    opened_ = true;
+    broker::Dispatcher::SubscribeOptions options;
+    options.topic = open.topic();
+    options.group = open.group();
+    options.max_in_flight = open.max_in_flight();
+    if (open.has_ack_timeout()) {
+      options.ack_timeout = FromProto(open.ack_timeout());
+    }
+    // The next read starts once the consumer is subscribed.
+    dispatcher_->Subscribe(std::move(options), sink_,
+                           [sink = sink_](absl::StatusOr<ConsumerId> id) {
+                             sink->Subscribed(std::move(id));
+                           });
+    return;
+  }
+  if (HandleRequest()) StartRead(&request_);
+}
+
+bool SubscribeStream::HandleRequest() {
+  std::optional<ConsumerId> consumer;
+  {
+    absl::MutexLock lock(&mu_);
+    if (finishing_) return false;
+    consumer = consumer_;
+  }
+  switch (request_.kind_case()) {
+    case SubscribeRequest::kAck: {
+      std::vector<std::string> ids(request_.ack().ids().begin(),
+                                   request_.ack().ids().end());
+      dispatcher_->Ack(*consumer, ids);
+      return true;
+    }
+    case SubscribeRequest::kNack: {
+      if (absl::Status s = ValidateNack(request_.nack()); !s.ok()) {
+        FinishOnce(ToGrpcStatus(s));
+        return false;
+      }
+      const absl::Duration delay = request_.nack().has_delay()
+                                       ? FromProto(request_.nack().delay())
+                                       : absl::ZeroDuration();
+      dispatcher_->Nack(*consumer, request_.nack().id(), delay);
+      return true;
+    }
+    case SubscribeRequest::kOpen:
+      FinishOnce(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                              "open may only be the first request"));
+      return false;
+    case SubscribeRequest::KIND_NOT_SET:
+      break;
+  }
+  FinishOnce(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "a request must be open, ack or nack"));
+  return false;
+}
+
+void SubscribeStream::OnSubscribed(absl::StatusOr<ConsumerId> id) {
+  if (!id.ok()) {
+    FinishOnce(ToGrpcStatus(id.status()));
+    return;
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    if (!finishing_) {
+      consumer_ = *id;
+      // Initial metadata tells the client it is subscribed; deliveries
+      // that arrived meanwhile follow it.
+      StartSendInitialMetadata();
+      WriteNextLocked();
+      StartRead(&request_);
+      return;
+    }
+  }
+  dispatcher_->Unsubscribe(*id);  // Ended before the answer came.
+}
+
+void SubscribeStream::Enqueue(std::vector<broker::Delivery> deliveries) {
+  absl::MutexLock lock(&mu_);
+  if (finishing_) return;
+  for (broker::Delivery& d : deliveries) {
+    hourglass::v1::Delivery& out = outbox_.emplace_back();
+    out.set_id(std::move(d.id));
+    out.set_topic(std::move(d.topic));
+    out.set_payload(std::move(d.payload));
+    for (auto& [key, value] : d.headers) {
+      (*out.mutable_headers())[key] = std::move(value);
+    }
+    ToProto(d.deliver_at, out.mutable_deliver_at());
+    ToProto(d.published_at, out.mutable_published_at());
+    out.set_attempt(d.attempt);
+  }
+  if (!writing_) WriteNextLocked();
+}
+
+void SubscribeStream::WriteNextLocked() {
+  if (outbox_.empty() || !consumer_.has_value()) return;
+  writing_ = true;
+  StartWrite(&outbox_.front());
+}
+
+void SubscribeStream::OnWriteDone(bool ok) {
+  {
+    absl::MutexLock lock(&mu_);
+    writing_ = false;
+    outbox_.pop_front();
+    if (finishing_) {
+      if (finish_after_write_.has_value()) {
+        Finish(*finish_after_write_);
+        finish_after_write_.reset();
+      }
+      return;
+    }
+    if (ok) {
+      WriteNextLocked();
+      return;
+    }
+  }
+  // The client is gone.
+  FinishOnce(grpc::Status(grpc::StatusCode::UNAVAILABLE, "write failed"));
+}
+
+void SubscribeStream::FinishOnce(const grpc::Status& status) {
+  std::optional<ConsumerId> consumer;
+  {
+    absl::MutexLock lock(&mu_);
+    if (finishing_) return;
+    finishing_ = true;
+    consumer = std::exchange(consumer_, std::nullopt);
+    if (writing_) {
+      // Drop what is queued behind the write in progress.
+      while (outbox_.size() > 1) outbox_.pop_back();
+      finish_after_write_ = status;
+    } else {
+      outbox_.clear();
+      Finish(status);
+    }
+  }
+  if (consumer.has_value()) dispatcher_->Unsubscribe(*consumer);
+}
+
+}  // namespace
+
+grpc::ServerBidiReactor<hourglass::v1::SubscribeRequest,
+                        hourglass::v1::Delivery>*
+NewSubscribeStream(broker::Dispatcher* dispatcher, const Limits& limits) {
+  return new SubscribeStream(dispatcher, limits);
+}
+
+}  // namespace hourglass::api

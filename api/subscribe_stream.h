@@ -1,0 +1,30 @@
+#ifndef HOURGLASS_API_SUBSCRIBE_STREAM_H_
+#define HOURGLASS_API_SUBSCRIBE_STREAM_H_
+
+#include "api/validation.h"
+#include "broker/dispatcher.h"
+#include "grpcpp/support/server_callback.h"
+#include "hourglass/v1/broker.pb.h"
+
+namespace hourglass::api {
+
+// Starts serving one Broker.Subscribe stream and returns its reactor, which
+// gRPC owns: it deletes itself when the stream is done.
+//
+// The first request must be `open` (else INVALID_ARGUMENT); it subscribes a
+// consumer to the dispatcher, registering its group if needed, and then the
+// stream sends its initial metadata: a client that waits for it knows the
+// group is registered. Then `ack`s and `nack`s go to the dispatcher
+// and deliveries come back, at most the stream's credit unacknowledged.
+// The stream ends when the client ends it (OK), on a bad request
+// (INVALID_ARGUMENT), or when the broker shuts down (UNAVAILABLE); its
+// unacknowledged deliveries then go back to the group at once.
+//
+// REQUIRES: `dispatcher` outlives the stream.
+grpc::ServerBidiReactor<hourglass::v1::SubscribeRequest,
+                        hourglass::v1::Delivery>*
+NewSubscribeStream(broker::Dispatcher* dispatcher, const Limits& limits);
+
+}  // namespace hourglass::api
+
+#endif  // HOURGLASS_API_SUBSCRIBE_STREAM_H_

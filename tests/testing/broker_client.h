@@ -1,0 +1,115 @@
+#ifndef HOURGLASS_TESTS_TESTING_BROKER_CLIENT_H_
+#define HOURGLASS_TESTS_TESTING_BROKER_CLIENT_H_
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "grpcpp/channel.h"
+#include "grpcpp/client_context.h"
+#include "hourglass/v1/broker.grpc.pb.h"
+
+namespace hourglass::testing {
+
+// One delivery and when the client read it.
+struct Received {
+  hourglass::v1::Delivery delivery;
+  absl::Time at;
+};
+
+// A Subscribe stream driven synchronously: a thread of its own reads
+// deliveries into a queue that the test takes from with deadlines.
+//
+// Thread-safe.
+class Subscription {
+ public:
+  // Opens the stream, sends `open` and waits until the broker answers:
+  // subscribed (the group is registered), or the stream's end.
+  Subscription(hourglass::v1::Broker::Stub* stub,
+               const hourglass::v1::Open& open);
+  // Cancels the stream if it is still open (a disconnect).
+  ~Subscription();
+
+  // Waits up to `timeout` for `n` deliveries (counting those already
+  // queued) and takes up to `n`; fewer if the time ran out or the stream
+  // ended.
+  std::vector<Received> Take(size_t n, absl::Duration timeout);
+  // Takes whatever is queued now.
+  std::vector<Received> TakeQueued();
+
+  bool Ack(const std::vector<std::string>& ids);
+  bool Nack(const std::string& id, absl::Duration delay);
+  // Sends any request (for tests of bad ones).
+  bool Write(const hourglass::v1::SubscribeRequest& request);
+
+  // Ends the client's side and waits for the stream's status.
+  grpc::Status Close(absl::Duration timeout = absl::Seconds(30));
+  // Drops the connection without a goodbye.
+  void Cancel() { context_.TryCancel(); }
+  // The stream's status once the server ended it, or nullopt after
+  // `timeout`.
+  std::optional<grpc::Status> WaitEnd(absl::Duration timeout);
+
+ private:
+  void ReadAll();
+
+  grpc::ClientContext context_;
+  std::unique_ptr<grpc::ClientReaderWriter<hourglass::v1::SubscribeRequest,
+                                           hourglass::v1::Delivery>>
+      stream_;
+  absl::Mutex write_mu_;
+
+  absl::Mutex mu_;
+  std::deque<Received> queue_ ABSL_GUARDED_BY(mu_);
+  std::optional<grpc::Status> status_ ABSL_GUARDED_BY(mu_);
+  std::thread reader_;
+};
+
+// A synchronous client of hourglass.v1.Broker for tests.
+class BrokerClient {
+ public:
+  explicit BrokerClient(std::shared_ptr<grpc::Channel> channel)
+      : stub_(hourglass::v1::Broker::NewStub(std::move(channel))) {}
+
+  grpc::Status Publish(const hourglass::v1::PublishRequest& request,
+                       hourglass::v1::PublishResponse* response);
+  // Publishes one message due after `delay`; returns its receipt.
+  absl::StatusOr<hourglass::v1::Receipt> Publish(const std::string& topic,
+                                                 const std::string& payload,
+                                                 absl::Duration delay,
+                                                 const std::string& id = "");
+  grpc::Status Cancel(const std::string& topic, const std::string& id);
+
+  std::unique_ptr<Subscription> Subscribe(
+      const std::string& topic, const std::string& group,
+      uint32_t max_in_flight = 0,
+      absl::Duration ack_timeout = absl::ZeroDuration());
+  std::unique_ptr<Subscription> Subscribe(const hourglass::v1::Open& open) {
+    return std::make_unique<Subscription>(stub_.get(), open);
+  }
+
+  hourglass::v1::Broker::Stub* stub() { return stub_.get(); }
+
+ private:
+  std::unique_ptr<hourglass::v1::Broker::Stub> stub_;
+};
+
+// A Message for PublishRequest: `topic`, `payload`, due after `delay`.
+hourglass::v1::Message NewMessage(const std::string& topic,
+                                  const std::string& payload,
+                                  absl::Duration delay,
+                                  const std::string& id = "");
+
+absl::Time ToTime(const google::protobuf::Timestamp& t);
+
+}  // namespace hourglass::testing
+
+#endif  // HOURGLASS_TESTS_TESTING_BROKER_CLIENT_H_

@@ -1,0 +1,71 @@
+#include "tests/testing/daemon.h"
+
+#include <signal.h>
+
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+
+namespace hourglass::testing {
+namespace {
+
+constexpr absl::Duration kStartTimeout = absl::Seconds(60);
+
+// The port from the "listening on ... (port N)" log line, or 0.
+int ListeningPort(const std::string& output) {
+  const size_t at = output.find("(port ");
+  if (at == std::string::npos) return 0;
+  const size_t end = output.find(')', at);
+  int port = 0;
+  if (!absl::SimpleAtoi(output.substr(at + 6, end - at - 6), &port)) return 0;
+  return port;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
+    const std::string& hourglassd, const std::string& data_dir,
+    std::vector<std::string> flags) {
+  std::vector<std::string> argv = {hourglassd, "--listen=127.0.0.1:0",
+                                   "--data_dir=" + data_dir};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  absl::StatusOr<std::unique_ptr<Subprocess>> process = Subprocess::Start(argv);
+  if (!process.ok()) return process.status();
+  if (!(*process)->WaitForOutput("listening on", kStartTimeout)) {
+    return absl::UnavailableError(absl::StrCat(
+        "hourglassd did not start listening: ", (*process)->output()));
+  }
+  const int port = ListeningPort((*process)->output());
+  if (port == 0) {
+    return absl::InternalError(
+        absl::StrCat("no port in hourglassd's output: ", (*process)->output()));
+  }
+  return std::unique_ptr<Daemon>(new Daemon(*std::move(process), port));
+}
+
+std::string Daemon::address() const {
+  return absl::StrCat("127.0.0.1:", port_);
+}
+
+std::shared_ptr<grpc::Channel> Daemon::Channel() const {
+  std::shared_ptr<grpc::Channel> channel =
+      grpc::CreateChannel(address(), grpc::InsecureChannelCredentials());
+  channel->WaitForConnected(absl::ToChronoTime(absl::Now() + kStartTimeout));
+  return channel;
+}
+
+int Daemon::Stop(absl::Duration timeout) {
+  process_->Signal(SIGTERM);
+  return process_->Wait(timeout);
+}
+
+void Daemon::Kill() {
+  process_->Signal(SIGKILL);
+  process_->Wait(kStartTimeout);
+}
+
+}  // namespace hourglass::testing
