@@ -607,11 +607,25 @@ absl::Status Dispatcher::TakeFinishedLocked(StepWork& work) {
 }
 
 absl::Status Dispatcher::TakeDeliveriesLocked(int64_t now_ms, StepWork& work) {
+  // Groups with consumers share the step: each gets an equal part, and the
+  // first served changes from step to step, so that no group's backlog
+  // holds back another's deliveries.
+  std::vector<Group*> active;
   for (auto& [topic, groups] : topics_) {
-    for (auto& [name, group_ptr] : groups) {
-      Group& group = *group_ptr;
-      if (group.consumers.empty()) continue;
-      while (work.deliveries.size() < options_.step_limit) {
+    for (auto& [name, group] : groups) {
+      if (!group->consumers.empty()) active.push_back(group.get());
+    }
+  }
+  if (active.empty()) return absl::OkStatus();
+  const size_t share =
+      std::max<size_t>(64, options_.step_limit / active.size());
+  const size_t first = next_group_++ % active.size();
+  for (size_t k = 0; k < active.size(); ++k) {
+    Group& group = *active[(first + k) % active.size()];
+    const size_t limit =
+        std::min(options_.step_limit, work.deliveries.size() + share);
+    {
+      while (work.deliveries.size() < limit) {
         // The next consumer with credit, round robin.
         ConsumerState* consumer = nullptr;
         for (size_t i = 0; i < group.consumers.size(); ++i) {

@@ -281,6 +281,8 @@ class Dispatcher {
   absl::flat_hash_set<std::string> pending_ready_keys_ ABSL_GUARDED_BY(mu_);
   uint64_t next_ticket_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t unknown_acks_ ABSL_GUARDED_BY(mu_) = 0;
+  // Rotates the group served first by each step.
+  size_t next_group_ ABSL_GUARDED_BY(mu_) = 0;
   std::optional<absl::Status> shutdown_ ABSL_GUARDED_BY(mu_);
   bool wake_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

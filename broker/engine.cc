@@ -133,46 +133,36 @@ absl::StatusOr<absl::Time> Engine::Tick() {
     if (!more.ok()) return more.status();
     more_to_load = *more;
   }
-  const std::vector<ScheduledEntry> due = scheduler_.Poll();
-  if (!due.empty()) {
-    if (absl::Status s = Dispatch(due); !s.ok()) return s;
-  }
-  return more_to_load ? now : scheduler_.NextWake();
-}
-
-// Moves `due` (in due order) from scheduled to ready in every group of its
-// topic, or in the topic's waiting area if it has none, in batches. Each
-// batch also persists the loader cursor: the safe cursor, but never past
-// the first entry of a batch not yet written. If a batch fails, it and the
-// ones after it go back to the scheduler to come due again; the batches
-// already written stay dispatched.
-absl::Status Engine::Dispatch(const std::vector<ScheduledEntry>& due) {
-  for (size_t start = 0; start < due.size(); start += options_.dispatch_batch) {
-    const size_t end = std::min(due.size(), start + options_.dispatch_batch);
-    const std::vector<ScheduledEntry> slice(due.begin() + start,
-                                            due.begin() + end);
-    storage::WriteBatch batch;
-    const uint64_t ticket = dispatcher_->BeginDispatch(slice, batch);
-    for (const ScheduledEntry& entry : slice) {
-      batch.Delete(Table::kSchedule, storage::ScheduleKey(entry.key));
-    }
-    DueKey cursor = scheduler_.SafeCursor();
-    if (end < due.size()) cursor = std::min(cursor, due[end].key);
-    PutLoaderCursor(batch, cursor);
-    const absl::Status s = commits_->Commit(std::move(batch));
-    dispatcher_->EndDispatch(ticket, s.ok());
-    if (!s.ok()) {
-      scheduler_.PutBack(
-          std::vector<ScheduledEntry>(due.begin() + start, due.end()));
-      if (options_.on_dispatched && start > 0) {
-        options_.on_dispatched(
-            std::vector<ScheduledEntry>(due.begin(), due.begin() + start));
-      }
+  due_.Add(scheduler_.Poll());
+  if (!due_.empty()) {
+    std::vector<ScheduledEntry> chunk = due_.Take(options_.dispatch_batch);
+    if (absl::Status s = Dispatch(chunk); !s.ok()) {
+      due_.PutBack(std::move(chunk));
       return s;
     }
   }
-  if (options_.on_dispatched) options_.on_dispatched(due);
-  return absl::OkStatus();
+  return more_to_load || !due_.empty() ? now : scheduler_.NextWake();
+}
+
+// Moves `chunk` from scheduled to ready in every group of its topic, or in
+// the topic's waiting area if it has none, in one batch. The batch also
+// persists the loader cursor: the safe cursor, but never past a message
+// that came due and is still waiting in due_.
+absl::Status Engine::Dispatch(const std::vector<ScheduledEntry>& chunk) {
+  storage::WriteBatch batch;
+  const uint64_t ticket = dispatcher_->BeginDispatch(chunk, batch);
+  for (const ScheduledEntry& entry : chunk) {
+    batch.Delete(Table::kSchedule, storage::ScheduleKey(entry.key));
+  }
+  DueKey cursor = scheduler_.SafeCursor();
+  if (std::optional<DueKey> waiting = due_.Least()) {
+    cursor = std::min(cursor, *waiting);
+  }
+  PutLoaderCursor(batch, cursor);
+  const absl::Status s = commits_->Commit(std::move(batch));
+  dispatcher_->EndDispatch(ticket, s.ok());
+  if (s.ok() && options_.on_dispatched) options_.on_dispatched(chunk);
+  return s;
 }
 
 void Engine::Start() {

@@ -18,6 +18,7 @@
 #include "absl/time/time.h"
 #include "broker/clock.h"
 #include "broker/dispatcher.h"
+#include "broker/due_queue.h"
 #include "broker/publisher.h"
 #include "broker/scheduler.h"
 #include "storage/commit_queue.h"
@@ -46,7 +47,8 @@ class Engine {
     // Due messages moved to ready per store write. Default: 4096.
     size_t dispatch_batch = 4096;
     // Called on the timer thread after due messages became ready, durably,
-    // with them in due order. Must not block. Default: none.
+    // with each chunk (in due order within each topic). Must not block.
+    // Default: none.
     std::function<void(const std::vector<ScheduledEntry>&)> on_dispatched;
   };
 
@@ -84,8 +86,11 @@ class Engine {
   void Cancel(std::string topic, std::string id, CancelCallback done);
 
   // One step of the timer thread: extends the loaded horizon by at most one
-  // chunk and moves every due message to ready, durably, in due order.
-  // Returns when it wants to run again (earlier if Wake is called).
+  // chunk, takes the messages that came due, and moves one chunk of those
+  // waiting (Options::dispatch_batch, shared fairly among topics, in due
+  // order within each) to ready, durably. Returns when it wants to run
+  // again: now while work is left, else the next due time (earlier if a
+  // publish wakes it).
   absl::StatusOr<absl::Time> Tick();
 
   // Runs Tick on a thread of the engine's own until destruction, sleeping
@@ -104,13 +109,15 @@ class Engine {
   }
 
   Scheduler& scheduler() { return scheduler_; }
+  // Messages that came due and wait to be moved to ready. Timer thread.
+  size_t due_backlog() const { return due_.size(); }
   Dispatcher& dispatcher() { return *dispatcher_; }
 
  private:
   Engine(storage::MessageStore* store, Clock* clock, Options options,
          uint64_t next_sequence);
 
-  absl::Status Dispatch(const std::vector<ScheduledEntry>& due);
+  absl::Status Dispatch(const std::vector<ScheduledEntry>& chunk);
   void Wake();
   void RunTimer();
 
@@ -123,6 +130,8 @@ class Engine {
   std::unique_ptr<storage::CommitQueue> commits_;
   Publisher publisher_;
   std::unique_ptr<Dispatcher> dispatcher_;
+  // Only the timer thread (Tick) touches it.
+  DueQueue due_;
 
   absl::Mutex mu_;
   bool wake_ ABSL_GUARDED_BY(mu_) = false;

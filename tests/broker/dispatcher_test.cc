@@ -117,6 +117,15 @@ class DispatcherTest : public ::testing::Test {
     return id.ok() ? *id : 0;
   }
 
+  // Runs timer steps (only) until they have nothing left at the clock's now.
+  void TickUntilIdle() {
+    while (true) {
+      absl::StatusOr<absl::Time> tick = engine_->Tick();
+      ASSERT_TRUE(tick.ok()) << tick.status();
+      if (*tick > clock_.Now()) return;
+    }
+  }
+
   // Sets the clock to kStart + `at` and runs timer and dispatcher steps
   // until neither has work left at that time.
   void RunAt(absl::Duration at) {
@@ -207,6 +216,30 @@ TEST_F(DispatcherTest, EveryGroupGetsEveryMessageAndConsumersOfOneCompete) {
   // Round robin: each message once across the two, alternating.
   EXPECT_THAT(Ids(billing_1->Take()), ElementsAre("m0@1", "m2@1", "m4@1"));
   EXPECT_THAT(Ids(billing_2->Take()), ElementsAre("m1@1", "m3@1", "m5@1"));
+}
+
+TEST_F(DispatcherTest, GroupsTakeTurnsWhenAStepCannotServeAll) {
+  options_.dispatcher.step_limit = 4;
+  Reopen();
+  auto a = std::make_shared<FakeConsumer>();
+  auto b = std::make_shared<FakeConsumer>();
+  Subscribe("ta", "g", a, /*max_in_flight=*/100);
+  Subscribe("tb", "g", b, /*max_in_flight=*/100);
+  for (int i = 0; i < 10; ++i) {
+    Publish("ta", absl::StrCat("a", i), absl::ZeroDuration());
+    Publish("tb", absl::StrCat("b", i), absl::ZeroDuration());
+  }
+  clock_.Set(kStart);
+  TickUntilIdle();
+  // Each step serves one group first; the next step the other.
+  ASSERT_TRUE(dispatcher().Step().ok());
+  const size_t a1 = a->Take().size(), b1 = b->Take().size();
+  ASSERT_TRUE(dispatcher().Step().ok());
+  const size_t a2 = a->Take().size(), b2 = b->Take().size();
+  EXPECT_EQ(a1 + b1, 4u);
+  EXPECT_EQ(a2 + b2, 4u);
+  EXPECT_EQ(a1 + a2, 4u);
+  EXPECT_EQ(b1 + b2, 4u);
 }
 
 TEST_F(DispatcherTest, AMessageIsDeletedOnceEveryGroupAckedIt) {

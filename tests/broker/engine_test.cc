@@ -7,6 +7,7 @@
 
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "broker/loader.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "storage/keys.h"
@@ -325,21 +326,49 @@ TEST_F(EngineTest, AFailedDispatchBatchRetriesOnlyWhatWasNotWritten) {
                   .ok());
   TickAt(kStartMs);
   clock_.Set(kStart + absl::Milliseconds(3));
-  // The first batch (two messages) is written, the second fails.
-  store_->FailWrites(absl::UnavailableError("I/O error"), /*after=*/1);
+  // One chunk (two messages) per step: the first is written, the second
+  // fails.
+  ASSERT_TRUE(engine_->Tick().ok());
+  store_->FailWrites(absl::UnavailableError("I/O error"));
   EXPECT_EQ(engine_->Tick().status().code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(Ready("t", "g"),
               ElementsAre(DueKey{kStartMs + 1, 1}, DueKey{kStartMs + 2, 2}));
-  // The written batch is handed on to consumers all the same.
   EXPECT_THAT(handed_on,
               ElementsAre(DueKey{kStartMs + 1, 1}, DueKey{kStartMs + 2, 2}));
+  EXPECT_EQ(engine_->due_backlog(), 1u);  // Only the third waits again.
+  // The cursor stays before the message that waits.
+  EXPECT_EQ(ReadLoaderCursor(*store_)->deliver_at_ms, kStartMs + 3);
   store_->FailWrites(absl::OkStatus());
-  auto scheduler_due = engine_->scheduler().InWheel();
-  EXPECT_EQ(scheduler_due, 1u);  // Only the third went back.
   TickAt(kStartMs + 3);
   EXPECT_THAT(Ready("t", "g"),
               ElementsAre(DueKey{kStartMs + 1, 1}, DueKey{kStartMs + 2, 2},
                           DueKey{kStartMs + 3, 3}));
+}
+
+// A burst in one topic does not hold back another topic's messages: each
+// chunk shares itself among the topics with messages waiting.
+TEST_F(EngineTest, ABurstInOneTopicDoesNotHoldBackAnother) {
+  Engine::Options options;
+  options.dispatch_batch = 100;
+  auto small = Engine::Open(store_.get(), &clock_, options);
+  ASSERT_TRUE(small.ok()) << small.status();
+  engine_.reset();
+  engine_ = *std::move(small);
+  std::vector<NewMessage> burst;
+  for (int i = 0; i < 5000; ++i) {
+    burst.push_back(Message("burst", absl::Milliseconds(10)));
+  }
+  ASSERT_TRUE(Publish(std::move(burst)).ok());
+  ASSERT_TRUE(Publish({Message("quiet", absl::Milliseconds(11), "q")}).ok());
+  TickAt(kStartMs);
+  clock_.Set(kStart + absl::Milliseconds(11));
+  ASSERT_TRUE(engine_->Tick().ok());  // One chunk.
+  EXPECT_THAT(Ready("quiet", ""), ElementsAre(DueKey{kStartMs + 11, 5001}));
+  EXPECT_EQ(Ready("burst", "").size(), 99u);
+  EXPECT_EQ(engine_->due_backlog(), 4901u);
+  TickAt(kStartMs + 11);
+  EXPECT_EQ(Ready("burst", "").size(), 5000u);
+  EXPECT_EQ(engine_->due_backlog(), 0u);
 }
 
 TEST_F(EngineTest, AFailedCancelLeavesTheMessageScheduled) {
