@@ -14,13 +14,16 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "api/broker_service.h"
+#include "api/metrics_http.h"
 #include "api/server.h"
 #include "api/validation.h"
 #include "broker/clock.h"
 #include "broker/engine.h"
+#include "broker/metrics.h"
 #include "spdlog/spdlog.h"
 #include "storage/message_store.h"
 #include "storage/rocksdb_store.h"
@@ -30,7 +33,8 @@ ABSL_FLAG(std::string, listen, "127.0.0.1:7070",
 ABSL_FLAG(std::string, data_dir, "./data",
           "Directory of the embedded RocksDB store.");
 ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9464",
-          "host:port of the Prometheus endpoint, /metrics.");
+          "host:port of the Prometheus endpoint, /metrics. Port 0 lets the "
+          "OS choose one.");
 ABSL_FLAG(std::string, durability, "sync",
           "sync: Publish answers after fsync; async: after the write-ahead "
           "log write, without fsync.");
@@ -71,6 +75,26 @@ sigset_t BlockTerminationSignals() {
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   return signals;
+}
+
+// Metrics about the process itself, which need nothing from the broker.
+absl::Status AddProcessMetrics(hourglass::metrics::Registry& registry,
+                               absl::Time start_time) {
+  absl::StatusOr<hourglass::metrics::GaugeFamily*> build_info =
+      registry.AddGauge("hourglass_build_info",
+                        "Always 1; the labels say which hourglassd this is.",
+                        {"version"});
+  if (!build_info.ok()) return build_info.status();
+  (*build_info)->WithLabels({HOURGLASS_VERSION})->Set(1);
+  absl::StatusOr<hourglass::metrics::GaugeFamily*> start_time_seconds =
+      registry.AddGauge("hourglass_start_time_seconds",
+                        "When hourglassd started, in seconds since the Unix "
+                        "epoch.");
+  if (!start_time_seconds.ok()) return start_time_seconds.status();
+  (*start_time_seconds)
+      ->WithLabels({})
+      ->Set(absl::ToDoubleSeconds(start_time - absl::UnixEpoch()));
+  return absl::OkStatus();
 }
 
 int WaitForTerminationSignal(const sigset_t& signals) {
@@ -116,6 +140,21 @@ int main(int argc, char** argv) {
   }
 
   const sigset_t signals = BlockTerminationSignals();
+  // Outlives everything that records into it: declared before them.
+  hourglass::metrics::Registry registry;
+  if (absl::Status status = AddProcessMetrics(registry, absl::Now());
+      !status.ok()) {
+    Fail(std::string(status.message()));
+  }
+  // Bound before the data dir is opened, so that a port in use fails fast
+  // and no broker work is started only to be dropped; announced after the
+  // gRPC address, which tools read first.
+  const std::string metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
+  auto metrics_server =
+      hourglass::api::MetricsServer::Start(metrics_listen, &registry);
+  if (!metrics_server.ok())
+    Fail(std::string(metrics_server.status().message()));
+
   const absl::Time open_start = absl::Now();
   absl::StatusOr<std::unique_ptr<hourglass::storage::MessageStore>> store =
       hourglass::storage::RocksDbStore::Open({
@@ -162,10 +201,14 @@ int main(int argc, char** argv) {
   if (!server.ok()) Fail(std::string(server.status().message()));
   spdlog::info("hourglassd listening on {} (port {})", options.listen_address,
                (*server)->port());
+  spdlog::info("hourglassd serving metrics on {} (port {})", metrics_listen,
+               (*metrics_server)->port());
 
   const int signal = WaitForTerminationSignal(signals);
   spdlog::info("hourglassd received {}, shutting down",
                signal == SIGTERM ? "SIGTERM" : "SIGINT");
+  // Scrapes stop first: collectors may read the broker.
+  (*metrics_server)->Shutdown();
   // Streams end first (consumers reconnect elsewhere or later); calls in
   // progress, such as publishes being written, finish within the grace.
   (*engine)->Shutdown(

@@ -1,8 +1,12 @@
 // Runs the real hourglassd binary and checks what an operator sees: exit
 // codes, one-line reasons, health, graceful shutdown, flag files.
 
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -17,6 +21,7 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
+#include "httplib.h"
 #include "storage/keys.h"
 #include "storage/rocksdb_store.h"
 #include "tests/testing/subprocess.h"
@@ -30,8 +35,11 @@ using ::testing::Not;
 
 constexpr absl::Duration kTimeout = absl::Seconds(30);
 
+// hourglassd with `flags`, serving metrics on an OS-chosen port unless
+// `flags` say otherwise (the last occurrence of a flag wins).
 std::vector<std::string> Daemon(std::vector<std::string> flags) {
-  flags.insert(flags.begin(), HOURGLASSD_PATH);
+  flags.insert(flags.begin(),
+               {HOURGLASSD_PATH, "--metrics_listen=127.0.0.1:0"});
   return flags;
 }
 
@@ -44,6 +52,35 @@ int ListeningPort(const std::string& output) {
   if (!absl::SimpleAtoi(output.substr(at + 6, end - at - 6), &port)) return 0;
   return port;
 }
+
+// The port from the "serving metrics on ... (port N)" log line.
+int MetricsPort(const std::string& output) {
+  const size_t at = output.find("serving metrics on");
+  if (at == std::string::npos) return 0;
+  return ListeningPort(output.substr(at));
+}
+
+// A socket listening on an OS-chosen loopback port, to make it busy.
+class BusyPort {
+ public:
+  BusyPort() : fd_(socket(AF_INET, SOCK_STREAM, 0)) {
+    sockaddr_in address = {};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof(address);
+    if (bind(fd_, reinterpret_cast<sockaddr*>(&address), length) == 0 &&
+        listen(fd_, 1) == 0 &&
+        getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length) == 0) {
+      port_ = ntohs(address.sin_port);
+    }
+  }
+  ~BusyPort() { close(fd_); }
+  int port() const { return port_; }
+
+ private:
+  const int fd_;
+  int port_ = 0;
+};
 
 TEST(HourglassdTest, RefusesABadDurabilityWithOneLine) {
   testing::TempDir dir;
@@ -131,6 +168,83 @@ TEST(HourglassdTest, ServesHealthAndStopsCleanlyOnSigterm) {
   EXPECT_EQ((*daemon)->Wait(kTimeout), 0) << (*daemon)->output();
   EXPECT_THAT((*daemon)->output(), HasSubstr("received SIGTERM"));
   EXPECT_THAT((*daemon)->output(), HasSubstr("hourglassd stopped"));
+}
+
+TEST(HourglassdTest, ServesMetricsOnAnOsChosenPort) {
+  testing::TempDir dir;
+  const absl::Time before = absl::Now();
+  auto daemon = testing::Subprocess::Start(
+      Daemon({"--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0",
+              "--data_dir=" + dir.path() + "/data"}));
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  ASSERT_TRUE((*daemon)->WaitForOutput("serving metrics on", kTimeout))
+      << (*daemon)->output();
+  EXPECT_THAT((*daemon)->output(),
+              HasSubstr("hourglassd serving metrics on 127.0.0.1:0 (port "));
+  const int port = MetricsPort((*daemon)->output());
+  ASSERT_GT(port, 0) << (*daemon)->output();
+  EXPECT_NE(port, ListeningPort((*daemon)->output()));
+
+  httplib::Client client("127.0.0.1", port);
+  client.set_connection_timeout(absl::ToInt64Seconds(kTimeout), 0);
+  client.set_read_timeout(absl::ToInt64Seconds(kTimeout), 0);
+  httplib::Result result = client.Get("/metrics");
+  ASSERT_TRUE(result) << httplib::to_string(result.error());
+  EXPECT_EQ(result->status, 200);
+  EXPECT_EQ(result->get_header_value("Content-Type"),
+            "text/plain; version=0.0.4; charset=utf-8");
+  EXPECT_THAT(
+      result->body,
+      HasSubstr("# TYPE hourglass_build_info gauge\n"
+                "hourglass_build_info{version=\"" HOURGLASS_VERSION "\"} 1\n"));
+  const std::string start_line = "\nhourglass_start_time_seconds ";
+  const size_t at = result->body.find(start_line);
+  ASSERT_NE(at, std::string::npos) << result->body;
+  const size_t end = result->body.find('\n', at + 1);
+  double start_seconds = 0;
+  ASSERT_TRUE(absl::SimpleAtod(
+      result->body.substr(at + start_line.size(), end - at - start_line.size()),
+      &start_seconds))
+      << result->body;
+  // The start time has millisecond precision or better, within the run.
+  EXPECT_GE(start_seconds,
+            absl::ToDoubleSeconds(before - absl::UnixEpoch()) - 0.001);
+  EXPECT_LE(start_seconds,
+            absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()));
+
+  (*daemon)->Signal(SIGTERM);
+  EXPECT_EQ((*daemon)->Wait(kTimeout), 0) << (*daemon)->output();
+}
+
+TEST(HourglassdTest, RefusesAMetricsAddressInUseWithOneLine) {
+  testing::TempDir dir;
+  BusyPort busy;
+  ASSERT_GT(busy.port(), 0);
+  const std::string address = absl::StrCat("127.0.0.1:", busy.port());
+  const testing::RunResult result = testing::Run(
+      Daemon({"--listen=127.0.0.1:0", "--metrics_listen=" + address,
+              "--data_dir=" + dir.path() + "/data"}),
+      kTimeout);
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_THAT(result.output,
+              HasSubstr(absl::StrCat("hourglassd: cannot serve metrics on \"",
+                                     address, "\": Address already in use\n")));
+  EXPECT_EQ(std::count(result.output.begin(), result.output.end(), '\n'), 1)
+      << result.output;
+}
+
+TEST(HourglassdTest, RefusesAMalformedMetricsAddressWithOneLine) {
+  testing::TempDir dir;
+  const testing::RunResult result =
+      testing::Run(Daemon({"--listen=127.0.0.1:0", "--metrics_listen=nonsense",
+                           "--data_dir=" + dir.path() + "/data"}),
+                   kTimeout);
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_THAT(result.output,
+              HasSubstr("hourglassd: metrics address \"nonsense\" is not "
+                        "host:port (port 0-65535)\n"));
+  EXPECT_EQ(std::count(result.output.begin(), result.output.end(), '\n'), 1)
+      << result.output;
 }
 
 TEST(HourglassdTest, ReadsAFlagFile) {

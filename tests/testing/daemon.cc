@@ -31,6 +31,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
     const std::string& hourglassd, const std::string& data_dir,
     std::vector<std::string> flags) {
   std::vector<std::string> argv = {hourglassd, "--listen=127.0.0.1:0",
+                                   "--metrics_listen=127.0.0.1:0",
                                    "--data_dir=" + data_dir};
   argv.insert(argv.end(), flags.begin(), flags.end());
   absl::StatusOr<std::unique_ptr<Subprocess>> process = Subprocess::Start(argv);
