@@ -77,12 +77,12 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
     running->Notify();
     return new httplib::ThreadPool(kWorkers);
   };
-  http.Get("/metrics", [registry](const httplib::Request& request,
-                                  httplib::Response& response) {
-    response.status = 200;
-    response.body = registry->Render();
-    response.set_header("Content-Type", kContentType);
-  });
+  http.Get("/metrics",
+           [registry](const httplib::Request&, httplib::Response& response) {
+             response.status = 200;
+             response.body = registry->Render();
+             response.set_header("Content-Type", kContentType);
+           });
 
   errno = 0;
   const int port =
