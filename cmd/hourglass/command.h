@@ -1,0 +1,57 @@
+#ifndef HOURGLASS_CMD_HOURGLASS_COMMAND_H_
+#define HOURGLASS_CMD_HOURGLASS_COMMAND_H_
+
+#include <functional>
+#include <utility>
+
+#include "CLI/CLI.hpp"
+#include "absl/status/status.h"
+#include "cmd/hourglass/connection.h"
+
+namespace hourglass::cli {
+
+// What a subcommand does once the command line has parsed. Returns the
+// error main prints; see cmd/hourglass/errors.h.
+using Action = std::function<absl::Status()>;
+
+// The subcommands of one command line. Each Add*Commands function adds its
+// subcommands to app() with options that live as long as the app, and
+// SetAction gives each one what it does. Parsing only records the chosen
+// action; main runs it after CLI11 is done, so that no exception crosses
+// our code. Used on main's thread only.
+class Registry {
+ public:
+  Registry(CLI::App& app, const GlobalOptions& globals)
+      : app_(app), globals_(globals) {}
+
+  CLI::App& app() { return app_; }
+  // The global options, filled in by the time an action runs.
+  const GlobalOptions& globals() const { return globals_; }
+
+  // When `subcommand` is on the command line, `action` is what runs.
+  void SetAction(CLI::App* subcommand, Action action) {
+    subcommand->callback(
+        [this, action = std::move(action)] { chosen_ = action; });
+  }
+
+  // The action of the subcommand on the command line; empty before parsing
+  // or when it named none.
+  const Action& chosen() const { return chosen_; }
+
+ private:
+  CLI::App& app_;
+  const GlobalOptions& globals_;
+  Action chosen_;
+};
+
+// The subcommands, by file.
+void AddPublishCommand(Registry& registry);    // publish_command.cc
+void AddSubscribeCommand(Registry& registry);  // subscribe_command.cc
+// cancel, reschedule, ls, show: message_commands.cc
+void AddMessageCommands(Registry& registry);
+// stats, topics, groups, dlq, purge: topic_commands.cc
+void AddTopicCommands(Registry& registry);
+
+}  // namespace hourglass::cli
+
+#endif  // HOURGLASS_CMD_HOURGLASS_COMMAND_H_

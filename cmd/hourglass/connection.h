@@ -1,0 +1,74 @@
+#ifndef HOURGLASS_CMD_HOURGLASS_CONNECTION_H_
+#define HOURGLASS_CMD_HOURGLASS_CONNECTION_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "grpcpp/channel.h"
+#include "grpcpp/client_context.h"
+#include "grpcpp/support/status.h"
+#include "hourglass/v1/admin.grpc.pb.h"
+#include "hourglass/v1/broker.grpc.pb.h"
+
+namespace hourglass::cli {
+
+// Options every subcommand takes, before or after the subcommand's name.
+struct GlobalOptions {
+  // --addr: the broker, as host:port or any gRPC target (dns:///host:port,
+  // unix:/path). Default 127.0.0.1:7070.
+  std::string addr = "127.0.0.1:7070";
+  // --timeout: how long to wait for the connection, and for each call.
+  // Default 10s.
+  std::string timeout = "10s";
+  // --json: print JSON for scripts instead of tables. Default off.
+  bool json = false;
+};
+
+// A connection to the broker, and the per-call settings of the command
+// line. Made on the command's thread; the stubs are thread-safe.
+class Connection {
+ public:
+  // Parses --timeout, then connects to --addr and waits until the channel is
+  // ready, at most --timeout.
+  //
+  // Errors: a usage error for a bad --timeout; UNAVAILABLE
+  // `cannot reach ADDR: REASON` (e.g. "connection refused") when the broker
+  // cannot be reached.
+  static absl::StatusOr<std::unique_ptr<Connection>> Open(
+      const GlobalOptions& options);
+
+  const std::string& address() const { return address_; }
+  absl::Duration timeout() const { return timeout_; }
+
+  // Gives `context` the deadline of one call: now plus --timeout.
+  void SetDeadline(grpc::ClientContext& context) const;
+
+  // A call's status as FromGrpc (cmd/hourglass/errors.h) makes it, naming
+  // the address and the timeout when the deadline passed, and the address
+  // when the broker does not know the call.
+  absl::Status Check(const grpc::Status& status) const;
+
+  hourglass::v1::Broker::Stub& broker() { return *broker_; }
+  hourglass::v1::Admin::Stub& admin() { return *admin_; }
+
+ private:
+  Connection(std::string address, absl::Duration timeout,
+             std::shared_ptr<grpc::Channel> channel);
+
+  const std::string address_;
+  const absl::Duration timeout_;
+  const std::shared_ptr<grpc::Channel> channel_;
+  const std::unique_ptr<hourglass::v1::Broker::Stub> broker_;
+  const std::unique_ptr<hourglass::v1::Admin::Stub> admin_;
+};
+
+// Parses --timeout: a duration over zero. Errors: a usage error naming
+// --timeout.
+absl::StatusOr<absl::Duration> ParseTimeout(const std::string& text);
+
+}  // namespace hourglass::cli
+
+#endif  // HOURGLASS_CMD_HOURGLASS_CONNECTION_H_

@@ -1,0 +1,132 @@
+// hourglass: the operator's command line of the Hourglass broker.
+//
+//   hourglass [--addr=127.0.0.1:7070] [--timeout=10s] [--json] SUBCOMMAND ...
+//
+// This file wires the global options and the subcommands together; each
+// group of subcommands lives in a file of its own (cmd/hourglass/command.h).
+
+#include <iostream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "absl/status/status.h"
+#include "cmd/hourglass/command.h"
+#include "cmd/hourglass/connection.h"
+#include "cmd/hourglass/errors.h"
+
+namespace {
+
+constexpr char kFooter[] = R"(
+Global options (--addr, --timeout, --json) may come before or after the
+subcommand. Every subcommand has --help with examples. Times are UTC, in
+RFC 3339. Durations are like 500ms, 30s, 15m, 2h, 3d or 1h30m.
+
+Exit status: 0 on success; 1 when the broker refused the request or could
+not be reached; 2 when the command line is wrong. Errors are one line on
+stderr, e.g.
+  hourglass: cannot reach 127.0.0.1:7070: connection refused
+  hourglass: NOT_FOUND: no scheduled message with id "x" in topic "t"
+
+Examples:
+  hourglass publish --topic=orders --delay=30m --id=order-42 --data='{"order":42}'
+  hourglass subscribe --topic=orders --group=billing
+  hourglass cancel --topic=orders --id=order-42
+  hourglass --addr=broker.internal:7070 stats --json
+  hourglass ls --topic=orders --from=now --to=+1h)";
+
+// "hourglass: WHAT (see hourglass SUB --help)" for a command line CLI11
+// could not parse, naming the subcommand it got to.
+std::string UsageFailure(const CLI::App* app, const CLI::Error& error) {
+  std::string command = "hourglass";
+  const CLI::App* at = app;
+  while (!at->get_subcommands().empty()) {
+    at = at->get_subcommands().front();
+    command += " " + at->get_name();
+  }
+  std::string what = error.what();
+  // CLI11 reads an unknown subcommand as a missing one.
+  if (const std::vector<std::string> extra = at->remaining();
+      what == "A subcommand is required" && !extra.empty()) {
+    what = "unknown subcommand \"" + extra.front() + "\"";
+  }
+  return "hourglass: " + what + " (see " + command + " --help)\n";
+}
+
+// Help names the value of each option the same way in every subcommand.
+void NameValues(CLI::App* app) {
+  static const auto* const kValueNames = new std::map<std::string, std::string>{
+      {"--addr", "HOST:PORT"},
+      {"--timeout", "DURATION"},
+      {"--topic", "TOPIC"},
+      {"--group", "GROUP"},
+      {"--id", "ID"},
+      {"--data", "TEXT"},
+      {"--file", "FILE"},
+      {"--delay", "DURATION"},
+      {"--at", "TIME"},
+      {"--header", "KEY=VALUE"},
+      {"--count", "N"},
+      {"--batch", "N"},
+      {"--ack", "MODE"},
+      {"--max-in-flight", "N"},
+      {"--ack-timeout", "DURATION"},
+      {"--state", "STATE"},
+      {"--from", "TIME"},
+      {"--to", "TIME"},
+      {"--limit", "N"},
+      {"--page-token", "TOKEN"},
+      {"--preview", "BYTES"},
+  };
+  for (CLI::Option* option : app->get_options({})) {
+    const auto name = kValueNames->find(option->get_name());
+    if (name != kValueNames->end()) option->type_name(name->second);
+  }
+  for (CLI::App* subcommand : app->get_subcommands({})) NameValues(subcommand);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  hourglass::cli::GlobalOptions globals;
+  CLI::App app(
+      "hourglass: publish, consume, inspect and repair messages of an "
+      "Hourglass delayed-message broker.",
+      "hourglass");
+  // Subcommands made after this pass options they do not know (the global
+  // ones) up to their parent, so those may follow the subcommand too.
+  app.fallthrough();
+  app.require_subcommand(1);
+  app.failure_message(UsageFailure);
+  app.set_version_flag("--version", "hourglass " HOURGLASS_VERSION);
+  app.add_option("--addr", globals.addr,
+                 "Broker address: host:port, or a gRPC target such as "
+                 "unix:/path")
+      ->capture_default_str();
+  app.add_option("--timeout", globals.timeout,
+                 "How long to wait for the connection and for each call")
+      ->capture_default_str();
+  app.add_flag("--json", globals.json,
+               "Print JSON (protobuf's JSON mapping, .proto field names) "
+               "instead of tables");
+  app.footer(kFooter);
+
+  hourglass::cli::Registry registry(app, globals);
+  hourglass::cli::AddPublishCommand(registry);
+  hourglass::cli::AddSubscribeCommand(registry);
+  hourglass::cli::AddMessageCommands(registry);
+  hourglass::cli::AddTopicCommands(registry);
+  NameValues(&app);
+  app.get_formatter()->column_width(34);
+
+  // CLI11 reports parse errors and --help by exceptions; they stop here.
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : hourglass::cli::kExitUsage;
+  }
+  const absl::Status status = registry.chosen()();
+  if (!status.ok()) std::cerr << "hourglass: " << status.message() << std::endl;
+  return hourglass::cli::ExitCode(status);
+}
