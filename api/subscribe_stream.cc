@@ -239,9 +239,12 @@ void SubscribeStream::WriteNextLocked() {
 }
 
 void SubscribeStream::OnWriteDone(bool ok) {
+  std::string written;
+  std::optional<ConsumerId> consumer;
   {
     absl::MutexLock lock(&mu_);
     writing_ = false;
+    written = std::move(*outbox_.front().mutable_id());
     outbox_.pop_front();
     if (finishing_) {
       if (finish_after_write_.has_value()) {
@@ -251,9 +254,14 @@ void SubscribeStream::OnWriteDone(bool ok) {
       return;
     }
     if (ok) {
+      consumer = consumer_;
       WriteNextLocked();
-      return;
     }
+  }
+  if (consumer.has_value()) {
+    // Its ack timeout runs from now.
+    dispatcher_->Written(*consumer, written);
+    return;
   }
   // The client is gone.
   FinishOnce(grpc::Status(grpc::StatusCode::UNAVAILABLE, "write failed"));

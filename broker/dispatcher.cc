@@ -423,6 +423,20 @@ size_t Dispatcher::Ack(ConsumerId id,
   return unknown;
 }
 
+void Dispatcher::Written(ConsumerId id, std::string_view message_id) {
+  absl::MutexLock lock(&mu_);
+  auto it = consumers_.find(id);
+  if (it == consumers_.end()) return;
+  ConsumerState& consumer = *it->second;
+  auto delivered = consumer.by_id.find(std::string(message_id));
+  if (delivered == consumer.by_id.end()) return;  // Acked or taken back.
+  Group& group = *consumer.group;
+  InFlight& entry = group.in_flight.at(delivered->second);
+  if (entry.timer.has_value()) return;  // A copy written before.
+  SetTimerLocked(group, entry,
+                 absl::ToUnixMillis(clock_->Now() + consumer.ack_timeout));
+}
+
 bool Dispatcher::Nack(ConsumerId id, std::string_view message_id,
                       absl::Duration delay) {
   absl::MutexLock lock(&mu_);
@@ -536,9 +550,7 @@ absl::StatusOr<absl::Time> Dispatcher::StepImpl(bool deliver) {
       UndoStepLocked(work);
       return status;
     }
-    // Ack timeouts run from when the deliveries leave, not from the start
-    // of the step.
-    CommitStepLocked(absl::ToUnixMillis(clock_->Now()), work);
+    CommitStepLocked(work);
     // Group the deliveries by consumer, in order.
     absl::flat_hash_map<ConsumerId, size_t> slot;
     for (Assignment& a : work.deliveries) {
@@ -867,7 +879,7 @@ absl::Status Dispatcher::BuildBatch(int64_t now_ms, StepWork& work,
   return absl::OkStatus();
 }
 
-void Dispatcher::CommitStepLocked(int64_t now_ms, StepWork& work) {
+void Dispatcher::CommitStepLocked(StepWork& work) {
   for (Assignment& a : work.deliveries) {
     auto entry = a.group->in_flight.find(a.sequence);
     if (entry == a.group->in_flight.end()) continue;
@@ -886,9 +898,8 @@ void Dispatcher::CommitStepLocked(int64_t now_ms, StepWork& work) {
     if (e.token != a.token) continue;  // Handed back meanwhile.
     auto consumer = consumers_.find(a.consumer);
     if (consumer == consumers_.end()) continue;
+    // The ack timeout starts once the stream has written it (Written).
     consumer->second->by_id[e.id] = a.sequence;
-    SetTimerLocked(*a.group, e,
-                   now_ms + absl::ToInt64Milliseconds(a.ack_timeout));
   }
 }
 

@@ -47,6 +47,8 @@ struct Delivery {
 // The dispatcher calls Send from its own thread, in delivery order, and End
 // at most once, never while holding its lock; no Send follows End. Both may
 // come after Unsubscribe (the stream then drops them). Neither may block.
+// The stream reports each delivery it writes out with
+// Dispatcher::Written: its ack timeout runs from then.
 class Consumer {
  public:
   virtual ~Consumer() = default;
@@ -145,6 +147,12 @@ class Dispatcher {
   // ids were not in flight on it; those are ignored.
   size_t Ack(ConsumerId id, const std::vector<std::string>& message_ids);
 
+  // The consumer's stream wrote the delivery of `message_id` to the network:
+  // its ack timeout starts now. (A timeout that ran from the hand-over
+  // would expire deliveries still queued behind a slow stream, and they
+  // would come round again and again.) Unknown ids are ignored.
+  void Written(ConsumerId id, std::string_view message_id);
+
   // Takes a delivery back from the consumer, to be delivered again once
   // `delay` has passed (at once if it is not positive). Returns false, and
   // changes nothing, if the id is not in flight on the consumer.
@@ -224,8 +232,7 @@ class Dispatcher {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status BuildBatch(int64_t now_ms, StepWork& work,
                           storage::WriteBatch& batch);
-  void CommitStepLocked(int64_t now_ms, StepWork& work)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CommitStepLocked(StepWork& work) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void UndoStepLocked(StepWork& work) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Whether a group of `group`'s topic other than `group` still holds the

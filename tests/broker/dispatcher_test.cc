@@ -30,12 +30,27 @@ using ::testing::UnorderedElementsAreArray;
 constexpr int64_t kStartMs = 1'795'305'600'000;  // 2026-11-22T00:00:00Z
 const absl::Time kStart = absl::FromUnixMillis(kStartMs);
 
-// A consumer stream that records what it is sent.
+// A consumer stream that records what it is sent and, like a real one,
+// reports each delivery as written at once.
 class FakeConsumer final : public Consumer {
  public:
   void Send(std::vector<Delivery> deliveries) override {
-    absl::MutexLock lock(&mu_);
-    for (Delivery& d : deliveries) received_.push_back(std::move(d));
+    std::vector<std::string> ids;
+    {
+      absl::MutexLock lock(&mu_);
+      for (Delivery& d : deliveries) {
+        ids.push_back(d.id);
+        received_.push_back(std::move(d));
+      }
+    }
+    if (dispatcher_ != nullptr) {
+      for (const std::string& id : ids) dispatcher_->Written(id_, id);
+    }
+  }
+  // Reports writes to `dispatcher` as consumer `id` from now on.
+  void Attach(Dispatcher* dispatcher, Dispatcher::ConsumerId id) {
+    dispatcher_ = dispatcher;
+    id_ = id;
   }
   void End(absl::Status status) override {
     absl::MutexLock lock(&mu_);
@@ -56,6 +71,9 @@ class FakeConsumer final : public Consumer {
   absl::Mutex mu_;
   std::vector<Delivery> received_ ABSL_GUARDED_BY(mu_);
   std::optional<absl::Status> ended_ ABSL_GUARDED_BY(mu_);
+  // Set before any step that could send to it.
+  Dispatcher* dispatcher_ = nullptr;
+  Dispatcher::ConsumerId id_ = 0;
 };
 
 // "id@attempt", for compact expectations.
@@ -106,6 +124,7 @@ class DispatcherTest : public ::testing::Test {
       absl::Duration ack_timeout = absl::ZeroDuration()) {
     absl::Notification done;
     absl::StatusOr<Dispatcher::ConsumerId> id;
+    FakeConsumer* fake = consumer.get();
     dispatcher().Subscribe({topic, group, max_in_flight, ack_timeout},
                            std::move(consumer),
                            [&](absl::StatusOr<Dispatcher::ConsumerId> r) {
@@ -114,6 +133,7 @@ class DispatcherTest : public ::testing::Test {
                            });
     done.WaitForNotification();
     EXPECT_TRUE(id.ok()) << id.status();
+    if (id.ok()) fake->Attach(&dispatcher(), *id);
     return id.ok() ? *id : 0;
   }
 

@@ -112,8 +112,8 @@ class EngineTest : public ::testing::Test {
   std::unique_ptr<testing::FaultyStore> store_ =
       std::make_unique<testing::FaultyStore>();
   testing::FakeClock clock_{kStart};
+  SystemClock system_clock_;  // Outlives the engine, which reads it.
   std::unique_ptr<Engine> engine_;
-  SystemClock system_clock_;
 };
 
 TEST_F(EngineTest, PublishStoresTheMessageAndReturnsReceiptsInOrder) {

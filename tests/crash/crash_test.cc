@@ -168,7 +168,13 @@ TEST(CrashTest, NothingAcknowledgedIsLostAcrossKills) {
     if (round == kKills) {
       // The last run: no kill. Every published message comes (the last is
       // due at most 2 s after its publish).
-      EXPECT_TRUE(ledger.AwaitAllDelivered(absl::Now() + absl::Seconds(60)));
+      EXPECT_TRUE(ledger.AwaitAllDelivered(absl::Now() + absl::Seconds(60)))
+          << "stream ended: "
+          << (subscription->WaitEnd(absl::ZeroDuration()).has_value()
+                  ? subscription->WaitEnd(absl::ZeroDuration())->error_message()
+                  : "no")
+          << "\n"
+          << (*daemon)->process().output();
       stop_consuming = true;
       consumer.join();
       // Ending the stream hands its acks to the broker in order; the
@@ -251,6 +257,32 @@ TEST(CrashTest, NothingAcknowledgedIsLostAcrossKills) {
     return n;
   };
   EXPECT_EQ(count(storage::Table::kIds), messages.size());
+  // Where the messages left behind are, to diagnose a stall.
+  std::map<std::string, int> where;
+  for (const auto& [sequence, id] : messages) {
+    std::string state;
+    auto has = [&](storage::Table table, const std::string& key) {
+      auto v = (*store)->Get(table, key);
+      return v.ok() && v->has_value();
+    };
+    if (has(storage::Table::kInFlight,
+            storage::InFlightKey("crash", "g", sequence))) {
+      state += "inflight ";
+    }
+    bool ready = false;
+    (*store)->Scan(
+        storage::Table::kReady, "", "",
+        [&](std::string_view key, std::string_view) {
+          if (storage::ReadU64(key.substr(key.size() - 8)) == sequence) {
+            ready = true;
+            return false;
+          }
+          return true;
+        });
+    if (ready) state += "ready ";
+    ++where[state.empty() ? "nowhere" : state];
+  }
+  for (const auto& [state, n] : where) std::cout << n << " " << state << "\n";
   EXPECT_EQ(count(storage::Table::kSchedule), 0u);  // All came due.
   ASSERT_TRUE((*store)
                   ->Scan(storage::Table::kInFlight, "", "",
