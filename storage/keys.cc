@@ -124,6 +124,44 @@ std::optional<InFlightKeyParts> DecodeInFlightKey(std::string_view key) {
       ReadU64(key.substr(group_end + 1))};
 }
 
+std::string TopicDuePrefix(std::string_view topic) {
+  std::string key;
+  AppendName(key, topic);
+  return key;
+}
+
+std::string TopicDueKey(std::string_view topic, const DueKey& key) {
+  std::string out = TopicDuePrefix(topic);
+  AppendDueKey(out, key);
+  return out;
+}
+
+std::string ScheduledCounter(std::string_view topic) {
+  std::string key;
+  AppendName(key, "scheduled");
+  key.append(topic);
+  return key;
+}
+
+std::string MessagesCounter(std::string_view topic) {
+  std::string key(kMessagesCounterPrefix);
+  key.append(topic);
+  return key;
+}
+
+std::string ReadyCounter(std::string_view topic, std::string_view group) {
+  std::string key;
+  AppendName(key, "ready");
+  AppendName(key, topic);
+  key.append(group);
+  return key;
+}
+
+std::optional<std::string> DecodeMessagesCounter(std::string_view key) {
+  if (!key.starts_with(kMessagesCounterPrefix)) return std::nullopt;
+  return std::string(key.substr(kMessagesCounterPrefix.size()));
+}
+
 std::string GroupKey(std::string_view topic, std::string_view group) {
   std::string key(kGroupKeyPrefix);
   AppendName(key, topic);

@@ -55,6 +55,25 @@ struct InFlightKeyParts {
 };
 std::optional<InFlightKeyParts> DecodeInFlightKey(std::string_view key);
 
+// topic_due: topic, (deliver_at, sequence) -> "". Every pending message of
+// a topic, in due order, whatever its state: written with the message,
+// deleted with it. For listing a topic's messages without reading others'.
+std::string TopicDueKey(std::string_view topic, const DueKey& key);
+std::string TopicDuePrefix(std::string_view topic);
+
+// counters: exact counts, changed with WriteBatch::Add in the same batch as
+// the state they count.
+//   scheduled/<topic>        messages not yet due
+//   messages/<topic>         pending messages in any state
+//   ready/<topic>/<group>    ready entries of a group ("" = waiting area)
+std::string ScheduledCounter(std::string_view topic);
+std::string MessagesCounter(std::string_view topic);
+std::string ReadyCounter(std::string_view topic, std::string_view group);
+inline constexpr std::string_view kMessagesCounterPrefix =
+    std::string_view("messages\0", 9);
+// The topic of a MessagesCounter key.
+std::optional<std::string> DecodeMessagesCounter(std::string_view key);
+
 // meta: group registrations and single values.
 std::string GroupKey(std::string_view topic, std::string_view group);
 inline constexpr std::string_view kGroupKeyPrefix = "group/";

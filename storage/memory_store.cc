@@ -19,10 +19,18 @@ class MemoryStoreImpl final : public MessageStore {
     absl::MutexLock lock(&mu_);
     for (const WriteBatch::Operation& op : batch.operations()) {
       Map& table = tables_[static_cast<int>(op.table)];
-      if (op.is_delete) {
-        if (auto it = table.find(op.key); it != table.end()) table.erase(it);
-      } else {
-        table.insert_or_assign(op.key, op.value);
+      switch (op.kind) {
+        case WriteBatch::Operation::Kind::kPut:
+          table.insert_or_assign(op.key, op.value);
+          break;
+        case WriteBatch::Operation::Kind::kDelete:
+          if (auto it = table.find(op.key); it != table.end()) table.erase(it);
+          break;
+        case WriteBatch::Operation::Kind::kAdd: {
+          std::string& value = table[op.key];
+          value = EncodeCounter(DecodeCounter(value) + DecodeCounter(op.value));
+          break;
+        }
       }
     }
     return absl::OkStatus();

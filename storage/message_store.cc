@@ -18,18 +18,46 @@ std::string_view TableName(Table table) {
       return "inflight";
     case Table::kMeta:
       return "meta";
+    case Table::kTopicDue:
+      return "topic_due";
+    case Table::kCounters:
+      return "counters";
   }
   return "unknown";
 }
 
 void WriteBatch::Put(Table table, std::string key, std::string value) {
   byte_size_ += key.size() + value.size();
-  operations_.push_back({table, false, std::move(key), std::move(value)});
+  operations_.push_back(
+      {table, Operation::Kind::kPut, std::move(key), std::move(value)});
 }
 
 void WriteBatch::Delete(Table table, std::string key) {
   byte_size_ += key.size();
-  operations_.push_back({table, true, std::move(key), std::string()});
+  operations_.push_back(
+      {table, Operation::Kind::kDelete, std::move(key), std::string()});
+}
+
+void WriteBatch::Add(std::string key, int64_t delta) {
+  byte_size_ += key.size() + 8;
+  operations_.push_back({Table::kCounters, Operation::Kind::kAdd,
+                         std::move(key), EncodeCounter(delta)});
+}
+
+std::string EncodeCounter(int64_t value) {
+  std::string out(8, '\0');
+  const uint64_t bits = static_cast<uint64_t>(value);
+  for (int i = 0; i < 8; ++i) {
+    out[i] = static_cast<char>((bits >> (56 - 8 * i)) & 0xff);
+  }
+  return out;
+}
+
+int64_t DecodeCounter(std::string_view value) {
+  if (value.size() != 8) return 0;
+  uint64_t bits = 0;
+  for (char c : value) bits = (bits << 8) | static_cast<uint8_t>(c);
+  return static_cast<int64_t>(bits);
 }
 
 void WriteBatch::Append(WriteBatch&& other) {

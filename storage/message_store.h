@@ -2,6 +2,7 @@
 #define HOURGLASS_STORAGE_MESSAGE_STORE_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -23,8 +24,10 @@ enum class Table : int {
   kReady,         // topic, group, (deliver_at, sequence) -> attempt
   kInFlight,      // topic, group, sequence -> InFlightRecord
   kMeta,          // groups, loader cursor, format version
+  kTopicDue,      // topic, (deliver_at, sequence) -> "": pending by topic
+  kCounters,      // counter name -> int64, changed only by WriteBatch::Add
 };
-inline constexpr int kNumTables = 6;
+inline constexpr int kNumTables = 8;
 
 // Name of the table, as used for RocksDB column families and in messages.
 std::string_view TableName(Table table);
@@ -36,14 +39,19 @@ std::string_view TableName(Table table);
 class WriteBatch {
  public:
   struct Operation {
+    enum class Kind { kPut, kDelete, kAdd };
     Table table;
-    bool is_delete;
+    Kind kind;
     std::string key;
-    std::string value;  // Empty for deletes.
+    std::string value;  // Empty for deletes; for kAdd, EncodeCounter(delta).
   };
 
   void Put(Table table, std::string key, std::string value);
   void Delete(Table table, std::string key);
+  // Adds `delta` to the counter `key` of Table::kCounters (an absent counter
+  // is 0). Adds to one counter from concurrent batches all count: the store
+  // applies them without reading first.
+  void Add(std::string key, int64_t delta);
   // Moves every operation of `other` to the end of this batch.
   void Append(WriteBatch&& other);
 
@@ -57,6 +65,11 @@ class WriteBatch {
   std::vector<Operation> operations_;
   size_t byte_size_ = 0;
 };
+
+// Counter values in Table::kCounters: 8 bytes, big-endian two's complement.
+std::string EncodeCounter(int64_t value);
+// 0 unless `value` is 8 bytes.
+int64_t DecodeCounter(std::string_view value);
 
 // Sizes the store reports for metrics.
 struct StoreStats {

@@ -183,6 +183,39 @@ TEST_P(MessageStoreTest, BinaryKeysAndValuesSurviveIntact) {
   EXPECT_THAT(Get(Table::kIds, key), Optional(value));
 }
 
+TEST_P(MessageStoreTest, CountersAddUpAcrossBatchesAndReopen) {
+  WriteBatch first;
+  first.Add("c", 5);
+  first.Add("c", -2);
+  first.Add("other", 7);
+  ASSERT_TRUE(store_->Write(first).ok());
+  WriteBatch second;
+  second.Add("c", 10);
+  ASSERT_TRUE(store_->Write(second).ok());
+  EXPECT_THAT(Get(Table::kCounters, "c"), Optional(EncodeCounter(13)));
+  Reopen();
+  // Many small adds, as every dispatch and ack makes: all count.
+  for (int i = 0; i < 100; ++i) {
+    WriteBatch batch;
+    batch.Add("c", -1);
+    ASSERT_TRUE(store_->Write(batch).ok());
+  }
+  EXPECT_EQ(DecodeCounter(*Get(Table::kCounters, "c")), -87);
+  EXPECT_EQ(DecodeCounter(*Get(Table::kCounters, "other")), 7);
+  EXPECT_THAT(ScanAll(*store_, Table::kCounters),
+              ElementsAre(Pair("c", EncodeCounter(-87)),
+                          Pair("other", EncodeCounter(7))));
+}
+
+TEST(CounterTest, EncodingRoundTrips) {
+  for (int64_t v :
+       {int64_t{0}, int64_t{1}, int64_t{-1}, INT64_MAX, INT64_MIN}) {
+    EXPECT_EQ(DecodeCounter(EncodeCounter(v)), v);
+    EXPECT_EQ(EncodeCounter(v).size(), 8u);
+  }
+  EXPECT_EQ(DecodeCounter("short"), 0);
+}
+
 TEST_P(MessageStoreTest, LargeValuesSurviveReopen) {
   const std::string payload(1 << 20, 'x');
   WriteBatch batch;
