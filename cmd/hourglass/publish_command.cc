@@ -107,7 +107,6 @@ absl::Status Publish(const GlobalOptions& globals,
                      const PublishOptions& options) {
   absl::StatusOr<Message> prototype = Prototype(options);
   if (!prototype.ok()) return prototype.status();
-  if (options.batch == 0) return UsageError("--batch", "must be at least 1");
   absl::StatusOr<std::unique_ptr<Connection>> connection =
       Connection::Open(globals);
   if (!connection.ok()) return connection.status();

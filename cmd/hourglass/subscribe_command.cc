@@ -1,8 +1,7 @@
 // hourglass subscribe: prints deliveries of a topic to a group as they
 // arrive, and acknowledges them as --ack says.
 
-#include <signal.h>
-
+#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <iostream>
@@ -130,25 +129,29 @@ absl::Status Subscribe(const GlobalOptions& globals,
         [subscription] { subscription->Interrupt(); });
   }
 
+  absl::Status printed;
   uint64_t delivered = 0;
-  while (options.count == 0 || delivered < options.count) {
-    const std::vector<Delivery> deliveries = subscription->Take();
+  while (printed.ok() && (options.count == 0 || delivered < options.count)) {
+    const std::vector<Delivery> deliveries = subscription->Take(
+        options.count == 0 ? SIZE_MAX : options.count - delivered);
     if (deliveries.empty()) break;  // Ended or interrupted.
     for (const Delivery& delivery : deliveries) {
       if (globals.json) {
-        if (absl::Status s = PrintJson(delivery); !s.ok()) return s;
+        printed = PrintJson(delivery);
+        if (!printed.ok()) break;
       } else {
         std::cout << HumanLine(delivery) << std::flush;
       }
       if (options.ack == "auto") subscription->Ack(delivery.id());
-      if (++delivered == options.count) break;
+      ++delivered;
     }
   }
-  if (options.ack == "manual") subscription->WaitAcked();
+  if (printed.ok() && options.ack == "manual") subscription->WaitAcked();
 
   // Deliveries taken but not acked go back to the group as the stream ends.
   const grpc::Status status = subscription->Finish(absl::Now() + *timeout);
   stdin_acks.reset();
+  if (!printed.ok()) return printed;
   if (status.ok() || status.error_code() == grpc::StatusCode::CANCELLED) {
     return absl::OkStatus();
   }

@@ -32,7 +32,7 @@ bool Subscription::WaitSubscribed(absl::Time deadline) {
   return subscribed_.value_or(false) && !interrupted_;
 }
 
-std::vector<Delivery> Subscription::Take() {
+std::vector<Delivery> Subscription::Take(size_t max) {
   absl::MutexLock lock(&mu_);
   auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return !queue_.empty() || reads_ended_ || interrupted_;
@@ -40,7 +40,7 @@ std::vector<Delivery> Subscription::Take() {
   mu_.Await(absl::Condition(&ready));
   std::vector<Delivery> taken;
   if (interrupted_) return taken;
-  while (!queue_.empty()) {
+  while (!queue_.empty() && taken.size() < max) {
     unacked_.insert(queue_.front().id());
     taken.push_back(std::move(queue_.front()));
     queue_.pop_front();
@@ -85,15 +85,16 @@ grpc::Status Subscription::Finish(absl::Time deadline) {
     next = ClaimWriteLocked();
   }
   StartNext(next);
+  bool ended;
   {
     absl::MutexLock lock(&mu_);
-    auto ended = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    auto reads_ended = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       return reads_ended_;
     };
-    if (!mu_.AwaitWithDeadline(absl::Condition(&ended), deadline)) {
-      context_.TryCancel();
-    }
+    ended = mu_.AwaitWithDeadline(absl::Condition(&reads_ended), deadline);
   }
+  // Outside mu_: cancelling may run reactions.
+  if (!ended) context_.TryCancel();
   RemoveHold();
   absl::MutexLock lock(&mu_);
   auto done = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {

@@ -1,6 +1,7 @@
 #ifndef HOURGLASS_CMD_HOURGLASS_SUBSCRIPTION_H_
 #define HOURGLASS_CMD_HOURGLASS_SUBSCRIPTION_H_
 
+#include <cstddef>
 #include <deque>
 #include <memory>
 #include <optional>
@@ -42,15 +43,18 @@ class Subscription final
   // Interrupt was called, or the deadline passed.
   bool WaitSubscribed(absl::Time deadline);
 
-  // Waits for deliveries and takes every queued one. Returns none once the
-  // stream's reads ended (Finish says why) or Interrupt was called.
-  std::vector<hourglass::v1::Delivery> Take();
+  // Waits for deliveries and takes up to `max` of those queued, oldest
+  // first; the rest stay queued (and go back to the group if the stream
+  // ends). Returns none once the stream's reads ended (Finish says why) or
+  // Interrupt was called. REQUIRES: max > 0.
+  std::vector<hourglass::v1::Delivery> Take(size_t max);
 
   // Acknowledges delivery `id`, now or right after the write in progress.
   void Ack(const std::string& id);
 
-  // Waits until every delivery Take returned has been acked, the stream's
-  // reads ended, or Interrupt was called.
+  // Waits until every delivery Take returned has been acked (an ack that
+  // came before its delivery was taken does not count), the stream's reads
+  // ended, or Interrupt was called.
   void WaitAcked();
 
   // Wakes Take, WaitSubscribed and WaitAcked, now and for good.
