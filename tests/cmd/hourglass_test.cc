@@ -2,7 +2,8 @@
 // operator sees: exact output, one-line errors and exit codes.
 //
 // The Admin subcommands (reschedule, stats, topics, groups, ls, show, dlq,
-// purge) are not tested here yet: they need the Admin service in hourglassd.
+// purge) are tested here only for what they check before connecting: the
+// rest needs the Admin service in hourglassd.
 
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -98,6 +99,39 @@ TEST(HourglassCliTest, RefusesABadTimeAndHeaderAndTimeout) {
   result = RunCli({"--timeout=0", "cancel", "--topic=t", "--id=x"});
   EXPECT_EQ(result.exit_code, 2);
   EXPECT_EQ(result.output, "hourglass: --timeout: must be more than 0\n");
+}
+
+// Checks the Admin subcommands make before sending anything.
+TEST(HourglassCliTest, AdminSubcommandsRefuseBadFlagsBeforeConnecting) {
+  testing::RunResult result =
+      RunCli({"--addr=127.0.0.1:1", "ls", "--topic=t", "--state=sleeping"});
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_EQ(result.output,
+            "hourglass: --state: \"sleeping\" is not a state (use scheduled, "
+            "ready, in-flight or dead)\n");
+
+  result = RunCli({"--addr=127.0.0.1:1", "reschedule", "--topic=t", "--id=x"});
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_EQ(result.output,
+            "hourglass: give the new due time with --delay or --at\n");
+
+  result = RunCli({"--addr=127.0.0.1:1", "groups"});
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_EQ(result.output,
+            "hourglass: A subcommand is required (see hourglass groups "
+            "--help)\n");
+}
+
+TEST(HourglassCliTest, PurgeRefusesWithoutYesWhenStdinIsNotATerminal) {
+  const testing::RunResult result = testing::Run(
+      {"/bin/sh", "-c",
+       absl::StrCat("exec '", HOURGLASS_PATH,
+                    "' --addr=127.0.0.1:1 purge --topic=orders < /dev/null")},
+      kTimeout);
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_EQ(result.output,
+            "hourglass: refusing to purge orders without --yes (stdin is not "
+            "a terminal to confirm on)\n");
 }
 
 TEST(HourglassCliTest, RefusesAnUnknownSubcommand) {
