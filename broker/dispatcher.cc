@@ -477,11 +477,13 @@ uint64_t Dispatcher::BeginDispatch(const std::vector<ScheduledEntry>& due,
   absl::MutexLock lock(&mu_);
   const uint64_t ticket = next_ticket_++;
   std::vector<PendingDispatch>& pending = dispatching_[ticket];
+  storage::CounterDeltas counts;
   auto add = [&](Group* group, const ScheduledEntry& entry,
                  std::string_view group_name) {
     std::string key = storage::ReadyKey(entry.topic, group_name, entry.key);
     pending_ready_keys_.insert(key);
     batch.Put(Table::kReady, key, zero);
+    counts.Add(storage::ReadyCounter(entry.topic, group_name), 1);
     pending.push_back({group, entry.topic, std::move(key), entry.key});
   };
   for (const ScheduledEntry& entry : due) {
@@ -492,6 +494,7 @@ uint64_t Dispatcher::BeginDispatch(const std::vector<ScheduledEntry>& due,
     }
     for (auto& [name, group] : t->second) add(group.get(), entry, name);
   }
+  counts.AppendTo(batch);
   return ticket;
 }
 
@@ -802,17 +805,20 @@ absl::Status Dispatcher::BuildBatch(int64_t now_ms, StepWork& work,
   auto in_flight_key = [](const Group& group, uint64_t sequence) {
     return storage::InFlightKey(group.topic, group.name, sequence);
   };
-  auto delete_message = [&](const Group& group, uint64_t sequence,
+  storage::CounterDeltas counts;
+  auto delete_message = [&](const Group& group, const DueKey& key,
                             const std::string& id) {
-    batch.Delete(Table::kMessages, storage::MessageKey(sequence));
+    batch.Delete(Table::kMessages, storage::MessageKey(key.sequence));
     batch.Delete(Table::kIds, storage::IdKey(group.topic, id));
+    batch.Delete(Table::kTopicDue, storage::TopicDueKey(group.topic, key));
+    counts.Add(storage::MessagesCounter(group.topic), -1);
   };
 
   for (const Finished& f : work.finished) {
     const uint64_t sequence = f.entry.key.sequence;
     if (f.kind == Finished::Kind::kAck) {
       batch.Delete(Table::kInFlight, in_flight_key(*f.group, sequence));
-      if (f.delete_message) delete_message(*f.group, sequence, f.entry.id);
+      if (f.delete_message) delete_message(*f.group, f.entry.key, f.entry.id);
     } else {
       storage::InFlightRecord record;
       record.set_attempt(f.entry.attempt);
@@ -829,12 +835,12 @@ absl::Status Dispatcher::BuildBatch(int64_t now_ms, StepWork& work,
         read_record(a.sequence);
     if (!record.ok()) return record.status();
     if (a.from_window.has_value()) {
-      batch.Delete(Table::kReady,
-                   storage::ReadyKey(a.group->topic,
-                                     a.from_window->waiting_area
-                                         ? std::string_view()
-                                         : std::string_view(a.group->name),
-                                     a.from_window->key));
+      const std::string_view group_name = a.from_window->waiting_area
+                                              ? std::string_view()
+                                              : std::string_view(a.group->name);
+      batch.Delete(Table::kReady, storage::ReadyKey(a.group->topic, group_name,
+                                                    a.from_window->key));
+      counts.Add(storage::ReadyCounter(a.group->topic, group_name), -1);
     }
     if (!record->has_value()) {
       // Gone (purged): nothing to deliver.
@@ -874,8 +880,10 @@ absl::Status Dispatcher::BuildBatch(int64_t now_ms, StepWork& work,
     if (!prepared.ok()) return prepared.status();
     batch.Append(std::move(prepared->batch));
     dead.prepared = *std::move(prepared);
-    if (dead.delete_message) delete_message(*dead.group, sequence, r.id());
+    if (dead.delete_message)
+      delete_message(*dead.group, dead.entry.key, r.id());
   }
+  counts.AppendTo(batch);
   return absl::OkStatus();
 }
 

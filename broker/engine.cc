@@ -116,6 +116,9 @@ void Engine::Cancel(std::string topic, std::string id, CancelCallback done) {
   batch.Delete(Table::kMessages, storage::MessageKey(key->sequence));
   batch.Delete(Table::kIds, storage::IdKey(topic, id));
   batch.Delete(Table::kSchedule, storage::ScheduleKey(*key));
+  batch.Delete(Table::kTopicDue, storage::TopicDueKey(topic, *key));
+  batch.Add(storage::ScheduledCounter(topic), -1);
+  batch.Add(storage::MessagesCounter(topic), -1);
   commits_->Submit(std::move(batch),
                    [this, key = *key, topic = std::move(topic),
                     done = std::move(done)](absl::Status status) mutable {
@@ -151,9 +154,12 @@ absl::StatusOr<absl::Time> Engine::Tick() {
 absl::Status Engine::Dispatch(const std::vector<ScheduledEntry>& chunk) {
   storage::WriteBatch batch;
   const uint64_t ticket = dispatcher_->BeginDispatch(chunk, batch);
+  storage::CounterDeltas counts;
   for (const ScheduledEntry& entry : chunk) {
     batch.Delete(Table::kSchedule, storage::ScheduleKey(entry.key));
+    counts.Add(storage::ScheduledCounter(entry.topic), -1);
   }
+  counts.AppendTo(batch);
   DueKey cursor = scheduler_.SafeCursor();
   if (std::optional<DueKey> waiting = due_.Least()) {
     cursor = std::min(cursor, *waiting);

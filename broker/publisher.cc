@@ -127,6 +127,7 @@ absl::StatusOr<PreparedPublish> Publisher::Prepare(
   }
 
   const int64_t published_at_ms = absl::ToUnixMillis(clock_->Now());
+  storage::CounterDeltas counts;
   for (size_t i = 0; i < n; ++i) {
     NewMessage& m = messages[i];
     if ((first_of[i] != n && first_of[i] != i) || stored_before[i]) continue;
@@ -149,9 +150,14 @@ absl::StatusOr<PreparedPublish> Publisher::Prepare(
     prepared.batch.Put(Table::kIds, storage::IdKey(m.topic, m.id),
                        IdValue(seq, due_ms));
     prepared.batch.Put(Table::kSchedule, storage::ScheduleKey(key), m.topic);
+    prepared.batch.Put(Table::kTopicDue, storage::TopicDueKey(m.topic, key),
+                       "");
+    counts.Add(storage::ScheduledCounter(m.topic), 1);
+    counts.Add(storage::MessagesCounter(m.topic), 1);
     prepared.receipts[i] = {m.id, absl::FromUnixMillis(due_ms), false};
     prepared.keys.push_back({key, m.topic});
   }
+  counts.AppendTo(prepared.batch);
   // Later occurrences of an id in this batch repeat the first's receipt.
   for (size_t i = 0; i < n; ++i) {
     const size_t f = first_of[i];

@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -64,6 +65,25 @@ class WriteBatch {
  private:
   std::vector<Operation> operations_;
   size_t byte_size_ = 0;
+};
+
+// Changes to counters, summed per counter, for adding to a batch at once
+// (one WriteBatch::Add per counter rather than per message).
+// Not thread-safe.
+class CounterDeltas {
+ public:
+  void Add(std::string_view key, int64_t delta) {
+    deltas_[std::string(key)] += delta;
+  }
+  // Adds every non-zero sum to `batch`.
+  void AppendTo(WriteBatch& batch) const {
+    for (const auto& [key, delta] : deltas_) {
+      if (delta != 0) batch.Add(key, delta);
+    }
+  }
+
+ private:
+  std::map<std::string, int64_t> deltas_;
 };
 
 // Counter values in Table::kCounters: 8 bytes, big-endian two's complement.

@@ -171,6 +171,13 @@ class DispatcherTest : public ::testing::Test {
     return n;
   }
 
+  int64_t Counter(const std::string& key) {
+    auto value = store_->Get(Table::kCounters, key);
+    EXPECT_TRUE(value.ok());
+    return value.ok() && value->has_value() ? storage::DecodeCounter(**value)
+                                            : 0;
+  }
+
   Engine::Options options_;
   std::unique_ptr<testing::FaultyStore> store_ =
       std::make_unique<testing::FaultyStore>();
@@ -297,6 +304,51 @@ TEST_F(DispatcherTest, AcksOfTwoGroupsInOneStepDeleteTheMessage) {
   RunAt(absl::Milliseconds(1));
   EXPECT_EQ(Count(Table::kMessages), 0u);
   EXPECT_EQ(Count(Table::kInFlight), 0u);
+}
+
+// The counters Admin and metrics report follow every state change exactly.
+TEST_F(DispatcherTest, CountsFollowEveryStateChange) {
+  using storage::MessagesCounter;
+  using storage::ReadyCounter;
+  using storage::ScheduledCounter;
+  auto a = std::make_shared<FakeConsumer>();
+  const auto a_id = Subscribe("t", "a", a, /*max_in_flight=*/1);
+  ASSERT_TRUE(engine_->RegisterGroup("t", "b").ok());  // No consumer.
+  Publish("t", "x", absl::Milliseconds(10));
+  Publish("t", "y", absl::Milliseconds(10));
+  Publish("t", "z", absl::Seconds(5));
+  EXPECT_EQ(Counter(ScheduledCounter("t")), 3);
+  EXPECT_EQ(Counter(MessagesCounter("t")), 3);
+  absl::Notification cancelled;
+  engine_->Cancel("t", "z", [&](absl::Status s) {
+    EXPECT_TRUE(s.ok());
+    cancelled.Notify();
+  });
+  cancelled.WaitForNotification();
+  EXPECT_EQ(Counter(ScheduledCounter("t")), 2);
+  EXPECT_EQ(Counter(MessagesCounter("t")), 2);
+
+  RunAt(absl::Milliseconds(10));
+  EXPECT_EQ(Counter(ScheduledCounter("t")), 0);
+  EXPECT_EQ(Counter(ReadyCounter("t", "a")), 1);  // x in flight, y ready.
+  EXPECT_EQ(Counter(ReadyCounter("t", "b")), 2);
+  ASSERT_THAT(Ids(a->Take()), ElementsAre("x@1"));
+  dispatcher().Ack(a_id, {"x"});
+  RunAt(absl::Milliseconds(11));
+  ASSERT_THAT(Ids(a->Take()), ElementsAre("y@1"));
+  EXPECT_EQ(Counter(ReadyCounter("t", "a")), 0);
+  EXPECT_EQ(Counter(MessagesCounter("t")), 2);  // b holds both.
+
+  auto b = std::make_shared<FakeConsumer>();
+  const auto b_id = Subscribe("t", "b", b);
+  dispatcher().Ack(a_id, {"y"});
+  RunAt(absl::Milliseconds(12));
+  ASSERT_THAT(Ids(b->Take()), ElementsAre("x@1", "y@1"));
+  dispatcher().Ack(b_id, {"x", "y"});
+  RunAt(absl::Milliseconds(13));
+  EXPECT_EQ(Counter(ReadyCounter("t", "b")), 0);
+  EXPECT_EQ(Counter(MessagesCounter("t")), 0);
+  EXPECT_EQ(Count(Table::kTopicDue), 0u);
 }
 
 TEST_F(DispatcherTest, UnknownAcksAreCountedAndIgnored) {

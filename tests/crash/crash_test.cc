@@ -257,6 +257,20 @@ TEST(CrashTest, NothingAcknowledgedIsLostAcrossKills) {
     return n;
   };
   EXPECT_EQ(count(storage::Table::kIds), messages.size());
+  EXPECT_EQ(count(storage::Table::kTopicDue), messages.size());
+  // The counters agree with what is stored, however the kills fell.
+  auto counter = [&](const std::string& key) {
+    auto value = (*store)->Get(storage::Table::kCounters, key);
+    EXPECT_TRUE(value.ok());
+    return value.ok() && value->has_value() ? storage::DecodeCounter(**value)
+                                            : 0;
+  };
+  EXPECT_EQ(counter(storage::MessagesCounter("crash")),
+            static_cast<int64_t>(messages.size()));
+  EXPECT_EQ(counter(storage::ScheduledCounter("crash")), 0);
+  EXPECT_EQ(counter(storage::ReadyCounter("crash", "g")) +
+                counter(storage::ReadyCounter("crash", "")),
+            static_cast<int64_t>(count(storage::Table::kReady)));
   // Where the messages left behind are, to diagnose a stall.
   std::map<std::string, int> where;
   for (const auto& [sequence, id] : messages) {
