@@ -99,6 +99,40 @@ absl::Status ValidateTimestamp(std::string_view field,
                    t.seconds(), ", nanos ", t.nanos(), ")"));
 }
 
+absl::Status ValidateDelay(const google::protobuf::Duration& delay_proto,
+                           const Limits& limits) {
+  if (absl::Status s = ValidateDuration("delay", delay_proto); !s.ok()) {
+    return s;
+  }
+  const absl::Duration delay = FromProto(delay_proto);
+  if (delay < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("delay ", absl::FormatDuration(delay), " is negative"));
+  }
+  if (delay > limits.max_delay) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "delay ", absl::FormatDuration(delay), " is over the limit of ",
+        absl::FormatDuration(limits.max_delay), " (--max_delay)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateDeliverAt(const google::protobuf::Timestamp& at_proto,
+                               const Limits& limits, absl::Time now) {
+  if (absl::Status s = ValidateTimestamp("deliver_at", at_proto); !s.ok()) {
+    return s;
+  }
+  const absl::Time at = FromProto(at_proto);
+  if (at - now > limits.max_delay) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "deliver_at ",
+        absl::FormatTime(absl::RFC3339_full, at, absl::UTCTimeZone()),
+        " is more than ", absl::FormatDuration(limits.max_delay),
+        " ahead (--max_delay)"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidatePublish(const hourglass::v1::PublishRequest& request,
                              const Limits& limits, absl::Time now) {
   if (request.messages_size() == 0) {
@@ -128,36 +162,13 @@ absl::Status ValidatePublish(const hourglass::v1::PublishRequest& request,
                        " bytes long; the limit is ", limits.max_id_bytes));
     }
     if (m.has_delay()) {
-      if (absl::Status s = ValidateDuration("delay", m.delay()); !s.ok()) {
+      if (absl::Status s = ValidateDelay(m.delay(), limits); !s.ok()) {
         return Invalid(index, s.message());
-      }
-      const absl::Duration delay = FromProto(m.delay());
-      if (delay < absl::ZeroDuration()) {
-        return Invalid(index,
-                       absl::StrCat("delay ", absl::FormatDuration(delay),
-                                    " is negative"));
-      }
-      if (delay > limits.max_delay) {
-        return Invalid(index,
-                       absl::StrCat("delay ", absl::FormatDuration(delay),
-                                    " is over the limit of ",
-                                    absl::FormatDuration(limits.max_delay),
-                                    " (--max_delay)"));
       }
     } else if (m.has_deliver_at()) {
-      if (absl::Status s = ValidateTimestamp("deliver_at", m.deliver_at());
+      if (absl::Status s = ValidateDeliverAt(m.deliver_at(), limits, now);
           !s.ok()) {
         return Invalid(index, s.message());
-      }
-      const absl::Time at = FromProto(m.deliver_at());
-      if (at - now > limits.max_delay) {
-        return Invalid(
-            index,
-            absl::StrCat(
-                "deliver_at ",
-                absl::FormatTime(absl::RFC3339_full, at, absl::UTCTimeZone()),
-                " is more than ", absl::FormatDuration(limits.max_delay),
-                " ahead (--max_delay)"));
       }
     }
   }

@@ -47,6 +47,14 @@ absl::Status ValidateDuration(std::string_view field,
 absl::Status ValidateTimestamp(std::string_view field,
                                const google::protobuf::Timestamp& timestamp);
 
+// A delay: a valid Duration, not negative, at most limits.max_delay.
+absl::Status ValidateDelay(const google::protobuf::Duration& delay,
+                           const Limits& limits);
+// A deliver_at: a valid Timestamp at most limits.max_delay after `now` (a
+// past one means now).
+absl::Status ValidateDeliverAt(const google::protobuf::Timestamp& deliver_at,
+                               const Limits& limits, absl::Time now);
+
 // Checks a whole Publish before anything is stored: an empty request, more
 // than limits.max_batch messages, and for each message its topic, payload
 // size, id length, delay (negative or over max_delay) and deliver_at (more

@@ -6,6 +6,7 @@
 #include "absl/container/btree_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "broker/dispatcher_internal.h"
 #include "broker/ready_window.h"
 #include "storage/keys.h"
 #include "storage/records.pb.h"
@@ -24,120 +25,24 @@ std::string AttemptValue(uint32_t attempt) {
 
 }  // namespace
 
-// A connected consumer stream.
-struct Dispatcher::ConsumerState {
-  ConsumerId id = 0;
-  Group* group = nullptr;
-  uint32_t max_in_flight = 0;
-  absl::Duration ack_timeout;
-  std::shared_ptr<Consumer> sink;
-  // Sequences of the deliveries assigned to it (its credit in use).
-  absl::flat_hash_set<uint64_t> owned;
-  // The written ones, by message id, for acks and nacks.
-  absl::flat_hash_map<std::string, uint64_t> by_id;
-};
-
-// A message of a group that has left the ready queue: with a consumer, or
-// due again (redeliverable), or waiting out a nack's delay.
-struct Dispatcher::InFlight {
-  DueKey key;
-  std::string id;        // The message id, once a delivery read it.
-  uint32_t attempt = 0;  // Deliveries made to the group so far.
-  ConsumerState* owner = nullptr;
-  uint64_t token = 0;  // Names the current assignment.
-  std::optional<TimerHandle> timer;
-  uint64_t timer_token = 0;  // The timer's key in timer_targets_.
-  bool waiting = false;      // Waiting out a nack's delay.
-};
-
-struct Dispatcher::Group {
-  Group(std::string t, std::string n, absl::Time created, bool owns,
-        size_t window_capacity, bool queue_empty)
-      : topic(std::move(t)),
-        name(std::move(n)),
-        created_at(created),
-        owns_waiting_area(owns),
-        window(window_capacity, queue_empty) {}
-
-  const std::string topic;
-  const std::string name;
-  const absl::Time created_at;
-  const bool owns_waiting_area;
-  ReadyWindow window;
-  absl::flat_hash_map<uint64_t, InFlight> in_flight;
-  // Keys of in_flight entries due again now, in due order.
-  absl::btree_set<DueKey> redeliverable;
-  // Sequences with acks taken but not yet written, and how many.
-  absl::flat_hash_map<uint64_t, int> finishing;
-  std::vector<ConsumerState*> consumers;
-  size_t next_consumer = 0;  // Round robin among consumers.
-};
-
-// An ack or nack taken from a consumer, to be written.
-struct Dispatcher::Finished {
-  enum class Kind { kAck, kNack };
-  Kind kind;
-  Group* group;
-  InFlight entry;               // A copy for nacks; the entry for acks.
-  int64_t redeliver_at_ms = 0;  // Nacks.
-  bool delete_message = false;  // Acks: no other group holds it.
-};
-
-// A delivery being made in this step.
-struct Dispatcher::Assignment {
-  Group* group;
-  uint64_t sequence;
-  uint64_t token;
-  ConsumerId consumer;
-  absl::Duration ack_timeout;
-  std::optional<ReadyItem> from_window;  // Else it was redeliverable.
-  uint32_t previous_attempt;
-  uint32_t attempt;
-  std::optional<storage::MessageRecord> record;  // Read by BuildBatch.
-};
-
-struct Dispatcher::StepWork {
-  struct DeadLetter {
-    Group* group;
-    InFlight entry;
-    bool delete_message = false;
-    std::optional<PreparedPublish> prepared;
-  };
-
-  std::vector<Finished> finished;
-  size_t finished_taken = 0;  // How many acks updated `finishing`.
-  std::vector<Assignment> deliveries;
-  std::vector<DeadLetter> dead_letters;
-
-  bool empty() const {
-    return finished.empty() && deliveries.empty() && dead_letters.empty();
-  }
-};
-
-struct Dispatcher::PendingDispatch {
-  Group* group;  // Null for the waiting area.
-  std::string topic;
-  std::string encoded_key;
-  DueKey key;
-};
-
 // ---- Construction and recovery.
 
 Dispatcher::Dispatcher(storage::MessageStore* store,
                        storage::CommitQueue* commits, Publisher* publisher,
-                       Clock* clock, Options options)
+                       Clock* clock, Activity* activity, Options options)
     : store_(store),
       commits_(commits),
       publisher_(publisher),
       clock_(clock),
+      activity_(activity),
       options_(options),
       timers_(absl::ToUnixMillis(clock->Now())) {}
 
 absl::StatusOr<std::unique_ptr<Dispatcher>> Dispatcher::Open(
     storage::MessageStore* store, storage::CommitQueue* commits,
-    Publisher* publisher, Clock* clock, Options options) {
+    Publisher* publisher, Clock* clock, Activity* activity, Options options) {
   std::unique_ptr<Dispatcher> dispatcher(
-      new Dispatcher(store, commits, publisher, clock, options));
+      new Dispatcher(store, commits, publisher, clock, activity, options));
   if (absl::Status s = dispatcher->Recover(); !s.ok()) return s;
   return dispatcher;
 }
@@ -241,6 +146,19 @@ Dispatcher::Group* Dispatcher::WaitingAreaOwnerLocked(
 
 void Dispatcher::RegisterGroup(std::string topic, std::string group,
                                absl::AnyInvocable<void(absl::Status) &&> done) {
+  Register(std::move(topic), std::move(group), /*must_be_new=*/false,
+           std::move(done));
+}
+
+void Dispatcher::CreateGroup(std::string topic, std::string group,
+                             absl::AnyInvocable<void(absl::Status) &&> done) {
+  Register(std::move(topic), std::move(group), /*must_be_new=*/true,
+           std::move(done));
+}
+
+void Dispatcher::Register(std::string topic, std::string group,
+                          bool must_be_new,
+                          absl::AnyInvocable<void(absl::Status) &&> done) {
   bool owns_waiting_area = false;
   absl::Time created_at;
   enum { kExists, kJoined, kWrite } action;
@@ -248,7 +166,8 @@ void Dispatcher::RegisterGroup(std::string topic, std::string group,
     absl::MutexLock lock(&mu_);
     auto key = std::make_pair(topic, group);
     auto waiting = registering_.find(key);
-    if (FindGroupLocked(topic, group) != nullptr) {
+    if (FindGroupLocked(topic, group) != nullptr ||
+        (must_be_new && waiting != registering_.end())) {
       action = kExists;
     } else if (waiting != registering_.end()) {
       waiting->second.push_back(std::move(done));
@@ -267,7 +186,12 @@ void Dispatcher::RegisterGroup(std::string topic, std::string group,
       action = kWrite;
     }
   }
-  if (action == kExists) std::move(done)(absl::OkStatus());
+  if (action == kExists) {
+    std::move(done)(must_be_new ? absl::AlreadyExistsError(absl::StrCat(
+                                      "group ", Quoted(group), " of topic ",
+                                      Quoted(topic), " already exists"))
+                                : absl::OkStatus());
+  }
   if (action != kWrite) return;
   storage::GroupRecord record;
   record.set_created_at_ms(absl::ToUnixMillis(created_at));
@@ -326,7 +250,7 @@ void Dispatcher::Subscribe(
     absl::MutexLock lock(&mu_);
     if (shutdown_.has_value()) return *shutdown_;
     Group* group = FindGroupLocked(options.topic, options.group);
-    if (group == nullptr) {
+    if (group == nullptr || group->deleting) {
       return absl::NotFoundError(
           absl::StrCat("group ", Quoted(options.group), " of topic ",
                        Quoted(options.topic), " was deleted"));
@@ -578,8 +502,23 @@ absl::StatusOr<absl::Time> Dispatcher::StepImpl(bool deliver) {
       sends[s->second].second.push_back(std::move(delivery));
     }
   }
+  // Activity for stats: acks, and how late first deliveries were.
+  const absl::Time now = absl::FromUnixMillis(now_ms);
+  for (const Finished& f : work.finished) {
+    if (f.kind == Finished::Kind::kAck) {
+      activity_->Acked(f.group->topic, f.group->name, 1);
+    }
+  }
   for (auto& [consumer, deliveries] : sends) {
+    for (const Delivery& d : deliveries) {
+      if (d.attempt == 1) activity_->Delivered(d.topic, now - d.deliver_at);
+    }
     consumer->Send(std::move(deliveries));
+  }
+  if (deliver) {
+    absl::StatusOr<bool> ran = RunTask();
+    if (!ran.ok()) return ran.status();
+    if (*ran) return clock_->Now();
   }
   if (!work.empty()) return clock_->Now();  // Look for more at once.
   absl::MutexLock lock(&mu_);
@@ -766,24 +705,49 @@ absl::Status Dispatcher::RefillLocked(Group& group) {
 
 absl::StatusOr<bool> Dispatcher::HeldElsewhereLocked(const Group& group,
                                                      const DueKey& key) {
-  auto t = topics_.find(group.topic);
-  if (t == topics_.end()) return false;
-  for (const auto& [name, other_ptr] : t->second) {
-    const Group& other = *other_ptr;
-    if (&other == &group) continue;
-    if (other.in_flight.contains(key.sequence) ||
-        other.finishing.contains(key.sequence) || other.window.Contains(key)) {
-      return true;
-    }
-    if (other.window.MayBeOnDiskOnly(key)) {
-      // Rare: the other group has a backlog beyond its window. A read under
-      // the lock keeps the answer consistent with the window's refills.
-      absl::StatusOr<std::optional<std::string>> ready = store_->Get(
-          Table::kReady, storage::ReadyKey(group.topic, other.name, key));
-      if (!ready.ok()) return ready.status();
-      if (ready->has_value()) return true;
+  return HeldLocked(group.topic, key, &group, nullptr);
+}
+
+absl::StatusOr<bool> Dispatcher::HeldLocked(
+    const std::string& topic, const DueKey& key, const Group* except,
+    const absl::flat_hash_set<std::pair<std::string, uint64_t>>* removing) {
+  auto removed = [&](const std::string& stored_under) {
+    return removing != nullptr &&
+           removing->contains({stored_under, key.sequence});
+  };
+  // A ready entry on disk, beyond what a window holds. Rare: only groups
+  // with a backlog beyond their window, or an unowned waiting area, get
+  // here. A read under the lock keeps the answer consistent with refills.
+  auto on_disk = [&](const std::string& stored_under) -> absl::StatusOr<bool> {
+    if (removed(stored_under)) return false;
+    absl::StatusOr<std::optional<std::string>> ready =
+        store_->Get(Table::kReady, storage::ReadyKey(topic, stored_under, key));
+    if (!ready.ok()) return ready.status();
+    return ready->has_value();
+  };
+  bool area_owned = false;
+  auto t = topics_.find(topic);
+  if (t != topics_.end()) {
+    for (const auto& [name, other_ptr] : t->second) {
+      const Group& other = *other_ptr;
+      area_owned = area_owned || other.owns_waiting_area;
+      if (&other == except || other.deleting) continue;
+      if (other.in_flight.contains(key.sequence) ||
+          other.finishing.contains(key.sequence) ||
+          other.window.Contains(key)) {
+        return true;
+      }
+      if (!other.window.MayBeOnDiskOnly(key)) continue;
+      absl::StatusOr<bool> held = on_disk(other.name);
+      if (!held.ok() || *held) return held;
+      if (other.owns_waiting_area) {
+        held = on_disk("");
+        if (!held.ok() || *held) return held;
+      }
     }
   }
+  // A waiting area no group owns holds its messages for the first group.
+  if (!area_owned) return on_disk("");
   return false;
 }
 
@@ -1046,8 +1010,9 @@ std::vector<Dispatcher::GroupInfo> Dispatcher::Groups() {
   std::vector<GroupInfo> groups;
   for (const auto& [topic, by_name] : topics_) {
     for (const auto& [name, group] : by_name) {
+      if (group->deleting) continue;
       groups.push_back({topic, name, group->created_at, group->in_flight.size(),
-                        group->consumers.size()});
+                        group->consumers.size(), group->owns_waiting_area});
     }
   }
   return groups;

@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -19,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "broker/activity.h"
 #include "broker/clock.h"
 #include "broker/loader.h"
 #include "broker/publisher.h"
@@ -100,7 +102,7 @@ class Dispatcher {
   // letters.
   static absl::StatusOr<std::unique_ptr<Dispatcher>> Open(
       storage::MessageStore* store, storage::CommitQueue* commits,
-      Publisher* publisher, Clock* clock, Options options);
+      Publisher* publisher, Clock* clock, Activity* activity, Options options);
 
   // Stops the thread if Start ran it.
   ~Dispatcher();
@@ -117,7 +119,11 @@ class Dispatcher {
   // thread or at once on this one, and must not block.
   void RegisterGroup(std::string topic, std::string group,
                      absl::AnyInvocable<void(absl::Status) &&> done);
-  // The same, waiting for the answer. Blocks: not for the commit thread.
+  // The same, but ALREADY_EXISTS if the group exists or is being
+  // registered (Admin.CreateGroup).
+  void CreateGroup(std::string topic, std::string group,
+                   absl::AnyInvocable<void(absl::Status) &&> done);
+  // RegisterGroup, waiting for the answer. Blocks: not for the commit thread.
   absl::Status RegisterGroup(std::string_view topic, std::string_view group);
 
   // ---- Consumers.
@@ -158,6 +164,32 @@ class Dispatcher {
   // changes nothing, if the id is not in flight on the consumer.
   bool Nack(ConsumerId id, std::string_view message_id, absl::Duration delay);
 
+  // ---- Admin work. It runs in the dispatcher's steps, a chunk (a store
+  // write) at a time, between deliveries; `done` runs on the dispatcher's
+  // thread and must not block.
+
+  using CountCallback = absl::AnyInvocable<void(absl::StatusOr<uint64_t>) &&>;
+
+  // Deletes the ready entries of every group of `topic` and of its waiting
+  // area, and the messages that no group holds any more. `done` gets how
+  // many messages were deleted.
+  void PurgeReady(std::string topic, CountCallback done);
+
+  // Deletes a group: its streams end with NOT_FOUND, its ready and
+  // in-flight entries go, and so do messages no other group holds. `done`
+  // gets how many ready and in-flight entries were removed; NOT_FOUND if
+  // there is no such group.
+  void DeleteGroup(std::string topic, std::string group, CountCallback done);
+
+  // Moves dead letters back to `topic`: the messages of `<topic>.dlq` (all,
+  // or those with `ids`) are published to `topic` due now, with their ids,
+  // payloads and headers, and removed from the dead-letter topic in the same
+  // write. NOT_FOUND, and nothing moves, if an id is not a dead letter of the
+  // topic. A letter whose id is pending in `topic` again stays where it is.
+  // `done` gets how many moved.
+  void Redrive(std::string topic, std::vector<std::string> ids,
+               CountCallback done);
+
   // ---- The scheduler's side: messages coming due.
 
   // Adds to `batch` the ready entries of `due` (one per group of each
@@ -194,7 +226,9 @@ class Dispatcher {
     absl::Time created_at;
     size_t in_flight = 0;  // Deliveries not yet acknowledged.
     size_t consumers = 0;  // Connected streams.
+    bool owns_waiting_area = false;
   };
+  // Every group, by topic and name.
   std::vector<GroupInfo> Groups();
   // Ack and nack ids that were not in flight on their consumer.
   uint64_t unknown_acks();
@@ -207,11 +241,16 @@ class Dispatcher {
   struct Finished;
   struct StepWork;
   struct PendingDispatch;
+  struct Task;
+  struct TaskChunk;
 
   Dispatcher(storage::MessageStore* store, storage::CommitQueue* commits,
-             Publisher* publisher, Clock* clock, Options options);
+             Publisher* publisher, Clock* clock, Activity* activity,
+             Options options);
 
   absl::Status Recover();
+  void Register(std::string topic, std::string group, bool must_be_new,
+                absl::AnyInvocable<void(absl::Status) &&> done);
   Group* FindGroupLocked(std::string_view topic, std::string_view group)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Group* AddGroupLocked(const std::string& topic, const std::string& group,
@@ -236,11 +275,44 @@ class Dispatcher {
   void UndoStepLocked(StepWork& work) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Whether a group of `group`'s topic other than `group` still holds the
-  // message `seq` due at `key` (ready, in flight, or with an ack not yet
-  // written). May read the store.
+  // message due at `key` (ready, in flight, or with an ack not yet
+  // written). Groups being deleted hold nothing. May read the store.
   absl::StatusOr<bool> HeldElsewhereLocked(const Group& group,
                                            const storage::DueKey& key)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The same for any topic, not counting `except` nor the ready entries in
+  // `removing` ((stored-under name, sequence) pairs).
+  absl::StatusOr<bool> HeldLocked(
+      const std::string& topic, const storage::DueKey& key, const Group* except,
+      const absl::flat_hash_set<std::pair<std::string, uint64_t>>* removing)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Admin tasks (dispatcher_tasks.cc). RunTask does one chunk of the first
+  // task: true if it did something.
+  absl::StatusOr<bool> RunTask();
+  absl::Status BuildChunkLocked(Task& task, TaskChunk& chunk)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status PurgeChunkLocked(Task& task, TaskChunk& chunk)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status DeleteGroupChunkLocked(Task& task, TaskChunk& chunk)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status RedriveChunkLocked(Task& task, TaskChunk& chunk)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Reads up to `limit` ready keys of (topic, stored_under) from the task's
+  // position and removes them: from the store (in the chunk's batch) and
+  // from the window holding them. Returns how many were read.
+  absl::StatusOr<size_t> RemoveReadyLocked(Task& task, TaskChunk& chunk,
+                                           const std::string& stored_under,
+                                           Group* holder, size_t limit)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Deletes the message due at `key` of `topic` in the chunk unless a group
+  // still holds it or it is gone. True if it was deleted.
+  absl::StatusOr<bool> DeleteIfUnheldLocked(const std::string& topic,
+                                            const storage::DueKey& key,
+                                            const Group* except,
+                                            TaskChunk& chunk)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void UndoChunkLocked(TaskChunk& chunk) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Timers of in-flight entries (ack timeouts, nack delays).
   void SetTimerLocked(Group& group, InFlight& entry, int64_t due_ms)
@@ -260,6 +332,7 @@ class Dispatcher {
   storage::CommitQueue* const commits_;
   Publisher* const publisher_;
   Clock* const clock_;
+  Activity* const activity_;
   const Options options_;
 
   absl::Mutex mu_;
@@ -273,6 +346,8 @@ class Dispatcher {
   absl::flat_hash_map<ConsumerId, std::unique_ptr<ConsumerState>> consumers_
       ABSL_GUARDED_BY(mu_);
   ConsumerId next_consumer_id_ ABSL_GUARDED_BY(mu_) = 1;
+  // Admin work, in arrival order; the first runs.
+  std::deque<std::unique_ptr<Task>> tasks_ ABSL_GUARDED_BY(mu_);
   // Groups with acks or nacks to write, in arrival order.
   std::vector<Finished> finished_ ABSL_GUARDED_BY(mu_);
   // Timers of in-flight entries; the wheel's value is a token, mapped here

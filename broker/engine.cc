@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "storage/keys.h"
+#include "storage/records.pb.h"
 
 namespace hourglass::broker {
 namespace {
@@ -42,9 +43,11 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Open(
   if (absl::Status s = engine->scheduler_.Recover(); !s.ok()) return s;
   absl::StatusOr<std::unique_ptr<Dispatcher>> dispatcher =
       Dispatcher::Open(store, engine->commits_.get(), &engine->publisher_,
-                       clock, options.dispatcher);
+                       clock, &engine->activity_, options.dispatcher);
   if (!dispatcher.ok()) return dispatcher.status();
   engine->dispatcher_ = *std::move(dispatcher);
+  engine->inspector_ = std::make_unique<Inspector>(
+      store, engine->dispatcher_.get(), &engine->activity_);
   return engine;
 }
 
@@ -54,9 +57,10 @@ Engine::Engine(storage::MessageStore* store, Clock* clock, Options options,
       clock_(clock),
       options_(options),
       scheduler_(store, clock, options.scheduler),
+      activity_(clock),
       commits_(std::make_unique<storage::CommitQueue>(store)),
-      publisher_(store, commits_.get(), &scheduler_, clock, next_sequence,
-                 [this] { Wake(); }) {}
+      publisher_(store, commits_.get(), &scheduler_, clock, &activity_,
+                 next_sequence, [this] { Wake(); }) {}
 
 Engine::~Engine() {
   {
@@ -74,33 +78,26 @@ void Engine::Publish(std::vector<NewMessage> messages, PublishCallback done) {
   publisher_.Publish(std::move(messages), std::move(done));
 }
 
-void Engine::Cancel(std::string topic, std::string id, CancelCallback done) {
+absl::StatusOr<DueKey> Engine::BeginChange(const std::string& topic,
+                                           const std::string& id) {
   absl::StatusOr<std::optional<std::string>> value =
       store_->Get(Table::kIds, storage::IdKey(topic, id));
-  if (!value.ok()) {
-    std::move(done)(value.status());
-    return;
-  }
+  if (!value.ok()) return value.status();
   const std::optional<DueKey> key =
       value->has_value() ? DecodeIdValue(**value) : std::nullopt;
   const absl::Status not_found = absl::NotFoundError(
       absl::StrCat("no scheduled message with id ", Quoted(id), " in topic ",
                    Quoted(topic), " (unknown, already due, or cancelled)"));
-  if (!key.has_value()) {
-    std::move(done)(not_found);
-    return;
-  }
+  if (!key.has_value()) return not_found;
   switch (scheduler_.BeginCancel(*key)) {
     case Scheduler::CancelStart::kAccepted:
       break;
     case Scheduler::CancelStart::kAlreadyDue:
-      std::move(done)(not_found);
-      return;
+      return not_found;
     case Scheduler::CancelStart::kInProgress:
-      std::move(done)(absl::AbortedError(
-          absl::StrCat("a publish or cancel of id ", Quoted(id), " in topic ",
-                       Quoted(topic), " is in progress; retry")));
-      return;
+      return absl::AbortedError(
+          absl::StrCat("a publish or change of id ", Quoted(id), " in topic ",
+                       Quoted(topic), " is in progress; retry"));
   }
   // The scheduler cannot tell a message not yet loaded from one dispatched
   // before a restart (the loader has not reached it again); the schedule
@@ -109,7 +106,15 @@ void Engine::Cancel(std::string topic, std::string id, CancelCallback done) {
       store_->Get(Table::kSchedule, storage::ScheduleKey(*key));
   if (!scheduled.ok() || !scheduled->has_value()) {
     scheduler_.EndCancel(*key, topic, /*deleted=*/true);
-    std::move(done)(scheduled.ok() ? not_found : scheduled.status());
+    return scheduled.ok() ? not_found : scheduled.status();
+  }
+  return *key;
+}
+
+void Engine::Cancel(std::string topic, std::string id, CancelCallback done) {
+  absl::StatusOr<DueKey> key = BeginChange(topic, id);
+  if (!key.ok()) {
+    std::move(done)(key.status());
     return;
   }
   storage::WriteBatch batch;
@@ -125,6 +130,137 @@ void Engine::Cancel(std::string topic, std::string id, CancelCallback done) {
                      scheduler_.EndCancel(key, topic, status.ok());
                      std::move(done)(std::move(status));
                    });
+}
+
+void Engine::Reschedule(
+    std::string topic, std::string id, absl::Time deliver_at,
+    absl::AnyInvocable<void(absl::StatusOr<PublishReceipt>) &&> done) {
+  absl::StatusOr<DueKey> old_key = BeginChange(topic, id);
+  if (!old_key.ok()) {
+    std::move(done)(old_key.status());
+    return;
+  }
+  absl::StatusOr<std::optional<std::string>> value =
+      store_->Get(Table::kMessages, storage::MessageKey(old_key->sequence));
+  storage::MessageRecord record;
+  if (!value.ok() || !value->has_value() || !record.ParseFromString(**value)) {
+    scheduler_.EndCancel(*old_key, topic, /*deleted=*/false);
+    std::move(done)(!value.ok() ? value.status()
+                                : absl::DataLossError(absl::StrCat(
+                                      "message ", old_key->sequence,
+                                      " is missing or malformed")));
+    return;
+  }
+  // As for a publish: nothing comes due before the floor, and the cursor
+  // stays at or below it until the write ends.
+  const int64_t floor = scheduler_.HoldCursor();
+  const DueKey new_key{std::max(absl::ToUnixMillis(deliver_at), floor),
+                       old_key->sequence};
+  const PublishReceipt receipt{id, absl::FromUnixMillis(new_key.deliver_at_ms),
+                               false};
+  if (new_key == *old_key) {
+    scheduler_.EndCancel(*old_key, topic, /*deleted=*/false);
+    scheduler_.ReleaseCursor(floor);
+    std::move(done)(receipt);
+    return;
+  }
+  scheduler_.BeginPublish(new_key);
+  record.set_deliver_at_ms(new_key.deliver_at_ms);
+  storage::WriteBatch batch;
+  batch.Delete(Table::kSchedule, storage::ScheduleKey(*old_key));
+  batch.Put(Table::kSchedule, storage::ScheduleKey(new_key), topic);
+  batch.Delete(Table::kTopicDue, storage::TopicDueKey(topic, *old_key));
+  batch.Put(Table::kTopicDue, storage::TopicDueKey(topic, new_key), id);
+  batch.Put(Table::kMessages, storage::MessageKey(new_key.sequence),
+            record.SerializeAsString());
+  batch.Put(Table::kIds, storage::IdKey(topic, id),
+            IdValue(new_key.sequence, new_key.deliver_at_ms));
+  commits_->Submit(
+      std::move(batch),
+      [this, old_key = *old_key, new_key, floor, topic = std::move(topic),
+       receipt, done = std::move(done)](absl::Status status) mutable {
+        scheduler_.EndCancel(old_key, topic, /*deleted=*/status.ok());
+        if (status.ok()) {
+          scheduler_.PublishDurable(new_key, topic);
+        } else {
+          scheduler_.PublishFailed(new_key);
+        }
+        scheduler_.ReleaseCursor(floor);
+        if (!status.ok()) {
+          std::move(done)(std::move(status));
+          return;
+        }
+        Wake();
+        std::move(done)(receipt);
+      });
+}
+
+absl::StatusOr<uint64_t> Engine::PurgeScheduled(const std::string& topic) {
+  constexpr size_t kChunk = 1024;
+  // Every message due before the persisted cursor has been dispatched.
+  absl::StatusOr<DueKey> cursor = ReadLoaderCursor(*store_);
+  if (!cursor.ok()) return cursor.status();
+  const std::string prefix = storage::TopicDuePrefix(topic);
+  DueKey position{cursor->deliver_at_ms, 0};
+  uint64_t purged = 0;
+  while (true) {
+    std::vector<std::pair<DueKey, std::string>> entries;
+    absl::Status corrupt;
+    absl::Status scanned = store_->Scan(
+        Table::kTopicDue, storage::TopicDueKey(topic, position),
+        storage::PrefixEnd(prefix),
+        [&](std::string_view key, std::string_view id) {
+          std::optional<DueKey> due = storage::DecodeReadySuffix(key, prefix);
+          if (!due.has_value()) {
+            corrupt = absl::DataLossError("topic_due holds a malformed entry");
+            return false;
+          }
+          entries.emplace_back(*due, std::string(id));
+          return entries.size() < kChunk;
+        });
+    if (!scanned.ok()) return scanned;
+    if (!corrupt.ok()) return corrupt;
+    if (entries.empty()) return purged;
+    const DueKey& last = entries.back().first;
+    position = {last.deliver_at_ms, last.sequence + 1};
+
+    // Each message still scheduled is cancelled, as by Cancel; those that
+    // came due or are being changed are left.
+    storage::WriteBatch batch;
+    std::vector<DueKey> cancelling;
+    for (const auto& [key, id] : entries) {
+      if (scheduler_.BeginCancel(key) != Scheduler::CancelStart::kAccepted) {
+        continue;
+      }
+      absl::StatusOr<std::optional<std::string>> scheduled =
+          store_->Get(Table::kSchedule, storage::ScheduleKey(key));
+      if (!scheduled.ok() || !scheduled->has_value()) {
+        scheduler_.EndCancel(key, topic, /*deleted=*/true);
+        if (!scheduled.ok()) {
+          for (const DueKey& k : cancelling) {
+            scheduler_.EndCancel(k, topic, /*deleted=*/false);
+          }
+          return scheduled.status();
+        }
+        continue;
+      }
+      batch.Delete(Table::kMessages, storage::MessageKey(key.sequence));
+      batch.Delete(Table::kIds, storage::IdKey(topic, id));
+      batch.Delete(Table::kSchedule, storage::ScheduleKey(key));
+      batch.Delete(Table::kTopicDue, storage::TopicDueKey(topic, key));
+      cancelling.push_back(key);
+    }
+    if (cancelling.empty()) continue;
+    const int64_t n = static_cast<int64_t>(cancelling.size());
+    batch.Add(storage::ScheduledCounter(topic), -n);
+    batch.Add(storage::MessagesCounter(topic), -n);
+    const absl::Status written = commits_->Commit(std::move(batch));
+    for (const DueKey& key : cancelling) {
+      scheduler_.EndCancel(key, topic, written.ok());
+    }
+    if (!written.ok()) return written;
+    purged += cancelling.size();
+  }
 }
 
 absl::StatusOr<absl::Time> Engine::Tick() {

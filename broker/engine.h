@@ -16,9 +16,11 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "broker/activity.h"
 #include "broker/clock.h"
 #include "broker/dispatcher.h"
 #include "broker/due_queue.h"
+#include "broker/inspector.h"
 #include "broker/publisher.h"
 #include "broker/scheduler.h"
 #include "storage/commit_queue.h"
@@ -108,7 +110,23 @@ class Engine {
     return dispatcher_->RegisterGroup(topic, group);
   }
 
+  // Moves a message that is scheduled and not yet due to `deliver_at`
+  // (whole milliseconds; a time in the past means now), atomically: it
+  // comes due once, at the new time. NOT_FOUND and ABORTED as Cancel. `done`
+  // gets the new receipt; it runs on the commit thread or at once here.
+  void Reschedule(
+      std::string topic, std::string id, absl::Time deliver_at,
+      absl::AnyInvocable<void(absl::StatusOr<PublishReceipt>) &&> done);
+
+  // Cancels every scheduled message of `topic`, a chunk (one write) at a
+  // time, and returns how many. Messages published meanwhile may or may not
+  // be included. Blocks until done: run it on a thread of its own, not a
+  // gRPC reaction and not the commit thread.
+  absl::StatusOr<uint64_t> PurgeScheduled(const std::string& topic);
+
   Scheduler& scheduler() { return scheduler_; }
+  Inspector& inspector() { return *inspector_; }
+  Activity& activity() { return activity_; }
   // Messages that came due and wait to be moved to ready. Timer thread.
   size_t due_backlog() const { return due_.size(); }
   Dispatcher& dispatcher() { return *dispatcher_; }
@@ -118,6 +136,11 @@ class Engine {
          uint64_t next_sequence);
 
   absl::Status Dispatch(const std::vector<ScheduledEntry>& chunk);
+  // Finds the scheduled message (topic, id) and starts changing it
+  // (Scheduler::BeginCancel): its key, NOT_FOUND, ABORTED, or the store's
+  // error. On success the caller must end the change with EndCancel.
+  absl::StatusOr<storage::DueKey> BeginChange(const std::string& topic,
+                                              const std::string& id);
   void Wake();
   void RunTimer();
 
@@ -125,11 +148,13 @@ class Engine {
   Clock* const clock_;
   const Options options_;
   Scheduler scheduler_;
+  Activity activity_;
   // Writes of every part go through it. Reset first in the destructor: its
   // destructor runs the callbacks of queued writes, which use the parts.
   std::unique_ptr<storage::CommitQueue> commits_;
   Publisher publisher_;
   std::unique_ptr<Dispatcher> dispatcher_;
+  std::unique_ptr<Inspector> inspector_;
   // Only the timer thread (Tick) touches it.
   DueQueue due_;
 

@@ -40,12 +40,13 @@ std::string Quoted(std::string_view s) {
 
 Publisher::Publisher(storage::MessageStore* store,
                      storage::CommitQueue* commits, Scheduler* scheduler,
-                     Clock* clock, uint64_t next_sequence,
+                     Clock* clock, Activity* activity, uint64_t next_sequence,
                      absl::AnyInvocable<void()> on_durable)
     : store_(store),
       commits_(commits),
       scheduler_(scheduler),
       clock_(clock),
+      activity_(activity),
       on_durable_(std::move(on_durable)),
       next_sequence_(next_sequence),
       reserved_until_(next_sequence) {}
@@ -185,7 +186,12 @@ absl::StatusOr<std::vector<PublishReceipt>> Publisher::Finish(
   // passes them.
   Release(prepared);
   if (!status.ok()) return status;
-  if (!prepared.keys.empty()) on_durable_();
+  if (!prepared.keys.empty()) {
+    std::map<std::string_view, uint64_t> per_topic;
+    for (const ScheduledEntry& entry : prepared.keys) ++per_topic[entry.topic];
+    for (const auto& [topic, n] : per_topic) activity_->Published(topic, n);
+    on_durable_();
+  }
   return std::move(prepared.receipts);
 }
 

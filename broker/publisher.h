@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "broker/activity.h"
 #include "broker/clock.h"
 #include "broker/loader.h"
 #include "broker/scheduler.h"
@@ -83,8 +84,8 @@ class Publisher {
   // scheduler, for waking the timer thread; it must not block.
   // REQUIRES: the pointers outlive the publisher.
   Publisher(storage::MessageStore* store, storage::CommitQueue* commits,
-            Scheduler* scheduler, Clock* clock, uint64_t next_sequence,
-            absl::AnyInvocable<void()> on_durable);
+            Scheduler* scheduler, Clock* clock, Activity* activity,
+            uint64_t next_sequence, absl::AnyInvocable<void()> on_durable);
 
   // Builds the writes of `messages`. An id already pending in its topic (or
   // earlier in this batch) gets the first message's receipt with
@@ -117,6 +118,7 @@ class Publisher {
   storage::CommitQueue* const commits_;
   Scheduler* const scheduler_;
   Clock* const clock_;
+  Activity* const activity_;
   absl::AnyInvocable<void()> on_durable_;
 
   absl::Mutex sequence_mu_;

@@ -22,6 +22,14 @@ std::optional<ReadyItem> ReadyWindow::Front() const {
 
 void ReadyWindow::PopFront() { items_.erase(items_.begin()); }
 
+std::optional<ReadyItem> ReadyWindow::Erase(const storage::DueKey& key) {
+  auto it = items_.find(key);
+  if (it == items_.end()) return std::nullopt;
+  ReadyItem item = it->second;
+  items_.erase(it);
+  return item;
+}
+
 void ReadyWindow::ApplyRefill(const std::vector<ReadyItem>& items,
                               std::optional<storage::DueKey> next) {
   frontier_ = next;

@@ -51,6 +51,9 @@ class ReadyWindow {
   // Removes the least entry. REQUIRES: !empty().
   void PopFront();
 
+  // Removes the entry with `key`, if the window holds it.
+  std::optional<ReadyItem> Erase(const storage::DueKey& key);
+
   bool Contains(const storage::DueKey& key) const {
     return items_.contains(key);
   }

@@ -55,7 +55,7 @@ struct InFlightKeyParts {
 };
 std::optional<InFlightKeyParts> DecodeInFlightKey(std::string_view key);
 
-// topic_due: topic, (deliver_at, sequence) -> "". Every pending message of
+// topic_due: topic, (deliver_at, sequence) -> id. Every pending message of
 // a topic, in due order, whatever its state: written with the message,
 // deleted with it. For listing a topic's messages without reading others'.
 std::string TopicDueKey(std::string_view topic, const DueKey& key);

@@ -17,6 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "api/admin_service.h"
 #include "api/broker_service.h"
 #include "api/metrics_http.h"
 #include "api/server.h"
@@ -142,7 +143,8 @@ int main(int argc, char** argv) {
   const sigset_t signals = BlockTerminationSignals();
   // Outlives everything that records into it: declared before them.
   hourglass::metrics::Registry registry;
-  if (absl::Status status = AddProcessMetrics(registry, absl::Now());
+  const absl::Time started_at = absl::Now();
+  if (absl::Status status = AddProcessMetrics(registry, started_at);
       !status.ok()) {
     Fail(std::string(status.message()));
   }
@@ -189,9 +191,12 @@ int main(int argc, char** argv) {
   limits.max_credit = absl::GetFlag(FLAGS_max_credit);
   hourglass::api::BrokerService broker_service(engine->get(), &clock, limits);
 
+  hourglass::api::AdminService admin_service(engine->get(), &clock, limits,
+                                             started_at);
+
   hourglass::api::ServerOptions options;
   options.listen_address = absl::GetFlag(FLAGS_listen);
-  options.services = {&broker_service};
+  options.services = {&broker_service, &admin_service};
   // Room for the largest legal Publish: every message at the payload limit,
   // plus headers and framing; gRPC caps a message at 2 GiB.
   options.max_receive_bytes = static_cast<int>(std::min<uint64_t>(

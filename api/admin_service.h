@@ -1,0 +1,95 @@
+#ifndef HOURGLASS_API_ADMIN_SERVICE_H_
+#define HOURGLASS_API_ADMIN_SERVICE_H_
+
+#include <memory>
+
+#include "absl/time/time.h"
+#include "api/validation.h"
+#include "broker/clock.h"
+#include "broker/engine.h"
+#include "hourglass/v1/admin.grpc.pb.h"
+
+namespace hourglass::api {
+
+// hourglass.v1.Admin on the gRPC callback API: validates each request,
+// asks the engine (its Inspector for views, its Dispatcher for groups and
+// long tasks), and translates the answer. Purges of scheduled messages run
+// on a worker thread of the service's own, so no gRPC thread waits on them.
+//
+// Thread-safe; gRPC calls it from its own threads.
+class AdminService final : public hourglass::v1::Admin::CallbackService {
+ public:
+  // `started_at` is when the broker started (GetStats reports it).
+  // REQUIRES: `engine` and `clock` outlive the service.
+  AdminService(broker::Engine* engine, broker::Clock* clock, Limits limits,
+               absl::Time started_at);
+  // Finishes the work queued on the worker first.
+  ~AdminService() override;
+
+  grpc::ServerUnaryReactor* GetStats(
+      grpc::CallbackServerContext* context,
+      const hourglass::v1::GetStatsRequest* request,
+      hourglass::v1::GetStatsResponse* response) override;
+  grpc::ServerUnaryReactor* ListTopics(
+      grpc::CallbackServerContext* context,
+      const hourglass::v1::ListTopicsRequest* request,
+      hourglass::v1::ListTopicsResponse* response) override;
+  grpc::ServerUnaryReactor* ListGroups(
+      grpc::CallbackServerContext* context,
+      const hourglass::v1::ListGroupsRequest* request,
+      hourglass::v1::ListGroupsResponse* response) override;
+  grpc::ServerUnaryReactor* CreateGroup(
+      grpc::CallbackServerContext* context,
+      const hourglass::v1::CreateGroupRequest* request,
+      hourglass::v1::Group* response) override;
+  grpc::ServerUnaryReactor* DeleteGroup(
+      grpc::CallbackServerContext* context,
+      const hourglass::v1::DeleteGroupRequest* request,
+      hourglass::v1::DeleteGroupResponse* response) override;
+  grpc::ServerUnaryReactor* ListMessages(
+      grpc::CallbackServerContext* context,
+      const hourglass::v1::ListMessagesRequest* request,
+      hourglass::v1::ListMessagesResponse* response) override;
+  grpc::ServerUnaryReactor* GetMessage(
+      grpc::CallbackServerContext* context,
+      const hourglass::v1::GetMessageRequest* request,
+      hourglass::v1::MessageInfo* response) override;
+  grpc::ServerUnaryReactor* CancelMessage(
+      grpc::CallbackServerContext* context,
+      const hourglass::v1::CancelRequest* request,
+      hourglass::v1::CancelResponse* response) override;
+  grpc::ServerUnaryReactor* Reschedule(
+      grpc::CallbackServerContext* context,
+      const hourglass::v1::RescheduleRequest* request,
+      hourglass::v1::Receipt* response) override;
+  grpc::ServerUnaryReactor* RedriveDeadLetters(
+      grpc::CallbackServerContext* context,
+      const hourglass::v1::RedriveDeadLettersRequest* request,
+      hourglass::v1::RedriveDeadLettersResponse* response) override;
+  grpc::ServerUnaryReactor* PurgeTopic(
+      grpc::CallbackServerContext* context,
+      const hourglass::v1::PurgeTopicRequest* request,
+      hourglass::v1::PurgeTopicResponse* response) override;
+
+ private:
+  class Worker;
+
+  broker::Engine* const engine_;
+  broker::Clock* const clock_;
+  const Limits limits_;
+  const absl::Time started_at_;
+  const std::unique_ptr<Worker> worker_;
+};
+
+// Page tokens of ListMessages: where the page ended, bound to the request's
+// other fields so that a token cannot be replayed against another listing.
+std::string EncodePageToken(const hourglass::v1::ListMessagesRequest& request,
+                            const broker::Inspector::Position& position);
+// INVALID_ARGUMENT if `request.page_token` is malformed or was made for a
+// request with other fields.
+absl::StatusOr<broker::Inspector::Position> DecodePageToken(
+    const hourglass::v1::ListMessagesRequest& request);
+
+}  // namespace hourglass::api
+
+#endif  // HOURGLASS_API_ADMIN_SERVICE_H_

@@ -1,0 +1,148 @@
+#include "broker/activity.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace hourglass::broker {
+namespace {
+
+constexpr double kBaseMicros = 10.0;  // Bucket 0 holds up to 10 µs.
+constexpr double kGrowth = 1.1;
+
+int BucketOf(int64_t micros) {
+  if (micros <= kBaseMicros) return 0;
+  const int b = static_cast<int>(std::ceil(
+      std::log(static_cast<double>(micros) / kBaseMicros) / std::log(kGrowth)));
+  return std::min(b, 199);
+}
+
+absl::Duration BucketTop(int b) {
+  return absl::Microseconds(kBaseMicros * std::pow(kGrowth, b));
+}
+
+}  // namespace
+
+void Activity::Rate::Add(int64_t second, uint64_t n) {
+  PerSecond(second);  // Clears seconds that passed.
+  counts[second % kSeconds] += n;
+}
+
+double Activity::Rate::PerSecond(int64_t now_second) {
+  if (now_second - last_second >= kSeconds) {
+    counts.fill(0);
+  } else {
+    for (int64_t s = last_second + 1; s <= now_second; ++s) {
+      counts[s % kSeconds] = 0;
+    }
+  }
+  last_second = std::max(last_second, now_second);
+  uint64_t total = 0;
+  for (uint64_t c : counts) total += c;
+  return static_cast<double>(total) / kSeconds;
+}
+
+void Activity::Lateness::Add(int64_t ten_seconds, absl::Duration lateness) {
+  const int slot = static_cast<int>(ten_seconds % kSlots);
+  if (slot_start[slot] != ten_seconds) {
+    slots[slot].fill(0);
+    slot_start[slot] = ten_seconds;
+    slot_max_us[slot] = 0;
+  }
+  const int64_t micros =
+      std::max<int64_t>(0, absl::ToInt64Microseconds(lateness));
+  ++slots[slot][BucketOf(micros)];
+  slot_max_us[slot] = std::max(slot_max_us[slot], micros);
+}
+
+Activity::Percentiles Activity::Lateness::Get(int64_t now_ten_seconds) {
+  std::array<uint64_t, kBuckets> merged{};
+  uint64_t total = 0;
+  int64_t max_us = 0;
+  for (int slot = 0; slot < kSlots; ++slot) {
+    if (now_ten_seconds - slot_start[slot] >= kSlots) continue;  // Stale.
+    for (int b = 0; b < kBuckets; ++b) {
+      merged[b] += slots[slot][b];
+      total += slots[slot][b];
+    }
+    max_us = std::max(max_us, slot_max_us[slot]);
+  }
+  Percentiles p;
+  if (total == 0) return p;
+  const absl::Duration max = absl::Microseconds(max_us);
+  auto at = [&](double q) {
+    const uint64_t rank = static_cast<uint64_t>(std::ceil(q * total));
+    uint64_t seen = 0;
+    for (int b = 0; b < kBuckets; ++b) {
+      seen += merged[b];
+      if (seen >= rank) return std::min(BucketTop(b), max);
+    }
+    return max;
+  };
+  p.p50 = at(0.50);
+  p.p90 = at(0.90);
+  p.p99 = at(0.99);
+  p.max = max;
+  return p;
+}
+
+int64_t Activity::NowSecond() { return absl::ToUnixSeconds(clock_->Now()); }
+
+Activity::TopicState& Activity::StateLocked(std::string_view topic,
+                                            int64_t now_second) {
+  auto it = topics_.find(topic);
+  if (it == topics_.end()) {
+    // Forget topics idle for a minute before adding one.
+    std::erase_if(topics_, [&](const auto& entry) {
+      return now_second - entry.second.last_active > kSeconds;
+    });
+    std::erase_if(acks_, [&](const auto& entry) {
+      return now_second - entry.second.last_second > kSeconds;
+    });
+    it = topics_.emplace(std::string(topic), TopicState()).first;
+  }
+  it->second.last_active = now_second;
+  return it->second;
+}
+
+void Activity::Published(std::string_view topic, uint64_t n) {
+  const int64_t now = NowSecond();
+  absl::MutexLock lock(&mu_);
+  StateLocked(topic, now).published.Add(now, n);
+}
+
+void Activity::Delivered(std::string_view topic, absl::Duration lateness) {
+  const int64_t now = NowSecond();
+  absl::MutexLock lock(&mu_);
+  TopicState& state = StateLocked(topic, now);
+  state.delivered.Add(now, 1);
+  state.lateness.Add(now / 10, lateness);
+}
+
+void Activity::Acked(std::string_view topic, std::string_view group,
+                     uint64_t n) {
+  const int64_t now = NowSecond();
+  absl::MutexLock lock(&mu_);
+  StateLocked(topic, now);
+  acks_[{std::string(topic), std::string(group)}].Add(now, n);
+}
+
+Activity::TopicView Activity::Topic(std::string_view topic) {
+  const int64_t now = NowSecond();
+  absl::MutexLock lock(&mu_);
+  TopicView view;
+  auto it = topics_.find(topic);
+  if (it == topics_.end()) return view;
+  view.publish_rate = it->second.published.PerSecond(now);
+  view.delivery_rate = it->second.delivered.PerSecond(now);
+  view.lateness = it->second.lateness.Get(now / 10);
+  return view;
+}
+
+double Activity::AckRate(std::string_view topic, std::string_view group) {
+  const int64_t now = NowSecond();
+  absl::MutexLock lock(&mu_);
+  auto it = acks_.find({std::string(topic), std::string(group)});
+  return it == acks_.end() ? 0 : it->second.PerSecond(now);
+}
+
+}  // namespace hourglass::broker

@@ -1,0 +1,416 @@
+#include "broker/inspector.h"
+
+#include <algorithm>
+#include <set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "broker/publisher.h"
+#include "storage/records.pb.h"
+
+namespace hourglass::broker {
+namespace {
+
+using storage::DueKey;
+using storage::Table;
+
+int64_t Millis(absl::Time t) { return absl::ToUnixMillis(t); }
+
+// The first due key a listing may show: past `after`, at or after `from`.
+DueKey StartKey(const Inspector::ListQuery& query, int64_t floor_ms) {
+  DueKey start{std::max<int64_t>(floor_ms, 0), 0};
+  if (query.from.has_value()) {
+    start =
+        std::max(start, DueKey{std::max<int64_t>(Millis(*query.from), 0), 0});
+  }
+  if (query.after.has_value()) {
+    const DueKey& a = query.after->key;
+    start = std::max(start, DueKey{a.deliver_at_ms, a.sequence + 1});
+  }
+  return start;
+}
+
+bool BeforeEnd(const Inspector::ListQuery& query, const DueKey& key) {
+  return !query.to.has_value() || key.deliver_at_ms < Millis(*query.to);
+}
+
+absl::Status Corrupt(const std::string& what) {
+  return absl::DataLossError(absl::StrCat(what, " is malformed"));
+}
+
+}  // namespace
+
+absl::StatusOr<bool> Inspector::ReadMessage(uint64_t sequence,
+                                            size_t preview_bytes,
+                                            MessageView& view) {
+  absl::StatusOr<std::optional<std::string>> value =
+      store_->Get(Table::kMessages, storage::MessageKey(sequence));
+  if (!value.ok()) return value.status();
+  if (!value->has_value()) return false;
+  storage::MessageRecord record;
+  if (!record.ParseFromString(**value)) {
+    return Corrupt(absl::StrCat("message ", sequence));
+  }
+  view.id = record.id();
+  view.topic = record.topic();
+  view.deliver_at = absl::FromUnixMillis(record.deliver_at_ms());
+  view.published_at = absl::FromUnixMillis(record.published_at_ms());
+  view.payload_size = record.payload().size();
+  view.headers.insert(record.headers().begin(), record.headers().end());
+  view.payload_preview = record.payload().substr(0, preview_bytes);
+  return true;
+}
+
+absl::StatusOr<uint64_t> Inspector::Counter(const std::string& key) {
+  absl::StatusOr<std::optional<std::string>> value =
+      store_->Get(Table::kCounters, key);
+  if (!value.ok()) return value.status();
+  if (!value->has_value()) return 0;
+  return static_cast<uint64_t>(
+      std::max<int64_t>(0, storage::DecodeCounter(**value)));
+}
+
+absl::StatusOr<Inspector::MessageView> Inspector::GetMessage(
+    std::string_view topic, std::string_view id, size_t preview_bytes) {
+  const absl::Status not_found = absl::NotFoundError(absl::StrCat(
+      "no message with id ", Quoted(id), " in topic ", Quoted(topic)));
+  absl::StatusOr<std::optional<std::string>> ids =
+      store_->Get(Table::kIds, storage::IdKey(topic, id));
+  if (!ids.ok()) return ids.status();
+  if (!ids->has_value()) return not_found;
+  const std::optional<DueKey> key = DecodeIdValue(**ids);
+  if (!key.has_value()) return Corrupt("an ids entry");
+  MessageView view;
+  absl::StatusOr<bool> found = ReadMessage(key->sequence, preview_bytes, view);
+  if (!found.ok()) return found.status();
+  if (!*found) return not_found;
+
+  absl::StatusOr<std::optional<std::string>> scheduled =
+      store_->Get(Table::kSchedule, storage::ScheduleKey(*key));
+  if (!scheduled.ok()) return scheduled.status();
+  if (scheduled->has_value()) {
+    view.state = MessageState::kScheduled;
+    return view;
+  }
+  // Due: where it stands in each group, and in the waiting area.
+  std::vector<std::string> groups = {""};
+  for (const Dispatcher::GroupInfo& g : dispatcher_->Groups()) {
+    if (g.topic == topic) groups.push_back(g.group);
+  }
+  bool any_ready = false;
+  for (const std::string& group : groups) {
+    absl::StatusOr<std::optional<std::string>> ready =
+        store_->Get(Table::kReady, storage::ReadyKey(topic, group, *key));
+    if (!ready.ok()) return ready.status();
+    if (ready->has_value()) {
+      if ((*ready)->size() != 4) return Corrupt("a ready entry");
+      view.groups.push_back(
+          {group, MessageState::kReady, storage::ReadU32(**ready)});
+      any_ready = true;
+      continue;
+    }
+    absl::StatusOr<std::optional<std::string>> in_flight = store_->Get(
+        Table::kInFlight, storage::InFlightKey(topic, group, key->sequence));
+    if (!in_flight.ok()) return in_flight.status();
+    if (!in_flight->has_value()) continue;
+    storage::InFlightRecord record;
+    if (!record.ParseFromString(**in_flight))
+      return Corrupt("an inflight entry");
+    view.groups.push_back({group, MessageState::kInFlight, record.attempt(),
+                           absl::FromUnixMillis(record.redeliver_at_ms())});
+  }
+  for (const GroupView& g : view.groups) {
+    view.attempt = std::max(view.attempt, g.attempt);
+  }
+  if (topic.ends_with(".dlq")) {
+    view.state = MessageState::kDead;
+  } else {
+    view.state = any_ready || view.groups.empty() ? MessageState::kReady
+                                                  : MessageState::kInFlight;
+  }
+  return view;
+}
+
+absl::StatusOr<Inspector::ListPage> Inspector::List(const ListQuery& query) {
+  switch (query.state) {
+    case MessageState::kScheduled:
+    case MessageState::kDead:
+      return ListScheduledOrDead(query);
+    case MessageState::kReady:
+      return ListReady(query);
+    case MessageState::kInFlight:
+      return ListInFlight(query);
+  }
+  return absl::InvalidArgumentError("unknown state");
+}
+
+// Both read topic_due in due order: SCHEDULED keeps the entries whose
+// schedule key still exists, from the loader cursor on (every message due
+// before it has been dispatched); DEAD shows every pending message of
+// `<topic>.dlq`.
+absl::StatusOr<Inspector::ListPage> Inspector::ListScheduledOrDead(
+    const ListQuery& query) {
+  const bool dead = query.state == MessageState::kDead;
+  const std::string topic =
+      dead ? absl::StrCat(query.topic, ".dlq") : query.topic;
+  int64_t floor_ms = 0;
+  if (!dead) {
+    absl::StatusOr<DueKey> cursor = ReadLoaderCursor(*store_);
+    if (!cursor.ok()) return cursor.status();
+    floor_ms = cursor->deliver_at_ms;
+  }
+  const std::string prefix = storage::TopicDuePrefix(topic);
+  ListPage page;
+  std::vector<DueKey> keys;
+  absl::Status failed;
+  absl::Status scanned = store_->Scan(
+      Table::kTopicDue, storage::TopicDueKey(topic, StartKey(query, floor_ms)),
+      storage::PrefixEnd(prefix), [&](std::string_view key, std::string_view) {
+        std::optional<DueKey> due = storage::DecodeReadySuffix(key, prefix);
+        if (!due.has_value()) {
+          failed = Corrupt("a topic_due entry");
+          return false;
+        }
+        if (!BeforeEnd(query, *due)) return false;
+        if (!dead) {
+          absl::StatusOr<std::optional<std::string>> scheduled =
+              store_->Get(Table::kSchedule, storage::ScheduleKey(*due));
+          if (!scheduled.ok()) {
+            failed = scheduled.status();
+            return false;
+          }
+          if (!scheduled->has_value()) return true;  // Came due since.
+        }
+        keys.push_back(*due);
+        return keys.size() <= query.limit;
+      });
+  if (!scanned.ok()) return scanned;
+  if (!failed.ok()) return failed;
+  if (keys.size() > query.limit) {
+    keys.pop_back();
+    page.next = Position{"", keys.back()};
+  }
+  for (const DueKey& key : keys) {
+    MessageView view;
+    absl::StatusOr<bool> found = ReadMessage(key.sequence, 0, view);
+    if (!found.ok()) return found.status();
+    if (!*found) continue;  // Deleted meanwhile.
+    view.state = query.state;
+    page.messages.push_back(std::move(view));
+  }
+  return page;
+}
+
+absl::StatusOr<Inspector::ListPage> Inspector::ListReady(
+    const ListQuery& query) {
+  // Groups in name order; the waiting area ("") first, or merged into the
+  // group that owns it.
+  std::map<std::string, bool> groups;  // Name -> owns the waiting area.
+  bool area_owned = false;
+  for (const Dispatcher::GroupInfo& g : dispatcher_->Groups()) {
+    if (g.topic != query.topic) continue;
+    groups[g.group] = g.owns_waiting_area;
+    area_owned = area_owned || g.owns_waiting_area;
+  }
+  if (!area_owned) groups[""] = true;
+  if (query.group.has_value()) {
+    auto it = groups.find(*query.group);
+    if (it == groups.end()) return ListPage();
+    const bool owns = it->second;
+    groups = {{*query.group, owns}};
+  }
+  ListPage page;
+  struct Item {
+    std::string group;
+    DueKey key;
+    uint32_t attempt;
+  };
+  std::vector<Item> items;
+  for (const auto& [group, owns_area] : groups) {
+    if (query.after.has_value() && group < query.after->group) continue;
+    ListQuery q = query;
+    if (!query.after.has_value() || query.after->group != group) {
+      q.after.reset();
+    }
+    const DueKey start = StartKey(q, 0);
+    std::vector<Item> found;
+    const size_t want = query.limit + 1 - items.size();
+    auto scan = [&](std::string_view stored_under) -> absl::Status {
+      const std::string prefix =
+          storage::ReadyPrefix(query.topic, stored_under);
+      absl::Status failed;
+      size_t n = 0;
+      absl::Status s = store_->Scan(
+          Table::kReady, storage::ReadyKey(query.topic, stored_under, start),
+          storage::PrefixEnd(prefix),
+          [&](std::string_view key, std::string_view value) {
+            std::optional<DueKey> due = storage::DecodeReadySuffix(key, prefix);
+            if (!due.has_value() || value.size() != 4) {
+              failed = Corrupt("a ready entry");
+              return false;
+            }
+            if (!BeforeEnd(query, *due)) return false;
+            found.push_back({group, *due, storage::ReadU32(value)});
+            return ++n < want;
+          });
+      return s.ok() ? failed : s;
+    };
+    if (absl::Status s = scan(group); !s.ok()) return s;
+    if (owns_area && !group.empty()) {
+      if (absl::Status s = scan(""); !s.ok()) return s;
+    }
+    std::sort(found.begin(), found.end(),
+              [](const Item& a, const Item& b) { return a.key < b.key; });
+    if (found.size() > want) found.resize(want);
+    items.insert(items.end(), found.begin(), found.end());
+    if (items.size() > query.limit) break;
+  }
+  if (items.size() > query.limit) {
+    items.resize(query.limit);
+    page.next = Position{items.back().group, items.back().key};
+  }
+  for (const Item& item : items) {
+    MessageView view;
+    absl::StatusOr<bool> found = ReadMessage(item.key.sequence, 0, view);
+    if (!found.ok()) return found.status();
+    if (!*found) continue;
+    view.state = MessageState::kReady;
+    view.attempt = item.attempt;
+    view.groups.push_back({item.group, MessageState::kReady, item.attempt});
+    page.messages.push_back(std::move(view));
+  }
+  return page;
+}
+
+absl::StatusOr<Inspector::ListPage> Inspector::ListInFlight(
+    const ListQuery& query) {
+  std::set<std::string> groups;
+  for (const Dispatcher::GroupInfo& g : dispatcher_->Groups()) {
+    if (g.topic != query.topic) continue;
+    if (query.group.has_value() && g.group != *query.group) continue;
+    groups.insert(g.group);
+  }
+  struct Item {
+    std::string group;
+    DueKey key;
+    uint32_t attempt;
+    absl::Time redeliver_at;
+  };
+  std::vector<Item> items;
+  for (const std::string& group : groups) {
+    if (query.after.has_value() && group < query.after->group) continue;
+    ListQuery q = query;
+    if (!query.after.has_value() || query.after->group != group) {
+      q.after.reset();
+    }
+    const DueKey start = StartKey(q, 0);
+    // In-flight entries are few (consumer credit bounds them) and keyed by
+    // sequence: read the group's, then order them by due time.
+    std::vector<Item> found;
+    const std::string prefix = storage::InFlightPrefix(query.topic, group);
+    absl::Status failed;
+    absl::Status s = store_->Scan(
+        Table::kInFlight, prefix, storage::PrefixEnd(prefix),
+        [&](std::string_view key, std::string_view value) {
+          std::optional<storage::InFlightKeyParts> parts =
+              storage::DecodeInFlightKey(key);
+          storage::InFlightRecord record;
+          if (!parts.has_value() ||
+              !record.ParseFromString(std::string(value))) {
+            failed = Corrupt("an inflight entry");
+            return false;
+          }
+          const DueKey due{record.deliver_at_ms(), parts->sequence};
+          if (due < start || !BeforeEnd(query, due)) return true;
+          found.push_back({group, due, record.attempt(),
+                           absl::FromUnixMillis(record.redeliver_at_ms())});
+          return true;
+        });
+    if (!s.ok()) return s;
+    if (!failed.ok()) return failed;
+    std::sort(found.begin(), found.end(),
+              [](const Item& a, const Item& b) { return a.key < b.key; });
+    items.insert(items.end(), found.begin(), found.end());
+    if (items.size() > query.limit) break;
+  }
+  ListPage page;
+  if (items.size() > query.limit) {
+    items.resize(query.limit);
+    page.next = Position{items.back().group, items.back().key};
+  }
+  for (const Item& item : items) {
+    MessageView view;
+    absl::StatusOr<bool> found = ReadMessage(item.key.sequence, 0, view);
+    if (!found.ok()) return found.status();
+    if (!*found) continue;
+    view.state = MessageState::kInFlight;
+    view.attempt = item.attempt;
+    view.groups.push_back(
+        {item.group, MessageState::kInFlight, item.attempt, item.redeliver_at});
+    page.messages.push_back(std::move(view));
+  }
+  return page;
+}
+
+absl::StatusOr<std::vector<Inspector::TopicStats>> Inspector::Stats(
+    std::optional<std::string_view> only) {
+  // Topics: those with pending messages, and those with groups.
+  std::map<std::string, TopicStats> topics;
+  const std::string prefix(storage::kMessagesCounterPrefix);
+  absl::Status scanned = store_->Scan(
+      Table::kCounters, prefix, storage::PrefixEnd(prefix),
+      [&](std::string_view key, std::string_view value) {
+        std::optional<std::string> topic = storage::DecodeMessagesCounter(key);
+        if (topic.has_value() && storage::DecodeCounter(value) > 0) {
+          topics[*topic].topic = *topic;
+        }
+        return true;
+      });
+  if (!scanned.ok()) return scanned;
+  const std::vector<Dispatcher::GroupInfo> groups = dispatcher_->Groups();
+  for (const Dispatcher::GroupInfo& g : groups) topics[g.topic].topic = g.topic;
+  if (only.has_value()) {
+    auto it = topics.find(std::string(*only));
+    if (it == topics.end()) {
+      return absl::NotFoundError(absl::StrCat(
+          "no topic ", Quoted(*only), " (no pending messages and no groups)"));
+    }
+    TopicStats one = std::move(it->second);
+    topics = {{one.topic, std::move(one)}};
+  }
+
+  std::vector<TopicStats> out;
+  for (auto& [name, stats] : topics) {
+    absl::StatusOr<uint64_t> n = Counter(storage::ScheduledCounter(name));
+    if (!n.ok()) return n.status();
+    stats.scheduled = *n;
+    if (!(n = Counter(storage::MessagesCounter(name))).ok()) return n.status();
+    stats.messages = *n;
+    n = Counter(storage::MessagesCounter(absl::StrCat(name, ".dlq")));
+    if (!n.ok()) return n.status();
+    stats.dead_lettered = *n;
+    if (!(n = Counter(storage::ReadyCounter(name, ""))).ok()) return n.status();
+    stats.ready = *n;
+    for (const Dispatcher::GroupInfo& g : groups) {
+      if (g.topic != name) continue;
+      GroupStats group;
+      group.group = g.group;
+      group.created_at = g.created_at;
+      if (!(n = Counter(storage::ReadyCounter(name, g.group))).ok()) {
+        return n.status();
+      }
+      group.ready = *n;
+      group.in_flight = g.in_flight;
+      group.consumers = static_cast<uint32_t>(g.consumers);
+      group.ack_rate = activity_->AckRate(name, g.group);
+      stats.ready += group.ready;
+      stats.in_flight += group.in_flight;
+      stats.groups.push_back(std::move(group));
+    }
+    stats.activity = activity_->Topic(name);
+    out.push_back(std::move(stats));
+  }
+  return out;
+}
+
+}  // namespace hourglass::broker
