@@ -117,6 +117,7 @@ int main(int argc, char** argv) {
   hourglass::cli::AddSubscribeCommand(registry);
   hourglass::cli::AddMessageCommands(registry);
   hourglass::cli::AddTopicCommands(registry);
+  hourglass::cli::AddBenchCommand(registry);
   NameValues(&app);
   app.get_formatter()->column_width(34);
 

@@ -1,0 +1,128 @@
+#include "cmd/hourglass/bench_producer.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "cmd/hourglass/errors.h"
+
+namespace hourglass::cli {
+namespace {
+
+// A slot whose call failed waits this long before its next one, so that a
+// broker that refuses everything is not hammered in a tight loop.
+constexpr absl::Duration kErrorBackoff = absl::Milliseconds(10);
+
+}  // namespace
+
+BenchProducer::BenchProducer(std::unique_ptr<Connection> connection,
+                             PublishPlan& plan, BenchCounters& counters,
+                             BenchControl& control, int slots)
+    : connection_(std::move(connection)),
+      plan_(plan),
+      counters_(counters),
+      control_(control) {
+  for (int i = 0; i < slots; ++i) {
+    slots_.push_back(std::make_unique<Slot>());
+    slots_.back()->producer = this;
+  }
+}
+
+void BenchProducer::Start() {
+  {
+    absl::MutexLock lock(&mu_);
+    running_ = static_cast<int>(slots_.size());
+  }
+  for (auto& slot : slots_) Next(*slot, absl::InfinitePast());
+}
+
+void BenchProducer::CancelWaits() {
+  for (auto& slot : slots_) {
+    absl::MutexLock lock(&slot->mu);
+    slot->cancelled = true;
+    // Runs the alarm's callback with ok = false if it is pending.
+    if (slot->alarm != nullptr) slot->alarm->Cancel();
+  }
+}
+
+void BenchProducer::Wait() {
+  absl::MutexLock lock(&mu_);
+  auto done = [this]()
+                  ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return running_ == 0; };
+  mu_.Await(absl::Condition(&done));
+}
+
+LatencyHistogram BenchProducer::call_latency() {
+  absl::MutexLock lock(&mu_);
+  return latency_;
+}
+
+void BenchProducer::Next(Slot& slot, absl::Time not_before) {
+  slot.claim = plan_.Next();
+  if (slot.claim.size == 0) {
+    SlotDone();
+    return;
+  }
+  const absl::Time send_at = std::max(slot.claim.send_at, not_before);
+  if (send_at <= absl::Now()) {
+    Send(slot);
+    return;
+  }
+  absl::MutexLock lock(&slot.mu);
+  if (slot.cancelled) {
+    SlotDone();
+    return;
+  }
+  slot.alarm = std::make_unique<grpc::Alarm>();
+  slot.alarm->Set(absl::ToChronoTime(send_at), [this, &slot](bool fired) {
+    if (fired) {
+      Send(slot);
+    } else {
+      SlotDone();
+    }
+  });
+}
+
+void BenchProducer::Send(Slot& slot) {
+  plan_.Fill(slot.claim, slot.random, slot.request);
+  slot.response.Clear();
+  slot.context = std::make_unique<grpc::ClientContext>();
+  connection_->SetDeadline(*slot.context);
+  slot.sent_at = absl::Now();
+  counters_.publish_span.Add(slot.sent_at);
+  connection_->broker().async()->Publish(
+      slot.context.get(), &slot.request, &slot.response,
+      [this, &slot](grpc::Status status) { OnPublished(slot, status); });
+}
+
+void BenchProducer::OnPublished(Slot& slot, const grpc::Status& status) {
+  const absl::Time now = absl::Now();
+  counters_.publish_span.Add(now);
+  absl::Time not_before = absl::InfinitePast();
+  if (status.ok()) {
+    counters_.published.fetch_add(slot.claim.size, std::memory_order_relaxed);
+    counters_.publish_calls.fetch_add(1, std::memory_order_relaxed);
+    absl::MutexLock lock(&mu_);
+    latency_.Record(now - slot.sent_at);
+  } else {
+    counters_.errors.fetch_add(1, std::memory_order_relaxed);
+    counters_.failed_messages.fetch_add(slot.claim.size,
+                                        std::memory_order_relaxed);
+    counters_.NoteError(
+        absl::StrCat("Publish: ", connection_->Check(status).message()));
+    not_before = now + kErrorBackoff;
+  }
+  Next(slot, not_before);
+}
+
+void BenchProducer::SlotDone() {
+  bool last;
+  {
+    absl::MutexLock lock(&mu_);
+    last = --running_ == 0;
+  }
+  if (last) control_.ProducerDone();
+}
+
+}  // namespace hourglass::cli

@@ -1,0 +1,95 @@
+#ifndef HOURGLASS_CMD_HOURGLASS_BENCH_PRODUCER_H_
+#define HOURGLASS_CMD_HOURGLASS_BENCH_PRODUCER_H_
+
+#include <memory>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/random/random.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "cmd/hourglass/bench_histogram.h"
+#include "cmd/hourglass/bench_stats.h"
+#include "cmd/hourglass/bench_workload.h"
+#include "cmd/hourglass/connection.h"
+#include "grpcpp/alarm.h"
+#include "grpcpp/client_context.h"
+#include "hourglass/v1/broker.pb.h"
+
+namespace hourglass::cli {
+
+// One producer of `hourglass bench`: a connection of its own and a number
+// of slots, each a chain of Publish calls on gRPC's callback API, so that
+// `slots` calls are in flight at once without a thread each. A slot claims
+// its next batch from the PublishPlan when its call is answered; when the
+// plan paces to --rate, a grpc::Alarm waits for the batch's send time. No
+// thread of the bench is needed while it runs.
+//
+// Start and Wait are called from the bench's main thread; the slots run on
+// gRPC's threads. Thread-safe.
+class BenchProducer {
+ public:
+  // Tells `control` when its last call is answered. REQUIRES: `plan`,
+  // `counters` and `control` outlive this object; slots >= 1.
+  BenchProducer(std::unique_ptr<Connection> connection, PublishPlan& plan,
+                BenchCounters& counters, BenchControl& control, int slots);
+  // REQUIRES: Wait has returned (no call or alarm is pending).
+  ~BenchProducer() = default;
+
+  BenchProducer(const BenchProducer&) = delete;
+  BenchProducer& operator=(const BenchProducer&) = delete;
+
+  // Starts every slot's first call.
+  void Start();
+
+  // Ends waits for send times at once, after plan.Stop(), so that Wait
+  // returns as soon as the calls in flight are answered.
+  void CancelWaits();
+
+  // Waits until every slot is done: the plan has no more batches, and the
+  // last calls are answered.
+  void Wait();
+
+  // The latency of the Publish calls that succeeded. REQUIRES: Wait returned.
+  LatencyHistogram call_latency();
+
+ private:
+  struct Slot {
+    BenchProducer* producer = nullptr;
+    hourglass::v1::PublishRequest request;
+    hourglass::v1::PublishResponse response;
+    std::unique_ptr<grpc::ClientContext> context;
+    PublishPlan::Claim claim;
+    absl::Time sent_at;
+    // Used by the slot's chain only: one step runs at a time.
+    absl::BitGen random;
+
+    absl::Mutex mu;
+    // Waits for the send time of the next batch. A new one each time: an
+    // alarm's callback may still be returning when the next wait starts.
+    std::unique_ptr<grpc::Alarm> alarm ABSL_GUARDED_BY(mu);
+    bool cancelled ABSL_GUARDED_BY(mu) = false;
+  };
+
+  // Claims the slot's next batch and sends it at its time, but not before
+  // `not_before`; or ends the slot when the plan has no more.
+  void Next(Slot& slot, absl::Time not_before);
+  void Send(Slot& slot);
+  void OnPublished(Slot& slot, const grpc::Status& status);
+  void SlotDone();
+
+  // Constant after construction.
+  const std::unique_ptr<Connection> connection_;
+  PublishPlan& plan_;
+  BenchCounters& counters_;
+  BenchControl& control_;
+  std::vector<std::unique_ptr<Slot>> slots_;
+
+  absl::Mutex mu_;
+  int running_ ABSL_GUARDED_BY(mu_) = 0;
+  LatencyHistogram latency_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace hourglass::cli
+
+#endif  // HOURGLASS_CMD_HOURGLASS_BENCH_PRODUCER_H_
