@@ -1,0 +1,338 @@
+#include "api/auth.h"
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "api/validation.h"
+#include "grpcpp/server_context.h"
+
+namespace hourglass::api {
+namespace {
+
+constexpr size_t kMinTokenBytes = 16;
+constexpr size_t kMaxTokenBytes = 512;
+constexpr unsigned kAllRoles = (1u << static_cast<int>(Role::kProduce)) |
+                               (1u << static_cast<int>(Role::kConsume)) |
+                               (1u << static_cast<int>(Role::kAdmin));
+
+unsigned Bit(Role role) { return 1u << static_cast<int>(role); }
+
+// A token zero-padded to the fixed width every comparison runs over.
+using Padded = std::array<unsigned char, kMaxTokenBytes>;
+
+Padded Pad(absl::string_view token) {
+  Padded padded{};
+  std::memcpy(padded.data(), token.data(),
+              std::min(token.size(), kMaxTokenBytes));
+  return padded;
+}
+
+// Zero if equal, else non-zero; always reads all kMaxTokenBytes of both and
+// both sizes, without a data-dependent branch.
+unsigned Difference(const Padded& a, size_t a_size, const Padded& b,
+                    size_t b_size) {
+  unsigned diff = 0;
+  for (size_t i = 0; i < kMaxTokenBytes; ++i) diff |= a[i] ^ b[i];
+  const uint64_t sizes = static_cast<uint64_t>(a_size ^ b_size);
+  // Fold every bit of the size difference into the low bits.
+  diff |= static_cast<unsigned>(sizes) | static_cast<unsigned>(sizes >> 32);
+  return diff;
+}
+
+bool ValidTokenChar(char c) {
+  return c > ' ' && c <= '~' && c != '#' && c != ',';
+}
+
+// Whether `pattern` is a glob over topic-name characters and '*'.
+bool ValidPattern(absl::string_view pattern) {
+  if (pattern.empty() || pattern.size() > kMaxNameBytes) return false;
+  for (char c : pattern) {
+    if (c != '*' && c != '.' && c != '_' && c != '-' &&
+        !absl::ascii_isalnum(static_cast<unsigned char>(c))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+absl::string_view RoleName(Role role) {
+  switch (role) {
+    case Role::kProduce:
+      return "produce";
+    case Role::kConsume:
+      return "consume";
+    case Role::kAdmin:
+      return "admin";
+  }
+  return "unknown";
+}
+
+bool TopicMatches(absl::string_view pattern, absl::string_view topic) {
+  // Iterative glob with one backtrack point: the last '*' seen.
+  size_t p = 0, t = 0;
+  size_t star = absl::string_view::npos, star_t = 0;
+  while (t < topic.size()) {
+    if (p < pattern.size() && pattern[p] == '*') {
+      star = p++;
+      star_t = t;
+    } else if (p < pattern.size() && pattern[p] == topic[t]) {
+      ++p;
+      ++t;
+    } else if (star != absl::string_view::npos) {
+      p = star + 1;
+      t = ++star_t;
+    } else {
+      return false;
+    }
+  }
+  while (p < pattern.size() && pattern[p] == '*') ++p;
+  return p == pattern.size();
+}
+
+Grant Grant::Everything() { return Grant(kAllRoles, nullptr); }
+
+absl::Status Grant::Check(Role role, absl::string_view topic) const {
+  if ((roles_ & Bit(role)) == 0) {
+    if (topic.empty()) {
+      return absl::PermissionDeniedError(
+          absl::StrCat("token lacks role ", RoleName(role)));
+    }
+    return absl::PermissionDeniedError(absl::StrCat(
+        "token lacks role ", RoleName(role), " for topic \"", topic, "\""));
+  }
+  if (topics_ == nullptr) return absl::OkStatus();
+  if (topic.empty()) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "token's ", RoleName(role), " role covers only topics ",
+        absl::StrJoin(*topics_, ","), "; this call is about every topic"));
+  }
+  for (const std::string& pattern : *topics_) {
+    if (TopicMatches(pattern, topic)) return absl::OkStatus();
+  }
+  return absl::PermissionDeniedError(
+      absl::StrCat("token's ", RoleName(role), " role does not cover topic \"",
+                   topic, "\""));
+}
+
+struct Authorizer::Token {
+  Padded padded;
+  size_t size;
+  unsigned roles;
+  std::shared_ptr<const std::vector<std::string>> topics;
+};
+
+struct Authorizer::TokenSet {
+  std::vector<Token> tokens;
+};
+
+Authorizer::Authorizer(bool enabled, std::string origin, bool from_file,
+                       std::shared_ptr<const TokenSet> tokens)
+    : enabled_(enabled),
+      origin_(std::move(origin)),
+      from_file_(from_file),
+      tokens_(std::move(tokens)) {}
+
+const Authorizer& Authorizer::Disabled() {
+  static const Authorizer* const kDisabled =
+      new Authorizer(false, "", false, std::make_shared<TokenSet>());
+  return *kDisabled;
+}
+
+absl::StatusOr<std::shared_ptr<const Authorizer::TokenSet>> Authorizer::Parse(
+    absl::string_view text, absl::string_view origin) {
+  auto set = std::make_shared<TokenSet>();
+  // Line of each token, to name duplicates; keyed by the token itself, so
+  // never printed.
+  std::map<std::string, int, std::less<>> lines;
+  int line_number = 0;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    ++line_number;
+    const auto fail = [&](absl::string_view why) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(origin, ":", line_number, ": ", why));
+    };
+    if (const size_t hash = line.find('#'); hash != absl::string_view::npos) {
+      line = line.substr(0, hash);
+    }
+    const std::vector<absl::string_view> fields =
+        absl::StrSplit(line, absl::ByAnyChar(" \t\r"), absl::SkipEmpty());
+    if (fields.empty()) continue;
+    if (fields.size() > 3) {
+      return fail(absl::StrCat(
+          "expected \"<token> <roles> [<topic-patterns>]\", found ",
+          fields.size(), " fields (separate roles and patterns with commas)"));
+    }
+    const absl::string_view token = fields[0];
+    if (token.size() < kMinTokenBytes || token.size() > kMaxTokenBytes) {
+      return fail(absl::StrCat("token is ", token.size(), " bytes; it must be ",
+                               kMinTokenBytes, " to ", kMaxTokenBytes));
+    }
+    for (char c : token) {
+      if (!ValidTokenChar(c)) {
+        return fail(
+            "token has a character other than printable ASCII, '#' or ','");
+      }
+    }
+    if (fields.size() < 2) return fail("token has no roles");
+    unsigned roles = 0;
+    for (absl::string_view role : absl::StrSplit(fields[1], ',')) {
+      if (role == "produce") {
+        roles |= Bit(Role::kProduce);
+      } else if (role == "consume") {
+        roles |= Bit(Role::kConsume);
+      } else if (role == "admin") {
+        roles |= Bit(Role::kAdmin);
+      } else {
+        return fail(absl::StrCat("unknown role \"", role,
+                                 "\" (roles are produce, consume, admin)"));
+      }
+    }
+    std::shared_ptr<const std::vector<std::string>> topics;
+    if (fields.size() == 3) {
+      auto patterns = std::make_shared<std::vector<std::string>>();
+      bool every_topic = false;
+      for (absl::string_view pattern : absl::StrSplit(fields[2], ',')) {
+        if (!ValidPattern(pattern)) {
+          return fail(
+              absl::StrCat("bad topic pattern \"", pattern,
+                           "\" (1 to 200 characters of [A-Za-z0-9._-] and *)"));
+        }
+        if (pattern == "*") every_topic = true;
+        patterns->emplace_back(pattern);
+      }
+      if (!every_topic) topics = std::move(patterns);
+    }
+    if (auto [at, inserted] = lines.emplace(std::string(token), line_number);
+        !inserted) {
+      return fail(absl::StrCat("the same token as line ", at->second));
+    }
+    set->tokens.push_back(
+        Token{Pad(token), token.size(), roles, std::move(topics)});
+  }
+  if (set->tokens.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(origin, ": no tokens (every call would be refused)"));
+  }
+  return set;
+}
+
+absl::StatusOr<std::shared_ptr<const Authorizer::TokenSet>>
+Authorizer::ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    const int error = errno;
+    const std::string why = absl::StrCat("cannot read token file \"", path,
+                                         "\": ", std::strerror(error));
+    if (error == EACCES) return absl::PermissionDeniedError(why);
+    return absl::NotFoundError(why);
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  if (in.bad()) {
+    return absl::DataLossError(
+        absl::StrCat("cannot read token file \"", path, "\""));
+  }
+  return Parse(text.str(), path);
+}
+
+absl::StatusOr<std::unique_ptr<Authorizer>> Authorizer::FromFile(
+    std::string path) {
+  absl::StatusOr<std::shared_ptr<const TokenSet>> tokens = ReadFile(path);
+  if (!tokens.ok()) return tokens.status();
+  return std::unique_ptr<Authorizer>(
+      new Authorizer(true, std::move(path), true, *std::move(tokens)));
+}
+
+absl::StatusOr<std::unique_ptr<Authorizer>> Authorizer::FromText(
+    absl::string_view text, std::string origin) {
+  absl::StatusOr<std::shared_ptr<const TokenSet>> tokens = Parse(text, origin);
+  if (!tokens.ok()) return tokens.status();
+  return std::unique_ptr<Authorizer>(
+      new Authorizer(true, std::move(origin), false, *std::move(tokens)));
+}
+
+absl::StatusOr<size_t> Authorizer::Reload() {
+  if (!from_file_) {
+    absl::MutexLock lock(&mu_);
+    return tokens_->tokens.size();
+  }
+  absl::StatusOr<std::shared_ptr<const TokenSet>> tokens = ReadFile(origin_);
+  if (!tokens.ok()) return tokens.status();
+  const size_t count = (*tokens)->tokens.size();
+  absl::MutexLock lock(&mu_);
+  tokens_ = *std::move(tokens);
+  return count;
+}
+
+absl::StatusOr<Grant> Authorizer::AuthenticateHeader(
+    const absl::string_view* authorization) const {
+  if (!enabled_) return Grant::Everything();
+  absl::string_view credentials;
+  constexpr absl::string_view kScheme = "bearer ";
+  if (authorization == nullptr || authorization->size() <= kScheme.size() ||
+      !absl::EqualsIgnoreCase(authorization->substr(0, kScheme.size()),
+                              kScheme) ||
+      (credentials =
+           absl::StripAsciiWhitespace(authorization->substr(kScheme.size())))
+          .empty()) {
+    return absl::UnauthenticatedError(
+        "missing \"authorization: Bearer <token>\" metadata");
+  }
+
+  std::shared_ptr<const TokenSet> set;
+  {
+    absl::MutexLock lock(&mu_);
+    set = tokens_;
+  }
+  // Compare with every token, all the way, whatever matches; tokens are
+  // unique, so at most one does.
+  const Padded presented = Pad(credentials);
+  // Longer than any token can be: compares unequal through its size.
+  const size_t presented_size = credentials.size();
+  size_t match = 0;  // 1 + index of the match, or 0.
+  for (size_t i = 0; i < set->tokens.size(); ++i) {
+    const Token& token = set->tokens[i];
+    const unsigned diff =
+        Difference(presented, presented_size, token.padded, token.size);
+    // All ones when diff == 0, else zero; no branch on the secret.
+    const size_t equal = static_cast<size_t>(0) -
+                         static_cast<size_t>(((diff | (0u - diff)) >> 31) ^ 1u);
+    match |= equal & (i + 1);
+  }
+  if (match == 0) return absl::UnauthenticatedError("unknown token");
+  const Token& token = set->tokens[match - 1];
+  return Grant(token.roles, token.topics);
+}
+
+absl::StatusOr<Grant> Authorizer::Authenticate(
+    const grpc::ServerContextBase& context) const {
+  if (!enabled_) return Grant::Everything();
+  const auto& metadata = context.client_metadata();
+  const auto found = metadata.find("authorization");
+  if (found == metadata.end()) return AuthenticateHeader(nullptr);
+  const absl::string_view value(found->second.data(), found->second.size());
+  return AuthenticateHeader(&value);
+}
+
+absl::Status Authorizer::Authorize(const grpc::ServerContextBase& context,
+                                   Role role, absl::string_view topic) const {
+  absl::StatusOr<Grant> grant = Authenticate(context);
+  if (!grant.ok()) return grant.status();
+  return grant->Check(role, topic);
+}
+
+}  // namespace hourglass::api

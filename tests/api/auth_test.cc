@@ -1,0 +1,256 @@
+#include "api/auth.h"
+
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/temp_dir.h"
+
+namespace hourglass::api {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr char kProducer[] = "producer-token-0123456789";
+constexpr char kConsumer[] = "consumer-token-0123456789";
+constexpr char kAdmin[] = "admin-token-0123456789abc";
+constexpr char kEverything[] = "everything-token-01234567";
+
+constexpr char kTokens[] = R"(# Hourglass tokens
+producer-token-0123456789  produce          orders,orders.*
+
+consumer-token-0123456789	consume          billing   # a tab, then a comment
+admin-token-0123456789abc  admin
+everything-token-01234567  produce,consume,admin *
+)";
+
+std::unique_ptr<Authorizer> Tokens(absl::string_view text = kTokens) {
+  absl::StatusOr<std::unique_ptr<Authorizer>> authorizer =
+      Authorizer::FromText(text, "tokens.txt");
+  EXPECT_TRUE(authorizer.ok()) << authorizer.status();
+  return authorizer.ok() ? *std::move(authorizer) : nullptr;
+}
+
+absl::StatusOr<Grant> Present(const Authorizer& authorizer,
+                              const std::string& header) {
+  const absl::string_view value = header;
+  return authorizer.AuthenticateHeader(&value);
+}
+
+// The status of `token` asking for `role` on `topic`.
+absl::Status Ask(const Authorizer& authorizer, const std::string& token,
+                 Role role, absl::string_view topic) {
+  absl::StatusOr<Grant> grant = Present(authorizer, "Bearer " + token);
+  if (!grant.ok()) return grant.status();
+  return grant->Check(role, topic);
+}
+
+absl::Status ParseError(absl::string_view text) {
+  absl::StatusOr<std::unique_ptr<Authorizer>> authorizer =
+      Authorizer::FromText(text, "tokens.txt");
+  return authorizer.ok() ? absl::OkStatus() : authorizer.status();
+}
+
+void WriteFile(const std::string& path, absl::string_view text) {
+  std::ofstream(path, std::ios::trunc) << text;
+}
+
+TEST(TopicMatchesTest, GlobsWithStar) {
+  EXPECT_TRUE(TopicMatches("orders", "orders"));
+  EXPECT_FALSE(TopicMatches("orders", "orders2"));
+  EXPECT_FALSE(TopicMatches("orders", "order"));
+  EXPECT_TRUE(TopicMatches("orders.*", "orders.eu"));
+  EXPECT_TRUE(TopicMatches("orders.*", "orders.eu.dlq"));
+  EXPECT_FALSE(TopicMatches("orders.*", "orders"));
+  EXPECT_FALSE(TopicMatches("orders.*", "ordersX"));
+  EXPECT_TRUE(TopicMatches("*", "anything"));
+  EXPECT_TRUE(TopicMatches("*.dlq", "orders.dlq"));
+  EXPECT_FALSE(TopicMatches("*.dlq", "orders.dlq2"));
+  EXPECT_TRUE(TopicMatches("a*b*c", "a-x-b-y-b-c"));
+  EXPECT_FALSE(TopicMatches("a*b*c", "a-x-c-b"));
+  EXPECT_TRUE(TopicMatches("a**", "a"));
+}
+
+TEST(AuthorizerTest, EveryRoleOnItsTopics) {
+  std::unique_ptr<Authorizer> auth = Tokens();
+  ASSERT_NE(auth, nullptr);
+  EXPECT_TRUE(auth->enabled());
+  EXPECT_EQ(auth->origin(), "tokens.txt");
+
+  EXPECT_TRUE(Ask(*auth, kProducer, Role::kProduce, "orders").ok());
+  EXPECT_TRUE(Ask(*auth, kProducer, Role::kProduce, "orders.eu").ok());
+  EXPECT_EQ(Ask(*auth, kProducer, Role::kProduce, "payments"),
+            absl::PermissionDeniedError(
+                "token's produce role does not cover topic \"payments\""));
+  EXPECT_EQ(Ask(*auth, kProducer, Role::kConsume, "orders"),
+            absl::PermissionDeniedError(
+                "token lacks role consume for topic \"orders\""));
+  EXPECT_EQ(Ask(*auth, kProducer, Role::kAdmin, ""),
+            absl::PermissionDeniedError("token lacks role admin"));
+
+  EXPECT_TRUE(Ask(*auth, kConsumer, Role::kConsume, "billing").ok());
+  EXPECT_EQ(Ask(*auth, kConsumer, Role::kProduce, "billing"),
+            absl::PermissionDeniedError(
+                "token lacks role produce for topic \"billing\""));
+
+  // No pattern: every topic, and calls about all topics.
+  EXPECT_TRUE(Ask(*auth, kAdmin, Role::kAdmin, "").ok());
+  EXPECT_TRUE(Ask(*auth, kAdmin, Role::kAdmin, "orders").ok());
+  EXPECT_EQ(Ask(*auth, kAdmin, Role::kProduce, "orders"),
+            absl::PermissionDeniedError(
+                "token lacks role produce for topic \"orders\""));
+
+  for (Role role : {Role::kProduce, Role::kConsume, Role::kAdmin}) {
+    EXPECT_TRUE(Ask(*auth, kEverything, role, "").ok()) << RoleName(role);
+    EXPECT_TRUE(Ask(*auth, kEverything, role, "x.y").ok()) << RoleName(role);
+  }
+}
+
+TEST(AuthorizerTest, ATokenLimitedToTopicsCannotMakeCallsAboutAllTopics) {
+  std::unique_ptr<Authorizer> auth =
+      Tokens("abcdefghijklmnop admin orders,orders.*\n");
+  ASSERT_NE(auth, nullptr);
+  EXPECT_TRUE(Ask(*auth, "abcdefghijklmnop", Role::kAdmin, "orders").ok());
+  EXPECT_EQ(Ask(*auth, "abcdefghijklmnop", Role::kAdmin, ""),
+            absl::PermissionDeniedError(
+                "token's admin role covers only topics orders,orders.*; this "
+                "call is about every topic"));
+}
+
+TEST(AuthorizerTest, MissingOrUnknownTokensAreUnauthenticated) {
+  std::unique_ptr<Authorizer> auth = Tokens();
+  ASSERT_NE(auth, nullptr);
+  const absl::Status missing = absl::UnauthenticatedError(
+      "missing \"authorization: Bearer <token>\" metadata");
+  const absl::Status unknown = absl::UnauthenticatedError("unknown token");
+
+  EXPECT_EQ(auth->AuthenticateHeader(nullptr).status(), missing);
+  EXPECT_EQ(Present(*auth, "").status(), missing);
+  EXPECT_EQ(Present(*auth, "Bearer").status(), missing);
+  EXPECT_EQ(Present(*auth, "Bearer    ").status(), missing);
+  EXPECT_EQ(Present(*auth, absl::StrCat("Basic ", kProducer)).status(),
+            missing);
+  EXPECT_EQ(Present(*auth, kProducer).status(), missing);
+
+  const std::string producer = kProducer;
+  EXPECT_EQ(Present(*auth, "Bearer nope-nope-nope-nope").status(), unknown);
+  // A prefix, an extension and a one-byte change of a real token.
+  EXPECT_EQ(Present(*auth, "Bearer " + producer.substr(0, 20)).status(),
+            unknown);
+  EXPECT_EQ(Present(*auth, "Bearer " + producer + "0").status(), unknown);
+  std::string changed = producer;
+  changed.back() = 'X';
+  EXPECT_EQ(Present(*auth, "Bearer " + changed).status(), unknown);
+  // Longer than any token may be.
+  EXPECT_EQ(
+      Present(*auth, "Bearer " + producer + std::string(600, 'x')).status(),
+      unknown);
+
+  // The scheme is case-insensitive; spaces around the token do not count.
+  EXPECT_TRUE(Present(*auth, "bearer " + producer).ok());
+  EXPECT_TRUE(Present(*auth, "BEARER   " + producer + " ").ok());
+}
+
+TEST(AuthorizerTest, DisabledGrantsEverything) {
+  const Authorizer& auth = Authorizer::Disabled();
+  EXPECT_FALSE(auth.enabled());
+  absl::StatusOr<Grant> grant = auth.AuthenticateHeader(nullptr);
+  ASSERT_TRUE(grant.ok()) << grant.status();
+  for (Role role : {Role::kProduce, Role::kConsume, Role::kAdmin}) {
+    EXPECT_TRUE(grant->Check(role, "").ok());
+    EXPECT_TRUE(grant->Check(role, "orders").ok());
+  }
+  EXPECT_TRUE(Grant::Everything().Check(Role::kAdmin, "").ok());
+}
+
+TEST(AuthorizerTest, BadFilesNameTheLineButNeverTheToken) {
+  struct Case {
+    std::string text;
+    std::string message;
+  };
+  const Case cases[] = {
+      {"# nothing\n\n", "tokens.txt: no tokens (every call would be refused)"},
+      {"short produce\n",
+       "tokens.txt:1: token is 5 bytes; it must be 16 to 512"},
+      {"\n" + std::string(513, 'a') + " produce\n",
+       "tokens.txt:2: token is 513 bytes; it must be 16 to 512"},
+      {"abcdefghijklmnop\n", "tokens.txt:1: token has no roles"},
+      {"abcdefghijklmnop prodce\n",
+       "tokens.txt:1: unknown role \"prodce\" (roles are produce, consume, "
+       "admin)"},
+      {"abcdefghijklmnop produce,\n",
+       "tokens.txt:1: unknown role \"\" (roles are produce, consume, admin)"},
+      {"abcdefghijklmnop produce orders consume\n",
+       "tokens.txt:1: expected \"<token> <roles> [<topic-patterns>]\", found 4 "
+       "fields (separate roles and patterns with commas)"},
+      {"abcdefghijklmnop produce ord/ers\n",
+       "tokens.txt:1: bad topic pattern \"ord/ers\" (1 to 200 characters of "
+       "[A-Za-z0-9._-] and *)"},
+      {"abcdefghijklmnop produce a,,b\n",
+       "tokens.txt:1: bad topic pattern \"\" (1 to 200 characters of "
+       "[A-Za-z0-9._-] and *)"},
+      {"abcdefghijklmnop produce\n# again:\nabcdefghijklmnop consume\n",
+       "tokens.txt:3: the same token as line 1"},
+      {"abcdefghij\x01klmnop produce\n",
+       "tokens.txt:1: token has a character other than printable ASCII, '#' "
+       "or ','"},
+  };
+  for (const Case& c : cases) {
+    const absl::Status status = ParseError(c.text);
+    EXPECT_EQ(status, absl::InvalidArgumentError(c.message)) << c.text;
+    EXPECT_THAT(status.message(), Not(HasSubstr("abcdefghij"))) << c.text;
+  }
+}
+
+TEST(AuthorizerTest, FromFileNamesAMissingFile) {
+  testing::TempDir dir;
+  const std::string path = dir.path() + "/none.txt";
+  absl::StatusOr<std::unique_ptr<Authorizer>> auth = Authorizer::FromFile(path);
+  EXPECT_EQ(auth.status(),
+            absl::NotFoundError(absl::StrCat("cannot read token file \"", path,
+                                             "\": No such file or directory")));
+}
+
+TEST(AuthorizerTest, ReloadSwapsTheTokensAndKeepsThemOnABadFile) {
+  testing::TempDir dir;
+  const std::string path = dir.path() + "/tokens.txt";
+  WriteFile(path, "first-token-0123456789 produce\n");
+  absl::StatusOr<std::unique_ptr<Authorizer>> loaded =
+      Authorizer::FromFile(path);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  Authorizer& auth = **loaded;
+  EXPECT_EQ(auth.origin(), path);
+  absl::StatusOr<Grant> before = Present(auth, "Bearer first-token-0123456789");
+  ASSERT_TRUE(before.ok());
+
+  WriteFile(path,
+            "second-token-0123456789 consume\nthird-token-0123456789 admin\n");
+  EXPECT_EQ(auth.Reload(), absl::StatusOr<size_t>(2));
+  EXPECT_EQ(Present(auth, "Bearer first-token-0123456789").status(),
+            absl::UnauthenticatedError("unknown token"));
+  EXPECT_TRUE(Present(auth, "Bearer second-token-0123456789").ok());
+  // A grant taken before the reload keeps what it had.
+  EXPECT_TRUE(before->Check(Role::kProduce, "t").ok());
+
+  WriteFile(path, "second-token-0123456789 consume,reader\n");
+  EXPECT_EQ(auth.Reload().status(),
+            absl::InvalidArgumentError(absl::StrCat(
+                path,
+                ":1: unknown role \"reader\" (roles are produce, consume, "
+                "admin)")));
+  EXPECT_TRUE(Present(auth, "Bearer third-token-0123456789").ok());
+
+  std::remove(path.c_str());
+  EXPECT_EQ(auth.Reload().status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(Present(auth, "Bearer second-token-0123456789").ok());
+}
+
+}  // namespace
+}  // namespace hourglass::api
