@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "api/proto_time.h"
 #include "api/status.h"
@@ -16,9 +17,37 @@ grpc::ServerUnaryReactor* BrokerService::Publish(
     const hourglass::v1::PublishRequest* request,
     hourglass::v1::PublishResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  absl::StatusOr<Grant> grant = authorizer_->Authenticate(*context);
+  if (!grant.ok()) {
+    reactor->Finish(ToGrpcStatus(grant.status()));
+    return reactor;
+  }
   const absl::Time now = clock_->Now();
   if (absl::Status s = ValidatePublish(*request, limits_, now); !s.ok()) {
     reactor->Finish(ToGrpcStatus(s));
+    return reactor;
+  }
+  for (int i = 0; i < request->messages_size(); ++i) {
+    if (absl::Status s =
+            grant->Check(Role::kProduce, request->messages(i).topic());
+        !s.ok()) {
+      reactor->Finish(ToGrpcStatus(absl::Status(
+          s.code(), absl::StrCat("message ", i, ": ", s.message()))));
+      return reactor;
+    }
+  }
+  // Admitted only while the bytes being written stay within the limit, so
+  // that a disk slower than the clients cannot grow memory without bound.
+  const size_t bytes = request->ByteSizeLong();
+  const size_t queued = publish_queue_bytes_.fetch_add(bytes) + bytes;
+  if (limits_.max_publish_queue_bytes > 0 &&
+      queued > limits_.max_publish_queue_bytes) {
+    publish_queue_bytes_.fetch_sub(bytes);
+    reactor->Finish(ToGrpcStatus(absl::ResourceExhaustedError(
+        absl::StrCat("publish queue full: ", queued - bytes,
+                     " bytes of publishes are being written and this one has ",
+                     bytes, "; the limit is ", limits_.max_publish_queue_bytes,
+                     " (--max_publish_queue_bytes); retry later"))));
     return reactor;
   }
   std::vector<broker::NewMessage> messages;
@@ -32,8 +61,9 @@ grpc::ServerUnaryReactor* BrokerService::Publish(
   }
   engine_->Publish(
       std::move(messages),
-      [reactor,
-       response](absl::StatusOr<std::vector<broker::PublishReceipt>> receipts) {
+      [this, reactor, response,
+       bytes](absl::StatusOr<std::vector<broker::PublishReceipt>> receipts) {
+        publish_queue_bytes_.fetch_sub(bytes);
         if (!receipts.ok()) {
           reactor->Finish(ToGrpcStatus(receipts.status()));
           return;
@@ -54,10 +84,16 @@ grpc::ServerUnaryReactor* BrokerService::Cancel(
     const hourglass::v1::CancelRequest* request,
     hourglass::v1::CancelResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  absl::StatusOr<Grant> grant = authorizer_->Authenticate(*context);
+  if (!grant.ok()) {
+    reactor->Finish(ToGrpcStatus(grant.status()));
+    return reactor;
+  }
   absl::Status valid = ValidateName("topic", request->topic());
   if (valid.ok() && request->id().empty()) {
     valid = absl::InvalidArgumentError("id is empty");
   }
+  if (valid.ok()) valid = grant->Check(Role::kProduce, request->topic());
   if (!valid.ok()) {
     reactor->Finish(ToGrpcStatus(valid));
     return reactor;
@@ -72,7 +108,21 @@ grpc::ServerUnaryReactor* BrokerService::Cancel(
 grpc::ServerBidiReactor<hourglass::v1::SubscribeRequest,
                         hourglass::v1::Delivery>*
 BrokerService::Subscribe(grpc::CallbackServerContext* context) {
-  return NewSubscribeStream(&engine_->dispatcher(), limits_);
+  absl::StatusOr<Grant> grant = authorizer_->Authenticate(*context);
+  if (!grant.ok()) return NewRefusedStream(ToGrpcStatus(grant.status()));
+  const size_t open = streams_.fetch_add(1) + 1;
+  if (limits_.max_streams > 0 && open > limits_.max_streams) {
+    streams_.fetch_sub(1);
+    return NewRefusedStream(ToGrpcStatus(absl::ResourceExhaustedError(
+        absl::StrCat("too many Subscribe streams (limit ", limits_.max_streams,
+                     ", --max_streams)"))));
+  }
+  StreamHooks hooks;
+  hooks.authorize = [grant = *std::move(grant)](absl::string_view topic) {
+    return grant.Check(Role::kConsume, topic);
+  };
+  hooks.on_finish = [this] { streams_.fetch_sub(1); };
+  return NewSubscribeStream(&engine_->dispatcher(), limits_, std::move(hooks));
 }
 
 }  // namespace hourglass::api

@@ -1,6 +1,10 @@
 #ifndef HOURGLASS_API_BROKER_SERVICE_H_
 #define HOURGLASS_API_BROKER_SERVICE_H_
 
+#include <atomic>
+#include <cstddef>
+
+#include "api/auth.h"
 #include "api/validation.h"
 #include "broker/clock.h"
 #include "broker/engine.h"
@@ -11,13 +15,24 @@ namespace hourglass::api {
 // hourglass.v1.Broker on the gRPC callback API: validates each request,
 // translates it, and hands it to the engine; answers when the engine does.
 // Each Subscribe stream is a reactor of its own (api/subscribe_stream.h).
+// Calls past limits_ (streams open, bytes of publishes being written) are
+// refused with RESOURCE_EXHAUSTED.
 //
 // Thread-safe; gRPC calls it from its own threads and no reaction blocks.
 class BrokerService final : public hourglass::v1::Broker::CallbackService {
  public:
-  // REQUIRES: `engine` and `clock` outlive the service.
-  BrokerService(broker::Engine* engine, broker::Clock* clock, Limits limits)
-      : engine_(engine), clock_(clock), limits_(limits) {}
+  // Every call is authorised by `authorizer` (api/auth.h): Publish and
+  // Cancel need role produce on their topics, Subscribe role consume on its
+  // topic. nullptr (the default) means authentication is off.
+  //
+  // REQUIRES: `engine`, `clock` and `authorizer` outlive the service.
+  BrokerService(broker::Engine* engine, broker::Clock* clock, Limits limits,
+                const Authorizer* authorizer = nullptr)
+      : engine_(engine),
+        clock_(clock),
+        limits_(limits),
+        authorizer_(authorizer != nullptr ? authorizer
+                                          : &Authorizer::Disabled()) {}
 
   grpc::ServerUnaryReactor* Publish(
       grpc::CallbackServerContext* context,
@@ -37,6 +52,13 @@ class BrokerService final : public hourglass::v1::Broker::CallbackService {
   broker::Engine* const engine_;
   broker::Clock* const clock_;
   const Limits limits_;
+  const Authorizer* const authorizer_;
+
+  // Subscribe streams started and not yet finished (limits_.max_streams).
+  std::atomic<size_t> streams_{0};
+  // Bytes of Publish requests handed to the engine and not yet answered
+  // (limits_.max_publish_queue_bytes).
+  std::atomic<size_t> publish_queue_bytes_{0};
 };
 
 }  // namespace hourglass::api

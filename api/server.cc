@@ -1,17 +1,122 @@
 #include "api/server.h"
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
+#include <fstream>
+#include <sstream>
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/resource_quota.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
 
 namespace hourglass::api {
+namespace {
+
+// The contents of the PEM file `path`, given as `flag`, which must hold a
+// block whose "-----BEGIN ..." line ends in `kind` ("CERTIFICATE",
+// "PRIVATE KEY").
+absl::StatusOr<std::string> ReadPem(const std::string& flag,
+                                    const std::string& path,
+                                    absl::string_view kind) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::NotFoundError(absl::StrCat("cannot read ", flag, " \"", path,
+                                            "\": ", std::strerror(errno)));
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string pem = text.str();
+  // "-----BEGIN CERTIFICATE-----", "-----BEGIN EC PRIVATE KEY-----", ...
+  bool found = false;
+  for (size_t at = pem.find("-----BEGIN "); at != std::string::npos;
+       at = pem.find("-----BEGIN ", at + 1)) {
+    const size_t end = pem.find("-----", at + 11);
+    if (end != std::string::npos &&
+        absl::EndsWith(absl::string_view(pem).substr(at, end - at), kind)) {
+      found = true;
+      break;
+    }
+  }
+  if (!found) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, " \"", path, "\" is not a PEM file with a ", kind));
+  }
+  return pem;
+}
+
+// Server credentials from `options`: plaintext, TLS or mutual TLS.
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(
+    const ServerOptions& options) {
+  const bool tls =
+      !options.tls_cert_file.empty() || !options.tls_key_file.empty();
+  if (!tls) {
+    if (!options.tls_client_ca_file.empty()) {
+      return absl::InvalidArgumentError(
+          "--tls_client_ca needs --tls_cert and --tls_key: mutual TLS is TLS");
+    }
+    return grpc::InsecureServerCredentials();
+  }
+  if (options.tls_cert_file.empty() || options.tls_key_file.empty()) {
+    return absl::InvalidArgumentError(
+        "TLS needs both --tls_cert and --tls_key");
+  }
+  absl::StatusOr<std::string> cert =
+      ReadPem("--tls_cert", options.tls_cert_file, "CERTIFICATE");
+  if (!cert.ok()) return cert.status();
+  absl::StatusOr<std::string> key =
+      ReadPem("--tls_key", options.tls_key_file, "PRIVATE KEY");
+  if (!key.ok()) return key.status();
+  grpc::SslServerCredentialsOptions ssl;
+  ssl.pem_key_cert_pairs.push_back({*std::move(key), *std::move(cert)});
+  if (!options.tls_client_ca_file.empty()) {
+    absl::StatusOr<std::string> ca =
+        ReadPem("--tls_client_ca", options.tls_client_ca_file, "CERTIFICATE");
+    if (!ca.ok()) return ca.status();
+    ssl.pem_root_certs = *std::move(ca);
+    ssl.client_certificate_request =
+        GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+  }
+  return grpc::SslServerCredentials(ssl);
+}
+
+}  // namespace
+
+bool IsLoopbackAddress(absl::string_view address) {
+  if (absl::StartsWith(address, "unix:") ||
+      absl::StartsWith(address, "unix-abstract:")) {
+    return true;
+  }
+  absl::string_view host = address;
+  if (const size_t colon = host.rfind(':'); colon != absl::string_view::npos) {
+    host = host.substr(0, colon);
+  }
+  if (absl::ConsumePrefix(&host, "[")) {
+    if (!absl::ConsumeSuffix(&host, "]")) return false;
+    return host == "::1";
+  }
+  if (absl::EqualsIgnoreCase(host, "localhost")) return true;
+  // 127.0.0.0/8, written as a dotted quad.
+  const std::vector<absl::string_view> parts = absl::StrSplit(host, '.');
+  if (parts.size() != 4 || parts[0] != "127") return false;
+  for (absl::string_view part : parts) {
+    int value = 0;
+    if (!absl::SimpleAtoi(part, &value) || value < 0 || value > 255) {
+      return false;
+    }
+  }
+  return true;
+}
 
 absl::StatusOr<std::unique_ptr<Server>> Server::Start(
     const ServerOptions& options) {
@@ -20,21 +125,36 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
 
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
+      Credentials(options);
+  if (!credentials.ok()) return credentials.status();
+
   grpc::ServerBuilder builder;
   // Without this, gRPC binds with SO_REUSEPORT and a second broker on the
   // same port would silently share its traffic.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   int port = 0;
   builder.SetMaxReceiveMessageSize(options.max_receive_bytes);
+  if (options.max_streams_per_connection > 0) {
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
+                               options.max_streams_per_connection);
+  }
+  if (options.grpc_memory_bytes > 0) {
+    grpc::ResourceQuota quota("hourglassd");
+    quota.Resize(options.grpc_memory_bytes);
+    builder.SetResourceQuota(quota);
+  }
   for (grpc::Service* service : options.services)
     builder.RegisterService(service);
-  builder.AddListeningPort(options.listen_address,
-                           grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(options.listen_address, *credentials, &port);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot listen on \"", options.listen_address,
-                     "\": address in use, malformed or not local"));
+    const bool tls = !options.tls_cert_file.empty();
+    return absl::UnavailableError(absl::StrCat(
+        "cannot listen on \"", options.listen_address,
+        "\": address in use, malformed or not local",
+        tls ? ", or gRPC refused the TLS certificate and key (do they match?)"
+            : ""));
   }
   return std::unique_ptr<Server>(new Server(std::move(server), port));
 }

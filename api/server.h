@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
 namespace grpc {
@@ -24,7 +25,31 @@ struct ServerOptions {
   // Services to serve besides health and reflection. Not owned; each must
   // outlive the server.
   std::vector<grpc::Service*> services;
+
+  // TLS. With tls_cert_file and tls_key_file set (PEM files: the
+  // certificate chain, server certificate first, and its private key) the
+  // server speaks only TLS; both empty (the default) means plaintext.
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  // PEM file of the CAs that sign client certificates. Set, it turns on
+  // mutual TLS: a client without a certificate signed by one of them
+  // cannot connect. REQUIRES TLS. Default: empty, no client certificates.
+  std::string tls_client_ca_file;
+
+  // Most concurrent calls (HTTP/2 streams) on one client connection; a
+  // client past it waits for one of its calls to end. 0 (the default)
+  // leaves gRPC's default (no limit).
+  int max_streams_per_connection = 0;
+  // Memory gRPC may use for connections and calls, in bytes (a
+  // grpc::ResourceQuota); under pressure it shrinks buffers and refuses
+  // new connections. 0 (the default): no limit.
+  size_t grpc_memory_bytes = 0;
 };
+
+// True if `address` (host:port, [v6]:port or unix:path, as --listen takes)
+// can only be reached from this machine: 127.0.0.0/8, ::1, localhost or a
+// unix socket. False for wildcards (0.0.0.0, [::]) and everything else.
+bool IsLoopbackAddress(absl::string_view address);
 
 // The gRPC server of hourglassd: grpc.health.v1.Health, server reflection,
 // and the Hourglass services.
@@ -33,7 +58,10 @@ struct ServerOptions {
 class Server {
  public:
   // Starts listening. Returns UNAVAILABLE naming the address when it cannot
-  // be bound (in use, not a local address, malformed).
+  // be bound (in use, not a local address, malformed); NOT_FOUND naming a
+  // TLS file that cannot be read; INVALID_ARGUMENT for a TLS file that is
+  // not PEM of the right kind, a client CA without TLS, or a certificate
+  // and key that gRPC refuses.
   static absl::StatusOr<std::unique_ptr<Server>> Start(
       const ServerOptions& options);
 

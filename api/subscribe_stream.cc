@@ -54,9 +54,11 @@ class SubscribeStream final
     : public grpc::ServerBidiReactor<SubscribeRequest,
                                      hourglass::v1::Delivery> {
  public:
-  SubscribeStream(broker::Dispatcher* dispatcher, const Limits& limits)
+  SubscribeStream(broker::Dispatcher* dispatcher, const Limits& limits,
+                  StreamHooks hooks)
       : dispatcher_(dispatcher),
         limits_(limits),
+        hooks_(std::move(hooks)),
         sink_(std::make_shared<StreamSink>(this, dispatcher)) {
     StartRead(&request_);
   }
@@ -87,6 +89,8 @@ class SubscribeStream final
 
   broker::Dispatcher* const dispatcher_;
   const Limits limits_;
+  // authorize is called by the read chain; on_finish by FinishOnce, once.
+  StreamHooks hooks_;
   const std::shared_ptr<StreamSink> sink_;
   // Touched only by the read chain: StartRead and the OnReadDone it causes.
   SubscribeRequest request_;
@@ -135,7 +139,9 @@ void SubscribeStream::OnReadDone(bool ok) {
       return;
     }
     const hourglass::v1::Open& open = request_.open();
-    if (absl::Status s = ValidateOpen(open, limits_); !s.ok()) {
+    absl::Status s = ValidateOpen(open, limits_);
+    if (s.ok() && hooks_.authorize) s = hooks_.authorize(open.topic());
+    if (!s.ok()) {
       FinishOnce(ToGrpcStatus(s));
       return;
     }
@@ -273,6 +279,8 @@ void SubscribeStream::FinishOnce(const grpc::Status& status) {
     absl::MutexLock lock(&mu_);
     if (finishing_) return;
     finishing_ = true;
+    // Before Finish: a client that saw the end may start the next stream.
+    if (hooks_.on_finish) std::move(hooks_.on_finish)();
     consumer = std::exchange(consumer_, std::nullopt);
     if (writing_) {
       // Drop what is queued behind the write in progress.
@@ -286,12 +294,29 @@ void SubscribeStream::FinishOnce(const grpc::Status& status) {
   if (consumer.has_value()) dispatcher_->Unsubscribe(*consumer);
 }
 
+// A stream that ends as it starts. gRPC holds the Finish until the reactor
+// is bound to the call.
+class RefusedStream final
+    : public grpc::ServerBidiReactor<SubscribeRequest,
+                                     hourglass::v1::Delivery> {
+ public:
+  explicit RefusedStream(const grpc::Status& status) { Finish(status); }
+  void OnDone() override { delete this; }
+};
+
 }  // namespace
 
 grpc::ServerBidiReactor<hourglass::v1::SubscribeRequest,
                         hourglass::v1::Delivery>*
-NewSubscribeStream(broker::Dispatcher* dispatcher, const Limits& limits) {
-  return new SubscribeStream(dispatcher, limits);
+NewSubscribeStream(broker::Dispatcher* dispatcher, const Limits& limits,
+                   StreamHooks hooks) {
+  return new SubscribeStream(dispatcher, limits, std::move(hooks));
+}
+
+grpc::ServerBidiReactor<hourglass::v1::SubscribeRequest,
+                        hourglass::v1::Delivery>*
+NewRefusedStream(const grpc::Status& status) {
+  return new RefusedStream(status);
 }
 
 }  // namespace hourglass::api

@@ -1,6 +1,9 @@
 #ifndef HOURGLASS_API_SUBSCRIBE_STREAM_H_
 #define HOURGLASS_API_SUBSCRIBE_STREAM_H_
 
+#include "absl/functional/any_invocable.h"
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "api/validation.h"
 #include "broker/dispatcher.h"
 #include "grpcpp/support/server_callback.h"
@@ -20,10 +23,27 @@ namespace hourglass::api {
 // (INVALID_ARGUMENT), or when the broker shuts down (UNAVAILABLE); its
 // unacknowledged deliveries then go back to the group at once.
 //
+// What a stream asks of its service.
+struct StreamHooks {
+  // Checks that the client may consume `topic`, once `open` is valid; an
+  // error ends the stream with it. Unset: every topic is allowed.
+  absl::AnyInvocable<absl::Status(absl::string_view topic) const> authorize;
+  // Runs once, as the stream finishes (before its status reaches the
+  // client). Unset: nothing.
+  absl::AnyInvocable<void() &&> on_finish;
+};
+
 // REQUIRES: `dispatcher` outlives the stream.
 grpc::ServerBidiReactor<hourglass::v1::SubscribeRequest,
                         hourglass::v1::Delivery>*
-NewSubscribeStream(broker::Dispatcher* dispatcher, const Limits& limits);
+NewSubscribeStream(broker::Dispatcher* dispatcher, const Limits& limits,
+                   StreamHooks hooks = {});
+
+// A Subscribe stream that ends at once with `status` (not OK), reading
+// nothing: for streams refused before they start.
+grpc::ServerBidiReactor<hourglass::v1::SubscribeRequest,
+                        hourglass::v1::Delivery>*
+NewRefusedStream(const grpc::Status& status);
 
 }  // namespace hourglass::api
 

@@ -13,7 +13,7 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   librocksdb-dev libabsl-dev libspdlog-dev libcli11-dev libcpp-httplib-dev
   # Tests and benchmarks.
-  libgtest-dev libgmock-dev libbenchmark-dev grpc-proto
+  libgtest-dev libgmock-dev libbenchmark-dev grpc-proto openssl
 )
 
 missing=()

@@ -7,22 +7,128 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
+#include "absl/synchronization/notification.h"
 #include "cmd/hourglass/duration.h"
 #include "cmd/hourglass/errors.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "grpcpp/create_channel.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/security/credentials.h"
+#include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/channel_arguments.h"
+#include "grpcpp/support/client_interceptor.h"
 
 namespace hourglass::cli {
 namespace {
+
+constexpr char kNotGrpc[] = "it accepts connections but not as a gRPC server";
+
+// Adds "authorization: Bearer <token>" to every call of a channel.
+class TokenInterceptor final : public grpc::experimental::Interceptor {
+ public:
+  explicit TokenInterceptor(const std::string* header) : header_(header) {}
+
+  void Intercept(
+      grpc::experimental::InterceptorBatchMethods* methods) override {
+    if (methods->QueryInterceptionHookPoint(
+            grpc::experimental::InterceptionHookPoints::
+                PRE_SEND_INITIAL_METADATA)) {
+      methods->GetSendInitialMetadata()->emplace("authorization", *header_);
+    }
+    methods->Proceed();
+  }
+
+ private:
+  const std::string* const header_;
+};
+
+class TokenInterceptorFactory final
+    : public grpc::experimental::ClientInterceptorFactoryInterface {
+ public:
+  explicit TokenInterceptorFactory(const std::string& token)
+      : header_("Bearer " + token) {}
+
+  grpc::experimental::Interceptor* CreateClientInterceptor(
+      grpc::experimental::ClientRpcInfo* /*info*/) override {
+    return new TokenInterceptor(&header_);
+  }
+
+ private:
+  // Lives as long as the channel, which owns the factory.
+  const std::string header_;
+};
+
+// The contents of `path`, given as `flag`; a usage error if unreadable.
+absl::StatusOr<std::string> ReadFlagFile(absl::string_view flag,
+                                         const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return UsageError(
+        flag, absl::StrCat("cannot read \"", path, "\": ", ErrnoText(errno)));
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// The channel credentials the TLS options ask for: plaintext, TLS, or TLS
+// with a client certificate.
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> Credentials(
+    const GlobalOptions& options) {
+  if (!options.tls && options.tls_ca.empty() && options.tls_cert.empty() &&
+      options.tls_key.empty()) {
+    return grpc::InsecureChannelCredentials();
+  }
+  if (options.tls_cert.empty() != options.tls_key.empty()) {
+    return UsageError(options.tls_cert.empty() ? "--tls-key" : "--tls-cert",
+                      "--tls-cert and --tls-key go together");
+  }
+  grpc::SslCredentialsOptions ssl;
+  if (!options.tls_ca.empty()) {
+    absl::StatusOr<std::string> ca = ReadFlagFile("--tls-ca", options.tls_ca);
+    if (!ca.ok()) return ca.status();
+    ssl.pem_root_certs = *std::move(ca);
+  }
+  if (!options.tls_cert.empty()) {
+    absl::StatusOr<std::string> cert =
+        ReadFlagFile("--tls-cert", options.tls_cert);
+    if (!cert.ok()) return cert.status();
+    absl::StatusOr<std::string> key =
+        ReadFlagFile("--tls-key", options.tls_key);
+    if (!key.ok()) return key.status();
+    ssl.pem_cert_chain = *std::move(cert);
+    ssl.pem_private_key = *std::move(key);
+  }
+  return grpc::SslCredentials(ssl);
+}
+
+// The name of grpc.health.v1.HealthCheckResponse.ServingStatus `value`.
+std::string ServingStatusName(uint64_t value) {
+  switch (value) {
+    case 0:
+      return "UNKNOWN";
+    case 1:
+      return "SERVING";
+    case 2:
+      return "NOT_SERVING";
+    case 3:
+      return "SERVICE_UNKNOWN";
+  }
+  return absl::StrCat("STATUS_", value);
+}
 
 // Connects a stream socket to `address` within `timeout`; "" on success,
 // else why not.
@@ -64,8 +170,7 @@ std::string WhyUnreachable(absl::string_view target, absl::Duration timeout) {
     const std::string why =
         TryConnect(reinterpret_cast<const sockaddr*>(&address), sizeof(address),
                    AF_UNIX, timeout);
-    return why.empty() ? "it accepts connections but not as a gRPC server"
-                       : why;
+    return why.empty() ? kNotGrpc : why;
   }
   if (!absl::ConsumePrefix(&target, "dns:///")) {
     absl::ConsumePrefix(&target, "dns:");
@@ -95,7 +200,7 @@ std::string WhyUnreachable(absl::string_view target, absl::Duration timeout) {
   for (const addrinfo* a = found; a != nullptr; a = a->ai_next) {
     why = TryConnect(a->ai_addr, a->ai_addrlen, a->ai_family, timeout);
     if (why.empty()) {
-      why = "it accepts connections but not as a gRPC server";
+      why = kNotGrpc;
       break;
     }
   }
@@ -127,11 +232,35 @@ absl::StatusOr<std::unique_ptr<Connection>> Connection::Open(
   absl::StatusOr<absl::Duration> timeout = ParseTimeout(options.timeout);
   if (!timeout.ok()) return timeout.status();
 
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      Credentials(options);
+  if (!credentials.ok()) return credentials.status();
+  const bool tls = options.tls || !options.tls_ca.empty() ||
+                   !options.tls_cert.empty() || !options.tls_key.empty();
+  for (char c : options.token) {
+    if (c <= ' ' || c > '~') {
+      return UsageError("--token",
+                        "has a space or a character other than printable "
+                        "ASCII (HOURGLASS_TOKEN too)");
+    }
+  }
+
   grpc::ChannelArguments arguments;
   // Deliveries and pages are as large as the broker allows; it enforces it.
   arguments.SetMaxReceiveMessageSize(-1);
-  std::shared_ptr<grpc::Channel> channel = grpc::CreateCustomChannel(
-      options.addr, grpc::InsecureChannelCredentials(), arguments);
+  if (!options.tls_server_name.empty()) {
+    arguments.SetSslTargetNameOverride(options.tls_server_name);
+  }
+  std::vector<
+      std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>>
+      interceptors;
+  if (!options.token.empty()) {
+    interceptors.push_back(
+        std::make_unique<TokenInterceptorFactory>(options.token));
+  }
+  std::shared_ptr<grpc::Channel> channel =
+      grpc::experimental::CreateCustomChannelWithInterceptors(
+          options.addr, *credentials, arguments, std::move(interceptors));
 
   // Wait for READY, but give up at the first failed attempt rather than
   // retrying until the deadline: a refused connection is reported at once.
@@ -150,12 +279,86 @@ absl::StatusOr<std::unique_ptr<Connection>> Connection::Open(
   if (state != GRPC_CHANNEL_READY) {
     const absl::Duration left =
         std::max(deadline - absl::Now(), absl::Seconds(1));
+    std::string why = WhyUnreachable(options.addr, left);
+    if (why == kNotGrpc) {
+      why = tls ? "it accepts connections but the TLS handshake failed "
+                  "(check --tls-ca, --tls-cert, --tls-key and the name in "
+                  "its certificate) or it is not a gRPC server"
+                : "it accepts connections but not as a plaintext gRPC "
+                  "server (if it uses TLS, pass --tls-ca or --tls)";
+    }
     return absl::UnavailableError(
-        absl::StrCat("cannot reach ", options.addr, ": ",
-                     WhyUnreachable(options.addr, left)));
+        absl::StrCat("cannot reach ", options.addr, ": ", why));
   }
   return std::unique_ptr<Connection>(
       new Connection(options.addr, *timeout, std::move(channel)));
+}
+
+absl::StatusOr<std::string> Connection::Health(const std::string& service) {
+  // grpc.health.v1 by hand: the messages are a string and an enum, and so
+  // the CLI needs no generated code for them.
+  std::string request_bytes;
+  {
+    google::protobuf::io::StringOutputStream out(&request_bytes);
+    google::protobuf::io::CodedOutputStream coded(&out);
+    if (!service.empty()) {  // Field 1, length-delimited: service.
+      coded.WriteTag(10);
+      coded.WriteVarint32(static_cast<uint32_t>(service.size()));
+      coded.WriteString(service);
+    }
+  }
+  grpc::Slice slice(request_bytes);
+  const grpc::ByteBuffer request(&slice, 1);
+  grpc::ByteBuffer response;
+  grpc::ClientContext context;
+  SetDeadline(context);
+  grpc::GenericStub stub(channel_);
+  absl::Notification done;
+  grpc::Status status;
+  stub.UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(),
+                 &request, &response, [&](grpc::Status s) {
+                   status = std::move(s);
+                   done.Notify();
+                 });
+  done.WaitForNotification();
+  if (!status.ok()) return Check(status);
+
+  std::vector<grpc::Slice> slices;
+  if (!response.Dump(&slices).ok()) {
+    return absl::InternalError("cannot read the health answer");
+  }
+  std::string bytes;
+  for (const grpc::Slice& s : slices) {
+    bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  }
+  google::protobuf::io::CodedInputStream in(
+      reinterpret_cast<const uint8_t*>(bytes.data()),
+      static_cast<int>(bytes.size()));
+  uint64_t serving = 0;  // UNKNOWN when absent.
+  while (const uint32_t tag = in.ReadTag()) {
+    bool ok = true;
+    uint64_t varint = 0;
+    uint32_t size = 0;
+    switch (tag & 7) {  // The wire type.
+      case 0:
+        ok = in.ReadVarint64(&varint);
+        if (tag >> 3 == 1) serving = varint;  // Field 1: status.
+        break;
+      case 1:
+        ok = in.Skip(8);
+        break;
+      case 2:
+        ok = in.ReadVarint32(&size) && in.Skip(static_cast<int>(size));
+        break;
+      case 5:
+        ok = in.Skip(4);
+        break;
+      default:
+        ok = false;
+    }
+    if (!ok) return absl::InternalError("malformed health answer");
+  }
+  return ServingStatusName(serving);
 }
 
 void Connection::SetDeadline(grpc::ClientContext& context) const {

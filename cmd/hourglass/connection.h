@@ -25,18 +25,37 @@ struct GlobalOptions {
   std::string timeout = "10s";
   // --json: print JSON for scripts instead of tables. Default off.
   bool json = false;
+
+  // TLS: on with --tls or any of the --tls-* files; default plaintext.
+  // --tls: TLS, trusting the system's CAs unless --tls-ca says otherwise.
+  bool tls = false;
+  // --tls-ca (HOURGLASS_TLS_CA): PEM CAs that sign the broker's certificate.
+  std::string tls_ca;
+  // --tls-cert, --tls-key (HOURGLASS_TLS_CERT, HOURGLASS_TLS_KEY): the
+  // client's PEM certificate and key, for brokers that want mutual TLS.
+  std::string tls_cert;
+  std::string tls_key;
+  // --tls-server-name (HOURGLASS_TLS_SERVER_NAME): the name the broker's
+  // certificate must have, when
+  // --addr does not say it (an IP address, a load balancer). Default: the
+  // host of --addr.
+  std::string tls_server_name;
+  // --token (HOURGLASS_TOKEN): sent as "authorization: Bearer <token>" on
+  // every call. Default: none.
+  std::string token;
 };
 
 // A connection to the broker, and the per-call settings of the command
 // line. Made on the command's thread; the stubs are thread-safe.
 class Connection {
  public:
-  // Parses --timeout, then connects to --addr and waits until the channel is
-  // ready, at most --timeout.
+  // Parses --timeout, reads the --tls-* files, then connects to --addr and
+  // waits until the channel is ready, at most --timeout.
   //
-  // Errors: a usage error for a bad --timeout; UNAVAILABLE
-  // `cannot reach ADDR: REASON` (e.g. "connection refused") when the broker
-  // cannot be reached.
+  // Errors: a usage error for a bad --timeout, a --tls-* file that cannot be
+  // read, --tls-cert without --tls-key (or the reverse) or a --token that
+  // cannot be sent; UNAVAILABLE `cannot reach ADDR: REASON` (e.g.
+  // "connection refused") when the broker cannot be reached.
   static absl::StatusOr<std::unique_ptr<Connection>> Open(
       const GlobalOptions& options);
 
@@ -50,6 +69,11 @@ class Connection {
   // the address and the timeout when the deadline passed, and the address
   // when the broker does not know the call.
   absl::Status Check(const grpc::Status& status) const;
+
+  // grpc.health.v1.Health/Check of `service` ("" is the whole broker):
+  // the status's name, "SERVING" or "NOT_SERVING" (or "UNKNOWN",
+  // "SERVICE_UNKNOWN"). Errors: as Check.
+  absl::StatusOr<std::string> Health(const std::string& service);
 
   hourglass::v1::Broker::Stub& broker() { return *broker_; }
   hourglass::v1::Admin::Stub& admin() { return *admin_; }

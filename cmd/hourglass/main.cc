@@ -5,23 +5,30 @@
 // This file wires the global options and the subcommands together; each
 // group of subcommands lives in a file of its own (cmd/hourglass/command.h).
 
+#include <cstdlib>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "CLI/CLI.hpp"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "cmd/hourglass/command.h"
 #include "cmd/hourglass/connection.h"
 #include "cmd/hourglass/errors.h"
+#include "grpc/support/log.h"
 
 namespace {
 
 constexpr char kFooter[] = R"(
-Global options (--addr, --timeout, --json) may come before or after the
-subcommand. Every subcommand has --help with examples. Times are UTC, in
-RFC 3339. Durations are like 500ms, 30s, 15m, 2h, 3d or 1h30m.
+Global options (--addr, --timeout, --json, --tls*, --token) may come before
+or after the subcommand. Every subcommand has --help with examples. Times
+are UTC, in RFC 3339. Durations are like 500ms, 30s, 15m, 2h, 3d or 1h30m.
+The token and the TLS files may come from the environment instead:
+HOURGLASS_TOKEN, HOURGLASS_TLS_CA, HOURGLASS_TLS_CERT, HOURGLASS_TLS_KEY.
 
 Exit status: 0 on success; 1 when the broker refused the request or could
 not be reached; 2 when the command line is wrong. Errors are one line on
@@ -78,6 +85,12 @@ void NameValues(CLI::App* app) {
       {"--limit", "N"},
       {"--page-token", "TOKEN"},
       {"--preview", "BYTES"},
+      {"--tls-ca", "FILE"},
+      {"--tls-cert", "FILE"},
+      {"--tls-key", "FILE"},
+      {"--tls-server-name", "NAME"},
+      {"--token", "TOKEN"},
+      {"--service", "SERVICE"},
   };
   for (CLI::Option* option : app->get_options({})) {
     const auto name = kValueNames->find(option->get_name());
@@ -86,9 +99,51 @@ void NameValues(CLI::App* app) {
   for (CLI::App* subcommand : app->get_subcommands({})) NameValues(subcommand);
 }
 
+// hourglass health: for Docker's HEALTHCHECK and other probes.
+void AddHealthCommand(hourglass::cli::Registry& registry) {
+  CLI::App* health = registry.app().add_subcommand(
+      "health",
+      "Checks that the broker serves (grpc.health.v1): prints SERVING and "
+      "exits 0, else prints the status and exits 1");
+  // Shared with the action, which the app keeps.
+  auto service = std::make_shared<std::string>();
+  health->add_option("--service", *service,
+                     "Service to check, e.g. hourglass.v1.Broker; default: "
+                     "the whole broker");
+  health->footer(R"(
+Examples:
+  hourglass health
+  hourglass --addr=broker:7070 --tls-ca=ca.pem health)");
+  registry.SetAction(
+      health, [&globals = registry.globals(), service]() -> absl::Status {
+        absl::StatusOr<std::unique_ptr<hourglass::cli::Connection>> connection =
+            hourglass::cli::Connection::Open(globals);
+        if (!connection.ok()) return connection.status();
+        absl::StatusOr<std::string> status = (*connection)->Health(*service);
+        if (!status.ok()) return status.status();
+        if (globals.json) {
+          std::cout << "{\"status\":\"" << *status << "\"}" << std::endl;
+        } else {
+          std::cout << *status << std::endl;
+        }
+        if (*status != "SERVING") {
+          return absl::UnavailableError(
+              absl::StrCat("broker at ", globals.addr, " is ", *status));
+        }
+        return absl::OkStatus();
+      });
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  // gRPC's own log lines (such as a failed TLS handshake) would break the
+  // one-line errors, which say what failed; GRPC_VERBOSITY or GRPC_TRACE
+  // bring them back.
+  if (std::getenv("GRPC_VERBOSITY") == nullptr &&
+      std::getenv("GRPC_TRACE") == nullptr) {
+    gpr_set_log_function([](gpr_log_func_args*) {});
+  }
   hourglass::cli::GlobalOptions globals;
   CLI::App app(
       "hourglass: publish, consume, inspect and repair messages of an "
@@ -110,6 +165,26 @@ int main(int argc, char** argv) {
   app.add_flag("--json", globals.json,
                "Print JSON (protobuf's JSON mapping, .proto field names) "
                "instead of tables");
+  app.add_flag("--tls", globals.tls,
+               "Connect with TLS, trusting the system's CAs unless --tls-ca "
+               "is given");
+  app.add_option("--tls-ca", globals.tls_ca,
+                 "PEM file of the CAs that sign the broker's certificate "
+                 "(turns TLS on)")
+      ->envname("HOURGLASS_TLS_CA");
+  app.add_option("--tls-cert", globals.tls_cert,
+                 "PEM client certificate, for a broker that wants mutual TLS")
+      ->envname("HOURGLASS_TLS_CERT");
+  app.add_option("--tls-key", globals.tls_key, "PEM private key of --tls-cert")
+      ->envname("HOURGLASS_TLS_KEY");
+  app.add_option("--tls-server-name", globals.tls_server_name,
+                 "Name the broker's certificate must have, if not the host "
+                 "of --addr")
+      ->envname("HOURGLASS_TLS_SERVER_NAME");
+  app.add_option("--token", globals.token,
+                 "Bearer token sent on every call (better in the environment, "
+                 "where ps cannot see it)")
+      ->envname("HOURGLASS_TOKEN");
   app.footer(kFooter);
 
   hourglass::cli::Registry registry(app, globals);
@@ -118,6 +193,7 @@ int main(int argc, char** argv) {
   hourglass::cli::AddMessageCommands(registry);
   hourglass::cli::AddTopicCommands(registry);
   hourglass::cli::AddBenchCommand(registry);
+  AddHealthCommand(registry);
   NameValues(&app);
   app.get_formatter()->column_width(34);
 

@@ -9,15 +9,20 @@
 #include <climits>
 #include <cstdint>
 #include <cstdlib>
+#include <memory>
 #include <string>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "api/admin_service.h"
+#include "api/auth.h"
 #include "api/broker_service.h"
 #include "api/metrics_http.h"
 #include "api/server.h"
@@ -59,6 +64,34 @@ ABSL_FLAG(absl::Duration, ack_timeout, absl::Seconds(30),
           "delivery is delivered again after it.");
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
           "How long running calls may take to finish on SIGTERM/SIGINT.");
+ABSL_FLAG(std::string, tls_cert, "",
+          "PEM certificate chain of the gRPC server (server certificate "
+          "first). With --tls_key, the gRPC API speaks only TLS. Default: "
+          "plaintext.");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert.");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "PEM CA certificates of clients: turns on mutual TLS, refusing "
+          "clients without a certificate they signed. Needs --tls_cert.");
+ABSL_FLAG(std::string, auth_tokens, "",
+          "File of bearer tokens with their roles (produce, consume, admin) "
+          "and topic patterns, one per line (format in api/auth.h and the "
+          "README); reloaded on SIGHUP. Default: no authentication.");
+ABSL_FLAG(uint64_t, max_streams, 10000,
+          "Most Subscribe streams open at once; the next is refused with "
+          "RESOURCE_EXHAUSTED. 0: no limit.");
+ABSL_FLAG(int32_t, max_streams_per_connection, 1000,
+          "Most concurrent calls on one client connection (HTTP/2 "
+          "MAX_CONCURRENT_STREAMS); more wait. 0: gRPC's default, no limit.");
+ABSL_FLAG(uint64_t, max_request_bytes, 64 << 20,
+          "Largest gRPC request accepted, in bytes; a larger one gets "
+          "RESOURCE_EXHAUSTED.");
+ABSL_FLAG(uint64_t, max_publish_queue_bytes, 256 << 20,
+          "Most bytes of Publish requests being written at once; past it a "
+          "Publish gets RESOURCE_EXHAUSTED. 0: no limit.");
+ABSL_FLAG(uint64_t, grpc_memory_mb, 0,
+          "Memory gRPC may use for connections and calls, in MiB (a gRPC "
+          "resource quota); under pressure new connections are refused. 0: "
+          "no limit.");
 
 namespace {
 
@@ -67,13 +100,15 @@ namespace {
   std::exit(1);
 }
 
-// Blocks SIGTERM and SIGINT in this thread, and so in every thread started
-// after it, so that WaitForTerminationSignal receives them synchronously.
+// Blocks SIGTERM, SIGINT and SIGHUP in this thread, and so in every thread
+// started after it, so that WaitForTerminationSignal receives them
+// synchronously.
 sigset_t BlockTerminationSignals() {
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   return signals;
 }
@@ -98,11 +133,55 @@ absl::Status AddProcessMetrics(hourglass::metrics::Registry& registry,
   return absl::OkStatus();
 }
 
-int WaitForTerminationSignal(const sigset_t& signals) {
-  int signal = 0;
-  while (sigwait(&signals, &signal) != 0) {
+// Waits for SIGTERM or SIGINT and returns it. Each SIGHUP meanwhile
+// reloads `authorizer`'s token file (if any), logging the outcome; a bad
+// file leaves the tokens as they were.
+int WaitForTerminationSignal(const sigset_t& signals,
+                             hourglass::api::Authorizer* authorizer) {
+  while (true) {
+    int signal = 0;
+    if (sigwait(&signals, &signal) != 0) continue;
+    if (signal != SIGHUP) return signal;
+    if (authorizer == nullptr) {
+      spdlog::info("hourglassd received SIGHUP: nothing to reload");
+      continue;
+    }
+    absl::StatusOr<size_t> tokens = authorizer->Reload();
+    if (tokens.ok()) {
+      spdlog::info("hourglassd reloaded {} tokens from {}", *tokens,
+                   authorizer->origin());
+    } else {
+      spdlog::error("hourglassd kept its tokens: reload failed: {}",
+                    std::string(tokens.status().message()));
+    }
   }
-  return signal;
+}
+
+// Loud warnings for a gRPC API reachable from other machines without TLS
+// or without authentication, and for metrics off loopback.
+void WarnIfExposed(const std::string& listen, bool tls, bool mutual_tls,
+                   bool tokens, const std::string& metrics_listen) {
+  if (!hourglass::api::IsLoopbackAddress(listen)) {
+    if (!tls) {
+      spdlog::warn(
+          "WARNING: --listen={} is not loopback and TLS is off (--tls_cert, "
+          "--tls_key): requests{} travel in plain text",
+          listen, tokens ? " and tokens" : "");
+    }
+    if (!tokens && !mutual_tls) {
+      spdlog::warn(
+          "WARNING: --listen={} is not loopback and authentication is off "
+          "(--auth_tokens, --tls_client_ca): anyone who can connect may "
+          "publish, consume and cancel",
+          listen);
+    }
+  }
+  if (!hourglass::api::IsLoopbackAddress(metrics_listen)) {
+    spdlog::warn(
+        "WARNING: --metrics_listen={} is not loopback: /metrics is plain "
+        "HTTP without authentication",
+        metrics_listen);
+  }
 }
 
 }  // namespace
@@ -112,6 +191,14 @@ int main(int argc, char** argv) {
       "The Hourglass delayed-message broker.\n\n"
       "  hourglassd [--listen=127.0.0.1:7070] [--data_dir=./data] "
       "[--durability=sync|async] [--flagfile=FILE]");
+  // --help lists the flags of this file; absl would look for a file named
+  // after the program (hourglassd.cc) and list none.
+  absl::FlagsUsageConfig usage;
+  usage.contains_help_flags = [](absl::string_view path) {
+    return absl::StrContains(path, "cmd/hourglassd/");
+  };
+  usage.contains_helpshort_flags = usage.contains_help_flags;
+  absl::SetFlagsUsageConfig(usage);
   absl::ParseCommandLine(argc, argv);
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e%z %^%l%$ %v");
 
@@ -138,6 +225,28 @@ int main(int argc, char** argv) {
   if (ack_timeout < absl::Milliseconds(1)) {
     Fail(absl::StrCat("--ack_timeout must be at least 1ms, not ",
                       absl::FormatDuration(ack_timeout)));
+  }
+
+  const uint64_t max_request_bytes = absl::GetFlag(FLAGS_max_request_bytes);
+  if (max_request_bytes < 1024 || max_request_bytes > INT32_MAX) {
+    Fail(absl::StrCat("--max_request_bytes must be between 1024 and ",
+                      INT32_MAX, ", not ", max_request_bytes));
+  }
+  const int32_t max_streams_per_connection =
+      absl::GetFlag(FLAGS_max_streams_per_connection);
+  if (max_streams_per_connection < 0) {
+    Fail(absl::StrCat("--max_streams_per_connection must be >= 0, not ",
+                      max_streams_per_connection));
+  }
+
+  // Read before anything starts, so that a bad file fails fast.
+  std::unique_ptr<hourglass::api::Authorizer> authorizer;
+  if (const std::string tokens = absl::GetFlag(FLAGS_auth_tokens);
+      !tokens.empty()) {
+    absl::StatusOr<std::unique_ptr<hourglass::api::Authorizer>> loaded =
+        hourglass::api::Authorizer::FromFile(tokens);
+    if (!loaded.ok()) Fail(std::string(loaded.status().message()));
+    authorizer = *std::move(loaded);
   }
 
   const sigset_t signals = BlockTerminationSignals();
@@ -189,7 +298,10 @@ int main(int argc, char** argv) {
   limits.max_delay = absl::GetFlag(FLAGS_max_delay);
   limits.max_batch = absl::GetFlag(FLAGS_max_batch);
   limits.max_credit = absl::GetFlag(FLAGS_max_credit);
-  hourglass::api::BrokerService broker_service(engine->get(), &clock, limits);
+  limits.max_streams = absl::GetFlag(FLAGS_max_streams);
+  limits.max_publish_queue_bytes = absl::GetFlag(FLAGS_max_publish_queue_bytes);
+  hourglass::api::BrokerService broker_service(engine->get(), &clock, limits,
+                                               authorizer.get());
 
   hourglass::api::AdminService admin_service(engine->get(), &clock, limits,
                                              started_at);
@@ -197,19 +309,38 @@ int main(int argc, char** argv) {
   hourglass::api::ServerOptions options;
   options.listen_address = absl::GetFlag(FLAGS_listen);
   options.services = {&broker_service, &admin_service};
-  // Room for the largest legal Publish: every message at the payload limit,
-  // plus headers and framing; gRPC caps a message at 2 GiB.
+  // Room for the largest legal Publish (every message at the payload limit,
+  // plus headers and framing), but no more than --max_request_bytes.
   options.max_receive_bytes = static_cast<int>(std::min<uint64_t>(
-      INT32_MAX,
+      max_request_bytes,
       limits.max_batch * (limits.max_payload_bytes + (16 << 10)) + (1 << 20)));
+  options.tls_cert_file = absl::GetFlag(FLAGS_tls_cert);
+  options.tls_key_file = absl::GetFlag(FLAGS_tls_key);
+  options.tls_client_ca_file = absl::GetFlag(FLAGS_tls_client_ca);
+  options.max_streams_per_connection = max_streams_per_connection;
+  options.grpc_memory_bytes = absl::GetFlag(FLAGS_grpc_memory_mb) << 20;
   auto server = hourglass::api::Server::Start(options);
   if (!server.ok()) Fail(std::string(server.status().message()));
-  spdlog::info("hourglassd listening on {} (port {})", options.listen_address,
-               (*server)->port());
+  const bool tls = !options.tls_cert_file.empty();
+  const bool mutual_tls = !options.tls_client_ca_file.empty();
+  WarnIfExposed(options.listen_address, tls, mutual_tls, authorizer != nullptr,
+                metrics_listen);
+  if (authorizer != nullptr) {
+    // TODO(admin): remove once AdminService checks Role::kAdmin.
+    spdlog::warn(
+        "WARNING: --auth_tokens guards the Broker service only; the Admin "
+        "service does not check tokens yet");
+  }
+  spdlog::info("hourglassd listening on {} (port {}): {}, {}",
+               options.listen_address, (*server)->port(),
+               mutual_tls ? "mutual TLS" : (tls ? "TLS" : "plaintext"),
+               authorizer != nullptr
+                   ? absl::StrCat("tokens from ", authorizer->origin())
+                   : std::string("no authentication"));
   spdlog::info("hourglassd serving metrics on {} (port {})", metrics_listen,
                (*metrics_server)->port());
 
-  const int signal = WaitForTerminationSignal(signals);
+  const int signal = WaitForTerminationSignal(signals, authorizer.get());
   spdlog::info("hourglassd received {}, shutting down",
                signal == SIGTERM ? "SIGTERM" : "SIGINT");
   // Scrapes stop first: collectors may read the broker.

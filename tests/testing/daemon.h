@@ -8,6 +8,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "grpcpp/channel.h"
+#include "grpcpp/security/credentials.h"
 #include "tests/testing/subprocess.h"
 
 namespace hourglass::testing {
@@ -30,6 +31,12 @@ class Daemon {
   std::string address() const;
   // A new channel to the daemon, connected.
   std::shared_ptr<grpc::Channel> Channel() const;
+  // A new channel with `credentials` (TLS) that sends `token`, unless
+  // empty, as "authorization: Bearer <token>" on every call; connected
+  // unless it cannot be within the start timeout.
+  std::shared_ptr<grpc::Channel> Channel(
+      std::shared_ptr<grpc::ChannelCredentials> credentials,
+      const std::string& token = "") const;
 
   // SIGTERM, then waits for the exit code (128 + 9 if it had to be killed
   // after `timeout`).

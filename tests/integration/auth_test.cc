@@ -1,0 +1,285 @@
+// hourglassd with --auth_tokens against real clients: every role against
+// every Broker RPC, topic patterns, SIGHUP reloads, and the CLI's --token
+// and HOURGLASS_TOKEN.
+
+#include <signal.h>
+#include <stdlib.h>
+
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "gmock/gmock.h"
+#include "grpcpp/security/credentials.h"
+#include "gtest/gtest.h"
+#include "tests/testing/broker_client.h"
+#include "tests/testing/daemon.h"
+#include "tests/testing/subprocess.h"
+#include "tests/testing/temp_dir.h"
+
+namespace hourglass {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr absl::Duration kWait = absl::Seconds(30);
+
+constexpr char kProducer[] = "producer-0123456789abcdef";
+constexpr char kConsumer[] = "consumer-0123456789abcdef";
+constexpr char kAdmin[] = "admin-0123456789abcdef012";
+constexpr char kOrdersOnly[] = "orders-only-0123456789abc";
+constexpr char kAll[] = "all-roles-0123456789abcde";
+
+constexpr char kTokens[] = R"(# The tokens of AuthTest.
+producer-0123456789abcdef   produce
+consumer-0123456789abcdef   consume
+admin-0123456789abcdef012   admin
+orders-only-0123456789abc   produce,consume  orders,orders.*
+all-roles-0123456789abcde   produce,consume,admin
+)";
+
+const grpc::Status kOk = grpc::Status::OK;
+
+grpc::Status Unauthenticated(const std::string& message) {
+  return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, message);
+}
+grpc::Status PermissionDenied(const std::string& message) {
+  return grpc::Status(grpc::StatusCode::PERMISSION_DENIED, message);
+}
+
+// Compares code and message.
+MATCHER_P(IsStatus, expected, "") {
+  *result_listener << "is " << arg.error_code() << " \"" << arg.error_message()
+                   << "\"";
+  return arg.error_code() == expected.error_code() &&
+         arg.error_message() == expected.error_message();
+}
+
+class AuthTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    tokens_ = dir_.path() + "/tokens.txt";
+    WriteTokens(kTokens);
+    auto daemon = testing::Daemon::Start(
+        HOURGLASSD_PATH, dir_.path() + "/data",
+        {"--auth_tokens=" + tokens_, "--shutdown_grace=500ms"});
+    ASSERT_TRUE(daemon.ok()) << daemon.status();
+    daemon_ = *std::move(daemon);
+  }
+
+  void TearDown() override {
+    if (daemon_ == nullptr) return;
+    // Tokens never reach the log.
+    for (const char* token :
+         {kProducer, kConsumer, kAdmin, kOrdersOnly, kAll}) {
+      EXPECT_THAT(daemon_->process().output(), Not(HasSubstr(token)));
+    }
+  }
+
+  void WriteTokens(const std::string& text) {
+    std::ofstream(tokens_, std::ios::trunc) << text;
+  }
+
+  // A client sending `token` ("" for none).
+  std::unique_ptr<testing::BrokerClient> Client(const std::string& token) {
+    return std::make_unique<testing::BrokerClient>(
+        daemon_->Channel(grpc::InsecureChannelCredentials(), token));
+  }
+
+  static grpc::Status Publish(testing::BrokerClient& client,
+                              const std::vector<std::string>& topics,
+                              absl::Duration delay = absl::Hours(1)) {
+    hourglass::v1::PublishRequest request;
+    for (const std::string& topic : topics) {
+      *request.add_messages() = testing::NewMessage(topic, "p", delay);
+    }
+    hourglass::v1::PublishResponse response;
+    return client.Publish(request, &response);
+  }
+
+  // Opens a stream of `topic` to group "g"; its status if the broker ended
+  // it, or nullopt if it is subscribed (a delivery due now arrives on it).
+  std::optional<grpc::Status> Subscribe(testing::BrokerClient& client,
+                                        const std::string& topic) {
+    std::unique_ptr<testing::Subscription> stream =
+        client.Subscribe(topic, "g");
+    std::unique_ptr<testing::BrokerClient> producer = Client(kProducer);
+    const grpc::Status published =
+        Publish(*producer, {topic}, absl::ZeroDuration());
+    EXPECT_TRUE(published.ok()) << published.error_message();
+    if (!stream->Take(1, kWait).empty()) return std::nullopt;
+    return stream->WaitEnd(kWait);
+  }
+
+  testing::TempDir dir_;
+  std::string tokens_;
+  std::unique_ptr<testing::Daemon> daemon_;
+};
+
+TEST_F(AuthTest, EveryRoleAgainstEveryBrokerCall) {
+  const grpc::Status missing =
+      Unauthenticated("missing \"authorization: Bearer <token>\" metadata");
+  struct Case {
+    std::string token;
+    grpc::Status publish;
+    grpc::Status cancel;
+    std::optional<grpc::Status> subscribe;  // nullopt: subscribed.
+  };
+  const Case cases[] = {
+      {"", missing, missing, missing},
+      {"unknown-0123456789abcdef", Unauthenticated("unknown token"),
+       Unauthenticated("unknown token"), Unauthenticated("unknown token")},
+      {kProducer, kOk, kOk,
+       PermissionDenied("token lacks role consume for topic \"orders\"")},
+      {kConsumer,
+       PermissionDenied("message 0: token lacks role produce for topic "
+                        "\"orders\""),
+       PermissionDenied("token lacks role produce for topic \"orders\""),
+       std::nullopt},
+      {kAdmin,
+       PermissionDenied("message 0: token lacks role produce for topic "
+                        "\"orders\""),
+       PermissionDenied("token lacks role produce for topic \"orders\""),
+       PermissionDenied("token lacks role consume for topic \"orders\"")},
+      {kOrdersOnly, kOk, kOk, std::nullopt},
+      {kAll, kOk, kOk, std::nullopt},
+  };
+  std::unique_ptr<testing::BrokerClient> all = Client(kAll);
+  int n = 0;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.token.empty() ? "no token" : c.token);
+    std::unique_ptr<testing::BrokerClient> client = Client(c.token);
+    EXPECT_THAT(Publish(*client, {"orders"}), IsStatus(c.publish));
+
+    // Cancel a message that exists, so that an allowed call is OK.
+    const std::string id = absl::StrCat("to-cancel-", ++n);
+    ASSERT_TRUE(all->Publish("orders", "p", absl::Hours(1), id).ok());
+    EXPECT_THAT(client->Cancel("orders", id), IsStatus(c.cancel));
+
+    const std::optional<grpc::Status> subscribed = Subscribe(*client, "orders");
+    EXPECT_EQ(subscribed.has_value(), c.subscribe.has_value());
+    if (subscribed.has_value() && c.subscribe.has_value()) {
+      EXPECT_THAT(*subscribed, IsStatus(*c.subscribe));
+    }
+  }
+}
+
+TEST_F(AuthTest, TopicPatternsLimitEveryCall) {
+  std::unique_ptr<testing::BrokerClient> client = Client(kOrdersOnly);
+  EXPECT_THAT(Publish(*client, {"orders", "orders.eu", "orders.eu.dlq"}),
+              IsStatus(kOk));
+  // All or nothing: the first message is not stored either.
+  std::unique_ptr<testing::BrokerClient> all = Client(kAll);
+  ASSERT_TRUE(all->Publish("orders", "p", absl::Hours(1), "kept-out").ok());
+  EXPECT_THAT(Publish(*client, {"orders", "payments"}),
+              IsStatus(PermissionDenied(
+                  "message 1: token's produce role does not cover topic "
+                  "\"payments\"")));
+  EXPECT_THAT(client->Cancel("payments", "x"),
+              IsStatus(PermissionDenied(
+                  "token's produce role does not cover topic \"payments\"")));
+  const std::optional<grpc::Status> stream = Subscribe(*client, "ordersX");
+  ASSERT_TRUE(stream.has_value());
+  EXPECT_THAT(*stream,
+              IsStatus(PermissionDenied(
+                  "token's consume role does not cover topic \"ordersX\"")));
+  EXPECT_EQ(Subscribe(*client, "orders.eu"), std::nullopt);
+}
+
+TEST_F(AuthTest, SighupReloadsTokensWithoutDroppingStreams) {
+  constexpr char kNew[] = "new-token-0123456789abcde";
+  std::unique_ptr<testing::BrokerClient> consumer = Client(kConsumer);
+  std::unique_ptr<testing::Subscription> stream =
+      consumer->Subscribe("reload", "g");
+
+  // The consumer's token goes, a new one comes.
+  WriteTokens(absl::StrCat("producer-0123456789abcdef produce\n", kNew,
+                           " produce,consume\n"));
+  daemon_->process().Signal(SIGHUP);
+  ASSERT_TRUE(daemon_->process().WaitForOutput(
+      absl::StrCat("reloaded 2 tokens from ", tokens_), kWait))
+      << daemon_->process().output();
+
+  EXPECT_THAT(Publish(*Client(kAll), {"reload"}),
+              IsStatus(Unauthenticated("unknown token")));
+  std::unique_ptr<testing::BrokerClient> fresh = Client(kNew);
+  EXPECT_THAT(Publish(*fresh, {"reload"}, absl::ZeroDuration()), IsStatus(kOk));
+  EXPECT_THAT(Subscribe(*Client(kConsumer), "other").value_or(kOk),
+              IsStatus(Unauthenticated("unknown token")));
+
+  // The stream opened with the removed token still receives and acks.
+  std::vector<testing::Received> got = stream->Take(1, kWait);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_TRUE(stream->Ack({got[0].delivery.id()}));
+  EXPECT_EQ(stream->WaitEnd(absl::ZeroDuration()), std::nullopt);
+
+  // A bad file changes nothing.
+  WriteTokens("new-token-0123456789abcde produce,consume,root\n");
+  daemon_->process().Signal(SIGHUP);
+  ASSERT_TRUE(daemon_->process().WaitForOutput(
+      absl::StrCat("hourglassd kept its tokens: reload failed: ", tokens_,
+                   ":1: unknown role \"root\" (roles are produce, consume, "
+                   "admin)"),
+      kWait))
+      << daemon_->process().output();
+  EXPECT_THAT(Publish(*fresh, {"reload"}), IsStatus(kOk));
+  EXPECT_EQ(stream->Close().error_code(), grpc::StatusCode::OK);
+}
+
+TEST_F(AuthTest, TheCliSendsItsToken) {
+  const std::vector<std::string> publish = {
+      HOURGLASS_PATH, "--addr=" + daemon_->address(), "publish",
+      "--topic=cli",  "--at=2030-01-01T00:00:00Z",    "--id=a",
+      "--data=x"};
+  testing::RunResult result = testing::Run(publish, kWait);
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_EQ(result.output,
+            "hourglass: UNAUTHENTICATED: missing \"authorization: Bearer "
+            "<token>\" metadata\n");
+
+  std::vector<std::string> with_flag = publish;
+  with_flag.push_back(absl::StrCat("--token=", kConsumer));
+  result = testing::Run(with_flag, kWait);
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_EQ(result.output,
+            "hourglass: PERMISSION_DENIED: message 0: token lacks role "
+            "produce for topic \"cli\"\n");
+
+  ASSERT_EQ(setenv("HOURGLASS_TOKEN", kProducer, 1), 0);
+  result = testing::Run(publish, kWait);
+  unsetenv("HOURGLASS_TOKEN");
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_EQ(result.output,
+            "ID  DELIVER_AT                DUPLICATE\n"
+            "a   2030-01-01T00:00:00.000Z  no\n");
+
+  // Health needs no token.
+  result = testing::Run(
+      {HOURGLASS_PATH, "--addr=" + daemon_->address(), "health"}, kWait);
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_EQ(result.output, "SERVING\n");
+}
+
+TEST(AuthStartTest, RefusesToStartWithABadTokenFile) {
+  testing::TempDir dir;
+  const std::string tokens = dir.path() + "/tokens.txt";
+  std::ofstream(tokens) << "# none yet\n";
+  const testing::RunResult result = testing::Run(
+      {HOURGLASSD_PATH, "--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0",
+       "--data_dir=" + dir.path() + "/data", "--auth_tokens=" + tokens},
+      kWait);
+  EXPECT_EQ(result.exit_code, 1) << result.output;
+  EXPECT_THAT(result.output,
+              HasSubstr(absl::StrCat("hourglassd: ", tokens,
+                                     ": no tokens (every call would be "
+                                     "refused)")));
+  EXPECT_THAT(result.output, Not(HasSubstr("listening")));
+}
+
+}  // namespace
+}  // namespace hourglass

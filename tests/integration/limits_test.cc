@@ -1,0 +1,136 @@
+// hourglassd's limits against overload: --max_streams, --max_request_bytes
+// and --max_publish_queue_bytes refuse with RESOURCE_EXHAUSTED and a clear
+// message, and what was admitted keeps working.
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/broker_client.h"
+#include "tests/testing/daemon.h"
+#include "tests/testing/subprocess.h"
+#include "tests/testing/temp_dir.h"
+
+namespace hourglass {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr absl::Duration kWait = absl::Seconds(30);
+
+class LimitsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto daemon = testing::Daemon::Start(
+        HOURGLASSD_PATH, dir_.path() + "/data",
+        {"--max_streams=2", "--max_request_bytes=8192",
+         "--max_publish_queue_bytes=4096", "--shutdown_grace=500ms"});
+    ASSERT_TRUE(daemon.ok()) << daemon.status();
+    daemon_ = *std::move(daemon);
+    client_ = std::make_unique<testing::BrokerClient>(daemon_->Channel());
+  }
+
+  // A Publish of one message with a payload of `bytes`, due now.
+  static hourglass::v1::PublishRequest Request(const std::string& topic,
+                                               size_t bytes) {
+    hourglass::v1::PublishRequest request;
+    *request.add_messages() = testing::NewMessage(
+        topic, std::string(bytes, 'p'), absl::ZeroDuration());
+    return request;
+  }
+
+  grpc::Status Publish(const hourglass::v1::PublishRequest& request) {
+    hourglass::v1::PublishResponse response;
+    return client_->Publish(request, &response);
+  }
+
+  // Takes one delivery from `stream` and acks it; its payload.
+  static std::string TakeOne(testing::Subscription& stream) {
+    std::vector<testing::Received> got = stream.Take(1, kWait);
+    if (got.size() != 1) return "<nothing>";
+    stream.Ack({got[0].delivery.id()});
+    return got[0].delivery.payload();
+  }
+
+  testing::TempDir dir_;
+  std::unique_ptr<testing::Daemon> daemon_;
+  std::unique_ptr<testing::BrokerClient> client_;
+};
+
+TEST_F(LimitsTest, StreamsPastTheLimitAreRefusedAndOpenOnesKeepWorking) {
+  std::unique_ptr<testing::Subscription> first = client_->Subscribe("t", "g1");
+  std::unique_ptr<testing::Subscription> second = client_->Subscribe("t", "g2");
+
+  std::unique_ptr<testing::Subscription> third = client_->Subscribe("t", "g3");
+  const std::optional<grpc::Status> refused = third->WaitEnd(kWait);
+  ASSERT_TRUE(refused.has_value());
+  EXPECT_EQ(refused->error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(refused->error_message(),
+            "too many Subscribe streams (limit 2, --max_streams)");
+
+  // Both admitted streams still get what comes due, once per group.
+  ASSERT_TRUE(client_->Publish("t", "one", absl::ZeroDuration()).ok());
+  EXPECT_EQ(TakeOne(*first), "one");
+  EXPECT_EQ(TakeOne(*second), "one");
+
+  // A stream that ends frees its place at once.
+  EXPECT_EQ(first->Close().error_code(), grpc::StatusCode::OK);
+  std::unique_ptr<testing::Subscription> fourth = client_->Subscribe("t", "g4");
+  ASSERT_TRUE(client_->Publish("t", "two", absl::ZeroDuration()).ok());
+  EXPECT_EQ(TakeOne(*second), "two");
+  EXPECT_EQ(TakeOne(*fourth), "two");
+  EXPECT_EQ(fourth->WaitEnd(absl::ZeroDuration()), std::nullopt);
+
+  std::unique_ptr<testing::Subscription> fifth = client_->Subscribe("t", "g5");
+  const std::optional<grpc::Status> again = fifth->WaitEnd(kWait);
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(again->error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+}
+
+TEST_F(LimitsTest, APublishPastTheQueueLimitIsRefusedAndStoresNothing) {
+  const hourglass::v1::PublishRequest large = Request("q", 5000);
+  const grpc::Status status = Publish(large);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(status.error_message(),
+            absl::StrCat("publish queue full: 0 bytes of publishes are being "
+                         "written and this one has ",
+                         large.ByteSizeLong(),
+                         "; the limit is 4096 (--max_publish_queue_bytes); "
+                         "retry later"));
+
+  // Within the limit: stored and delivered. The refused one, due earlier,
+  // would have come first.
+  auto stream = client_->Subscribe("q", "g");
+  EXPECT_TRUE(Publish(Request("q", 3000)).ok());
+  EXPECT_EQ(TakeOne(*stream), std::string(3000, 'p'));
+}
+
+TEST_F(LimitsTest, ARequestPastMaxRequestBytesIsRefused) {
+  const hourglass::v1::PublishRequest huge = Request("r", 9000);
+  const grpc::Status status = Publish(huge);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(status.error_message(),
+              HasSubstr(absl::StrCat(huge.ByteSizeLong(), " vs. 8192")));
+  // The connection and the broker are fine.
+  EXPECT_TRUE(Publish(Request("r", 100)).ok());
+}
+
+TEST(LimitsFlagsTest, RefusesBadLimits) {
+  testing::TempDir dir;
+  const testing::RunResult result = testing::Run(
+      {HOURGLASSD_PATH, "--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0",
+       "--data_dir=" + dir.path() + "/data", "--max_request_bytes=10"},
+      kWait);
+  EXPECT_EQ(result.exit_code, 1) << result.output;
+  EXPECT_THAT(result.output,
+              HasSubstr("hourglassd: --max_request_bytes must be between 1024 "
+                        "and 2147483647, not 10"));
+}
+
+}  // namespace
+}  // namespace hourglass

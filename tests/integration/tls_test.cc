@@ -1,0 +1,301 @@
+// hourglassd with TLS and mutual TLS (--tls_cert, --tls_key,
+// --tls_client_ca) against real clients: gRPC channels and the hourglass
+// CLI. Certificates are made for each test suite by the openssl command.
+
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "api/server.h"
+#include "gmock/gmock.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "gtest/gtest.h"
+#include "tests/testing/broker_client.h"
+#include "tests/testing/daemon.h"
+#include "tests/testing/subprocess.h"
+#include "tests/testing/temp_dir.h"
+
+namespace hourglass {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr absl::Duration kTimeout = absl::Seconds(30);
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Runs openssl with `args`; fails the test with its output if it fails.
+void OpenSsl(std::vector<std::string> args) {
+  args.insert(args.begin(), OPENSSL_PATH);
+  const testing::RunResult result = testing::Run(args, kTimeout);
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+}
+
+// A CA, and certificates it signs: the broker's (for localhost and
+// 127.0.0.1) and a client's; and a client certificate from another CA.
+// Files in dir: NAME.pem, NAME.key.
+class Certificates {
+ public:
+  Certificates() {
+    MakeCa("ca", "Hourglass test CA");
+    MakeCert("server", "ca", "localhost",
+             "subjectAltName=DNS:localhost,IP:127.0.0.1\n"
+             "extendedKeyUsage=serverAuth\n");
+    MakeCert("client", "ca", "hourglass-client",
+             "extendedKeyUsage=clientAuth\n");
+    MakeCa("other-ca", "Another CA");
+    MakeCert("stranger", "other-ca", "stranger",
+             "extendedKeyUsage=clientAuth\n");
+  }
+
+  std::string Pem(const std::string& name) const {
+    return absl::StrCat(dir_.path(), "/", name, ".pem");
+  }
+  std::string Key(const std::string& name) const {
+    return absl::StrCat(dir_.path(), "/", name, ".key");
+  }
+
+  // TLS credentials trusting the test CA, with `client`'s certificate
+  // unless it is empty.
+  std::shared_ptr<grpc::ChannelCredentials> Credentials(
+      const std::string& client = "") const {
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = ReadFile(Pem("ca"));
+    if (!client.empty()) {
+      ssl.pem_cert_chain = ReadFile(Pem(client));
+      ssl.pem_private_key = ReadFile(Key(client));
+    }
+    return grpc::SslCredentials(ssl);
+  }
+
+ private:
+  void MakeCa(const std::string& name, const std::string& common_name) {
+    OpenSsl({"req", "-x509", "-newkey", "ec", "-pkeyopt",
+             "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", Key(name),
+             "-out", Pem(name), "-days", "2", "-subj", "/CN=" + common_name});
+  }
+
+  void MakeCert(const std::string& name, const std::string& ca,
+                const std::string& common_name, const std::string& extensions) {
+    const std::string csr = absl::StrCat(dir_.path(), "/", name, ".csr");
+    const std::string ext = absl::StrCat(dir_.path(), "/", name, ".ext");
+    std::ofstream(ext) << extensions;
+    OpenSsl({"req", "-new", "-newkey", "ec", "-pkeyopt",
+             "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", Key(name),
+             "-out", csr, "-subj", "/CN=" + common_name});
+    OpenSsl({"x509", "-req", "-in", csr, "-CA", Pem(ca), "-CAkey", Key(ca),
+             "-set_serial", absl::StrCat(++serial_), "-days", "2", "-out",
+             Pem(name), "-extfile", ext});
+  }
+
+  testing::TempDir dir_;
+  int serial_ = 1;
+};
+
+class TlsTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { certs_ = new Certificates(); }
+  static void TearDownTestSuite() {
+    delete certs_;
+    certs_ = nullptr;
+  }
+
+  // Starts hourglassd with TLS, and with mutual TLS if `mutual`.
+  void StartDaemon(bool mutual) {
+    std::vector<std::string> flags = {"--tls_cert=" + certs_->Pem("server"),
+                                      "--tls_key=" + certs_->Key("server"),
+                                      "--shutdown_grace=500ms"};
+    if (mutual) flags.push_back("--tls_client_ca=" + certs_->Pem("ca"));
+    auto daemon =
+        testing::Daemon::Start(HOURGLASSD_PATH, dir_.path() + "/data", flags);
+    ASSERT_TRUE(daemon.ok()) << daemon.status();
+    daemon_ = *std::move(daemon);
+  }
+
+  // A channel to the daemon that does not wait to connect.
+  std::shared_ptr<grpc::Channel> Channel(
+      std::shared_ptr<grpc::ChannelCredentials> credentials) {
+    return grpc::CreateChannel(daemon_->address(), std::move(credentials));
+  }
+
+  // Publishes one message due in an hour over `channel`.
+  grpc::Status Publish(std::shared_ptr<grpc::Channel> channel) {
+    testing::BrokerClient client(std::move(channel));
+    hourglass::v1::PublishRequest request;
+    *request.add_messages() =
+        testing::NewMessage("orders", "payload", absl::Hours(1));
+    hourglass::v1::PublishResponse response;
+    return client.Publish(request, &response);
+  }
+
+  // Runs the hourglass CLI against the daemon.
+  testing::RunResult Cli(std::vector<std::string> args) {
+    args.insert(args.begin(), {HOURGLASS_PATH, "--addr=" + daemon_->address(),
+                               "--timeout=10s"});
+    return testing::Run(args, kTimeout);
+  }
+
+  static Certificates* certs_;
+  testing::TempDir dir_;
+  std::unique_ptr<testing::Daemon> daemon_;
+};
+
+Certificates* TlsTest::certs_ = nullptr;
+
+TEST_F(TlsTest, ServesClientsThatTrustItsCa) {
+  ASSERT_NO_FATAL_FAILURE(StartDaemon(/*mutual=*/false));
+  EXPECT_THAT(daemon_->process().output(), HasSubstr("): TLS, no auth"));
+
+  const grpc::Status status = Publish(Channel(certs_->Credentials()));
+  EXPECT_TRUE(status.ok()) << status.error_message();
+
+  // The whole way: a consumer over TLS receives what a producer sent.
+  testing::BrokerClient client(daemon_->Channel(certs_->Credentials()));
+  auto consumer = client.Subscribe("now", "g");
+  ASSERT_TRUE(client.Publish("now", "over tls", absl::ZeroDuration()).ok());
+  std::vector<testing::Received> got = consumer->Take(1, kTimeout);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].delivery.payload(), "over tls");
+
+  const testing::RunResult cli =
+      Cli({"--tls-ca=" + certs_->Pem("ca"), "health"});
+  EXPECT_EQ(cli.exit_code, 0) << cli.output;
+  EXPECT_EQ(cli.output, "SERVING\n");
+}
+
+TEST_F(TlsTest, APlaintextClientFailsCleanly) {
+  ASSERT_NO_FATAL_FAILURE(StartDaemon(/*mutual=*/false));
+
+  const grpc::Status status =
+      Publish(Channel(grpc::InsecureChannelCredentials()));
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE)
+      << status.error_message();
+
+  const testing::RunResult cli = Cli({"health"});
+  EXPECT_EQ(cli.exit_code, 1);
+  EXPECT_EQ(cli.output,
+            absl::StrCat("hourglass: cannot reach ", daemon_->address(),
+                         ": it accepts connections but not as a plaintext "
+                         "gRPC server (if it uses TLS, pass --tls-ca or "
+                         "--tls)\n"));
+
+  // The broker is unharmed.
+  EXPECT_TRUE(Publish(Channel(certs_->Credentials())).ok());
+}
+
+TEST_F(TlsTest, AClientThatDoesNotTrustTheBrokersCaFails) {
+  ASSERT_NO_FATAL_FAILURE(StartDaemon(/*mutual=*/false));
+  grpc::SslCredentialsOptions ssl;
+  ssl.pem_root_certs = ReadFile(certs_->Pem("other-ca"));
+  const grpc::Status status = Publish(Channel(grpc::SslCredentials(ssl)));
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE)
+      << status.error_message();
+
+  const testing::RunResult cli =
+      Cli({"--tls-ca=" + certs_->Pem("other-ca"), "health"});
+  EXPECT_EQ(cli.exit_code, 1);
+  EXPECT_EQ(cli.output,
+            absl::StrCat("hourglass: cannot reach ", daemon_->address(),
+                         ": it accepts connections but the TLS handshake "
+                         "failed (check --tls-ca, --tls-cert, --tls-key and "
+                         "the name in its certificate) or it is not a gRPC "
+                         "server\n"));
+}
+
+TEST_F(TlsTest, MutualTlsServesOnlyClientsWithACertificateFromItsCa) {
+  ASSERT_NO_FATAL_FAILURE(StartDaemon(/*mutual=*/true));
+  EXPECT_THAT(daemon_->process().output(), HasSubstr("): mutual TLS, no auth"));
+
+  grpc::Status status = Publish(Channel(certs_->Credentials("client")));
+  EXPECT_TRUE(status.ok()) << status.error_message();
+
+  status = Publish(Channel(certs_->Credentials()));
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE)
+      << "no client certificate: " << status.error_message();
+  status = Publish(Channel(certs_->Credentials("stranger")));
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE)
+      << "a certificate from another CA: " << status.error_message();
+  status = Publish(Channel(grpc::InsecureChannelCredentials()));
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE)
+      << "plaintext: " << status.error_message();
+
+  testing::RunResult cli = Cli(
+      {"--tls-ca=" + certs_->Pem("ca"), "--tls-cert=" + certs_->Pem("client"),
+       "--tls-key=" + certs_->Key("client"), "health"});
+  EXPECT_EQ(cli.exit_code, 0) << cli.output;
+  EXPECT_EQ(cli.output, "SERVING\n");
+
+  cli = Cli({"--tls-ca=" + certs_->Pem("ca"), "health"});
+  EXPECT_EQ(cli.exit_code, 1) << cli.output;
+  EXPECT_EQ(cli.output,
+            absl::StrCat("hourglass: cannot reach ", daemon_->address(),
+                         ": it accepts connections but the TLS handshake "
+                         "failed (check --tls-ca, --tls-cert, --tls-key and "
+                         "the name in its certificate) or it is not a gRPC "
+                         "server\n"));
+
+  cli = Cli({"--tls-ca=" + certs_->Pem("ca"),
+             "--tls-cert=" + certs_->Pem("client"), "health"});
+  EXPECT_EQ(cli.exit_code, 2);
+  EXPECT_EQ(cli.output,
+            "hourglass: --tls-cert: --tls-cert and --tls-key go together\n");
+}
+
+TEST_F(TlsTest, RefusesToStartWithBadTlsFlags) {
+  struct Case {
+    std::vector<std::string> flags;
+    std::string message;
+  };
+  const std::string missing = dir_.path() + "/missing.pem";
+  const Case cases[] = {
+      {{"--tls_cert=" + missing, "--tls_key=" + certs_->Key("server")},
+       absl::StrCat("cannot read --tls_cert \"", missing,
+                    "\": No such file or directory")},
+      {{"--tls_cert=" + certs_->Pem("server")},
+       "TLS needs both --tls_cert and --tls_key"},
+      {{"--tls_client_ca=" + certs_->Pem("ca")},
+       "--tls_client_ca needs --tls_cert and --tls_key: mutual TLS is TLS"},
+      {{"--tls_cert=" + certs_->Pem("server"),
+        "--tls_key=" + certs_->Pem("server")},
+       absl::StrCat("--tls_key \"", certs_->Pem("server"),
+                    "\" is not a PEM file with a PRIVATE KEY")},
+      {{"--tls_cert=" + certs_->Key("server"),
+        "--tls_key=" + certs_->Key("server")},
+       absl::StrCat("--tls_cert \"", certs_->Key("server"),
+                    "\" is not a PEM file with a CERTIFICATE")},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> argv = {HOURGLASSD_PATH, "--listen=127.0.0.1:0",
+                                     "--metrics_listen=127.0.0.1:0",
+                                     "--data_dir=" + dir_.path() + "/data"};
+    argv.insert(argv.end(), c.flags.begin(), c.flags.end());
+    const testing::RunResult result = testing::Run(argv, kTimeout);
+    EXPECT_EQ(result.exit_code, 1) << result.output;
+    EXPECT_THAT(result.output, HasSubstr("hourglassd: " + c.message));
+  }
+}
+
+TEST(ListenAddressTest, LoopbackOrNot) {
+  for (const char* address : {"127.0.0.1:7070", "127.1.2.3:0", "localhost:7070",
+                              "[::1]:7070", "unix:/run/hourglass.sock"}) {
+    EXPECT_TRUE(api::IsLoopbackAddress(address)) << address;
+  }
+  for (const char* address :
+       {"0.0.0.0:7070", "[::]:7070", "10.0.0.5:7070", "broker.internal:7070",
+        "128.0.0.1:7070", "127.0.0.256:7070", "[::1:7070"}) {
+    EXPECT_FALSE(api::IsLoopbackAddress(address)) << address;
+  }
+}
+
+}  // namespace
+}  // namespace hourglass
