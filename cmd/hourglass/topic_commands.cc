@@ -100,12 +100,12 @@ absl::Status Topics(const GlobalOptions& globals) {
     std::cout << "no topics" << std::endl;
     return absl::OkStatus();
   }
-  Table table({"TOPIC", "SCHEDULED", "GROUPS"});
-  table.AlignRight(1);
-  table.AlignRight(2);
+  Table table({"TOPIC", "SCHEDULED", "READY", "IN_FLIGHT", "DEAD", "GROUPS"});
+  for (size_t i = 1; i < 6; ++i) table.AlignRight(i);
   for (const auto& t : response.topics()) {
-    table.AddRow(
-        {t.name(), absl::StrCat(t.scheduled()), absl::StrCat(t.groups())});
+    table.AddRow({t.name(), absl::StrCat(t.scheduled()),
+                  absl::StrCat(t.ready()), absl::StrCat(t.in_flight()),
+                  absl::StrCat(t.dead_lettered()), absl::StrCat(t.groups())});
   }
   std::cout << table.Render() << std::flush;
   return absl::OkStatus();
@@ -259,8 +259,12 @@ Examples:
 
 void AddTopics(Registry& registry) {
   CLI::App* topics = registry.app().add_subcommand(
-      "topics", "List topics with their scheduled messages and groups");
+      "topics", "List topics with their message counts and groups");
   topics->footer(R"(
+Per topic: messages scheduled, ready, in flight and dead-lettered (held in
+<topic>.dlq), and the number of groups. Topics are those with pending
+messages or groups, in name order; <topic>.dlq is a topic of its own.
+
 Example:
   hourglass topics)");
   registry.SetAction(
