@@ -127,7 +127,10 @@ absl::Status ListPage(const GlobalOptions& globals,
   if (page.messages_size() == 0 && request.page_token().empty()) {
     std::cout << "no " << messages << std::endl;
   } else {
-    std::cout << MessagesTable(page) << std::flush;
+    const bool per_group =
+        request.state() == hourglass::v1::MESSAGE_STATE_READY ||
+        request.state() == hourglass::v1::MESSAGE_STATE_IN_FLIGHT;
+    std::cout << MessagesTable(page, per_group) << std::flush;
   }
   if (!page.next_page_token().empty()) {
     std::cerr << "next page: " << next_page
@@ -313,9 +316,10 @@ void AddList(Registry& registry) {
                  "Page to show, from the previous page's hint");
   ls->footer(R"(
 Prints a table in due-time order: ID, TOPIC, DUE (UTC), STATE, ATTEMPTS and
-SIZE (payload bytes). When more messages follow, the command for the next
-page goes to stderr. With --json, the ListMessagesResponse (its
-next_page_token included).
+SIZE (payload bytes). Ready and in-flight messages are listed group after
+group, with a GROUP column ("-": due on a topic that has no group yet).
+When more messages follow, the command for the next page goes to stderr.
+With --json, the ListMessagesResponse (its next_page_token included).
 
 Examples:
   hourglass ls --topic=orders

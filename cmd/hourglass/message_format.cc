@@ -1,6 +1,8 @@
 #include "cmd/hourglass/message_format.h"
 
 #include <map>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
@@ -41,14 +43,32 @@ absl::StatusOr<MessageState> ParseState(absl::string_view name) {
                    "dead)"));
 }
 
-std::string MessagesTable(const hourglass::v1::ListMessagesResponse& page) {
-  Table table({"ID", "TOPIC", "DUE", "STATE", "ATTEMPTS", "SIZE"});
-  table.AlignRight(4);
-  table.AlignRight(5);
+std::string GroupName(const std::string& group) {
+  return group.empty() ? "-" : group;
+}
+
+std::string MessagesTable(const hourglass::v1::ListMessagesResponse& page,
+                          bool per_group) {
+  std::vector<std::string> header = {"ID", "TOPIC"};
+  if (per_group) header.push_back("GROUP");
+  for (const char* column : {"DUE", "STATE", "ATTEMPTS", "SIZE"}) {
+    header.push_back(column);
+  }
+  Table table(header);
+  table.AlignRight(header.size() - 2);
+  table.AlignRight(header.size() - 1);
   for (const auto& m : page.messages()) {
-    table.AddRow({m.id(), m.topic(), Rfc3339(FromProto(m.deliver_at())),
-                  StateName(m.state()), absl::StrCat(m.attempt()),
-                  absl::StrCat(m.payload_size())});
+    std::vector<std::string> row = {m.id(), m.topic()};
+    // A READY or IN_FLIGHT listing gives each message the one group the row
+    // is about.
+    if (per_group) {
+      row.push_back(m.groups_size() > 0 ? GroupName(m.groups(0).group()) : "-");
+    }
+    row.push_back(Rfc3339(FromProto(m.deliver_at())));
+    row.push_back(StateName(m.state()));
+    row.push_back(absl::StrCat(m.attempt()));
+    row.push_back(absl::StrCat(m.payload_size()));
+    table.AddRow(std::move(row));
   }
   return table.Render();
 }
@@ -80,7 +100,8 @@ std::string MessageDetails(const hourglass::v1::MessageInfo& m) {
     groups.AlignRight(2);
     for (const auto& g : m.groups()) {
       groups.AddRow(
-          {g.group(), StateName(g.state()), absl::StrCat(g.attempt()),
+          {GroupName(g.group()), StateName(g.state()),
+           absl::StrCat(g.attempt()),
            g.has_redeliver_at() ? Rfc3339(FromProto(g.redeliver_at())) : "-"});
     }
     absl::StrAppend(&out, "\n", groups.Render());

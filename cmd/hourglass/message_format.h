@@ -18,12 +18,19 @@ std::string StateName(hourglass::v1::MessageState state);
 // ready, in-flight or dead)`.
 absl::StatusOr<hourglass::v1::MessageState> ParseState(absl::string_view name);
 
+// How the CLI names a group: the name, or "-" for "" (a topic's waiting
+// area, where due messages wait for the topic's first group).
+std::string GroupName(const std::string& group);
+
 // A page of messages as a table: ID, TOPIC, DUE, STATE, ATTEMPTS, SIZE
-// (payload bytes).
-std::string MessagesTable(const hourglass::v1::ListMessagesResponse& page);
+// (payload bytes). With `per_group`, for READY and IN_FLIGHT listings, where
+// a row is a message in one group and one message may have a row in each
+// group, also GROUP (GroupName of the row's group) after TOPIC.
+std::string MessagesTable(const hourglass::v1::ListMessagesResponse& page,
+                          bool per_group);
 
 // One message in detail: its fields one per line, its headers, a payload
-// preview and, once due, a table of its state in each group.
+// preview and, once due, a table of its state in each group (GroupName).
 std::string MessageDetails(const hourglass::v1::MessageInfo& message);
 
 }  // namespace hourglass::cli
