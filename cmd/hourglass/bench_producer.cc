@@ -69,19 +69,22 @@ void BenchProducer::Next(Slot& slot, absl::Time not_before) {
     Send(slot);
     return;
   }
-  absl::MutexLock lock(&slot.mu);
-  if (slot.cancelled) {
-    SlotDone();
-    return;
-  }
-  slot.alarm = std::make_unique<grpc::Alarm>();
-  slot.alarm->Set(absl::ToChronoTime(send_at), [this, &slot](bool fired) {
-    if (fired) {
-      Send(slot);
-    } else {
-      SlotDone();
+  {
+    absl::MutexLock lock(&slot.mu);
+    if (!slot.cancelled) {
+      slot.alarm = std::make_unique<grpc::Alarm>();
+      slot.alarm->Set(absl::ToChronoTime(send_at), [this, &slot](bool fired) {
+        if (fired) {
+          Send(slot);
+        } else {
+          SlotDone();
+        }
+      });
+      return;
     }
-  });
+  }
+  // Outside slot.mu: once the last slot is done, the producer may go.
+  SlotDone();
 }
 
 void BenchProducer::Send(Slot& slot) {
@@ -117,12 +120,10 @@ void BenchProducer::OnPublished(Slot& slot, const grpc::Status& status) {
 }
 
 void BenchProducer::SlotDone() {
-  bool last;
-  {
-    absl::MutexLock lock(&mu_);
-    last = --running_ == 0;
-  }
-  if (last) control_.ProducerDone();
+  // Under mu_, so that Wait cannot return (and the producer go) while this
+  // still runs.
+  absl::MutexLock lock(&mu_);
+  if (--running_ == 0) control_.ProducerDone();
 }
 
 }  // namespace hourglass::cli
