@@ -167,18 +167,28 @@ class AdminService::Worker {
 };
 
 AdminService::AdminService(broker::Engine* engine, broker::Clock* clock,
-                           Limits limits, absl::Time started_at)
+                           Limits limits, absl::Time started_at,
+                           const Authorizer* authorizer)
     : engine_(engine),
       clock_(clock),
+      authorizer_(authorizer != nullptr ? authorizer : &Authorizer::Disabled()),
       limits_(limits),
       started_at_(started_at),
       worker_(std::make_unique<Worker>()) {}
 
 AdminService::~AdminService() = default;
 
+absl::Status AdminService::Check(const grpc::CallbackServerContext& context,
+                                 const std::string& topic) const {
+  return authorizer_->Authorize(context, Role::kAdmin, topic);
+}
+
 grpc::ServerUnaryReactor* AdminService::GetStats(
     grpc::CallbackServerContext* context, const v1::GetStatsRequest* request,
     v1::GetStatsResponse* response) {
+  if (absl::Status s = Check(*context, request->topic()); !s.ok()) {
+    return Done(context, s);
+  }
   std::optional<std::string_view> only;
   if (!request->topic().empty()) {
     if (absl::Status s = ValidateName("topic", request->topic()); !s.ok()) {
@@ -215,6 +225,9 @@ grpc::ServerUnaryReactor* AdminService::GetStats(
 grpc::ServerUnaryReactor* AdminService::ListTopics(
     grpc::CallbackServerContext* context, const v1::ListTopicsRequest* request,
     v1::ListTopicsResponse* response) {
+  if (absl::Status s = Check(*context, ""); !s.ok()) {
+    return Done(context, s);
+  }
   absl::StatusOr<std::vector<Inspector::TopicStats>> stats =
       engine_->inspector().Stats(std::nullopt);
   if (!stats.ok()) return Done(context, stats.status());
@@ -233,6 +246,9 @@ grpc::ServerUnaryReactor* AdminService::ListTopics(
 grpc::ServerUnaryReactor* AdminService::ListGroups(
     grpc::CallbackServerContext* context, const v1::ListGroupsRequest* request,
     v1::ListGroupsResponse* response) {
+  if (absl::Status s = Check(*context, request->topic()); !s.ok()) {
+    return Done(context, s);
+  }
   if (absl::Status s = ValidateName("topic", request->topic()); !s.ok()) {
     return Done(context, s);
   }
@@ -254,6 +270,9 @@ grpc::ServerUnaryReactor* AdminService::ListGroups(
 grpc::ServerUnaryReactor* AdminService::CreateGroup(
     grpc::CallbackServerContext* context, const v1::CreateGroupRequest* request,
     v1::Group* response) {
+  if (absl::Status s = Check(*context, request->topic()); !s.ok()) {
+    return Done(context, s);
+  }
   if (absl::Status s =
           ValidateTopicAndGroup(request->topic(), request->group());
       !s.ok()) {
@@ -281,6 +300,9 @@ grpc::ServerUnaryReactor* AdminService::CreateGroup(
 grpc::ServerUnaryReactor* AdminService::DeleteGroup(
     grpc::CallbackServerContext* context, const v1::DeleteGroupRequest* request,
     v1::DeleteGroupResponse* response) {
+  if (absl::Status s = Check(*context, request->topic()); !s.ok()) {
+    return Done(context, s);
+  }
   if (absl::Status s =
           ValidateTopicAndGroup(request->topic(), request->group());
       !s.ok()) {
@@ -300,6 +322,9 @@ grpc::ServerUnaryReactor* AdminService::ListMessages(
     grpc::CallbackServerContext* context,
     const v1::ListMessagesRequest* request,
     v1::ListMessagesResponse* response) {
+  if (absl::Status s = Check(*context, request->topic()); !s.ok()) {
+    return Done(context, s);
+  }
   if (absl::Status s = ValidateName("topic", request->topic()); !s.ok()) {
     return Done(context, s);
   }
@@ -369,6 +394,9 @@ grpc::ServerUnaryReactor* AdminService::ListMessages(
 grpc::ServerUnaryReactor* AdminService::GetMessage(
     grpc::CallbackServerContext* context, const v1::GetMessageRequest* request,
     v1::MessageInfo* response) {
+  if (absl::Status s = Check(*context, request->topic()); !s.ok()) {
+    return Done(context, s);
+  }
   if (absl::Status s = ValidateName("topic", request->topic()); !s.ok()) {
     return Done(context, s);
   }
@@ -393,6 +421,9 @@ grpc::ServerUnaryReactor* AdminService::GetMessage(
 grpc::ServerUnaryReactor* AdminService::CancelMessage(
     grpc::CallbackServerContext* context, const v1::CancelRequest* request,
     v1::CancelResponse* response) {
+  if (absl::Status s = Check(*context, request->topic()); !s.ok()) {
+    return Done(context, s);
+  }
   absl::Status valid = ValidateName("topic", request->topic());
   if (valid.ok() && request->id().empty()) {
     valid = absl::InvalidArgumentError("id is empty");
@@ -409,6 +440,9 @@ grpc::ServerUnaryReactor* AdminService::CancelMessage(
 grpc::ServerUnaryReactor* AdminService::Reschedule(
     grpc::CallbackServerContext* context, const v1::RescheduleRequest* request,
     v1::Receipt* response) {
+  if (absl::Status s = Check(*context, request->topic()); !s.ok()) {
+    return Done(context, s);
+  }
   absl::Status valid = ValidateName("topic", request->topic());
   if (valid.ok() && request->id().empty()) {
     valid = absl::InvalidArgumentError("id is empty");
@@ -447,6 +481,9 @@ grpc::ServerUnaryReactor* AdminService::RedriveDeadLetters(
     grpc::CallbackServerContext* context,
     const v1::RedriveDeadLettersRequest* request,
     v1::RedriveDeadLettersResponse* response) {
+  if (absl::Status s = Check(*context, request->topic()); !s.ok()) {
+    return Done(context, s);
+  }
   if (absl::Status s = ValidateName("topic", request->topic()); !s.ok()) {
     return Done(context, s);
   }
@@ -475,6 +512,9 @@ grpc::ServerUnaryReactor* AdminService::RedriveDeadLetters(
 grpc::ServerUnaryReactor* AdminService::PurgeTopic(
     grpc::CallbackServerContext* context, const v1::PurgeTopicRequest* request,
     v1::PurgeTopicResponse* response) {
+  if (absl::Status s = Check(*context, request->topic()); !s.ok()) {
+    return Done(context, s);
+  }
   if (absl::Status s = ValidateName("topic", request->topic()); !s.ok()) {
     return Done(context, s);
   }

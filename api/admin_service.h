@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "absl/time/time.h"
+#include "api/auth.h"
 #include "api/validation.h"
 #include "broker/clock.h"
 #include "broker/engine.h"
@@ -19,10 +20,12 @@ namespace hourglass::api {
 // Thread-safe; gRPC calls it from its own threads.
 class AdminService final : public hourglass::v1::Admin::CallbackService {
  public:
-  // `started_at` is when the broker started (GetStats reports it).
-  // REQUIRES: `engine` and `clock` outlive the service.
+  // `started_at` is when the broker started (GetStats reports it). Every
+  // call needs the admin role of `authorizer` for its topic (calls about
+  // all topics: an unrestricted token); null means no authentication.
+  // REQUIRES: the pointers outlive the service.
   AdminService(broker::Engine* engine, broker::Clock* clock, Limits limits,
-               absl::Time started_at);
+               absl::Time started_at, const Authorizer* authorizer = nullptr);
   // Finishes the work queued on the worker first.
   ~AdminService() override;
 
@@ -74,8 +77,14 @@ class AdminService final : public hourglass::v1::Admin::CallbackService {
  private:
   class Worker;
 
+  // UNAUTHENTICATED or PERMISSION_DENIED unless the call may administer
+  // `topic` ("" for all topics).
+  absl::Status Check(const grpc::CallbackServerContext& context,
+                     const std::string& topic) const;
+
   broker::Engine* const engine_;
   broker::Clock* const clock_;
+  const Authorizer* const authorizer_;
   const Limits limits_;
   const absl::Time started_at_;
   const std::unique_ptr<Worker> worker_;

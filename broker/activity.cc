@@ -22,6 +22,51 @@ absl::Duration BucketTop(int b) {
 
 }  // namespace
 
+Activity::Activity(Clock* clock, metrics::Registry* registry) : clock_(clock) {
+  if (registry == nullptr) return;
+  auto counter = [&](const char* name,
+                     const char* help) -> metrics::CounterFamily* {
+    absl::StatusOr<metrics::CounterFamily*> family =
+        registry->AddCounter(name, help, {"topic"});
+    return family.ok() ? *family : nullptr;
+  };
+  families_.published =
+      counter("hourglass_published_total", "Messages published (stored).");
+  families_.delivered = counter("hourglass_delivered_total",
+                                "First deliveries of messages to a group.");
+  families_.redelivered =
+      counter("hourglass_redelivered_total",
+              "Deliveries after the first: ack timeouts, nacks, disconnects.");
+  families_.acked =
+      counter("hourglass_acked_total", "Acknowledged deliveries.");
+  families_.nacked = counter("hourglass_nacked_total", "Nacked deliveries.");
+  families_.dead_lettered =
+      counter("hourglass_dead_lettered_total",
+              "Messages moved to <topic>.dlq after --max_attempts.");
+  families_.cancelled =
+      counter("hourglass_cancelled_total", "Scheduled messages cancelled.");
+  absl::StatusOr<metrics::HistogramFamily*> lateness =
+      registry->AddHistogram("hourglass_delivery_lateness_seconds",
+                             "First delivery time minus deliver_at.", {},
+                             metrics::LatencySecondsBuckets());
+  if (lateness.ok()) {
+    families_.lateness = *lateness;
+    lateness_histogram_ = (*lateness)->WithLabels({});
+  }
+}
+
+void Activity::Count(std::string_view topic, uint64_t n,
+                     std::shared_ptr<metrics::Counter> TopicCounters::*which) {
+  if (families_.published == nullptr) return;
+  const int64_t now = NowSecond();
+  std::shared_ptr<metrics::Counter> counter;
+  {
+    absl::MutexLock lock(&mu_);
+    counter = StateLocked(topic, now).counters.*which;
+  }
+  if (counter != nullptr) counter->Inc(n);
+}
+
 void Activity::Rate::Add(int64_t second, uint64_t n) {
   PerSecond(second);  // Clears seconds that passed.
   counts[second % kSeconds] += n;
@@ -99,6 +144,17 @@ Activity::TopicState& Activity::StateLocked(std::string_view topic,
       return now_second - entry.second.last_second > kSeconds;
     });
     it = topics_.emplace(std::string(topic), TopicState()).first;
+    if (families_.published != nullptr) {
+      const std::string_view labels[] = {topic};
+      TopicCounters& c = it->second.counters;
+      c.published = families_.published->WithLabels(labels);
+      c.delivered = families_.delivered->WithLabels(labels);
+      c.redelivered = families_.redelivered->WithLabels(labels);
+      c.acked = families_.acked->WithLabels(labels);
+      c.nacked = families_.nacked->WithLabels(labels);
+      c.dead_lettered = families_.dead_lettered->WithLabels(labels);
+      c.cancelled = families_.cancelled->WithLabels(labels);
+    }
   }
   it->second.last_active = now_second;
   return it->second;
@@ -107,7 +163,9 @@ Activity::TopicState& Activity::StateLocked(std::string_view topic,
 void Activity::Published(std::string_view topic, uint64_t n) {
   const int64_t now = NowSecond();
   absl::MutexLock lock(&mu_);
-  StateLocked(topic, now).published.Add(now, n);
+  TopicState& state = StateLocked(topic, now);
+  state.published.Add(now, n);
+  if (state.counters.published != nullptr) state.counters.published->Inc(n);
 }
 
 void Activity::Delivered(std::string_view topic, absl::Duration lateness) {
@@ -116,14 +174,35 @@ void Activity::Delivered(std::string_view topic, absl::Duration lateness) {
   TopicState& state = StateLocked(topic, now);
   state.delivered.Add(now, 1);
   state.lateness.Add(now / 10, lateness);
+  if (state.counters.delivered != nullptr) state.counters.delivered->Inc();
+  if (lateness_histogram_ != nullptr) {
+    lateness_histogram_->Observe(absl::ToDoubleSeconds(lateness));
+  }
+}
+
+void Activity::Redelivered(std::string_view topic, uint64_t n) {
+  Count(topic, n, &TopicCounters::redelivered);
+}
+
+void Activity::Nacked(std::string_view topic, uint64_t n) {
+  Count(topic, n, &TopicCounters::nacked);
+}
+
+void Activity::DeadLettered(std::string_view topic, uint64_t n) {
+  Count(topic, n, &TopicCounters::dead_lettered);
+}
+
+void Activity::Cancelled(std::string_view topic, uint64_t n) {
+  Count(topic, n, &TopicCounters::cancelled);
 }
 
 void Activity::Acked(std::string_view topic, std::string_view group,
                      uint64_t n) {
   const int64_t now = NowSecond();
   absl::MutexLock lock(&mu_);
-  StateLocked(topic, now);
+  TopicState& state = StateLocked(topic, now);
   acks_[{std::string(topic), std::string(group)}].Add(now, n);
+  if (state.counters.acked != nullptr) state.counters.acked->Inc(n);
 }
 
 Activity::TopicView Activity::Topic(std::string_view topic) {

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -13,11 +14,16 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "broker/clock.h"
+#include "broker/metrics.h"
 
 namespace hourglass::broker {
 
-// What happened recently, per topic and group: publish, delivery and ack
-// rates and delivery lateness over the last minute, for Admin.GetStats.
+// What happened, per topic and group. Two views: rates and delivery
+// lateness over the last minute, for Admin.GetStats; and, given a metrics
+// registry, Prometheus totals per topic (hourglass_published_total,
+// _delivered_total, _redelivered_total, _acked_total, _nacked_total,
+// _dead_lettered_total, _cancelled_total) and a delivery-lateness histogram
+// (hourglass_delivery_lateness_seconds).
 // Counts go into one-second buckets and lateness into ten-second
 // histograms with buckets 10% apart, so a percentile is within 10% of the
 // true value and memory per topic is a few kilobytes, however busy it is.
@@ -26,13 +32,18 @@ namespace hourglass::broker {
 // Thread-safe.
 class Activity {
  public:
-  // REQUIRES: `clock` outlives the activity.
-  explicit Activity(Clock* clock) : clock_(clock) {}
+  // REQUIRES: `clock`, and `registry` if given, outlive the activity.
+  explicit Activity(Clock* clock, metrics::Registry* registry = nullptr);
 
   void Published(std::string_view topic, uint64_t n);
   // First deliveries only: how late each was (delivery minus deliver_at).
   void Delivered(std::string_view topic, absl::Duration lateness);
+  // Deliveries after the first (ack timeout, nack, hand-back, restart).
+  void Redelivered(std::string_view topic, uint64_t n);
   void Acked(std::string_view topic, std::string_view group, uint64_t n);
+  void Nacked(std::string_view topic, uint64_t n);
+  void DeadLettered(std::string_view topic, uint64_t n);
+  void Cancelled(std::string_view topic, uint64_t n);
 
   struct Percentiles {
     absl::Duration p50, p90, p99, max;
@@ -66,18 +77,40 @@ class Activity {
     void Add(int64_t ten_seconds, absl::Duration lateness);
     Percentiles Get(int64_t now_ten_seconds);
   };
+  // Prometheus children of one topic; null without a registry.
+  struct TopicCounters {
+    std::shared_ptr<metrics::Counter> published, delivered, redelivered, acked,
+        nacked, dead_lettered, cancelled;
+  };
   struct TopicState {
     Rate published;
     Rate delivered;
     Lateness lateness;
     int64_t last_active = 0;
+    TopicCounters counters;
   };
+  // Prometheus families; null without a registry.
+  struct Families {
+    metrics::CounterFamily* published = nullptr;
+    metrics::CounterFamily* delivered = nullptr;
+    metrics::CounterFamily* redelivered = nullptr;
+    metrics::CounterFamily* acked = nullptr;
+    metrics::CounterFamily* nacked = nullptr;
+    metrics::CounterFamily* dead_lettered = nullptr;
+    metrics::CounterFamily* cancelled = nullptr;
+    metrics::HistogramFamily* lateness = nullptr;
+  };
+  // Counts `n` on the topic's counter chosen by `which`, if metrics are on.
+  void Count(std::string_view topic, uint64_t n,
+             std::shared_ptr<metrics::Counter> TopicCounters::*which);
 
   int64_t NowSecond();
   TopicState& StateLocked(std::string_view topic, int64_t now_second)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   Clock* const clock_;
+  Families families_;  // Constant after construction.
+  std::shared_ptr<metrics::Histogram> lateness_histogram_;
   absl::Mutex mu_;
   std::map<std::string, TopicState, std::less<>> topics_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<std::string, std::string>, Rate> acks_

@@ -68,6 +68,7 @@ absl::Status Dispatcher::Recover() {
       });
   if (!scanned.ok()) return scanned;
   if (!corrupt.ok()) return corrupt;
+  for (const auto& [topic, groups] : topics_) recovery_.groups += groups.size();
 
   // Deliveries in flight when the last run stopped: their streams are gone,
   // so they are due again at once, unless a nack's delay still runs.
@@ -94,8 +95,10 @@ absl::Status Dispatcher::Recover() {
         if (record.waiting() && record.redeliver_at_ms() > now_ms) {
           stored.waiting = true;
           SetTimerLocked(*group, stored, record.redeliver_at_ms());
+          ++recovery_.waiting;
         } else {
           group->redeliverable.insert(entry.key);
+          ++recovery_.due_again;
         }
         return true;
       });
@@ -377,6 +380,7 @@ bool Dispatcher::Nack(ConsumerId id, std::string_view message_id,
   }
   Group& group = *consumer.group;
   InFlight& entry = group.in_flight.at(delivered->second);
+  activity_->Nacked(group.topic, 1);
   if (delay <= absl::ZeroDuration()) {
     MakeRedeliverableLocked(group, entry);
     return true;
@@ -502,17 +506,28 @@ absl::StatusOr<absl::Time> Dispatcher::StepImpl(bool deliver) {
       sends[s->second].second.push_back(std::move(delivery));
     }
   }
-  // Activity for stats: acks, and how late first deliveries were.
+  // Activity for stats and metrics: acks, dead letters, deliveries, and how
+  // late first deliveries were.
   const absl::Time now = absl::FromUnixMillis(now_ms);
   for (const Finished& f : work.finished) {
     if (f.kind == Finished::Kind::kAck) {
       activity_->Acked(f.group->topic, f.group->name, 1);
     }
   }
-  for (auto& [consumer, deliveries] : sends) {
-    for (const Delivery& d : deliveries) {
-      if (d.attempt == 1) activity_->Delivered(d.topic, now - d.deliver_at);
+  for (const StepWork::DeadLetter& dead : work.dead_letters) {
+    activity_->DeadLettered(dead.group->topic, 1);
+  }
+  for (const Assignment& a : work.deliveries) {
+    if (!a.record.has_value()) continue;
+    if (a.attempt == 1) {
+      activity_->Delivered(
+          a.group->topic,
+          now - absl::FromUnixMillis(a.record->deliver_at_ms()));
+    } else {
+      activity_->Redelivered(a.group->topic, 1);
     }
+  }
+  for (auto& [consumer, deliveries] : sends) {
     consumer->Send(std::move(deliveries));
   }
   if (deliver) {

@@ -230,6 +230,13 @@ class Dispatcher {
   };
   // Every group, by topic and name.
   std::vector<GroupInfo> Groups();
+  // What Open found.
+  struct Recovery {
+    size_t groups = 0;
+    size_t due_again = 0;  // In-flight deliveries due again at once.
+    size_t waiting = 0;    // In-flight deliveries waiting out a nack.
+  };
+  const Recovery& recovery() const { return recovery_; }
   // Ack and nack ids that were not in flight on their consumer.
   uint64_t unknown_acks();
 
@@ -326,6 +333,8 @@ class Dispatcher {
 
   void WakeLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { wake_ = true; }
   void Run();
+
+  Recovery recovery_;  // Constant after Open.
 
   // Constant after construction.
   storage::MessageStore* const store_;

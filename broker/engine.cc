@@ -48,6 +48,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Open(
   engine->dispatcher_ = *std::move(dispatcher);
   engine->inspector_ = std::make_unique<Inspector>(
       store, engine->dispatcher_.get(), &engine->activity_);
+  Engine* e = engine.get();
+  engine->engine_metrics_.Collect([e] { return e->MetricsSnapshot(); });
   return engine;
 }
 
@@ -57,12 +59,20 @@ Engine::Engine(storage::MessageStore* store, Clock* clock, Options options,
       clock_(clock),
       options_(options),
       scheduler_(store, clock, options.scheduler),
-      activity_(clock),
-      commits_(std::make_unique<storage::CommitQueue>(store)),
+      activity_(clock, options.metrics),
+      engine_metrics_(options.metrics),
+      commits_(std::make_unique<storage::CommitQueue>(
+          store,
+          storage::CommitQueue::Options{
+              .on_write =
+                  [this](const storage::CommitQueue::WriteInfo& info) {
+                    engine_metrics_.StoreWrite(info);
+                  }})),
       publisher_(store, commits_.get(), &scheduler_, clock, &activity_,
                  next_sequence, [this] { Wake(); }) {}
 
 Engine::~Engine() {
+  engine_metrics_.StopCollecting();  // Scrapes read the parts below.
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
@@ -75,7 +85,43 @@ Engine::~Engine() {
 }
 
 void Engine::Publish(std::vector<NewMessage> messages, PublishCallback done) {
-  publisher_.Publish(std::move(messages), std::move(done));
+  const absl::Time start = absl::Now();
+  publisher_.Publish(
+      std::move(messages),
+      [this, start, done = std::move(done)](
+          absl::StatusOr<std::vector<PublishReceipt>> receipts) mutable {
+        engine_metrics_.PublishLatency(absl::Now() - start);
+        std::move(done)(std::move(receipts));
+      });
+}
+
+std::optional<EngineMetrics::Snapshot> Engine::MetricsSnapshot() {
+  absl::StatusOr<std::vector<Inspector::TopicStats>> stats =
+      inspector_->Stats(std::nullopt);
+  if (!stats.ok()) return std::nullopt;
+  EngineMetrics::Snapshot s;
+  for (const Inspector::TopicStats& t : *stats) {
+    s.scheduled.emplace_back(t.topic, t.scheduled);
+    uint64_t in_groups = 0;
+    for (const Inspector::GroupStats& g : t.groups) {
+      s.groups.push_back({t.topic, g.group, g.ready, g.in_flight, g.consumers});
+      in_groups += g.ready;
+    }
+    if (t.ready > in_groups) {  // The waiting area of a topic.
+      s.groups.push_back({t.topic, "", t.ready - in_groups, 0, 0});
+    }
+  }
+  s.due_backlog = due_backlog_.load(std::memory_order_relaxed);
+  const absl::Time loaded_until =
+      absl::FromUnixMillis(scheduler_.LoadedUntil());
+  s.loader_lag =
+      std::max(absl::ZeroDuration(),
+               clock_->Now() + options_.scheduler.horizon - loaded_until);
+  const storage::StoreStats store = store_->Stats();
+  s.live_data_bytes = store.live_data_bytes;
+  s.pending_compaction_bytes = store.pending_compaction_bytes;
+  s.disk_bytes = store.disk_bytes;
+  return s;
 }
 
 absl::StatusOr<DueKey> Engine::BeginChange(const std::string& topic,
@@ -128,6 +174,7 @@ void Engine::Cancel(std::string topic, std::string id, CancelCallback done) {
                    [this, key = *key, topic = std::move(topic),
                     done = std::move(done)](absl::Status status) mutable {
                      scheduler_.EndCancel(key, topic, status.ok());
+                     if (status.ok()) activity_.Cancelled(topic, 1);
                      std::move(done)(std::move(status));
                    });
 }
@@ -259,6 +306,7 @@ absl::StatusOr<uint64_t> Engine::PurgeScheduled(const std::string& topic) {
       scheduler_.EndCancel(key, topic, written.ok());
     }
     if (!written.ok()) return written;
+    activity_.Cancelled(topic, cancelling.size());
     purged += cancelling.size();
   }
 }
@@ -277,9 +325,12 @@ absl::StatusOr<absl::Time> Engine::Tick() {
     std::vector<ScheduledEntry> chunk = due_.Take(options_.dispatch_batch);
     if (absl::Status s = Dispatch(chunk); !s.ok()) {
       due_.PutBack(std::move(chunk));
+      due_backlog_.store(due_.size(), std::memory_order_relaxed);
       return s;
     }
   }
+  due_backlog_.store(due_.size(), std::memory_order_relaxed);
+  engine_metrics_.DueBacklog(due_.size(), now);
   return more_to_load || !due_.empty() ? now : scheduler_.NextWake();
 }
 

@@ -1,6 +1,7 @@
 #ifndef HOURGLASS_BROKER_ENGINE_H_
 #define HOURGLASS_BROKER_ENGINE_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -20,6 +21,7 @@
 #include "broker/clock.h"
 #include "broker/dispatcher.h"
 #include "broker/due_queue.h"
+#include "broker/engine_metrics.h"
 #include "broker/inspector.h"
 #include "broker/publisher.h"
 #include "broker/scheduler.h"
@@ -48,6 +50,9 @@ class Engine {
     Dispatcher::Options dispatcher;
     // Due messages moved to ready per store write. Default: 4096.
     size_t dispatch_batch = 4096;
+    // Registry for the broker's Prometheus metrics; none by default.
+    // REQUIRES: outlives the engine.
+    metrics::Registry* metrics = nullptr;
     // Called on the timer thread after due messages became ready, durably,
     // with each chunk (in due order within each topic). Must not block.
     // Default: none.
@@ -136,6 +141,8 @@ class Engine {
          uint64_t next_sequence);
 
   absl::Status Dispatch(const std::vector<ScheduledEntry>& chunk);
+  // What the metrics gauges show, read at scrape time.
+  std::optional<EngineMetrics::Snapshot> MetricsSnapshot();
   // Finds the scheduled message (topic, id) and starts changing it
   // (Scheduler::BeginCancel): its key, NOT_FOUND, ABORTED, or the store's
   // error. On success the caller must end the change with EndCancel.
@@ -149,14 +156,16 @@ class Engine {
   const Options options_;
   Scheduler scheduler_;
   Activity activity_;
+  EngineMetrics engine_metrics_;
   // Writes of every part go through it. Reset first in the destructor: its
   // destructor runs the callbacks of queued writes, which use the parts.
   std::unique_ptr<storage::CommitQueue> commits_;
   Publisher publisher_;
   std::unique_ptr<Dispatcher> dispatcher_;
   std::unique_ptr<Inspector> inspector_;
-  // Only the timer thread (Tick) touches it.
+  // Only the timer thread (Tick) touches it; metrics read its size here.
   DueQueue due_;
+  std::atomic<size_t> due_backlog_{0};
 
   absl::Mutex mu_;
   bool wake_ ABSL_GUARDED_BY(mu_) = false;

@@ -58,6 +58,8 @@ absl::StatusOr<bool> Inspector::ReadMessage(uint64_t sequence,
   view.payload_size = record.payload().size();
   view.headers.insert(record.headers().begin(), record.headers().end());
   view.payload_preview = record.payload().substr(0, preview_bytes);
+  // A dead letter keeps the attempts made in its original topic.
+  view.attempt = record.dead_letter_attempts();
   return true;
 }
 
@@ -119,9 +121,9 @@ absl::StatusOr<Inspector::MessageView> Inspector::GetMessage(
     view.groups.push_back({group, MessageState::kInFlight, record.attempt(),
                            absl::FromUnixMillis(record.redeliver_at_ms())});
   }
-  for (const GroupView& g : view.groups) {
-    view.attempt = std::max(view.attempt, g.attempt);
-  }
+  uint32_t highest = 0;
+  for (const GroupView& g : view.groups) highest = std::max(highest, g.attempt);
+  view.attempt += highest;
   if (topic.ends_with(".dlq")) {
     view.state = MessageState::kDead;
   } else {
@@ -275,7 +277,7 @@ absl::StatusOr<Inspector::ListPage> Inspector::ListReady(
     if (!found.ok()) return found.status();
     if (!*found) continue;
     view.state = MessageState::kReady;
-    view.attempt = item.attempt;
+    view.attempt += item.attempt;
     view.groups.push_back({item.group, MessageState::kReady, item.attempt});
     page.messages.push_back(std::move(view));
   }
@@ -344,7 +346,7 @@ absl::StatusOr<Inspector::ListPage> Inspector::ListInFlight(
     if (!found.ok()) return found.status();
     if (!*found) continue;
     view.state = MessageState::kInFlight;
-    view.attempt = item.attempt;
+    view.attempt += item.attempt;
     view.groups.push_back(
         {item.group, MessageState::kInFlight, item.attempt, item.redeliver_at});
     page.messages.push_back(std::move(view));

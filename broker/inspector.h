@@ -56,7 +56,9 @@ class Inspector {
     std::map<std::string, std::string> headers;
     std::string payload_preview;
     std::vector<GroupView> groups;
-    uint32_t attempt = 0;  // Highest over groups.
+    // Highest over groups, plus, for a dead letter, the attempts made in
+    // its original topic.
+    uint32_t attempt = 0;
   };
 
   // One message by id, with its state in every group and the first

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 
 namespace hourglass::storage {
 
@@ -62,7 +63,12 @@ void CommitQueue::Run() {
       ++stats_.groups;
       stats_.batches += callbacks.size();
     }
+    const absl::Time start = absl::Now();
     const absl::Status status = store_->Write(group);
+    if (options_.on_write) {
+      options_.on_write(
+          {callbacks.size(), group.ByteSize(), absl::Now() - start, status});
+    }
     for (Callback& done : callbacks) std::move(done)(status);
   }
 }

@@ -4,12 +4,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "storage/message_store.h"
 
 namespace hourglass::storage {
@@ -30,10 +32,21 @@ class CommitQueue {
  public:
   using Callback = absl::AnyInvocable<void(absl::Status) &&>;
 
+  // One MessageStore::Write of a group, for metrics.
+  struct WriteInfo {
+    size_t batches = 0;
+    size_t bytes = 0;
+    absl::Duration latency;  // The Write, log sync included.
+    absl::Status status;
+  };
+
   struct Options {
     // A group stops growing once it holds this many bytes of keys and
     // values (a single larger batch still goes alone). Default: 16 MiB.
     size_t max_group_bytes = size_t{16} << 20;
+    // Called on the writer thread after each group's write, before its
+    // callbacks. Must not block. Default: none.
+    std::function<void(const WriteInfo&)> on_write;
   };
 
   // REQUIRES: `store` outlives the queue.

@@ -53,10 +53,16 @@ std::string UsageFailure(const CLI::App* app, const CLI::Error& error) {
     command += " " + at->get_name();
   }
   std::string what = error.what();
-  // CLI11 reads an unknown subcommand as a missing one.
-  if (const std::vector<std::string> extra = at->remaining();
-      what == "A subcommand is required" && !extra.empty()) {
-    what = "unknown subcommand \"" + extra.front() + "\"";
+  // CLI11 reads an unknown subcommand as a missing one, and with fallthrough
+  // leaves the word with a parent: look from the deepest command up.
+  if (what == "A subcommand is required") {
+    for (const CLI::App* a = at; a != nullptr; a = a->get_parent()) {
+      if (const std::vector<std::string> extra = a->remaining();
+          !extra.empty()) {
+        what = "unknown subcommand \"" + extra.front() + "\"";
+        break;
+      }
+    }
   }
   return "hourglass: " + what + " (see " + command + " --help)\n";
 }

@@ -274,6 +274,29 @@ int main(int argc, char** argv) {
           .block_cache_bytes = static_cast<size_t>(block_cache_mb) << 20,
       });
   if (!store.ok()) Fail(std::string(store.status().message()));
+  // The effective configuration, logged once the flags, the metrics
+  // address and the data dir passed their checks (whose failures are one
+  // line each).
+  spdlog::info(
+      "hourglassd {} running with --listen={} --data_dir={} "
+      "--metrics_listen={} "
+      "--durability={} --horizon={} --block_cache_mb={} "
+      "--max_payload_bytes={} --max_delay={} --max_batch={} "
+      "--max_attempts={} --ack_timeout={} --max_credit={} --max_streams={} "
+      "--shutdown_grace={} --tls={} --auth_tokens={}",
+      HOURGLASS_VERSION, absl::GetFlag(FLAGS_listen),
+      absl::GetFlag(FLAGS_data_dir), absl::GetFlag(FLAGS_metrics_listen),
+      durability, absl::FormatDuration(horizon), block_cache_mb,
+      absl::GetFlag(FLAGS_max_payload_bytes),
+      absl::FormatDuration(absl::GetFlag(FLAGS_max_delay)),
+      absl::GetFlag(FLAGS_max_batch), max_attempts,
+      absl::FormatDuration(ack_timeout), absl::GetFlag(FLAGS_max_credit),
+      absl::GetFlag(FLAGS_max_streams),
+      absl::FormatDuration(absl::GetFlag(FLAGS_shutdown_grace)),
+      absl::GetFlag(FLAGS_tls_cert).empty() ? "off" : "on",
+      absl::GetFlag(FLAGS_auth_tokens).empty()
+          ? "off"
+          : absl::GetFlag(FLAGS_auth_tokens));
   spdlog::info(
       "hourglassd opened data dir {} (durability={}, block cache {} MiB) in {}",
       absl::GetFlag(FLAGS_data_dir), durability, block_cache_mb,
@@ -282,6 +305,7 @@ int main(int argc, char** argv) {
   hourglass::broker::SystemClock clock;
   hourglass::broker::Engine::Options engine_options;
   engine_options.scheduler.horizon = horizon;
+  engine_options.metrics = &registry;
   engine_options.dispatcher.max_attempts = max_attempts;
   engine_options.dispatcher.default_ack_timeout = ack_timeout;
   const absl::Time recover_start = absl::Now();
@@ -289,9 +313,14 @@ int main(int argc, char** argv) {
       hourglass::broker::Engine::Open(store->get(), &clock, engine_options);
   if (!engine.ok()) Fail(std::string(engine.status().message()));
   (*engine)->Start();
-  spdlog::info("hourglassd recovered in {} (horizon {})",
-               absl::FormatDuration(absl::Now() - recover_start),
-               absl::FormatDuration(engine_options.scheduler.horizon));
+  const hourglass::broker::Dispatcher::Recovery& recovery =
+      (*engine)->dispatcher().recovery();
+  spdlog::info(
+      "hourglassd recovered in {}: {} groups, {} deliveries that were in "
+      "flight are due again, {} wait out a nack; loading {} ahead",
+      absl::FormatDuration(absl::Now() - recover_start), recovery.groups,
+      recovery.due_again, recovery.waiting,
+      absl::FormatDuration(engine_options.scheduler.horizon));
 
   hourglass::api::Limits limits;
   limits.max_payload_bytes = absl::GetFlag(FLAGS_max_payload_bytes);
@@ -304,7 +333,7 @@ int main(int argc, char** argv) {
                                                authorizer.get());
 
   hourglass::api::AdminService admin_service(engine->get(), &clock, limits,
-                                             started_at);
+                                             started_at, authorizer.get());
 
   hourglass::api::ServerOptions options;
   options.listen_address = absl::GetFlag(FLAGS_listen);
@@ -325,12 +354,6 @@ int main(int argc, char** argv) {
   const bool mutual_tls = !options.tls_client_ca_file.empty();
   WarnIfExposed(options.listen_address, tls, mutual_tls, authorizer != nullptr,
                 metrics_listen);
-  if (authorizer != nullptr) {
-    // TODO(admin): remove once AdminService checks Role::kAdmin.
-    spdlog::warn(
-        "WARNING: --auth_tokens guards the Broker service only; the Admin "
-        "service does not check tokens yet");
-  }
   spdlog::info("hourglassd listening on {} (port {}): {}, {}",
                options.listen_address, (*server)->port(),
                mutual_tls ? "mutual TLS" : (tls ? "TLS" : "plaintext"),

@@ -52,7 +52,8 @@ class AdminServiceTest : public ::testing::Test {
  protected:
   void SetUp() override { Start(broker::Engine::Options()); }
 
-  void Start(broker::Engine::Options options) {
+  void Start(broker::Engine::Options options,
+             const Authorizer* authorizer = nullptr) {
     TearDown();
     auto engine = broker::Engine::Open(&store_, &clock_, options);
     ASSERT_TRUE(engine.ok()) << engine.status();
@@ -60,8 +61,8 @@ class AdminServiceTest : public ::testing::Test {
     engine_->Start();
     broker_service_ =
         std::make_unique<BrokerService>(engine_.get(), &clock_, Limits());
-    admin_service_ = std::make_unique<AdminService>(engine_.get(), &clock_,
-                                                    Limits(), kStartedAt);
+    admin_service_ = std::make_unique<AdminService>(
+        engine_.get(), &clock_, Limits(), kStartedAt, authorizer);
     auto server = Server::Start(
         {.listen_address = "127.0.0.1:0",
          .services = {broker_service_.get(), admin_service_.get()}});
@@ -87,9 +88,13 @@ class AdminServiceTest : public ::testing::Test {
   grpc::Status Call(grpc::Status (v1::Admin::Stub::*rpc)(grpc::ClientContext*,
                                                          const Request&,
                                                          Response*),
-                    const Request& request, Response* response) {
+                    const Request& request, Response* response,
+                    const std::string& token = "") {
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(absl::Now() + kWait));
+    if (!token.empty()) {
+      context.AddMetadata("authorization", "Bearer " + token);
+    }
     return (admin_.get()->*rpc)(&context, request, response);
   }
 
@@ -562,6 +567,53 @@ TEST_F(AdminServiceTest, PurgeDeletesScheduledAndReadyButNotInFlight) {
   EXPECT_EQ(stats.topics(0).in_flight(), 1u);
   consumer.Ack({"held"});
   EXPECT_THAT(consumer.Take(1, absl::Milliseconds(300)), IsEmpty());
+}
+
+// Every Admin call needs the admin role for its topic; calls about every
+// topic need a token without topic patterns.
+TEST_F(AdminServiceTest, CallsNeedTheAdminRoleForTheirTopic) {
+  auto authorizer = Authorizer::FromText(
+      "admin-everything-0001 admin\n"
+      "admin-orders-only-0002 admin orders*\n"
+      "producer-everything-03 produce\n");
+  ASSERT_TRUE(authorizer.ok()) << authorizer.status();
+  Start(broker::Engine::Options(), authorizer->get());
+  v1::GetStatsRequest orders;
+  orders.set_topic("orders");
+  v1::GetStatsResponse stats;
+  const grpc::Status anonymous =
+      Call(&v1::Admin::Stub::GetStats, orders, &stats);
+  EXPECT_EQ(anonymous.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  const grpc::Status producer = Call(&v1::Admin::Stub::GetStats, orders, &stats,
+                                     "producer-everything-03");
+  EXPECT_EQ(producer.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(producer.error_message(),
+            "token lacks role admin for topic \"orders\"");
+  // A topic the restricted admin covers (NOT_FOUND: it has nothing yet).
+  EXPECT_EQ(
+      Call(&v1::Admin::Stub::GetStats, orders, &stats, "admin-orders-only-0002")
+          .error_code(),
+      grpc::StatusCode::NOT_FOUND);
+  v1::PurgeTopicRequest purge;
+  purge.set_topic("payments");
+  purge.set_scheduled(true);
+  v1::PurgeTopicResponse purged;
+  const grpc::Status elsewhere = Call(&v1::Admin::Stub::PurgeTopic, purge,
+                                      &purged, "admin-orders-only-0002");
+  EXPECT_EQ(elsewhere.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(elsewhere.error_message(),
+            "token's admin role does not cover topic \"payments\"");
+  v1::ListTopicsResponse topics;
+  EXPECT_EQ(Call(&v1::Admin::Stub::ListTopics, v1::ListTopicsRequest(), &topics,
+                 "admin-orders-only-0002")
+                .error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_TRUE(Call(&v1::Admin::Stub::ListTopics, v1::ListTopicsRequest(),
+                   &topics, "admin-everything-0001")
+                  .ok());
+  EXPECT_TRUE(Call(&v1::Admin::Stub::PurgeTopic, purge, &purged,
+                   "admin-everything-0001")
+                  .ok());
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "broker/engine.h"
+#include "broker/metrics.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "storage/keys.h"
@@ -349,6 +350,49 @@ TEST_F(DispatcherTest, CountsFollowEveryStateChange) {
   EXPECT_EQ(Counter(ReadyCounter("t", "b")), 0);
   EXPECT_EQ(Counter(MessagesCounter("t")), 0);
   EXPECT_EQ(Count(Table::kTopicDue), 0u);
+}
+
+// Prometheus metrics: event totals per topic, and gauges read at scrape
+// time from the exact counters and the dispatcher.
+TEST_F(DispatcherTest, MetricsCountEventsAndShowWhatIsHeld) {
+  metrics::Registry registry;
+  options_.metrics = &registry;
+  Reopen();
+  auto consumer = std::make_shared<FakeConsumer>();
+  const auto id = Subscribe("t", "g", consumer, /*max_in_flight=*/1);
+  Publish("t", "a", absl::ZeroDuration());
+  Publish("t", "b", absl::ZeroDuration());
+  Publish("t", "later", absl::Hours(1));
+  RunAt(absl::Milliseconds(3));
+  ASSERT_THAT(Ids(consumer->Take()), ElementsAre("a@1"));
+  dispatcher().Nack(id, "a", absl::ZeroDuration());
+  RunAt(absl::Milliseconds(4));
+  ASSERT_THAT(Ids(consumer->Take()), ElementsAre("a@2"));
+  dispatcher().Ack(id, {"a"});
+  RunAt(absl::Milliseconds(5));
+  ASSERT_THAT(Ids(consumer->Take()), ElementsAre("b@1"));
+
+  const std::string text = registry.Render();
+  for (const char* line : {
+           "hourglass_published_total{topic=\"t\"} 3\n",
+           "hourglass_delivered_total{topic=\"t\"} 2\n",
+           "hourglass_redelivered_total{topic=\"t\"} 1\n",
+           "hourglass_nacked_total{topic=\"t\"} 1\n",
+           "hourglass_acked_total{topic=\"t\"} 1\n",
+           "hourglass_dead_lettered_total{topic=\"t\"} 0\n",
+           "hourglass_scheduled{topic=\"t\"} 1\n",
+           "hourglass_ready{topic=\"t\",group=\"g\"} 0\n",
+           "hourglass_in_flight{topic=\"t\",group=\"g\"} 1\n",
+           "hourglass_consumers{topic=\"t\",group=\"g\"} 1\n",
+           "hourglass_due_backlog 0\n",
+           // Both first deliveries were 3 ms and 5 ms late.
+           "hourglass_delivery_lateness_seconds_count 2\n",
+       }) {
+    EXPECT_THAT(text, ::testing::HasSubstr(line));
+  }
+  EXPECT_THAT(text,
+              ::testing::HasSubstr("hourglass_store_write_seconds_count"));
+  engine_.reset();  // Stops collecting before the registry goes.
 }
 
 TEST_F(DispatcherTest, UnknownAcksAreCountedAndIgnored) {

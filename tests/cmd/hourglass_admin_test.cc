@@ -724,13 +724,9 @@ TEST_F(HourglassAdminCliTest, GroupsAreCreatedListedAndDeleted) {
             "{\"groups\":[]}\n");
 }
 
-// DISABLED: a bug in cmd/hourglass/main.cc (UsageFailure), which this test's
-// change may not edit. An unknown subcommand of `groups` (or `dlq`) is
-// reported as "A subcommand is required": with fallthrough, CLI11 passes
-// "rename" up to the root app, and UsageFailure looks for it only in the
-// remaining() of the deepest subcommand. The top level gets it right
-// (`hourglass frobnicate`: unknown subcommand "frobnicate").
-TEST_F(HourglassAdminCliTest, DISABLED_GroupsNamesAnUnknownSubcommand) {
+// An unknown subcommand of `groups` is named as such, whichever command
+// CLI11 leaves it with.
+TEST_F(HourglassAdminCliTest, GroupsNamesAnUnknownSubcommand) {
   const Outcome outcome =
       RunSplit({HOURGLASS_PATH, "--addr=127.0.0.1:1", "groups", "rename"});
   EXPECT_EQ(outcome.exit_code, 2);
@@ -1083,7 +1079,7 @@ TEST_F(HourglassAdminCliDeadLetterTest, DeadLettersAreListedAndRedriven) {
   ASSERT_NE(consumer, nullptr);
   ASSERT_FALSE(HasFailure());
 
-  // ATTEMPTS is checked by DISABLED_DeadLettersKeepTheirAttempts.
+  // ATTEMPTS is checked by DeadLettersKeepTheirAttempts.
   const std::string listed = Masked(CliOk({"dlq", "list", "--topic=pay"}));
   EXPECT_THAT(
       Lines(listed),
@@ -1158,16 +1154,9 @@ TEST_F(HourglassAdminCliDeadLetterTest, DeadLettersAreListedAndRedriven) {
             "{\"messages\":[],\"next_page_token\":\"\"}\n");
 }
 
-// DISABLED: a bug in the Admin service (broker/inspector.cc), not the CLI.
 // A dead letter keeps the attempts it had (DESIGN.md: "with attempt
-// preserved"; the dispatcher stores them in MessageRecord.
-// dead_letter_attempts and adds them to Delivery.attempt when the dead letter
-// is delivered from <topic>.dlq), but ListMessages(state=DEAD) and
-// GetMessage(<topic>.dlq) answer attempt 0 for every dead letter: the
-// Inspector never reads dead_letter_attempts. So `dlq list` shows ATTEMPTS 0
-// and `show` shows "attempt: 0" for a message delivered --max_attempts
-// times.
-TEST_F(HourglassAdminCliDeadLetterTest, DISABLED_DeadLettersKeepTheirAttempts) {
+// preserved"): `dlq list` and `show` report them.
+TEST_F(HourglassAdminCliDeadLetterTest, DeadLettersKeepTheirAttempts) {
   std::unique_ptr<testing::Subprocess> consumer = MakeDeadLetters();
   ASSERT_NE(consumer, nullptr);
   ASSERT_FALSE(HasFailure());

@@ -197,6 +197,10 @@ TEST(HourglassdTest, ServesMetricsOnAnOsChosenPort) {
       result->body,
       HasSubstr("# TYPE hourglass_build_info gauge\n"
                 "hourglass_build_info{version=\"" HOURGLASS_VERSION "\"} 1\n"));
+  // The broker's own gauges are read at scrape time: a new broker holds
+  // nothing.
+  EXPECT_THAT(result->body, HasSubstr("\nhourglass_due_backlog 0\n"));
+  EXPECT_THAT(result->body, HasSubstr("\nhourglass_loader_lag_seconds 0\n"));
   const std::string start_line = "\nhourglass_start_time_seconds ";
   const size_t at = result->body.find(start_line);
   ASSERT_NE(at, std::string::npos) << result->body;

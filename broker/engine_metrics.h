@@ -1,0 +1,82 @@
+#ifndef HOURGLASS_BROKER_ENGINE_METRICS_H_
+#define HOURGLASS_BROKER_ENGINE_METRICS_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "broker/metrics.h"
+#include "storage/commit_queue.h"
+
+namespace hourglass::broker {
+
+// The engine's health signals besides per-topic events (Activity counts
+// those): store writes, publish latency, and, at scrape time, gauges of what
+// the broker holds. Also logs warnings for slow store writes and a due
+// backlog that does not drain.
+//
+// Metric names: hourglass_store_write_seconds and
+// hourglass_store_write_batches (histograms per group commit),
+// hourglass_publish_latency_seconds (histogram), and the gauges
+// hourglass_scheduled{topic}, hourglass_ready{topic,group},
+// hourglass_in_flight{topic,group}, hourglass_consumers{topic,group},
+// hourglass_due_backlog, hourglass_loader_lag_seconds,
+// hourglass_store_{live_data,pending_compaction,disk}_bytes. The waiting
+// area of a topic with no group is reported as group "".
+//
+// Thread-safe.
+class EngineMetrics {
+ public:
+  // Without a registry only the warnings remain.
+  explicit EngineMetrics(metrics::Registry* registry);
+  // Stops collecting (RemoveCollector waits for a scrape in progress).
+  ~EngineMetrics();
+
+  // What the gauges read, at scrape time. Called on the scrape thread.
+  struct Snapshot {
+    struct Group {
+      std::string topic, group;
+      uint64_t ready = 0, in_flight = 0, consumers = 0;
+    };
+    std::vector<std::pair<std::string, uint64_t>> scheduled;  // By topic.
+    std::vector<Group> groups;
+    uint64_t due_backlog = 0;
+    absl::Duration loader_lag;
+    uint64_t live_data_bytes = 0, pending_compaction_bytes = 0, disk_bytes = 0;
+  };
+  // Starts the scrape-time collector. `snapshot` must not block long.
+  void Collect(std::function<std::optional<Snapshot>()> snapshot);
+  // Stops it, waiting for a scrape in progress. Idempotent.
+  void StopCollecting();
+
+  // After each group commit (on the commit thread).
+  void StoreWrite(const storage::CommitQueue::WriteInfo& info);
+  void PublishLatency(absl::Duration latency);
+  // From the timer thread after each step: how many due messages wait to
+  // be moved to ready.
+  void DueBacklog(size_t waiting, absl::Time now);
+
+ private:
+  metrics::Registry* const registry_;
+  std::shared_ptr<metrics::Histogram> write_seconds_;
+  std::shared_ptr<metrics::Histogram> write_batches_;
+  std::shared_ptr<metrics::Histogram> publish_latency_;
+  std::optional<metrics::Registry::CollectorId> collector_;
+
+  absl::Mutex mu_;
+  absl::Time last_slow_write_warning_ ABSL_GUARDED_BY(mu_) =
+      absl::InfinitePast();
+  // Since when the due backlog has not been empty; and the last warning.
+  std::optional<absl::Time> backlog_since_ ABSL_GUARDED_BY(mu_);
+  absl::Time last_backlog_warning_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+};
+
+}  // namespace hourglass::broker
+
+#endif  // HOURGLASS_BROKER_ENGINE_METRICS_H_
