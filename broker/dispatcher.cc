@@ -8,6 +8,7 @@
 #include "absl/synchronization/notification.h"
 #include "broker/dispatcher_internal.h"
 #include "broker/ready_window.h"
+#include "spdlog/spdlog.h"
 #include "storage/keys.h"
 #include "storage/records.pb.h"
 
@@ -264,6 +265,7 @@ void Dispatcher::Subscribe(
     state->max_in_flight = options.max_in_flight;
     state->ack_timeout = options.ack_timeout;
     state->sink = std::move(consumer);
+    state->last_progress = clock_->Now();
     group->consumers.push_back(state.get());
     const ConsumerId id = state->id;
     consumers_.emplace(id, std::move(state));
@@ -327,6 +329,8 @@ size_t Dispatcher::Ack(ConsumerId id,
   }
   ConsumerState& consumer = *it->second;
   Group& group = *consumer.group;
+  consumer.last_progress = clock_->Now();
+  consumer.reported_stuck = false;
   size_t unknown = 0;
   for (const std::string& message_id : message_ids) {
     auto delivered = consumer.by_id.find(message_id);
@@ -380,6 +384,8 @@ bool Dispatcher::Nack(ConsumerId id, std::string_view message_id,
   }
   Group& group = *consumer.group;
   InFlight& entry = group.in_flight.at(delivered->second);
+  consumer.last_progress = clock_->Now();
+  consumer.reported_stuck = false;
   activity_->Nacked(group.topic, 1);
   if (delay <= absl::ZeroDuration()) {
     MakeRedeliverableLocked(group, entry);
@@ -453,6 +459,7 @@ absl::StatusOr<absl::Time> Dispatcher::StepImpl(bool deliver) {
   {
     absl::MutexLock lock(&mu_);
     ExpireTimersLocked(now_ms);
+    ReportStuckConsumersLocked(absl::FromUnixMillis(now_ms));
     absl::Status taken = TakeFinishedLocked(work);
     if (taken.ok() && deliver) taken = TakeDeliveriesLocked(now_ms, work);
     if (!taken.ok()) {
@@ -936,6 +943,28 @@ void Dispatcher::UndoStepLocked(StepWork& work) {
   work.deliveries.clear();
   work.dead_letters.clear();
   WakeLocked();
+}
+
+void Dispatcher::ReportStuckConsumersLocked(absl::Time now) {
+  // Cheap enough every step, but once a second is plenty.
+  if (now - last_stuck_check_ < absl::Seconds(1)) return;
+  last_stuck_check_ = now;
+  for (auto& [id, consumer] : consumers_) {
+    if (consumer->reported_stuck ||
+        consumer->owned.size() < consumer->max_in_flight ||
+        now - consumer->last_progress < kStuckAfter) {
+      continue;
+    }
+    consumer->reported_stuck = true;
+    spdlog::warn(
+        "consumer {} of group \"{}\" on topic \"{}\" is stuck: it holds "
+        "its whole credit ({} deliveries) and has acked nothing for {}; "
+        "they go to other consumers as their ack timeouts ({}) pass",
+        id, consumer->group->name, consumer->group->topic,
+        consumer->owned.size(),
+        absl::FormatDuration(now - consumer->last_progress),
+        absl::FormatDuration(consumer->ack_timeout));
+  }
 }
 
 // ---- Timers and ownership.

@@ -331,6 +331,12 @@ class Dispatcher {
   void ReleaseFromOwnerLocked(InFlight& entry)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // Logs consumers that hold their whole credit and have not acked for
+  // kStuckAfter, once per such episode.
+  void ReportStuckConsumersLocked(absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static constexpr absl::Duration kStuckAfter = absl::Seconds(60);
+
   void WakeLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { wake_ = true; }
   void Run();
 
@@ -372,6 +378,7 @@ class Dispatcher {
   absl::flat_hash_set<std::string> pending_ready_keys_ ABSL_GUARDED_BY(mu_);
   uint64_t next_ticket_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t unknown_acks_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time last_stuck_check_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   // Rotates the group served first by each step.
   size_t next_group_ ABSL_GUARDED_BY(mu_) = 0;
   std::optional<absl::Status> shutdown_ ABSL_GUARDED_BY(mu_);

@@ -37,6 +37,10 @@ struct Dispatcher::ConsumerState {
   absl::flat_hash_set<uint64_t> owned;
   // The written ones, by message id, for acks and nacks.
   absl::flat_hash_map<std::string, uint64_t> by_id;
+  // When it last acked or nacked (or subscribed); and whether it has been
+  // reported stuck at zero credit since.
+  absl::Time last_progress;
+  bool reported_stuck = false;
 };
 
 // A message of a group that has left the ready queue: with a consumer, or
