@@ -181,6 +181,8 @@ absl::Status Bench(const GlobalOptions& globals, const BenchOptions& options) {
   open.set_topic(publish.topic);
   open.set_group(options.group);
   open.set_max_in_flight(options.max_in_flight);
+  // Outlive the consumers (see BenchConsumer::Start).
+  std::vector<std::unique_ptr<Connection>> consumer_connections;
   std::vector<std::shared_ptr<BenchConsumer>> consumers;
   absl::Status failed;
   for (int i = 0; i < options.consumers && failed.ok(); ++i) {
@@ -190,7 +192,8 @@ absl::Status Bench(const GlobalOptions& globals, const BenchOptions& options) {
       failed = connection.status();
       break;
     }
-    consumers.push_back(BenchConsumer::Start(*std::move(connection), open,
+    consumer_connections.push_back(*std::move(connection));
+    consumers.push_back(BenchConsumer::Start(*consumer_connections.back(), open,
                                              counters, seen, control));
     BenchConsumer& consumer = *consumers.back();
     if (!consumer.WaitSubscribed(absl::Now() + checked->timeout)) {

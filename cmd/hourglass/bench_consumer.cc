@@ -10,12 +10,12 @@
 namespace hourglass::cli {
 
 std::shared_ptr<BenchConsumer> BenchConsumer::Start(
-    std::unique_ptr<Connection> connection, const hourglass::v1::Open& open,
+    Connection& connection, const hourglass::v1::Open& open,
     BenchCounters& counters, SeenSet& seen, BenchControl& control) {
   std::shared_ptr<BenchConsumer> c(
-      new BenchConsumer(std::move(connection), counters, seen, control));
+      new BenchConsumer(connection, counters, seen, control));
   c->self_ = c;
-  c->connection_->broker().async()->Subscribe(&c->context_, c.get());
+  c->connection_.broker().async()->Subscribe(&c->context_, c.get());
   {
     absl::MutexLock lock(&c->mu_);
     *c->write_.mutable_open() = open;
@@ -166,7 +166,7 @@ void BenchConsumer::OnDone(const grpc::Status& status) {
   if (!status.ok() && status.error_code() != grpc::StatusCode::CANCELLED) {
     counters_.stream_errors.fetch_add(1, std::memory_order_relaxed);
     counters_.NoteError(
-        absl::StrCat("Subscribe: ", connection_->Check(status).message()));
+        absl::StrCat("Subscribe: ", connection_.Check(status).message()));
   }
   absl::MutexLock lock(&mu_);
   status_ = status;

@@ -33,11 +33,17 @@ class BenchConsumer final
     : public grpc::ClientBidiReactor<hourglass::v1::SubscribeRequest,
                                      hourglass::v1::Delivery> {
  public:
-  // Opens the stream with `open`. REQUIRES: `counters`, `seen` and `control`
-  // outlive the stream; Finish is called before the result is dropped.
-  static std::shared_ptr<BenchConsumer> Start(
-      std::unique_ptr<Connection> connection, const hourglass::v1::Open& open,
-      BenchCounters& counters, SeenSet& seen, BenchControl& control);
+  // Opens the stream with `open` on `connection`. REQUIRES: `connection`,
+  // `counters`, `seen` and `control` outlive this object; Finish is called
+  // before the result is dropped. The caller keeps the connection so that
+  // gRPC's last channel goes on its thread: were the last one destroyed on
+  // a gRPC thread (by OnDone), gRPC would shut down on a detached thread
+  // that races with the process's exit.
+  static std::shared_ptr<BenchConsumer> Start(Connection& connection,
+                                              const hourglass::v1::Open& open,
+                                              BenchCounters& counters,
+                                              SeenSet& seen,
+                                              BenchControl& control);
 
   // Waits until the broker accepts the open, at most until `deadline`. True
   // once subscribed; false if the stream ended instead (Finish says why) or
@@ -50,7 +56,7 @@ class BenchConsumer final
   grpc::Status Finish(absl::Time deadline);
 
   // The connection the stream runs on, for its Check.
-  const Connection& connection() const { return *connection_; }
+  const Connection& connection() const { return connection_; }
 
   // Arrival minus deliver_at of each message's first delivery, and when the
   // first and the last of those arrived. REQUIRES: Finish returned.
@@ -61,9 +67,9 @@ class BenchConsumer final
  private:
   enum class NextWrite { kNone, kWrite, kWritesDone };
 
-  BenchConsumer(std::unique_ptr<Connection> connection, BenchCounters& counters,
-                SeenSet& seen, BenchControl& control)
-      : connection_(std::move(connection)),
+  BenchConsumer(Connection& connection, BenchCounters& counters, SeenSet& seen,
+                BenchControl& control)
+      : connection_(connection),
         counters_(counters),
         seen_(seen),
         control_(control) {}
@@ -82,7 +88,7 @@ class BenchConsumer final
   void StartNext(NextWrite next);
 
   // Constant after construction.
-  const std::unique_ptr<Connection> connection_;
+  Connection& connection_;
   BenchCounters& counters_;
   SeenSet& seen_;
   BenchControl& control_;
