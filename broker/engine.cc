@@ -352,6 +352,9 @@ absl::Status Engine::Dispatch(const std::vector<ScheduledEntry>& chunk) {
     cursor = std::min(cursor, *waiting);
   }
   PutLoaderCursor(batch, cursor);
+  // No fsync: if a power cut loses this move, the schedule entries and the
+  // old cursor come back, and the messages come due again.
+  batch.set_needs_sync(false);
   const absl::Status s = commits_->Commit(std::move(batch));
   dispatcher_->EndDispatch(ticket, s.ok());
   if (s.ok() && options_.on_dispatched) options_.on_dispatched(chunk);

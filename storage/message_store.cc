@@ -61,6 +61,8 @@ int64_t DecodeCounter(std::string_view value) {
 }
 
 void WriteBatch::Append(WriteBatch&& other) {
+  needs_sync_ = operations_.empty() ? other.needs_sync_
+                                    : needs_sync_ || other.needs_sync_;
   if (operations_.empty()) {
     operations_ = std::move(other.operations_);
   } else {

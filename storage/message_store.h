@@ -53,8 +53,18 @@ class WriteBatch {
   // is 0). Adds to one counter from concurrent batches all count: the store
   // applies them without reading first.
   void Add(std::string key, int64_t delta);
-  // Moves every operation of `other` to the end of this batch.
+  // Moves every operation of `other` to the end of this batch (its sync
+  // need joins this batch's: either needs it, the result does).
   void Append(WriteBatch&& other);
+
+  // Whether MessageStore::Write must sync the log before it returns (when
+  // the store syncs at all). Default: true. Writes whose loss in a power
+  // cut at-least-once delivery makes up for (a message coming due, a
+  // delivery marked in flight, an ack) clear it: they still reach the log
+  // in order, atomically, and survive a crash of the process, and the next
+  // synced write makes them durable too.
+  void set_needs_sync(bool needs_sync) { needs_sync_ = needs_sync; }
+  bool needs_sync() const { return needs_sync_; }
 
   const std::vector<Operation>& operations() const { return operations_; }
   bool empty() const { return operations_.empty(); }
@@ -65,6 +75,7 @@ class WriteBatch {
  private:
   std::vector<Operation> operations_;
   size_t byte_size_ = 0;
+  bool needs_sync_ = true;
 };
 
 // Changes to counters, summed per counter, for adding to a batch at once
@@ -109,8 +120,9 @@ class MessageStore {
   virtual ~MessageStore() = default;
 
   // Applies every operation of `batch`, or none of them. On OK the batch is
-  // as durable as the store was opened to make it. On error the batch is
-  // not visible to reads; if the error came from syncing the log, it may
+  // as durable as the store was opened to make it (for a batch that does
+  // not need_sync(): as durable as an unsynced log write). On error the batch
+  // is not visible to reads; if the error came from syncing the log, it may
   // still reappear after a restart, so callers treat the outcome as
   // unknown for durability. Errors:
   //   RESOURCE_EXHAUSTED  the disk is full. Later writes succeed once space

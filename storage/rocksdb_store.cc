@@ -237,7 +237,7 @@ class RocksDbStoreImpl final : public MessageStore {
       if (!s.ok()) return ToStatus(s, Context("build write batch"));
     }
     rocksdb::WriteOptions options;
-    options.sync = sync_;
+    options.sync = sync_ && batch.needs_sync();
     const rocksdb::Status s = db_->Write(options, &rocks_batch);
     if (!s.ok()) {
       needs_resume_.store(true, std::memory_order_release);

@@ -27,6 +27,7 @@ class RecordingStore final : public testing::ForwardingStore {
     {
       absl::MutexLock lock(&mu_);
       writes_.push_back(keys);
+      syncs_.push_back(batch.needs_sync());
     }
     if (!entered_first_.HasBeenNotified()) {
       entered_first_.Notify();
@@ -49,6 +50,11 @@ class RecordingStore final : public testing::ForwardingStore {
     absl::MutexLock lock(&mu_);
     return writes_;
   }
+  // Whether each write needed a log sync.
+  std::vector<bool> syncs() {
+    absl::MutexLock lock(&mu_);
+    return syncs_;
+  }
 
   absl::Notification entered_first_;
   absl::Notification release_first_;
@@ -56,6 +62,7 @@ class RecordingStore final : public testing::ForwardingStore {
  private:
   absl::Mutex mu_;
   std::vector<std::vector<std::string>> writes_ ABSL_GUARDED_BY(mu_);
+  std::vector<bool> syncs_ ABSL_GUARDED_BY(mu_);
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
 };
 
@@ -115,6 +122,43 @@ TEST(CommitQueueTest, BatchesQueuedDuringAWriteShareTheNextOne) {
     ASSERT_TRUE(value.ok());
     EXPECT_TRUE(value->has_value()) << key;
   }
+}
+
+// A group is synced if any batch in it needs it; a group of batches that
+// do not is written without a sync.
+TEST(CommitQueueTest, AGroupSyncsIfOneOfItsBatchesNeedsIt) {
+  RecordingStore store;
+  Results results;
+  auto unsynced = [](const std::string& key) {
+    WriteBatch batch = OneKey(key);
+    batch.set_needs_sync(false);
+    return batch;
+  };
+  {
+    CommitQueue queue(&store);
+    queue.Submit(unsynced("a"), results.For("a"));
+    store.entered_first_.WaitForNotification();
+    queue.Submit(unsynced("b"), results.For("b"));
+    queue.Submit(OneKey("c"), results.For("c"));  // Needs a sync.
+    queue.Submit(unsynced("d"), results.For("d"));
+    store.release_first_.Notify();
+    // Once b, c and d are written, e goes alone.
+    while (results.size() < 4) {
+      EXPECT_TRUE(queue.Commit(WriteBatch()).ok());
+    }
+    EXPECT_TRUE(queue.Commit(unsynced("e")).ok());
+  }
+  std::vector<std::vector<std::string>> writes = store.writes();
+  std::vector<bool> syncs = store.syncs();
+  // Empty barrier commits aside, the writes were: a; b, c, d; e.
+  std::vector<std::pair<std::vector<std::string>, bool>> real;
+  for (size_t i = 0; i < writes.size(); ++i) {
+    if (!writes[i].empty()) real.emplace_back(writes[i], syncs[i]);
+  }
+  using Write = std::pair<std::vector<std::string>, bool>;
+  EXPECT_THAT(real,
+              ElementsAre(Write({"a"}, false), Write({"b", "c", "d"}, true),
+                          Write({"e"}, false)));
 }
 
 TEST(CommitQueueTest, AFailedGroupFailsEveryBatchInIt) {
