@@ -187,7 +187,7 @@ absl::Status Bench(const GlobalOptions& globals, const BenchOptions& options) {
   absl::Status failed;
   for (int i = 0; i < options.consumers && failed.ok(); ++i) {
     absl::StatusOr<std::unique_ptr<Connection>> connection =
-        Connection::Open(globals);
+        Connection::Open(globals, /*own_connection=*/true);
     if (!connection.ok()) {
       failed = connection.status();
       break;
@@ -214,7 +214,7 @@ absl::Status Bench(const GlobalOptions& globals, const BenchOptions& options) {
   std::vector<std::unique_ptr<Connection>> connections;
   for (int i = 0; i < options.producers; ++i) {
     absl::StatusOr<std::unique_ptr<Connection>> connection =
-        Connection::Open(globals);
+        Connection::Open(globals, /*own_connection=*/true);
     if (!connection.ok()) {
       for (auto& consumer : consumers) consumer->Finish(absl::Now());
       return connection.status();

@@ -228,7 +228,7 @@ Connection::Connection(std::string address, absl::Duration timeout,
       admin_(hourglass::v1::Admin::NewStub(channel_)) {}
 
 absl::StatusOr<std::unique_ptr<Connection>> Connection::Open(
-    const GlobalOptions& options) {
+    const GlobalOptions& options, bool own_connection) {
   absl::StatusOr<absl::Duration> timeout = ParseTimeout(options.timeout);
   if (!timeout.ok()) return timeout.status();
 
@@ -248,6 +248,7 @@ absl::StatusOr<std::unique_ptr<Connection>> Connection::Open(
   grpc::ChannelArguments arguments;
   // Deliveries and pages are as large as the broker allows; it enforces it.
   arguments.SetMaxReceiveMessageSize(-1);
+  if (own_connection) arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   if (!options.tls_server_name.empty()) {
     arguments.SetSslTargetNameOverride(options.tls_server_name);
   }

@@ -56,8 +56,12 @@ class Connection {
   // read, --tls-cert without --tls-key (or the reverse) or a --token that
   // cannot be sent; UNAVAILABLE `cannot reach ADDR: REASON` (e.g.
   // "connection refused") when the broker cannot be reached.
+  //
+  // gRPC lets channels to one address share a TCP connection;
+  // `own_connection` gives this one a connection of its own (for `bench`,
+  // whose producers and consumers would otherwise all share one).
   static absl::StatusOr<std::unique_ptr<Connection>> Open(
-      const GlobalOptions& options);
+      const GlobalOptions& options, bool own_connection = false);
 
   const std::string& address() const { return address_; }
   absl::Duration timeout() const { return timeout_; }
