@@ -9,14 +9,22 @@
 namespace hourglass::storage {
 
 CommitQueue::CommitQueue(MessageStore* store, Options options)
-    : store_(store), options_(options), writer_([this] { Run(); }) {}
+    : store_(store),
+      options_(options),
+      completer_([this] { Complete(); }),
+      writer_([this] { Run(); }) {}
 
 CommitQueue::~CommitQueue() {
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
   }
-  writer_.join();
+  writer_.join();  // Everything submitted is written...
+  {
+    absl::MutexLock lock(&completion_mu_);
+    writer_done_ = true;
+  }
+  completer_.join();  // ...and every callback has run.
 }
 
 void CommitQueue::Submit(WriteBatch batch, Callback done) {
@@ -69,7 +77,27 @@ void CommitQueue::Run() {
       options_.on_write(
           {callbacks.size(), group.ByteSize(), absl::Now() - start, status});
     }
-    for (Callback& done : callbacks) std::move(done)(status);
+    absl::MutexLock lock(&completion_mu_);
+    written_.push_back(Written{status, std::move(callbacks)});
+    callbacks.clear();  // Moved from: make it empty for the next group.
+  }
+}
+
+void CommitQueue::Complete() {
+  while (true) {
+    Written next;
+    {
+      absl::MutexLock lock(&completion_mu_);
+      completion_mu_.Await(absl::Condition(
+          +[](CommitQueue* q) ABSL_EXCLUSIVE_LOCKS_REQUIRED(q->completion_mu_) {
+            return q->writer_done_ || !q->written_.empty();
+          },
+          this));
+      if (written_.empty()) return;  // The writer stopped; all ran.
+      next = std::move(written_.front());
+      written_.pop_front();
+    }
+    for (Callback& done : next.callbacks) std::move(done)(next.status);
   }
 }
 

@@ -6,6 +6,7 @@
 #include <deque>
 #include <functional>
 #include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
@@ -19,15 +20,16 @@ namespace hourglass::storage {
 // Group commit in front of a MessageStore.
 //
 // Any thread submits a batch with a callback and goes on; one writer thread
-// takes everything queued, writes it as one MessageStore::Write (so one WAL
-// write and, with sync durability, one fsync serve every caller), then runs
-// the callbacks in submission order with the result. Batches of a group
-// succeed or fail together; each is still atomic on its own, and a failed
-// group is as MessageStore::Write describes: not visible, durability
-// unknown if the log sync failed.
+// takes everything queued and writes it as one MessageStore::Write (so one
+// WAL write and, with sync durability, one fsync serve every caller). A
+// second thread runs the callbacks, in submission order, with the result,
+// while the writer goes on with the next group. Batches of a group succeed
+// or fail together; each is still atomic on its own, and a failed group is
+// as MessageStore::Write describes: not visible, durability unknown if the
+// log sync failed.
 //
-// Thread-safe. Callbacks run on the writer thread and must not block on it
-// (for example by calling Commit).
+// Thread-safe. Callbacks run on the completion thread, one at a time, and
+// must not wait on the queue (for example by calling Commit).
 class CommitQueue {
  public:
   using Callback = absl::AnyInvocable<void(absl::Status) &&>;
@@ -78,7 +80,14 @@ class CommitQueue {
     Callback done;
   };
 
+  // A written group's callbacks and its status.
+  struct Written {
+    absl::Status status;
+    std::vector<Callback> callbacks;
+  };
+
   void Run();
+  void Complete();
 
   MessageStore* const store_;
   const Options options_;
@@ -88,7 +97,13 @@ class CommitQueue {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   Stats stats_ ABSL_GUARDED_BY(mu_);
 
-  std::thread writer_;  // Last: starts after everything above exists.
+  absl::Mutex completion_mu_;
+  std::deque<Written> written_ ABSL_GUARDED_BY(completion_mu_);
+  bool writer_done_ ABSL_GUARDED_BY(completion_mu_) = false;
+
+  // Last: they start after everything above exists.
+  std::thread completer_;
+  std::thread writer_;
 };
 
 }  // namespace hourglass::storage
