@@ -778,14 +778,28 @@ absl::StatusOr<bool> Dispatcher::HeldLocked(
 
 absl::Status Dispatcher::BuildBatch(int64_t now_ms, StepWork& work,
                                     storage::WriteBatch& batch) {
+  // The records of the deliveries, then of the dead letters, in one read.
+  std::vector<std::string> keys;
+  keys.reserve(work.deliveries.size() + work.dead_letters.size());
+  for (const Assignment& a : work.deliveries) {
+    keys.push_back(storage::MessageKey(a.sequence));
+  }
+  for (const StepWork::DeadLetter& dead : work.dead_letters) {
+    keys.push_back(storage::MessageKey(dead.entry.key.sequence));
+  }
+  absl::StatusOr<std::vector<std::optional<std::string>>> values;
+  if (!keys.empty()) {
+    values = store_->MultiGet(Table::kMessages, keys);
+    if (!values.ok()) return values.status();
+  }
+  size_t next_value = 0;
+  // The next record read, in the order above; nullopt if it is gone.
   auto read_record = [&](uint64_t sequence)
       -> absl::StatusOr<std::optional<storage::MessageRecord>> {
-    absl::StatusOr<std::optional<std::string>> value =
-        store_->Get(Table::kMessages, storage::MessageKey(sequence));
-    if (!value.ok()) return value.status();
-    if (!value->has_value()) return std::nullopt;
+    std::optional<std::string>& value = (*values)[next_value++];
+    if (!value.has_value()) return std::nullopt;
     storage::MessageRecord record;
-    if (!record.ParseFromString(**value)) {
+    if (!record.ParseFromString(*value)) {
       return absl::DataLossError(
           absl::StrCat("message ", sequence, " is malformed"));
     }

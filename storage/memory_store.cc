@@ -45,6 +45,20 @@ class MemoryStoreImpl final : public MessageStore {
     return it->second;
   }
 
+  absl::StatusOr<std::vector<std::optional<std::string>>> MultiGet(
+      Table table, const std::vector<std::string>& keys) override {
+    absl::ReaderMutexLock lock(&mu_);
+    const Map& map = tables_[static_cast<int>(table)];
+    std::vector<std::optional<std::string>> values;
+    values.reserve(keys.size());
+    for (const std::string& key : keys) {
+      auto it = map.find(key);
+      values.push_back(it == map.end() ? std::nullopt
+                                       : std::optional(it->second));
+    }
+    return values;
+  }
+
   absl::Status Scan(Table table, std::string_view from, std::string_view to,
                     absl::FunctionRef<bool(std::string_view, std::string_view)>
                         visit) override {

@@ -108,6 +108,12 @@ rocksdb::ColumnFamilyOptions TableOptions(
   cf.compression = BestCompression();
   cf.level_compaction_dynamic_level_bytes = true;
   cf.write_buffer_size = size_t{16} << 20;
+  // A burst (a million messages coming due) writes and deletes faster than
+  // one flush at a time keeps up with: a few full memtables may wait for
+  // their flush, and L0 may grow a while, before writes are slowed.
+  cf.max_write_buffer_number = 4;
+  cf.level0_slowdown_writes_trigger = 32;
+  cf.level0_stop_writes_trigger = 64;
 
   rocksdb::BlockBasedTableOptions blocks;
   blocks.block_cache = cache;
@@ -256,6 +262,27 @@ class RocksDbStoreImpl final : public MessageStore {
     return value;
   }
 
+  absl::StatusOr<std::vector<std::optional<std::string>>> MultiGet(
+      Table table, const std::vector<std::string>& keys) override {
+    std::vector<rocksdb::Slice> slices(keys.begin(), keys.end());
+    std::vector<rocksdb::PinnableSlice> values(keys.size());
+    std::vector<rocksdb::Status> statuses(keys.size());
+    db_->MultiGet(rocksdb::ReadOptions(), Handle(table), keys.size(),
+                  slices.data(), values.data(), statuses.data());
+    std::vector<std::optional<std::string>> out;
+    out.reserve(keys.size());
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (statuses[i].IsNotFound()) {
+        out.push_back(std::nullopt);
+      } else if (!statuses[i].ok()) {
+        return ToStatus(statuses[i], Context("read"));
+      } else {
+        out.push_back(values[i].ToString());
+      }
+    }
+    return out;
+  }
+
   absl::Status Scan(Table table, std::string_view from, std::string_view to,
                     absl::FunctionRef<bool(std::string_view, std::string_view)>
                         visit) override {
@@ -380,6 +407,9 @@ absl::StatusOr<std::unique_ptr<MessageStore>> RocksDbStore::Open(
   // Bounds memtable memory across all tables.
   db_options.db_write_buffer_size = size_t{128} << 20;
   db_options.bytes_per_sync = size_t{1} << 20;
+  // When writes must be slowed, not below 64 MiB/s (RocksDB's default of
+  // 16 MiB/s holds a burst back for seconds).
+  db_options.delayed_write_rate = size_t{64} << 20;
   db_options.keep_log_file_num = 4;
 
   const std::shared_ptr<rocksdb::Cache> cache =

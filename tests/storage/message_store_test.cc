@@ -183,6 +183,22 @@ TEST_P(MessageStoreTest, BinaryKeysAndValuesSurviveIntact) {
   EXPECT_THAT(Get(Table::kIds, key), Optional(value));
 }
 
+TEST_P(MessageStoreTest, MultiGetAnswersEachKeyInOrder) {
+  WriteBatch batch;
+  batch.Put(Table::kMessages, "a", "1");
+  batch.Put(Table::kMessages, "c", "3");
+  batch.Put(Table::kIds, "b", "other table");
+  ASSERT_TRUE(store_->Write(batch).ok());
+  auto values = store_->MultiGet(Table::kMessages, {"c", "b", "a", "c"});
+  ASSERT_TRUE(values.ok()) << values.status();
+  EXPECT_THAT(*values, ElementsAre(Optional(std::string("3")), std::nullopt,
+                                   Optional(std::string("1")),
+                                   Optional(std::string("3"))));
+  values = store_->MultiGet(Table::kMessages, {});
+  ASSERT_TRUE(values.ok());
+  EXPECT_THAT(*values, IsEmpty());
+}
+
 TEST_P(MessageStoreTest, CountersAddUpAcrossBatchesAndReopen) {
   WriteBatch first;
   first.Add("c", 5);

@@ -4,6 +4,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "storage/memory_store.h"
 #include "storage/message_store.h"
@@ -20,6 +21,10 @@ class ForwardingStore : public storage::MessageStore {
   absl::StatusOr<std::optional<std::string>> Get(
       storage::Table table, std::string_view key) override {
     return inner_->Get(table, key);
+  }
+  absl::StatusOr<std::vector<std::optional<std::string>>> MultiGet(
+      storage::Table table, const std::vector<std::string>& keys) override {
+    return inner_->MultiGet(table, keys);
   }
   absl::Status Scan(storage::Table table, std::string_view from,
                     std::string_view to,
