@@ -14,6 +14,8 @@ packages=(
   librocksdb-dev libabsl-dev libspdlog-dev libcli11-dev libcpp-httplib-dev
   # Tests and benchmarks.
   libgtest-dev libgmock-dev libbenchmark-dev grpc-proto openssl
+  # The fuzz and tsan presets: clang with its sanitizer and libFuzzer runtimes.
+  clang libclang-rt-14-dev
 )
 
 missing=()
