@@ -24,6 +24,13 @@ std::string AttemptValue(uint32_t attempt) {
   return value;
 }
 
+// A timer set `delay` from now fires at the first whole millisecond at or
+// after now + delay, so it never fires before the full delay has passed.
+int64_t CeilMillis(absl::Time t) {
+  return absl::ToInt64Milliseconds(
+      absl::Ceil(t - absl::UnixEpoch(), absl::Milliseconds(1)));
+}
+
 }  // namespace
 
 // ---- Construction and recovery.
@@ -365,7 +372,7 @@ void Dispatcher::Written(ConsumerId id, std::string_view message_id) {
   InFlight& entry = group.in_flight.at(delivered->second);
   if (entry.timer.has_value()) return;  // A copy written before.
   SetTimerLocked(group, entry,
-                 absl::ToUnixMillis(clock_->Now() + consumer.ack_timeout));
+                 CeilMillis(clock_->Now() + consumer.ack_timeout));
 }
 
 bool Dispatcher::Nack(ConsumerId id, std::string_view message_id,
@@ -395,7 +402,7 @@ bool Dispatcher::Nack(ConsumerId id, std::string_view message_id,
   ClearTimerLocked(entry);
   entry.token = next_token_++;
   entry.waiting = true;
-  const int64_t redeliver_at_ms = absl::ToUnixMillis(clock_->Now() + delay);
+  const int64_t redeliver_at_ms = CeilMillis(clock_->Now() + delay);
   SetTimerLocked(group, entry, redeliver_at_ms);
   finished_.push_back(
       Finished{Finished::Kind::kNack, &group, entry, redeliver_at_ms});
