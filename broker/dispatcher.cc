@@ -1040,15 +1040,25 @@ void Dispatcher::Start() {
 void Dispatcher::Run() {
   while (true) {
     const absl::StatusOr<absl::Time> next = Step();
-    // After a failed step (store error), retry shortly rather than spin.
-    const absl::Time wake_at =
-        next.ok() ? *next : clock_->Now() + absl::Milliseconds(100);
     absl::MutexLock lock(&mu_);
-    mu_.AwaitWithTimeout(absl::Condition(
-                             +[](Dispatcher* d) ABSL_EXCLUSIVE_LOCKS_REQUIRED(
-                                  d->mu_) { return d->wake_ || d->stopping_; },
-                             this),
-                         wake_at - clock_->Now());
+    if (next.ok()) {
+      mu_.AwaitWithTimeout(
+          absl::Condition(
+              +[](Dispatcher* d) ABSL_EXCLUSIVE_LOCKS_REQUIRED(d->mu_) {
+                return d->wake_ || d->stopping_;
+              },
+              this),
+          *next - clock_->Now());
+    } else {
+      // After a failed step (store error), retry after kRetryDelay rather
+      // than spin: the failed step's undo, and any work arriving, set
+      // wake_, and the next step takes all of it anyway.
+      mu_.AwaitWithTimeout(absl::Condition(
+                               +[](Dispatcher* d) ABSL_EXCLUSIVE_LOCKS_REQUIRED(
+                                    d->mu_) { return d->stopping_; },
+                               this),
+                           kRetryDelay);
+    }
     if (stopping_) return;
     wake_ = false;
   }

@@ -212,7 +212,12 @@ class Dispatcher {
 
   // Runs Step on a thread of the dispatcher's own until Shutdown or
   // destruction, sleeping until the time it returns or until new work.
+  // After a failed step (the store's error) it waits kRetryDelay, whatever
+  // arrives meanwhile, and tries again.
   void Start();
+
+  // How long the thread waits after a failed step.
+  static constexpr absl::Duration kRetryDelay = absl::Milliseconds(100);
 
   // Stops the thread, ends every consumer's stream with `status`, and
   // refuses new subscriptions with it. Idempotent.
