@@ -1,41 +1,195 @@
 #ifndef HOURGLASS_TESTS_TESTING_FAULTY_STORE_H_
 #define HOURGLASS_TESTS_TESTING_FAULTY_STORE_H_
 
+#include <cstdint>
+#include <functional>
 #include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "storage/message_store.h"
 #include "tests/testing/forwarding_store.h"
 
 namespace hourglass::testing {
 
-// A MessageStore in memory whose writes fail on demand, as a full disk or
-// a failing device would: a failed Write applies nothing. Thread-safe.
+// A MessageStore in memory whose writes fail, and whose log syncs fail or
+// stall, on demand, the way RocksDB's do (storage/rocksdb_store.cc):
+//
+//  - A failed write (FailWrites) applies nothing, and the store takes
+//    writes again once the fault is cleared: a full disk
+//    (RESOURCE_EXHAUSTED; RocksDB resumes once space returns) or another
+//    I/O error (UNAVAILABLE).
+//  - A failed log sync (FailSyncs) fails a write that needs a sync
+//    (storage::WriteBatch::needs_sync) after its batch reached the log:
+//    reads never see it, but a restart of the process may find it
+//    (Restart). From then on every write fails, as RocksDB refuses writes
+//    after a failed WAL sync until the process restarts.
+//  - A slow sync (SetSyncLatency, HoldSyncs) delays writes that need a
+//    sync. The store's one writer is the commit queue's thread, so
+//    everything queued behind such a write waits too, as behind a slow
+//    fsync.
+//
+// Thread-safe.
 class FaultyStore final : public ForwardingStore {
  public:
+  // Which writes a FailWrites fault hits, by the batch written (for a
+  // group commit, the group's merged batch).
+  using Filter = std::function<bool(const storage::WriteBatch&)>;
+  // The writes that need no sync (dispatch, deliveries, acks, nacks, dead
+  // letters), as opposed to publishes, cancels, group registrations and
+  // admin changes. A group commit needs a sync if any batch in it does.
+  static bool Unsynced(const storage::WriteBatch& b) { return !b.needs_sync(); }
+
   // Every Write from now on returns `status` (OK clears the fault). With
   // `after`, the next `after` writes still succeed first.
   void FailWrites(absl::Status status, int after = 0) {
+    FailWritesIf(nullptr, std::move(status), after);
+  }
+  // The same for the writes that `which` selects (null: all); the others
+  // succeed. Writes not selected do not count against `after`.
+  void FailWritesIf(Filter which, absl::Status status, int after = 0) {
     absl::MutexLock lock(&mu_);
     failure_ = std::move(status);
+    which_ = std::move(which);
     successes_before_failure_ = after;
   }
 
-  absl::Status Write(const storage::WriteBatch& batch) override {
+  // The next write that needs a sync fails with `status` (UNAVAILABLE, as
+  // an fsync's I/O error) once its batch is in the log; every later write
+  // fails with it too, until Restart. `in_log`: a restart finds the batch
+  // (the log was written, only its sync failed); otherwise it is lost.
+  void FailSyncs(absl::Status status, bool in_log = true) {
+    absl::MutexLock lock(&mu_);
+    sync_failure_ = std::move(status);
+    sync_failed_ = false;
+    sync_in_log_ = in_log;
+  }
+
+  // What a restart of the process finds: the batches whose sync failed in
+  // the log are applied, in order, and the sync fault ends (FailWrites
+  // faults and slow syncs stay). REQUIRES: nothing uses the store during
+  // the call (the engine on it is gone).
+  void Restart() {
+    std::vector<storage::WriteBatch> in_log;
     {
       absl::MutexLock lock(&mu_);
-      if (!failure_.ok()) {
-        if (successes_before_failure_ == 0) return failure_;
-        --successes_before_failure_;
+      in_log = std::exchange(in_log_, {});
+      sync_failure_ = absl::OkStatus();
+      sync_failed_ = false;
+    }
+    for (const storage::WriteBatch& batch : in_log) {
+      // The memory store cannot fail.
+      (void)ForwardingStore::Write(batch);
+    }
+  }
+
+  // Each write that needs a sync takes `latency` longer (zero: none).
+  void SetSyncLatency(absl::Duration latency) {
+    absl::MutexLock lock(&mu_);
+    sync_latency_ = latency;
+  }
+
+  // Writes that need a sync wait from now on until ReleaseSyncs: a stalled
+  // fsync, released when the test says.
+  void HoldSyncs() {
+    absl::MutexLock lock(&mu_);
+    holding_ = true;
+  }
+  void ReleaseSyncs() {
+    absl::MutexLock lock(&mu_);
+    holding_ = false;
+  }
+  // Waits until `n` writes wait at HoldSyncs; false if `timeout` passes
+  // first.
+  bool AwaitHeldSyncs(int n, absl::Duration timeout) {
+    absl::MutexLock lock(&mu_);
+    auto held = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return held_ >= n; };
+    return mu_.AwaitWithTimeout(absl::Condition(&held), timeout);
+  }
+
+  struct Counts {
+    uint64_t writes = 0;         // Write calls, failed or not.
+    uint64_t synced_writes = 0;  // Those that needed a sync.
+    uint64_t failed_writes = 0;  // Those that failed.
+  };
+  Counts counts() {
+    absl::MutexLock lock(&mu_);
+    return counts_;
+  }
+  absl::Status Write(const storage::WriteBatch& batch) override {
+    absl::Duration latency;
+    {
+      absl::MutexLock lock(&mu_);
+      ++counts_.writes;
+      if (batch.needs_sync()) ++counts_.synced_writes;
+      if (absl::Status s = WriteFaultLocked(batch); !s.ok()) {
+        return FailedLocked(std::move(s));
+      }
+      if (batch.needs_sync()) {
+        ++held_;
+        auto released = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+          return !holding_;
+        };
+        mu_.Await(absl::Condition(&released));
+        --held_;
+        latency = sync_latency_;
+      }
+    }
+    // The sync, slow or not: outside the lock, so that tests may change
+    // faults meanwhile.
+    if (latency > absl::ZeroDuration()) absl::SleepFor(latency);
+    if (batch.needs_sync()) {
+      absl::MutexLock lock(&mu_);
+      if (!sync_failure_.ok() && !sync_failed_) {
+        sync_failed_ = true;
+        if (sync_in_log_) in_log_.push_back(batch);
+        return FailedLocked(sync_failure_);
       }
     }
     return ForwardingStore::Write(batch);
   }
 
  private:
+  // The status of a write that fails before reaching the log, or OK.
+  absl::Status WriteFaultLocked(const storage::WriteBatch& batch)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    // After a failed sync, nothing is written until the restart.
+    if (sync_failed_) return sync_failure_;
+    if (failure_.ok() || (which_ != nullptr && !which_(batch))) {
+      return absl::OkStatus();
+    }
+    if (successes_before_failure_ > 0) {
+      --successes_before_failure_;
+      return absl::OkStatus();
+    }
+    return failure_;
+  }
+
+  absl::Status FailedLocked(absl::Status status)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    ++counts_.failed_writes;
+    return status;
+  }
+
   absl::Mutex mu_;
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
+  Filter which_ ABSL_GUARDED_BY(mu_);
   int successes_before_failure_ ABSL_GUARDED_BY(mu_) = 0;
+
+  absl::Status sync_failure_ ABSL_GUARDED_BY(mu_);
+  bool sync_failed_ ABSL_GUARDED_BY(mu_) = false;
+  bool sync_in_log_ ABSL_GUARDED_BY(mu_) = true;
+  std::vector<storage::WriteBatch> in_log_ ABSL_GUARDED_BY(mu_);
+
+  absl::Duration sync_latency_ ABSL_GUARDED_BY(mu_);
+  bool holding_ ABSL_GUARDED_BY(mu_) = false;
+  int held_ ABSL_GUARDED_BY(mu_) = 0;
+
+  Counts counts_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace hourglass::testing
