@@ -237,7 +237,10 @@ absl::StatusOr<Inspector::ListPage> Inspector::ListReady(
     const DueKey start = StartKey(q, 0);
     std::vector<Item> found;
     const size_t want = query.limit + 1 - items.size();
-    auto scan = [&](std::string_view stored_under) -> absl::Status {
+    // `group` by an explicit capture: clang 14 cannot capture a structured
+    // binding implicitly.
+    auto scan = [&, &group =
+                        group](std::string_view stored_under) -> absl::Status {
       const std::string prefix =
           storage::ReadyPrefix(query.topic, stored_under);
       absl::Status failed;
