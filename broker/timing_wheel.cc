@@ -92,7 +92,15 @@ size_t TimingWheel::ExpireUntil(
       }
     } else if (slots_[kOverflowSlot].pending > 0 &&
                overflow_window_end_ <= now_ms + 1) {
-      elapsed_ = overflow_window_end_;
+      // Jump straight to the top-level window of the earliest overflow
+      // entry (or as near it as now_ms allows): the windows before it are
+      // empty, and entering them one by one would cascade the whole list
+      // once per window (2^20 windows from 0 to kMaxTimeMs).
+      const int64_t first_window = static_cast<int64_t>(
+          static_cast<uint64_t>(slots_[kOverflowSlot].min_due_ms) &
+          ~kTopWindowMask);
+      elapsed_ =
+          std::max(overflow_window_end_, std::min(first_window, now_ms + 1));
       Cascade(TakeSlot(kOverflowSlot));
     } else {
       break;

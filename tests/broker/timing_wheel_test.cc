@@ -12,6 +12,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/timing_wheel_model.h"
 
 namespace hourglass::broker {
 namespace {
@@ -163,6 +164,36 @@ TEST(TimingWheelTest, FarFutureBeyondTopLevelIsKept) {
               ElementsAre(Due{far + top_span, 2}));
 }
 
+// Found by tests/fuzz/timing_wheel_fuzz: reaching overflow entries across
+// empty top-level windows entered each window in turn, cascading the whole
+// overflow list each time (2^20 windows up to kMaxTimeMs: minutes for a
+// few thousand entries). Now it jumps to the earliest entry's window.
+TEST(TimingWheelTest, LeapOverEmptyTopWindowsToManyOverflowEntries) {
+  TimingWheel wheel(0);
+  const int64_t top_span = int64_t{1} << (6 * TimingWheel::kLevels);
+  constexpr uint64_t kEntries = 5000;
+  for (uint64_t i = 0; i < kEntries; ++i) {
+    wheel.Schedule(TimingWheel::kMaxTimeMs - static_cast<int64_t>(i), i);
+  }
+  wheel.Schedule(3 * top_span + 7, kEntries);  // Between: some windows on.
+  EXPECT_THAT(Expire(wheel, 3 * top_span + 6), IsEmpty());
+  EXPECT_THAT(Expire(wheel, 3 * top_span + 7),
+              ElementsAre(Due{3 * top_span + 7, kEntries}));
+  EXPECT_THAT(wheel.NextExpiry(),
+              Optional(TimingWheel::kMaxTimeMs - int64_t{kEntries - 1}));
+  EXPECT_THAT(Expire(wheel, TimingWheel::kMaxTimeMs - int64_t{kEntries}),
+              IsEmpty());
+  const std::vector<Due> last = Expire(wheel, TimingWheel::kMaxTimeMs);
+  ASSERT_EQ(last.size(), kEntries);
+  for (uint64_t i = 0; i < kEntries; ++i) {
+    // Due order: the last scheduled is the earliest.
+    EXPECT_EQ(last[i], (Due{TimingWheel::kMaxTimeMs -
+                                static_cast<int64_t>(kEntries - 1 - i),
+                            kEntries - 1 - i}));
+  }
+  EXPECT_TRUE(wheel.empty());
+}
+
 TEST(TimingWheelTest, TimesPastTheMaximumAreClamped) {
   TimingWheel wheel(0);
   const TimerHandle h = wheel.Schedule(INT64_MAX, 9);
@@ -247,32 +278,8 @@ TEST(TimingWheelTest, MemoryIsReturnedAfterABurst) {
   EXPECT_LE(wheel.MemoryUsage(), 10u * 1'000'000);
 }
 
-// The reference model: pending entries keyed by (due, schedule order).
-class ReferenceModel {
- public:
-  void Schedule(int64_t due, uint64_t order, uint64_t value) {
-    entries_.emplace(std::pair(due, order), value);
-  }
-  bool Cancel(int64_t due, uint64_t order) {
-    return entries_.erase(std::pair(due, order)) == 1;
-  }
-  std::vector<Due> ExpireUntil(int64_t now) {
-    std::vector<Due> out;
-    while (!entries_.empty() && entries_.begin()->first.first <= now) {
-      out.emplace_back(entries_.begin()->first.first, entries_.begin()->second);
-      entries_.erase(entries_.begin());
-    }
-    return out;
-  }
-  std::optional<int64_t> MinDue() const {
-    if (entries_.empty()) return std::nullopt;
-    return entries_.begin()->first.first;
-  }
-  size_t size() const { return entries_.size(); }
-
- private:
-  std::map<std::pair<int64_t, uint64_t>, uint64_t> entries_;
-};
+// The reference model (shared with tests/fuzz/timing_wheel_fuzz.cc).
+using ReferenceModel = ::hourglass::testing::TimingWheelModel;
 
 uint64_t SeedFromEnvironment() {
   if (const char* s = std::getenv("HOURGLASS_SEED"); s != nullptr && *s) {
