@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "api/proto_time.h"
+#include "broker/publisher.h"
 
 namespace hourglass::api {
 namespace {
@@ -160,6 +161,11 @@ absl::Status ValidatePublish(const hourglass::v1::PublishRequest& request,
           index,
           absl::StrCat("id ", Quote(m.id()), " is ", m.id().size(),
                        " bytes long; the limit is ", limits.max_id_bytes));
+    }
+    if (broker::IsAssignedIdForm(m.id())) {
+      return Invalid(index, absl::StrCat("id ", Quote(m.id()),
+                                         " has the form of the ids the broker "
+                                         "assigns (hg- and 16 hex digits)"));
     }
     if (m.has_delay()) {
       if (absl::Status s = ValidateDelay(m.delay(), limits); !s.ok()) {

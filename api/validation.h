@@ -65,8 +65,9 @@ absl::Status ValidateDeliverAt(const google::protobuf::Timestamp& deliver_at,
 
 // Checks a whole Publish before anything is stored: an empty request, more
 // than limits.max_batch messages, and for each message its topic, payload
-// size, id length, delay (negative or over max_delay) and deliver_at (more
-// than max_delay after `now`). Returns the first problem as
+// size, id (length; not of the form the broker assigns, see
+// broker::IsAssignedIdForm), delay (negative or over max_delay) and
+// deliver_at (more than max_delay after `now`). Returns the first problem as
 // INVALID_ARGUMENT, prefixed with the message index: `message 3: ...`.
 absl::Status ValidatePublish(const hourglass::v1::PublishRequest& request,
                              const Limits& limits, absl::Time now);

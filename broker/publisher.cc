@@ -21,6 +21,16 @@ std::string AssignedId(uint64_t sequence) {
 
 }  // namespace
 
+bool IsAssignedIdForm(std::string_view id) {
+  constexpr std::string_view kPrefix = "hg-";
+  if (id.size() != kPrefix.size() + 16 || !id.starts_with(kPrefix)) {
+    return false;
+  }
+  return std::all_of(id.begin() + kPrefix.size(), id.end(), [](char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+  });
+}
+
 std::string IdValue(uint64_t sequence, int64_t deliver_at_ms) {
   std::string value;
   storage::AppendU64(value, sequence);

@@ -135,6 +135,11 @@ class Publisher {
 std::string IdValue(uint64_t sequence, int64_t deliver_at_ms);
 std::optional<storage::DueKey> DecodeIdValue(std::string_view value);
 
+// Whether `id` has the form of the ids the broker assigns: "hg-" and 16
+// lowercase hex digits. Producers may not choose such ids (the API refuses
+// them), or one could equal an id the broker assigns later in the topic.
+bool IsAssignedIdForm(std::string_view id);
+
 // A name quoted for error messages.
 std::string Quoted(std::string_view s);
 

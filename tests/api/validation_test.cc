@@ -99,6 +99,27 @@ TEST(ValidatePublishTest, RejectsAnIdOver128Bytes) {
                     "...\" is 129 bytes long; the limit is 128");
 }
 
+// Found by tests/fuzz/validation_fuzz: a producer id such as
+// "hg-0000000000000001" was stored as given, and the broker later assigned
+// the same id to another message of the topic, so two pending messages
+// shared one id.
+TEST(ValidatePublishTest, RejectsIdsOfTheFormTheBrokerAssigns) {
+  PublishRequest request = OneMessage("t");
+  request.mutable_messages(0)->set_id("order-1");
+  request.add_messages()->set_topic("t");
+  request.mutable_messages(1)->set_id("hg-00000000000f4a2c");
+  ExpectInvalid(Validate(request),
+                "message 1: id \"hg-00000000000f4a2c\" has the form of the ids "
+                "the broker assigns (hg- and 16 hex digits)");
+  // Close to the form is fine: other lengths, uppercase, other prefixes.
+  for (const char* id :
+       {"hg-0000000000000001a", "hg-000000000000001", "hg-00000000000F4A2C",
+        "HG-0000000000000001", "hg-000000000000000g", "hg-"}) {
+    request.mutable_messages(1)->set_id(id);
+    EXPECT_TRUE(Validate(request).ok()) << id << ": " << Validate(request);
+  }
+}
+
 TEST(ValidatePublishTest, RejectsANegativeDelay) {
   PublishRequest request = OneMessage("t");
   request.mutable_messages(0)->mutable_delay()->set_seconds(-5);
