@@ -1,6 +1,7 @@
 #include "broker/dispatcher.h"
 
 #include <algorithm>
+#include <set>
 #include <utility>
 
 #include "absl/container/btree_set.h"
@@ -867,6 +868,11 @@ absl::Status Dispatcher::BuildBatch(int64_t now_ms, StepWork& work,
               in_flight.SerializeAsString());
   }
 
+  // Several groups may dead-letter one message in one step: the first
+  // letter publishes it, and the others, duplicates of it, publish nothing
+  // (a second Prepare of the id would be refused as still in progress, and
+  // so would every retry of the step).
+  std::set<std::pair<std::string, std::string>> lettered;  // (topic, id)
   for (StepWork::DeadLetter& dead : work.dead_letters) {
     const uint64_t sequence = dead.entry.key.sequence;
     absl::StatusOr<std::optional<storage::MessageRecord>> record =
@@ -875,6 +881,11 @@ absl::Status Dispatcher::BuildBatch(int64_t now_ms, StepWork& work,
     batch.Delete(Table::kInFlight, in_flight_key(*dead.group, sequence));
     if (!record->has_value()) continue;
     storage::MessageRecord& r = **record;
+    if (!lettered.emplace(dead.group->topic, r.id()).second) {
+      if (dead.delete_message)
+        delete_message(*dead.group, dead.entry.key, r.id());
+      continue;
+    }
     NewMessage letter;
     letter.topic = absl::StrCat(dead.group->topic, ".dlq");
     letter.id = r.id();

@@ -467,6 +467,39 @@ TEST_F(DispatcherTest, AfterMaxAttemptsTheMessageGoesToTheDeadLetterTopic) {
   EXPECT_EQ(Count(Table::kIds), 0u);
 }
 
+// Found by tests/fuzz/subscribe_fuzz: when two groups used up a message's
+// attempts in the same step, the second dead letter's publish was refused
+// as "still in progress" (the first's), which failed the step, and every
+// retry of it: no group was served any more.
+TEST_F(DispatcherTest, TwoGroupsDeadLetteringOneMessageInOneStep) {
+  auto a = std::make_shared<FakeConsumer>();
+  auto b = std::make_shared<FakeConsumer>();
+  Subscribe("t", "a", a, 0, absl::Seconds(1));
+  Subscribe("t", "b", b, 0, absl::Seconds(1));
+  Publish("t", "x", absl::ZeroDuration());
+  Publish("t", "y", absl::Seconds(3));
+  RunAt(absl::ZeroDuration());
+  RunAt(absl::Seconds(1));
+  RunAt(absl::Seconds(2));
+  EXPECT_THAT(Ids(a->Take()), ElementsAre("x@1", "x@2", "x@3"));
+  EXPECT_THAT(Ids(b->Take()), ElementsAre("x@1", "x@2", "x@3"));
+  // Both groups' third ack timeouts run out in the step at 3 s, which
+  // dead-letters x for both and still delivers y.
+  RunAt(absl::Seconds(3));
+  EXPECT_THAT(Ids(a->Take()), ElementsAre("y@1"));
+  EXPECT_THAT(Ids(b->Take()), ElementsAre("y@1"));
+  EXPECT_EQ(Count(Table::kInFlight), 2u);  // y in a and in b.
+
+  // One dead letter, with the attempts of the group that wrote it.
+  auto dead = std::make_shared<FakeConsumer>();
+  const auto dead_id = Subscribe("t.dlq", "ops", dead);
+  RunAt(absl::Seconds(3));
+  EXPECT_THAT(Ids(dead->Take()), ElementsAre("x@4"));
+  dispatcher().Ack(dead_id, {"x"});
+  RunAt(absl::Seconds(3));
+  EXPECT_EQ(Count(Table::kMessages), 1u);  // Only y is left.
+}
+
 TEST_F(DispatcherTest, UnsubscribingHandsDeliveriesBackAtOnce) {
   auto first = std::make_shared<FakeConsumer>();
   auto second = std::make_shared<FakeConsumer>();
