@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Runs every libFuzzer target for SECONDS each, one after the other.
+#
+#   tests/fuzz/run.sh [SECONDS] [BUILD_DIR]     (defaults: 60, build/fuzz)
+#
+# Build the targets first: cmake --workflow --preset fuzz. Each target
+# starts from a scratch copy of its committed seeds (tests/fuzz/corpus/NAME),
+# so new inputs never land in the repository, and uses NAME.dict beside this
+# script if there is one. Prints one line per target with its executions;
+# exits non-zero if any target crashed, hung or leaked, naming it, the
+# crashing input and the log (both kept in the scratch directory).
+#
+# To replay an input: build/fuzz/tests/fuzz/NAME INPUT (subscribe_fuzz
+# prints each operation with HOURGLASS_FUZZ_TRACE=1). A crash, once fixed,
+# goes into corpus/NAME as regression_<what> beside a test in tests/.
+set -euo pipefail
+
+seconds="${1:-60}"
+build_dir="${2:-build/fuzz}"
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+targets=(keys_fuzz timing_wheel_fuzz validation_fuzz subscribe_fuzz)
+
+scratch="$(mktemp -d "${TMPDIR:-/tmp}/hourglass-fuzz.XXXXXX")"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+
+failed=()
+for target in "${targets[@]}"; do
+  binary="${build_dir}/tests/fuzz/${target}"
+  if [[ ! -x "${binary}" ]]; then
+    echo "${target}: no binary at ${binary} (build it: cmake --workflow --preset fuzz)" >&2
+    failed+=("${target}")
+    continue
+  fi
+  work="${scratch}/${target}"
+  mkdir -p "${work}/corpus" "${work}/artifacts"
+  cp -R "${here}/corpus/${target}/." "${work}/corpus/" 2>/dev/null || true
+  args=(-max_total_time="${seconds}" -timeout=30 -rss_limit_mb=4096
+        -print_final_stats=1 -artifact_prefix="${work}/artifacts/")
+  if [[ -f "${here}/${target}.dict" ]]; then
+    args+=(-dict="${here}/${target}.dict")
+  fi
+  status=0
+  "${binary}" "${args[@]}" "${work}/corpus" >"${work}/log" 2>&1 || status=$?
+  executions="$(sed -n 's/^stat::number_of_executed_units: *//p' "${work}/log" | tail -n 1)"
+  corpus_size="$(find "${work}/corpus" -type f | wc -l)"
+  if [[ ${status} -eq 0 ]]; then
+    printf '%-18s ok       %10s executions in %ss, corpus %s inputs\n' \
+      "${target}" "${executions:-?}" "${seconds}" "${corpus_size}"
+  else
+    crash="$(find "${work}/artifacts" -type f | head -n 1)"
+    printf '%-18s FAILED   exit %s after %s executions; input: %s; log: %s\n' \
+      "${target}" "${status}" "${executions:-?}" "${crash:-none}" \
+      "${work}/log"
+    grep -E 'ERROR|FUZZ_CHECK|SUMMARY|runtime error' "${work}/log" | head -n 5 || true
+    failed+=("${target}")
+  fi
+done
+
+if [[ ${#failed[@]} -gt 0 ]]; then
+  echo "fuzz targets failed: ${failed[*]} (inputs and logs kept in ${scratch})" >&2
+  exit 1
+fi
+rm -rf "${scratch}"
