@@ -62,12 +62,15 @@ Engine::Engine(storage::MessageStore* store, Clock* clock, Options options,
       activity_(clock, options.metrics),
       engine_metrics_(options.metrics),
       commits_(std::make_unique<storage::CommitQueue>(
-          store,
-          storage::CommitQueue::Options{
-              .on_write =
-                  [this](const storage::CommitQueue::WriteInfo& info) {
-                    engine_metrics_.StoreWrite(info);
-                  }})),
+          store, storage::CommitQueue::Options{
+                     .on_write =
+                         [this](const storage::CommitQueue::WriteInfo& info) {
+                           engine_metrics_.StoreWrite(info);
+                         },
+                     .on_sync =
+                         [this](const storage::CommitQueue::SyncInfo& info) {
+                           engine_metrics_.StoreSync(info);
+                         }})),
       publisher_(store, commits_.get(), &scheduler_, clock, &activity_,
                  next_sequence, [this] { Wake(); }) {}
 

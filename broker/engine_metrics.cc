@@ -30,13 +30,19 @@ EngineMetrics::EngineMetrics(metrics::Registry* registry)
   };
   write_seconds_ =
       histogram("hourglass_store_write_seconds",
-                "Time of one group commit to the store, fsync included.",
+                "Time of one group commit's write to the store, without "
+                "its log sync.",
                 metrics::LatencySecondsBuckets());
   write_batches_ =
       histogram("hourglass_store_write_batches",
                 "Batches (publishes, dispatches, steps) sharing one store "
-                "write and fsync.",
+                "write.",
                 metrics::ExponentialBuckets(1, 2, 12));
+  sync_seconds_ =
+      histogram("hourglass_store_sync_seconds",
+                "Time of one log sync (fsync); it makes every write before "
+                "it durable.",
+                metrics::LatencySecondsBuckets());
   publish_latency_ =
       histogram("hourglass_publish_latency_seconds",
                 "Time from a Publish reaching the engine to its answer.",
@@ -121,15 +127,27 @@ void EngineMetrics::StoreWrite(const storage::CommitQueue::WriteInfo& info) {
     write_seconds_->Observe(absl::ToDoubleSeconds(info.latency));
     write_batches_->Observe(static_cast<double>(info.batches));
   }
-  if (info.latency < kSlowWrite) return;
+  WarnSlow("write", info.latency, info.batches,
+           "publishes and deliveries wait on it");
+}
+
+void EngineMetrics::StoreSync(const storage::CommitQueue::SyncInfo& info) {
+  if (sync_seconds_ != nullptr) {
+    sync_seconds_->Observe(absl::ToDoubleSeconds(info.latency));
+  }
+  WarnSlow("log sync", info.latency, info.batches,
+           "publishes and other durable changes wait on it");
+}
+
+void EngineMetrics::WarnSlow(std::string_view what, absl::Duration latency,
+                             size_t batches, std::string_view waiting) {
+  if (latency < kSlowWrite) return;
   const absl::Time now = absl::Now();
   absl::MutexLock lock(&mu_);
   if (now - last_slow_write_warning_ < absl::Seconds(10)) return;
   last_slow_write_warning_ = now;
-  spdlog::warn(
-      "slow store write: {} for {} batches ({} bytes), log sync included; "
-      "publishes and deliveries wait on it",
-      absl::FormatDuration(info.latency), info.batches, info.bytes);
+  spdlog::warn("slow store {}: {} for {} batches; {}", what,
+               absl::FormatDuration(latency), batches, waiting);
 }
 
 void EngineMetrics::PublishLatency(absl::Duration latency) {

@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string_view>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -55,8 +56,10 @@ class EngineMetrics {
   // Stops it, waiting for a scrape in progress. Idempotent.
   void StopCollecting();
 
-  // After each group commit (on the commit thread).
+  // After each group commit's write (on the commit queue's writer thread)
+  // and each log sync (on its syncer thread).
   void StoreWrite(const storage::CommitQueue::WriteInfo& info);
+  void StoreSync(const storage::CommitQueue::SyncInfo& info);
   void PublishLatency(absl::Duration latency);
   // From the timer thread after each step: how many due messages wait to
   // be moved to ready.
@@ -66,10 +69,14 @@ class EngineMetrics {
   metrics::Registry* const registry_;
   std::shared_ptr<metrics::Histogram> write_seconds_;
   std::shared_ptr<metrics::Histogram> write_batches_;
+  std::shared_ptr<metrics::Histogram> sync_seconds_;
   std::shared_ptr<metrics::Histogram> publish_latency_;
   std::optional<metrics::Registry::CollectorId> collector_;
 
   absl::Mutex mu_;
+  // Warns that a store write or sync took `latency`, at most every 10 s.
+  void WarnSlow(std::string_view what, absl::Duration latency, size_t batches,
+                std::string_view waiting);
   absl::Time last_slow_write_warning_ ABSL_GUARDED_BY(mu_) =
       absl::InfinitePast();
   // Since when the due backlog has not been empty; and the last warning.

@@ -12,6 +12,7 @@ CommitQueue::CommitQueue(MessageStore* store, Options options)
     : store_(store),
       options_(options),
       completer_([this] { Complete(); }),
+      syncer_([this] { Sync(); }),
       writer_([this] { Run(); }) {}
 
 CommitQueue::~CommitQueue() {
@@ -21,8 +22,13 @@ CommitQueue::~CommitQueue() {
   }
   writer_.join();  // Everything submitted is written...
   {
-    absl::MutexLock lock(&completion_mu_);
+    absl::MutexLock lock(&sync_mu_);
     writer_done_ = true;
+  }
+  syncer_.join();  // ...synced where it needs to be...
+  {
+    absl::MutexLock lock(&completion_mu_);
+    syncer_done_ = true;
   }
   completer_.join();  // ...and every callback has run.
 }
@@ -71,16 +77,61 @@ void CommitQueue::Run() {
       ++stats_.groups;
       stats_.batches += callbacks.size();
     }
+    // The sync, if the group needs one, is the syncer's: the next group's
+    // write need not wait for it.
+    const bool needs_sync = group.needs_sync();
     const absl::Time start = absl::Now();
     const absl::Status status = store_->Write(group);
     if (options_.on_write) {
       options_.on_write(
           {callbacks.size(), group.ByteSize(), absl::Now() - start, status});
     }
-    absl::MutexLock lock(&completion_mu_);
-    written_.push_back(Written{status, std::move(callbacks)});
+    Written written{status, std::move(callbacks)};
     callbacks.clear();  // Moved from: make it empty for the next group.
+    if (status.ok() && needs_sync) {
+      absl::MutexLock lock(&sync_mu_);
+      unsynced_.push_back(std::move(written));
+    } else {
+      ToCompleter(std::move(written));
+    }
   }
+}
+
+void CommitQueue::Sync() {
+  while (true) {
+    std::deque<Written> groups;
+    {
+      absl::MutexLock lock(&sync_mu_);
+      sync_mu_.Await(absl::Condition(
+          +[](CommitQueue* q) ABSL_EXCLUSIVE_LOCKS_REQUIRED(q->sync_mu_) {
+            return q->writer_done_ || !q->unsynced_.empty();
+          },
+          this));
+      if (unsynced_.empty()) return;  // The writer stopped; all synced.
+      groups.swap(unsynced_);
+    }
+    // One sync covers every group written so far.
+    const absl::Time start = absl::Now();
+    const absl::Status status = store_->SyncLog();
+    size_t batches = 0;
+    for (const Written& group : groups) batches += group.callbacks.size();
+    if (options_.on_sync) {
+      options_.on_sync({batches, absl::Now() - start, status});
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      ++stats_.syncs;
+    }
+    for (Written& group : groups) {
+      group.status = status;
+      ToCompleter(std::move(group));
+    }
+  }
+}
+
+void CommitQueue::ToCompleter(Written written) {
+  absl::MutexLock lock(&completion_mu_);
+  written_.push_back(std::move(written));
 }
 
 void CommitQueue::Complete() {
@@ -90,10 +141,10 @@ void CommitQueue::Complete() {
       absl::MutexLock lock(&completion_mu_);
       completion_mu_.Await(absl::Condition(
           +[](CommitQueue* q) ABSL_EXCLUSIVE_LOCKS_REQUIRED(q->completion_mu_) {
-            return q->writer_done_ || !q->written_.empty();
+            return q->syncer_done_ || !q->written_.empty();
           },
           this));
-      if (written_.empty()) return;  // The writer stopped; all ran.
+      if (written_.empty()) return;  // The syncer stopped; all ran.
       next = std::move(written_.front());
       written_.pop_front();
     }

@@ -19,14 +19,24 @@ namespace hourglass::storage {
 
 // Group commit in front of a MessageStore.
 //
-// Any thread submits a batch with a callback and goes on; one writer thread
-// takes everything queued and writes it as one MessageStore::Write (so one
-// WAL write and, with sync durability, one fsync serve every caller). A
-// second thread runs the callbacks, in submission order, with the result,
-// while the writer goes on with the next group. Batches of a group succeed
-// or fail together; each is still atomic on its own, and a failed group is
-// as MessageStore::Write describes: not visible, durability unknown if the
-// log sync failed.
+// Any thread submits a batch with a callback and goes on. Three threads
+// serve the queue, as a pipeline:
+//  - the writer takes everything queued and writes it as one
+//    MessageStore::Write (one log write serves every caller), which does not
+//    sync;
+//  - the syncer, for groups holding a batch that needs_sync(), syncs the
+//    log with MessageStore::SyncLog: one sync serves every group written
+//    before it, and the writer goes on writing meanwhile, so batches that
+//    need no sync (dispatches, deliveries, acks) never wait for an fsync;
+//  - the completer runs the callbacks with each batch's result.
+// Groups reach the store in submission order, so whatever a crash keeps is
+// a prefix of what was submitted. Callbacks of batches that need a sync run
+// in submission order, and so do those of batches that do not; a batch
+// that needs no sync may complete before an earlier one that waits for its
+// sync. Batches of a group succeed or fail together; each is still atomic
+// on its own, and a failed group is as MessageStore::Write and SyncLog
+// describe: after a failed write not visible, after a failed sync visible
+// but of unknown durability.
 //
 // Thread-safe. Callbacks run on the completion thread, one at a time, and
 // must not wait on the queue (for example by calling Commit).
@@ -38,7 +48,13 @@ class CommitQueue {
   struct WriteInfo {
     size_t batches = 0;
     size_t bytes = 0;
-    absl::Duration latency;  // The Write, log sync included.
+    absl::Duration latency;  // The Write, without a log sync.
+    absl::Status status;
+  };
+  // One MessageStore::SyncLog, for metrics.
+  struct SyncInfo {
+    size_t batches = 0;  // Batches that waited for it.
+    absl::Duration latency;
     absl::Status status;
   };
 
@@ -46,9 +62,11 @@ class CommitQueue {
     // A group stops growing once it holds this many bytes of keys and
     // values (a single larger batch still goes alone). Default: 16 MiB.
     size_t max_group_bytes = size_t{16} << 20;
-    // Called on the writer thread after each group's write, before its
-    // callbacks. Must not block. Default: none.
+    // Called on the writer thread after each group's write, and on the
+    // syncer thread after each log sync, before their callbacks. Must not
+    // block. Default: none.
     std::function<void(const WriteInfo&)> on_write;
+    std::function<void(const SyncInfo&)> on_sync;
   };
 
   // REQUIRES: `store` outlives the queue.
@@ -61,8 +79,9 @@ class CommitQueue {
   // Writes everything already submitted, runs its callbacks, then stops.
   ~CommitQueue();
 
-  // Queues `batch`; `done` runs on the writer thread once it is durable or
-  // failed, with MessageStore::Write's status.
+  // Queues `batch`; `done` runs on the completion thread once it is
+  // written (and, if it needs_sync(), the log synced) or failed, with the
+  // status of the MessageStore::Write or SyncLog that failed.
   void Submit(WriteBatch batch, Callback done);
 
   // Submits `batch` and waits for its status.
@@ -71,6 +90,7 @@ class CommitQueue {
   struct Stats {
     uint64_t groups = 0;   // MessageStore::Write calls.
     uint64_t batches = 0;  // Batches written in them.
+    uint64_t syncs = 0;    // MessageStore::SyncLog calls.
   };
   Stats stats() const;
 
@@ -87,7 +107,9 @@ class CommitQueue {
   };
 
   void Run();
+  void Sync();
   void Complete();
+  void ToCompleter(Written written);
 
   MessageStore* const store_;
   const Options options_;
@@ -97,12 +119,17 @@ class CommitQueue {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   Stats stats_ ABSL_GUARDED_BY(mu_);
 
+  absl::Mutex sync_mu_;
+  std::deque<Written> unsynced_ ABSL_GUARDED_BY(sync_mu_);
+  bool writer_done_ ABSL_GUARDED_BY(sync_mu_) = false;
+
   absl::Mutex completion_mu_;
   std::deque<Written> written_ ABSL_GUARDED_BY(completion_mu_);
-  bool writer_done_ ABSL_GUARDED_BY(completion_mu_) = false;
+  bool syncer_done_ ABSL_GUARDED_BY(completion_mu_) = false;
 
   // Last: they start after everything above exists.
   std::thread completer_;
+  std::thread syncer_;
   std::thread writer_;
 };
 

@@ -36,6 +36,8 @@ class MemoryStoreImpl final : public MessageStore {
     return absl::OkStatus();
   }
 
+  absl::Status SyncLog() override { return absl::OkStatus(); }
+
   absl::StatusOr<std::optional<std::string>> Get(
       Table table, std::string_view key) override {
     absl::ReaderMutexLock lock(&mu_);

@@ -57,12 +57,14 @@ class WriteBatch {
   // need joins this batch's: either needs it, the result does).
   void Append(WriteBatch&& other);
 
-  // Whether MessageStore::Write must sync the log before it returns (when
-  // the store syncs at all). Default: true. Writes whose loss in a power
-  // cut at-least-once delivery makes up for (a message coming due, a
-  // delivery marked in flight, an ack) clear it: they still reach the log
-  // in order, atomically, and survive a crash of the process, and the next
-  // synced write makes them durable too.
+  // Whether the batch must be durable before whoever submitted it is told
+  // it is done: the commit queue (storage/commit_queue.h) syncs the log
+  // with MessageStore::SyncLog after writing a group that holds such a
+  // batch. Default: true. Writes whose loss in a power cut at-least-once
+  // delivery makes up for (a message coming due, a delivery marked in
+  // flight, an ack) clear it: they still reach the log in order,
+  // atomically, and survive a crash of the process, and the next sync makes
+  // them durable too.
   void set_needs_sync(bool needs_sync) { needs_sync_ = needs_sync; }
   bool needs_sync() const { return needs_sync_; }
 
@@ -119,17 +121,24 @@ class MessageStore {
  public:
   virtual ~MessageStore() = default;
 
-  // Applies every operation of `batch`, or none of them. On OK the batch is
-  // as durable as the store was opened to make it (for a batch that does
-  // not need_sync(): as durable as an unsynced log write). On error the batch
-  // is not visible to reads; if the error came from syncing the log, it may
-  // still reappear after a restart, so callers treat the outcome as
-  // unknown for durability. Errors:
+  // Applies every operation of `batch`, or none of them, and appends it to
+  // the log without syncing it (whatever batch.needs_sync() says; that is
+  // for the caller, who syncs with SyncLog): on OK the batch survives a
+  // crash of the process, and a power cut once SyncLog has returned. On
+  // error the batch is not visible to reads. Errors:
   //   RESOURCE_EXHAUSTED  the disk is full. Later writes succeed once space
   //                       returns.
   //   UNAVAILABLE         another I/O error.
   //   DATA_LOSS, INTERNAL the store is damaged.
   virtual absl::Status Write(const WriteBatch& batch) = 0;
+
+  // Syncs the log, when the store was opened to sync (otherwise does
+  // nothing): every Write that returned before the call becomes durable.
+  // Does not block concurrent Writes, which is what lets a group commit
+  // write on while it waits for an fsync (storage/commit_queue.h). Errors as
+  // Write's; the writes a failed sync was to cover stay visible but may or
+  // may not survive a restart, and the store may refuse writes until then.
+  virtual absl::Status SyncLog() = 0;
 
   // The value of `key`, or nullopt if absent.
   virtual absl::StatusOr<std::optional<std::string>> Get(

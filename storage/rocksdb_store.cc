@@ -242,12 +242,22 @@ class RocksDbStoreImpl final : public MessageStore {
       }
       if (!s.ok()) return ToStatus(s, Context("build write batch"));
     }
-    rocksdb::WriteOptions options;
-    options.sync = sync_ && batch.needs_sync();
-    const rocksdb::Status s = db_->Write(options, &rocks_batch);
+    // Never synced here: SyncLog does it, without holding up other writes.
+    const rocksdb::Status s = db_->Write(rocksdb::WriteOptions(), &rocks_batch);
     if (!s.ok()) {
       needs_resume_.store(true, std::memory_order_release);
       return ToStatus(s, Context("write"));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status SyncLog() override {
+    if (!sync_) return absl::OkStatus();
+    // Syncs the WAL files without holding up concurrent writes.
+    const rocksdb::Status s = db_->SyncWAL();
+    if (!s.ok()) {
+      needs_resume_.store(true, std::memory_order_release);
+      return ToStatus(s, Context("sync log"));
     }
     return absl::OkStatus();
   }
@@ -359,7 +369,8 @@ absl::Status CheckFormatVersion(MessageStore& store, const std::string& path) {
     AppendU32(encoded, RocksDbStore::kFormatVersion);
     WriteBatch batch;
     batch.Put(Table::kMeta, std::string(kFormatVersionKey), encoded);
-    return store.Write(batch);
+    if (absl::Status s = store.Write(batch); !s.ok()) return s;
+    return store.SyncLog();
   }
   const std::string& found = **version;
   if (found.size() != 4 || ReadU32(found) != RocksDbStore::kFormatVersion) {

@@ -14,10 +14,10 @@ struct RocksDbStoreOptions {
   // Data directory; created if missing. Required.
   std::string path;
 
-  // true (--durability=sync, the default): Write returns after the
-  // write-ahead log is fsynced, so acknowledged writes survive power loss.
-  // false (--durability=async): after the log write reaches the OS, so they
-  // survive a crash of hourglassd but not of the machine.
+  // true (--durability=sync, the default): SyncLog fsyncs the write-ahead
+  // log, so what it covers survives power loss. false (--durability=async):
+  // SyncLog does nothing; writes reach the OS, so they survive a crash of
+  // hourglassd but not of the machine.
   bool sync = true;
 
   // Size of the block cache shared by all tables (--block_cache_mb).

@@ -17,8 +17,9 @@ namespace {
 
 using ::testing::ElementsAre;
 
-// Wraps a store: records each Write's keys, can hold the first Write until
-// released, and can fail writes.
+// Wraps a store: records each Write's keys and each SyncLog, can hold the
+// first Write (and, when asked, the first SyncLog) until released, and can
+// fail writes and syncs.
 class RecordingStore final : public testing::ForwardingStore {
  public:
   absl::Status Write(const WriteBatch& batch) override {
@@ -27,7 +28,7 @@ class RecordingStore final : public testing::ForwardingStore {
     {
       absl::MutexLock lock(&mu_);
       writes_.push_back(keys);
-      syncs_.push_back(batch.needs_sync());
+      write_needs_sync_.push_back(batch.needs_sync());
     }
     if (!entered_first_.HasBeenNotified()) {
       entered_first_.Notify();
@@ -42,29 +43,70 @@ class RecordingStore final : public testing::ForwardingStore {
     return ForwardingStore::Write(batch);
   }
 
+  absl::Status SyncLog() override {
+    bool hold;
+    absl::Status failure;
+    {
+      absl::MutexLock lock(&mu_);
+      syncs_.push_back(writes_.size());
+      hold = hold_first_sync_ && syncs_.size() == 1;
+      failure = sync_failure_;
+    }
+    if (hold) {
+      entered_first_sync_.Notify();
+      release_first_sync_.WaitForNotification();
+    }
+    if (!failure.ok()) return failure;
+    return ForwardingStore::SyncLog();
+  }
+
   void Fail(absl::Status status) {
     absl::MutexLock lock(&mu_);
     failure_ = std::move(status);
+  }
+  void FailSyncs(absl::Status status) {
+    absl::MutexLock lock(&mu_);
+    sync_failure_ = std::move(status);
+  }
+  // From now on the first SyncLog waits for release_first_sync_.
+  void HoldFirstSync() {
+    absl::MutexLock lock(&mu_);
+    hold_first_sync_ = true;
   }
   std::vector<std::vector<std::string>> writes() {
     absl::MutexLock lock(&mu_);
     return writes_;
   }
-  // Whether each write needed a log sync.
-  std::vector<bool> syncs() {
+  // For each SyncLog, how many writes had started before it.
+  std::vector<size_t> syncs() {
     absl::MutexLock lock(&mu_);
     return syncs_;
+  }
+  // For each Write, whether its group needed a sync after it.
+  std::vector<bool> write_needs_sync() {
+    absl::MutexLock lock(&mu_);
+    return write_needs_sync_;
   }
 
   absl::Notification entered_first_;
   absl::Notification release_first_;
+  absl::Notification entered_first_sync_;
+  absl::Notification release_first_sync_;
 
  private:
   absl::Mutex mu_;
   std::vector<std::vector<std::string>> writes_ ABSL_GUARDED_BY(mu_);
-  std::vector<bool> syncs_ ABSL_GUARDED_BY(mu_);
+  std::vector<size_t> syncs_ ABSL_GUARDED_BY(mu_);
+  std::vector<bool> write_needs_sync_ ABSL_GUARDED_BY(mu_);
+  bool hold_first_sync_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
+  absl::Status sync_failure_ ABSL_GUARDED_BY(mu_);
 };
+
+WriteBatch Unsynced(WriteBatch batch) {
+  batch.set_needs_sync(false);
+  return batch;
+}
 
 WriteBatch OneKey(const std::string& key) {
   WriteBatch batch;
@@ -124,41 +166,70 @@ TEST(CommitQueueTest, BatchesQueuedDuringAWriteShareTheNextOne) {
   }
 }
 
-// A group is synced if any batch in it needs it; a group of batches that
-// do not is written without a sync.
-TEST(CommitQueueTest, AGroupSyncsIfOneOfItsBatchesNeedsIt) {
+// The log is synced (SyncLog) after a group with a batch that needs it; a
+// group of batches that do not needs no sync.
+TEST(CommitQueueTest, AGroupIsSyncedIfOneOfItsBatchesNeedsIt) {
   RecordingStore store;
   Results results;
-  auto unsynced = [](const std::string& key) {
-    WriteBatch batch = OneKey(key);
-    batch.set_needs_sync(false);
-    return batch;
-  };
   {
     CommitQueue queue(&store);
-    queue.Submit(unsynced("a"), results.For("a"));
+    queue.Submit(Unsynced(OneKey("a")), results.For("a"));
     store.entered_first_.WaitForNotification();
-    queue.Submit(unsynced("b"), results.For("b"));
+    queue.Submit(Unsynced(OneKey("b")), results.For("b"));
     queue.Submit(OneKey("c"), results.For("c"));  // Needs a sync.
-    queue.Submit(unsynced("d"), results.For("d"));
+    queue.Submit(Unsynced(OneKey("d")), results.For("d"));
     store.release_first_.Notify();
-    // Once b, c and d are written, e goes alone.
-    while (results.size() < 4) {
-      EXPECT_TRUE(queue.Commit(WriteBatch()).ok());
-    }
-    EXPECT_TRUE(queue.Commit(unsynced("e")).ok());
   }
-  std::vector<std::vector<std::string>> writes = store.writes();
-  std::vector<bool> syncs = store.syncs();
-  // Empty barrier commits aside, the writes were: a; b, c, d; e.
-  std::vector<std::pair<std::vector<std::string>, bool>> real;
-  for (size_t i = 0; i < writes.size(); ++i) {
-    if (!writes[i].empty()) real.emplace_back(writes[i], syncs[i]);
+  EXPECT_THAT(store.writes(),
+              ElementsAre(ElementsAre("a"), ElementsAre("b", "c", "d")));
+  EXPECT_THAT(store.syncs(), ElementsAre(2u));  // After the second write.
+  EXPECT_THAT(store.write_needs_sync(), ElementsAre(false, true));
+  EXPECT_THAT(results.done, ElementsAre(std::pair("a", absl::StatusCode::kOk),
+                                        std::pair("b", absl::StatusCode::kOk),
+                                        std::pair("c", absl::StatusCode::kOk),
+                                        std::pair("d", absl::StatusCode::kOk)));
+}
+
+// A slow fsync holds up only the batches that wait for it: the writer goes
+// on, and batches that need no sync complete meanwhile.
+TEST(CommitQueueTest, BatchesThatNeedNoSyncDoNotWaitForAnEarlierSync) {
+  RecordingStore store;
+  store.HoldFirstSync();
+  store.release_first_.Notify();  // Writes go through.
+  Results results;
+  {
+    CommitQueue queue(&store);
+    queue.Submit(OneKey("publish"), results.For("publish"));
+    store.entered_first_sync_.WaitForNotification();
+    // The publish's sync is under way; a delivery is written and done.
+    EXPECT_TRUE(queue.Commit(Unsynced(OneKey("delivery"))).ok());
+    EXPECT_EQ(results.size(), 0u);
+    auto value = store.Get(Table::kMessages, "delivery");
+    ASSERT_TRUE(value.ok());
+    EXPECT_EQ(*value, "v");
+    store.release_first_sync_.Notify();
   }
-  using Write = std::pair<std::vector<std::string>, bool>;
-  EXPECT_THAT(real,
-              ElementsAre(Write({"a"}, false), Write({"b", "c", "d"}, true),
-                          Write({"e"}, false)));
+  EXPECT_THAT(results.done,
+              ElementsAre(std::pair("publish", absl::StatusCode::kOk)));
+  EXPECT_THAT(store.syncs(), ElementsAre(1u));
+}
+
+// A failed sync fails the batches that waited for it; what was written
+// stays visible (its durability is unknown).
+TEST(CommitQueueTest, AFailedSyncFailsTheBatchesThatWaitedForIt) {
+  RecordingStore store;
+  store.release_first_.Notify();
+  store.FailSyncs(absl::UnavailableError("fsync: I/O error"));
+  Results results;
+  {
+    CommitQueue queue(&store);
+    queue.Submit(OneKey("a"), results.For("a"));
+  }
+  EXPECT_THAT(results.done,
+              ElementsAre(std::pair("a", absl::StatusCode::kUnavailable)));
+  auto value = store.Get(Table::kMessages, "a");
+  ASSERT_TRUE(value.ok());
+  EXPECT_EQ(*value, "v");
 }
 
 TEST(CommitQueueTest, AFailedGroupFailsEveryBatchInIt) {

@@ -18,6 +18,7 @@ class ForwardingStore : public storage::MessageStore {
   absl::Status Write(const storage::WriteBatch& batch) override {
     return inner_->Write(batch);
   }
+  absl::Status SyncLog() override { return inner_->SyncLog(); }
   absl::StatusOr<std::optional<std::string>> Get(
       storage::Table table, std::string_view key) override {
     return inner_->Get(table, key);
