@@ -3,6 +3,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -11,6 +14,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "storage/memory_store.h"
 #include "storage/message_store.h"
 #include "tests/testing/forwarding_store.h"
 
@@ -23,15 +27,14 @@ namespace hourglass::testing {
 //    writes again once the fault is cleared: a full disk
 //    (RESOURCE_EXHAUSTED; RocksDB resumes once space returns) or another
 //    I/O error (UNAVAILABLE).
-//  - A failed log sync (FailSyncs) fails a write that needs a sync
-//    (storage::WriteBatch::needs_sync) after its batch reached the log:
-//    reads never see it, but a restart of the process may find it
-//    (Restart). From then on every write fails, as RocksDB refuses writes
-//    after a failed WAL sync until the process restarts.
-//  - A slow sync (SetSyncLatency, HoldSyncs) delays writes that need a
-//    sync. The store's one writer is the commit queue's thread, so
-//    everything queued behind such a write waits too, as behind a slow
-//    fsync.
+//  - A failed log sync (FailSyncs) fails a SyncLog: what was written
+//    stays visible, and a restart of the process (Restart) finds what
+//    reached the log, or not. From then on every write and sync fails, as
+//    RocksDB refuses writes after a failed WAL sync until the process
+//    restarts.
+//  - A slow sync (SetSyncLatency, HoldSyncs) delays SyncLog, and with it
+//    whoever waits for durability (the commit queue's syncer thread, so
+//    publishes); writes go on meanwhile, as next to a slow fsync.
 //
 // Thread-safe.
 class FaultyStore final : public ForwardingStore {
@@ -58,43 +61,42 @@ class FaultyStore final : public ForwardingStore {
     successes_before_failure_ = after;
   }
 
-  // The next write that needs a sync fails with `status` (UNAVAILABLE, as
-  // an fsync's I/O error) once its batch is in the log; every later write
-  // fails with it too, until Restart. `in_log`: a restart finds the batch
-  // (the log was written, only its sync failed); otherwise it is lost.
+  // The next SyncLog fails with `status` (UNAVAILABLE, as an fsync's I/O
+  // error); every later write and sync fails with it too, until Restart.
+  // `in_log`: a restart finds what was written from now until the failed
+  // sync (the log was written, only its sync failed); otherwise a restart
+  // finds the store as it is now, as if the log had been lost from here.
   void FailSyncs(absl::Status status, bool in_log = true) {
+    std::unique_ptr<storage::MessageStore> durable =
+        in_log ? nullptr : Copy(inner());
     absl::MutexLock lock(&mu_);
     sync_failure_ = std::move(status);
     sync_failed_ = false;
-    sync_in_log_ = in_log;
+    durable_ = std::move(durable);
   }
 
-  // What a restart of the process finds: the batches whose sync failed in
-  // the log are applied, in order, and the sync fault ends (FailWrites
-  // faults and slow syncs stay). REQUIRES: nothing uses the store during
-  // the call (the engine on it is gone).
+  // What a restart of the process finds (see FailSyncs); the sync fault
+  // ends (FailWrites faults and slow syncs stay). REQUIRES: nothing uses
+  // the store during the call (the engine on it is gone).
   void Restart() {
-    std::vector<storage::WriteBatch> in_log;
+    std::unique_ptr<storage::MessageStore> durable;
     {
       absl::MutexLock lock(&mu_);
-      in_log = std::exchange(in_log_, {});
+      durable = std::move(durable_);
       sync_failure_ = absl::OkStatus();
       sync_failed_ = false;
     }
-    for (const storage::WriteBatch& batch : in_log) {
-      // The memory store cannot fail.
-      (void)ForwardingStore::Write(batch);
-    }
+    if (durable != nullptr) ReplaceInner(std::move(durable));
   }
 
-  // Each write that needs a sync takes `latency` longer (zero: none).
+  // Each SyncLog takes `latency` longer (zero: none).
   void SetSyncLatency(absl::Duration latency) {
     absl::MutexLock lock(&mu_);
     sync_latency_ = latency;
   }
 
-  // Writes that need a sync wait from now on until ReleaseSyncs: a stalled
-  // fsync, released when the test says.
+  // SyncLog calls wait from now on until ReleaseSyncs: a stalled fsync,
+  // released when the test says.
   void HoldSyncs() {
     absl::MutexLock lock(&mu_);
     holding_ = true;
@@ -103,8 +105,8 @@ class FaultyStore final : public ForwardingStore {
     absl::MutexLock lock(&mu_);
     holding_ = false;
   }
-  // Waits until `n` writes wait at HoldSyncs; false if `timeout` passes
-  // first.
+  // Waits until `n` SyncLog calls wait at HoldSyncs; false if `timeout`
+  // passes first.
   bool AwaitHeldSyncs(int n, absl::Duration timeout) {
     absl::MutexLock lock(&mu_);
     auto held = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return held_ >= n; };
@@ -113,15 +115,15 @@ class FaultyStore final : public ForwardingStore {
 
   struct Counts {
     uint64_t writes = 0;         // Write calls, failed or not.
-    uint64_t synced_writes = 0;  // Those that needed a sync.
+    uint64_t synced_writes = 0;  // Those of groups that needed a sync.
     uint64_t failed_writes = 0;  // Those that failed.
+    uint64_t syncs = 0;          // SyncLog calls, failed or not.
   };
   Counts counts() {
     absl::MutexLock lock(&mu_);
     return counts_;
   }
   absl::Status Write(const storage::WriteBatch& batch) override {
-    absl::Duration latency;
     {
       absl::MutexLock lock(&mu_);
       ++counts_.writes;
@@ -129,28 +131,32 @@ class FaultyStore final : public ForwardingStore {
       if (absl::Status s = WriteFaultLocked(batch); !s.ok()) {
         return FailedLocked(std::move(s));
       }
-      if (batch.needs_sync()) {
-        ++held_;
-        auto released = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-          return !holding_;
-        };
-        mu_.Await(absl::Condition(&released));
-        --held_;
-        latency = sync_latency_;
-      }
-    }
-    // The sync, slow or not: outside the lock, so that tests may change
-    // faults meanwhile.
-    if (latency > absl::ZeroDuration()) absl::SleepFor(latency);
-    if (batch.needs_sync()) {
-      absl::MutexLock lock(&mu_);
-      if (!sync_failure_.ok() && !sync_failed_) {
-        sync_failed_ = true;
-        if (sync_in_log_) in_log_.push_back(batch);
-        return FailedLocked(sync_failure_);
-      }
     }
     return ForwardingStore::Write(batch);
+  }
+
+  absl::Status SyncLog() override {
+    absl::Duration latency;
+    {
+      absl::MutexLock lock(&mu_);
+      ++counts_.syncs;
+      ++held_;
+      auto released = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return !holding_;
+      };
+      mu_.Await(absl::Condition(&released));
+      --held_;
+      latency = sync_latency_;
+    }
+    // The sync, slow or not: outside the lock, so that writes go on and
+    // tests may change faults meanwhile.
+    if (latency > absl::ZeroDuration()) absl::SleepFor(latency);
+    absl::MutexLock lock(&mu_);
+    if (!sync_failure_.ok()) {
+      sync_failed_ = true;
+      return sync_failure_;
+    }
+    return absl::OkStatus();
   }
 
  private:
@@ -180,10 +186,28 @@ class FaultyStore final : public ForwardingStore {
   Filter which_ ABSL_GUARDED_BY(mu_);
   int successes_before_failure_ ABSL_GUARDED_BY(mu_) = 0;
 
+  // A copy of the store: what the log held when the sync fault came.
+  static std::unique_ptr<storage::MessageStore> Copy(
+      storage::MessageStore& from) {
+    std::unique_ptr<storage::MessageStore> copy = storage::MemoryStore::Open();
+    storage::WriteBatch batch;
+    for (int t = 0; t < storage::kNumTables; ++t) {
+      const auto table = static_cast<storage::Table>(t);
+      (void)from.Scan(table, "", "",
+                      [&](std::string_view key, std::string_view value) {
+                        batch.Put(table, std::string(key), std::string(value));
+                        return true;
+                      });
+    }
+    (void)copy->Write(batch);  // The memory store cannot fail.
+    return copy;
+  }
+
   absl::Status sync_failure_ ABSL_GUARDED_BY(mu_);
   bool sync_failed_ ABSL_GUARDED_BY(mu_) = false;
-  bool sync_in_log_ ABSL_GUARDED_BY(mu_) = true;
-  std::vector<storage::WriteBatch> in_log_ ABSL_GUARDED_BY(mu_);
+  // What a restart finds when the log is lost from the sync fault on;
+  // null: the store as it is.
+  std::unique_ptr<storage::MessageStore> durable_ ABSL_GUARDED_BY(mu_);
 
   absl::Duration sync_latency_ ABSL_GUARDED_BY(mu_);
   bool holding_ ABSL_GUARDED_BY(mu_) = false;

@@ -4,6 +4,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "storage/memory_store.h"
@@ -39,9 +40,16 @@ class ForwardingStore : public storage::MessageStore {
   }
   storage::StoreStats Stats() override { return inner_->Stats(); }
 
+ protected:
+  storage::MessageStore& inner() { return *inner_; }
+  // Swaps in another store, as a restart that finds other contents would.
+  // REQUIRES: no call into this store runs meanwhile.
+  void ReplaceInner(std::unique_ptr<storage::MessageStore> inner) {
+    inner_ = std::move(inner);
+  }
+
  private:
-  const std::unique_ptr<storage::MessageStore> inner_ =
-      storage::MemoryStore::Open();
+  std::unique_ptr<storage::MessageStore> inner_ = storage::MemoryStore::Open();
 };
 
 }  // namespace hourglass::testing
