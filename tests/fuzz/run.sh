@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Runs every libFuzzer target for SECONDS each, one after the other.
+# Runs every libFuzzer target for SECONDS each, JOBS of them at a time.
 #
-#   tests/fuzz/run.sh [SECONDS] [BUILD_DIR]     (defaults: 60, build/fuzz)
+#   tests/fuzz/run.sh [SECONDS] [BUILD_DIR] [JOBS]   (defaults: 60, build/fuzz, 2)
 #
 # Build the targets first: cmake --workflow --preset fuzz. Each target
 # starts from a scratch copy of its committed seeds (tests/fuzz/corpus/NAME),
@@ -17,43 +17,56 @@ set -euo pipefail
 
 seconds="${1:-60}"
 build_dir="${2:-build/fuzz}"
+parallel="${3:-2}"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 targets=(keys_fuzz timing_wheel_fuzz validation_fuzz subscribe_fuzz)
 
 scratch="$(mktemp -d "${TMPDIR:-/tmp}/hourglass-fuzz.XXXXXX")"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 
-failed=()
-for target in "${targets[@]}"; do
-  binary="${build_dir}/tests/fuzz/${target}"
+# Fuzzes one target; prints its line; returns non-zero if it failed.
+fuzz_one() {
+  local target="$1"
+  local binary="${build_dir}/tests/fuzz/${target}"
   if [[ ! -x "${binary}" ]]; then
     echo "${target}: no binary at ${binary} (build it: cmake --workflow --preset fuzz)" >&2
-    failed+=("${target}")
-    continue
+    return 1
   fi
-  work="${scratch}/${target}"
+  local work="${scratch}/${target}"
   mkdir -p "${work}/corpus" "${work}/artifacts"
   cp -R "${here}/corpus/${target}/." "${work}/corpus/" 2>/dev/null || true
-  args=(-max_total_time="${seconds}" -timeout=30 -rss_limit_mb=4096
-        -print_final_stats=1 -artifact_prefix="${work}/artifacts/")
+  local args=(-max_total_time="${seconds}" -timeout=30 -rss_limit_mb=4096
+              -print_final_stats=1 -artifact_prefix="${work}/artifacts/")
   if [[ -f "${here}/${target}.dict" ]]; then
     args+=(-dict="${here}/${target}.dict")
   fi
-  status=0
+  local status=0
   "${binary}" "${args[@]}" "${work}/corpus" >"${work}/log" 2>&1 || status=$?
+  local executions corpus_size crash
   executions="$(sed -n 's/^stat::number_of_executed_units: *//p' "${work}/log" | tail -n 1)"
   corpus_size="$(find "${work}/corpus" -type f | wc -l)"
   if [[ ${status} -eq 0 ]]; then
     printf '%-18s ok       %10s executions in %ss, corpus %s inputs\n' \
       "${target}" "${executions:-?}" "${seconds}" "${corpus_size}"
-  else
-    crash="$(find "${work}/artifacts" -type f | head -n 1)"
-    printf '%-18s FAILED   exit %s after %s executions; input: %s; log: %s\n' \
-      "${target}" "${status}" "${executions:-?}" "${crash:-none}" \
-      "${work}/log"
-    grep -E 'ERROR|FUZZ_CHECK|SUMMARY|runtime error' "${work}/log" | head -n 5 || true
-    failed+=("${target}")
+    return 0
   fi
+  crash="$(find "${work}/artifacts" -type f | head -n 1)"
+  printf '%-18s FAILED   exit %s after %s executions; input: %s; log: %s\n' \
+    "${target}" "${status}" "${executions:-?}" "${crash:-none}" "${work}/log"
+  grep -E 'ERROR|FUZZ_CHECK|SUMMARY|runtime error' "${work}/log" | head -n 5 || true
+  return 1
+}
+
+# At most `parallel` targets at once; a target's result is its exit status.
+declare -A pid_of
+failed=()
+for target in "${targets[@]}"; do
+  while (( $(jobs -rp | wc -l) >= parallel )); do wait -n || true; done
+  fuzz_one "${target}" &
+  pid_of["${target}"]=$!
+done
+for target in "${targets[@]}"; do
+  wait "${pid_of[${target}]}" || failed+=("${target}")
 done
 
 if [[ ${#failed[@]} -gt 0 ]]; then
