@@ -55,10 +55,11 @@ CommitQueue::Stats CommitQueue::stats() const {
 }
 
 void CommitQueue::Run() {
-  std::vector<Callback> callbacks;
   while (true) {
     WriteBatch group;
-    callbacks.clear();
+    // The callbacks of the group's batches that need a sync, and of those
+    // that do not: only the first wait for the syncer.
+    Written synced, unsynced;
     {
       absl::MutexLock lock(&mu_);
       mu_.Await(absl::Condition(
@@ -68,32 +69,34 @@ void CommitQueue::Run() {
           this));
       if (queue_.empty()) return;  // Stopping, and everything is written.
       do {
-        group.Append(std::move(queue_.front().batch));
-        callbacks.push_back(std::move(queue_.front().done));
+        Pending& next = queue_.front();
+        (next.batch.needs_sync() ? synced : unsynced)
+            .callbacks.push_back(std::move(next.done));
+        group.Append(std::move(next.batch));
         queue_.pop_front();
       } while (!queue_.empty() &&
                group.ByteSize() + queue_.front().batch.ByteSize() <=
                    options_.max_group_bytes);
       ++stats_.groups;
-      stats_.batches += callbacks.size();
+      stats_.batches += synced.callbacks.size() + unsynced.callbacks.size();
     }
-    // The sync, if the group needs one, is the syncer's: the next group's
-    // write need not wait for it.
-    const bool needs_sync = group.needs_sync();
     const absl::Time start = absl::Now();
     const absl::Status status = store_->Write(group);
     if (options_.on_write) {
-      options_.on_write(
-          {callbacks.size(), group.ByteSize(), absl::Now() - start, status});
+      options_.on_write({synced.callbacks.size() + unsynced.callbacks.size(),
+                         group.ByteSize(), absl::Now() - start, status});
     }
-    Written written{status, std::move(callbacks)};
-    callbacks.clear();  // Moved from: make it empty for the next group.
-    if (status.ok() && needs_sync) {
-      absl::MutexLock lock(&sync_mu_);
-      unsynced_.push_back(std::move(written));
-    } else {
-      ToCompleter(std::move(written));
+    synced.status = unsynced.status = status;
+    if (!unsynced.callbacks.empty()) ToCompleter(std::move(unsynced));
+    if (synced.callbacks.empty()) continue;
+    if (!status.ok()) {
+      ToCompleter(std::move(synced));
+      continue;
     }
+    // The sync is the syncer's: the next group's write need not wait for
+    // it.
+    absl::MutexLock lock(&sync_mu_);
+    awaiting_sync_.push_back(std::move(synced));
   }
 }
 
@@ -104,11 +107,11 @@ void CommitQueue::Sync() {
       absl::MutexLock lock(&sync_mu_);
       sync_mu_.Await(absl::Condition(
           +[](CommitQueue* q) ABSL_EXCLUSIVE_LOCKS_REQUIRED(q->sync_mu_) {
-            return q->writer_done_ || !q->unsynced_.empty();
+            return q->writer_done_ || !q->awaiting_sync_.empty();
           },
           this));
-      if (unsynced_.empty()) return;  // The writer stopped; all synced.
-      groups.swap(unsynced_);
+      if (awaiting_sync_.empty()) return;  // The writer stopped; all synced.
+      groups.swap(awaiting_sync_);
     }
     // One sync covers every group written so far.
     const absl::Time start = absl::Now();

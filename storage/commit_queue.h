@@ -32,11 +32,11 @@ namespace hourglass::storage {
 // Groups reach the store in submission order, so whatever a crash keeps is
 // a prefix of what was submitted. Callbacks of batches that need a sync run
 // in submission order, and so do those of batches that do not; a batch
-// that needs no sync may complete before an earlier one that waits for its
-// sync. Batches of a group succeed or fail together; each is still atomic
-// on its own, and a failed group is as MessageStore::Write and SyncLog
-// describe: after a failed write not visible, after a failed sync visible
-// but of unknown durability.
+// that needs no sync completes once written, even before an earlier batch
+// (of its own group or not) that waits for its sync. Batches of a group succeed
+// or fail together; each is still atomic on its own, and a failed group is as
+// MessageStore::Write and SyncLog describe: after a failed write not visible,
+// after a failed sync visible but of unknown durability.
 //
 // Thread-safe. Callbacks run on the completion thread, one at a time, and
 // must not wait on the queue (for example by calling Commit).
@@ -120,7 +120,7 @@ class CommitQueue {
   Stats stats_ ABSL_GUARDED_BY(mu_);
 
   absl::Mutex sync_mu_;
-  std::deque<Written> unsynced_ ABSL_GUARDED_BY(sync_mu_);
+  std::deque<Written> awaiting_sync_ ABSL_GUARDED_BY(sync_mu_);
   bool writer_done_ ABSL_GUARDED_BY(sync_mu_) = false;
 
   absl::Mutex completion_mu_;
