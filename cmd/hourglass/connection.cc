@@ -20,6 +20,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/notification.h"
+#include "api/bearer_token.h"
 #include "cmd/hourglass/duration.h"
 #include "cmd/hourglass/errors.h"
 #include "google/protobuf/io/coded_stream.h"
@@ -29,47 +30,11 @@
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/channel_arguments.h"
-#include "grpcpp/support/client_interceptor.h"
 
 namespace hourglass::cli {
 namespace {
 
 constexpr char kNotGrpc[] = "it accepts connections but not as a gRPC server";
-
-// Adds "authorization: Bearer <token>" to every call of a channel.
-class TokenInterceptor final : public grpc::experimental::Interceptor {
- public:
-  explicit TokenInterceptor(const std::string* header) : header_(header) {}
-
-  void Intercept(
-      grpc::experimental::InterceptorBatchMethods* methods) override {
-    if (methods->QueryInterceptionHookPoint(
-            grpc::experimental::InterceptionHookPoints::
-                PRE_SEND_INITIAL_METADATA)) {
-      methods->GetSendInitialMetadata()->emplace("authorization", *header_);
-    }
-    methods->Proceed();
-  }
-
- private:
-  const std::string* const header_;
-};
-
-class TokenInterceptorFactory final
-    : public grpc::experimental::ClientInterceptorFactoryInterface {
- public:
-  explicit TokenInterceptorFactory(const std::string& token)
-      : header_("Bearer " + token) {}
-
-  grpc::experimental::Interceptor* CreateClientInterceptor(
-      grpc::experimental::ClientRpcInfo* /*info*/) override {
-    return new TokenInterceptor(&header_);
-  }
-
- private:
-  // Lives as long as the channel, which owns the factory.
-  const std::string header_;
-};
 
 // The contents of `path`, given as `flag`; a usage error if unreadable.
 absl::StatusOr<std::string> ReadFlagFile(absl::string_view flag,
@@ -252,16 +217,10 @@ absl::StatusOr<std::unique_ptr<Connection>> Connection::Open(
   if (!options.tls_server_name.empty()) {
     arguments.SetSslTargetNameOverride(options.tls_server_name);
   }
-  std::vector<
-      std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>>
-      interceptors;
-  if (!options.token.empty()) {
-    interceptors.push_back(
-        std::make_unique<TokenInterceptorFactory>(options.token));
-  }
   std::shared_ptr<grpc::Channel> channel =
       grpc::experimental::CreateCustomChannelWithInterceptors(
-          options.addr, *credentials, arguments, std::move(interceptors));
+          options.addr, *credentials, arguments,
+          api::BearerTokenInterceptors(options.token));
 
   // Wait for READY, but give up at the first failed attempt rather than
   // retrying until the deadline: a refused connection is reported at once.

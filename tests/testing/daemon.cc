@@ -9,10 +9,10 @@
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "api/bearer_token.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
-#include "grpcpp/support/client_interceptor.h"
 
 namespace hourglass::testing {
 namespace {
@@ -28,38 +28,6 @@ int ListeningPort(const std::string& output) {
   if (!absl::SimpleAtoi(output.substr(at + 6, end - at - 6), &port)) return 0;
   return port;
 }
-
-// Adds "authorization: Bearer <token>" to every call.
-class TokenInterceptor final : public grpc::experimental::Interceptor {
- public:
-  explicit TokenInterceptor(const std::string* header) : header_(header) {}
-  void Intercept(
-      grpc::experimental::InterceptorBatchMethods* methods) override {
-    if (methods->QueryInterceptionHookPoint(
-            grpc::experimental::InterceptionHookPoints::
-                PRE_SEND_INITIAL_METADATA)) {
-      methods->GetSendInitialMetadata()->emplace("authorization", *header_);
-    }
-    methods->Proceed();
-  }
-
- private:
-  const std::string* const header_;
-};
-
-class TokenInterceptorFactory final
-    : public grpc::experimental::ClientInterceptorFactoryInterface {
- public:
-  explicit TokenInterceptorFactory(const std::string& token)
-      : header_("Bearer " + token) {}
-  grpc::experimental::Interceptor* CreateClientInterceptor(
-      grpc::experimental::ClientRpcInfo* /*info*/) override {
-    return new TokenInterceptor(&header_);
-  }
-
- private:
-  const std::string header_;
-};
 
 }  // namespace
 
@@ -95,16 +63,10 @@ std::shared_ptr<grpc::Channel> Daemon::Channel() const {
 std::shared_ptr<grpc::Channel> Daemon::Channel(
     std::shared_ptr<grpc::ChannelCredentials> credentials,
     const std::string& token) const {
-  std::vector<
-      std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>>
-      interceptors;
-  if (!token.empty()) {
-    interceptors.push_back(std::make_unique<TokenInterceptorFactory>(token));
-  }
   std::shared_ptr<grpc::Channel> channel =
       grpc::experimental::CreateCustomChannelWithInterceptors(
           address(), std::move(credentials), grpc::ChannelArguments(),
-          std::move(interceptors));
+          api::BearerTokenInterceptors(token));
   channel->WaitForConnected(absl::ToChronoTime(absl::Now() + kStartTimeout));
   return channel;
 }
