@@ -292,7 +292,9 @@ TEST(CrashTest, NothingAcknowledgedIsLostAcrossKills) {
     bool ready = false;
     (*store)->Scan(
         storage::Table::kReady, "", "",
-        [&](std::string_view key, std::string_view) {
+        // `sequence` by an explicit capture: clang 14 cannot capture a
+        // structured binding implicitly.
+        [&, sequence = sequence](std::string_view key, std::string_view) {
           if (storage::ReadU64(key.substr(key.size() - 8)) == sequence) {
             ready = true;
             return false;
