@@ -820,7 +820,9 @@ absl::Status Dispatcher::BuildBatch(int64_t now_ms, StepWork& work,
   auto delete_message = [&](const Group& group, const DueKey& key,
                             const std::string& id) {
     batch.Delete(Table::kMessages, storage::MessageKey(key.sequence));
-    batch.Delete(Table::kIds, storage::IdKey(group.topic, id));
+    if (HasIdEntry(id, key.sequence)) {
+      batch.Delete(Table::kIds, storage::IdKey(group.topic, id));
+    }
     batch.Delete(Table::kTopicDue, storage::TopicDueKey(group.topic, key));
     counts.Add(storage::MessagesCounter(group.topic), -1);
   };

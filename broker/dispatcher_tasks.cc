@@ -98,21 +98,18 @@ void Dispatcher::Redrive(std::string topic, std::vector<std::string> ids,
   const std::string dead_topic = absl::StrCat(topic, ".dlq");
   std::vector<std::pair<DueKey, std::string>> chosen;
   for (std::string& id : ids) {
-    absl::StatusOr<std::optional<std::string>> value =
-        store_->Get(Table::kIds, storage::IdKey(dead_topic, id));
-    if (!value.ok()) {
-      std::move(done)(value.status());
+    absl::StatusOr<std::optional<DueKey>> key = FindId(*store_, dead_topic, id);
+    if (!key.ok()) {
+      std::move(done)(key.status());
       return;
     }
-    std::optional<DueKey> key =
-        value->has_value() ? DecodeIdValue(**value) : std::nullopt;
-    if (!key.has_value()) {
+    if (!key->has_value()) {
       std::move(done)(absl::NotFoundError(
           absl::StrCat("no dead letter with id ", Quoted(id), " of topic ",
                        Quoted(topic), " (in ", Quoted(dead_topic), ")")));
       return;
     }
-    chosen.emplace_back(*key, std::move(id));
+    chosen.emplace_back(**key, std::move(id));
   }
   auto task = std::make_unique<Task>();
   task->kind = Task::Kind::kRedrive;
@@ -234,7 +231,9 @@ absl::StatusOr<bool> Dispatcher::DeleteIfUnheldLocked(const std::string& topic,
   if (!id.ok()) return id.status();
   if (!id->has_value()) return false;
   chunk.batch.Delete(Table::kMessages, storage::MessageKey(key.sequence));
-  chunk.batch.Delete(Table::kIds, storage::IdKey(topic, **id));
+  if (HasIdEntry(**id, key.sequence)) {
+    chunk.batch.Delete(Table::kIds, storage::IdKey(topic, **id));
+  }
   chunk.batch.Delete(Table::kTopicDue, storage::TopicDueKey(topic, key));
   chunk.counts.Add(storage::MessagesCounter(topic), -1);
   chunk.deleted.insert(key.sequence);
@@ -434,7 +433,9 @@ absl::Status Dispatcher::RedriveChunkLocked(Task& task, TaskChunk& chunk) {
       chunk.counts.Add(storage::ReadyCounter(dead_topic, name), -1);
     }
     chunk.batch.Delete(Table::kMessages, storage::MessageKey(key.sequence));
-    chunk.batch.Delete(Table::kIds, storage::IdKey(dead_topic, id));
+    if (HasIdEntry(id, key.sequence)) {
+      chunk.batch.Delete(Table::kIds, storage::IdKey(dead_topic, id));
+    }
     chunk.batch.Delete(Table::kTopicDue, storage::TopicDueKey(dead_topic, key));
     chunk.counts.Add(storage::MessagesCounter(dead_topic), -1);
     ++chunk.count;

@@ -129,11 +129,9 @@ std::optional<EngineMetrics::Snapshot> Engine::MetricsSnapshot() {
 
 absl::StatusOr<DueKey> Engine::BeginChange(const std::string& topic,
                                            const std::string& id) {
-  absl::StatusOr<std::optional<std::string>> value =
-      store_->Get(Table::kIds, storage::IdKey(topic, id));
-  if (!value.ok()) return value.status();
-  const std::optional<DueKey> key =
-      value->has_value() ? DecodeIdValue(**value) : std::nullopt;
+  absl::StatusOr<std::optional<DueKey>> found = FindId(*store_, topic, id);
+  if (!found.ok()) return found.status();
+  const std::optional<DueKey>& key = *found;
   const absl::Status not_found = absl::NotFoundError(
       absl::StrCat("no scheduled message with id ", Quoted(id), " in topic ",
                    Quoted(topic), " (unknown, already due, or cancelled)"));
@@ -168,7 +166,9 @@ void Engine::Cancel(std::string topic, std::string id, CancelCallback done) {
   }
   storage::WriteBatch batch;
   batch.Delete(Table::kMessages, storage::MessageKey(key->sequence));
-  batch.Delete(Table::kIds, storage::IdKey(topic, id));
+  if (HasIdEntry(id, key->sequence)) {
+    batch.Delete(Table::kIds, storage::IdKey(topic, id));
+  }
   batch.Delete(Table::kSchedule, storage::ScheduleKey(*key));
   batch.Delete(Table::kTopicDue, storage::TopicDueKey(topic, *key));
   batch.Add(storage::ScheduledCounter(topic), -1);
@@ -223,8 +223,10 @@ void Engine::Reschedule(
   batch.Put(Table::kTopicDue, storage::TopicDueKey(topic, new_key), id);
   batch.Put(Table::kMessages, storage::MessageKey(new_key.sequence),
             record.SerializeAsString());
-  batch.Put(Table::kIds, storage::IdKey(topic, id),
-            IdValue(new_key.sequence, new_key.deliver_at_ms));
+  if (HasIdEntry(id, new_key.sequence)) {
+    batch.Put(Table::kIds, storage::IdKey(topic, id),
+              IdValue(new_key.sequence, new_key.deliver_at_ms));
+  }
   commits_->Submit(
       std::move(batch),
       [this, old_key = *old_key, new_key, floor, topic = std::move(topic),
@@ -295,7 +297,9 @@ absl::StatusOr<uint64_t> Engine::PurgeScheduled(const std::string& topic) {
         continue;
       }
       batch.Delete(Table::kMessages, storage::MessageKey(key.sequence));
-      batch.Delete(Table::kIds, storage::IdKey(topic, id));
+      if (HasIdEntry(id, key.sequence)) {
+        batch.Delete(Table::kIds, storage::IdKey(topic, id));
+      }
       batch.Delete(Table::kSchedule, storage::ScheduleKey(key));
       batch.Delete(Table::kTopicDue, storage::TopicDueKey(topic, key));
       cancelling.push_back(key);

@@ -76,19 +76,17 @@ absl::StatusOr<Inspector::MessageView> Inspector::GetMessage(
     std::string_view topic, std::string_view id, size_t preview_bytes) {
   const absl::Status not_found = absl::NotFoundError(absl::StrCat(
       "no message with id ", Quoted(id), " in topic ", Quoted(topic)));
-  absl::StatusOr<std::optional<std::string>> ids =
-      store_->Get(Table::kIds, storage::IdKey(topic, id));
-  if (!ids.ok()) return ids.status();
-  if (!ids->has_value()) return not_found;
-  const std::optional<DueKey> key = DecodeIdValue(**ids);
-  if (!key.has_value()) return Corrupt("an ids entry");
+  absl::StatusOr<std::optional<DueKey>> stored = FindId(*store_, topic, id);
+  if (!stored.ok()) return stored.status();
+  if (!stored->has_value()) return not_found;
+  const DueKey key = **stored;
   MessageView view;
-  absl::StatusOr<bool> found = ReadMessage(key->sequence, preview_bytes, view);
+  absl::StatusOr<bool> found = ReadMessage(key.sequence, preview_bytes, view);
   if (!found.ok()) return found.status();
   if (!*found) return not_found;
 
   absl::StatusOr<std::optional<std::string>> scheduled =
-      store_->Get(Table::kSchedule, storage::ScheduleKey(*key));
+      store_->Get(Table::kSchedule, storage::ScheduleKey(key));
   if (!scheduled.ok()) return scheduled.status();
   if (scheduled->has_value()) {
     view.state = MessageState::kScheduled;
@@ -102,7 +100,7 @@ absl::StatusOr<Inspector::MessageView> Inspector::GetMessage(
   bool any_ready = false;
   for (const std::string& group : groups) {
     absl::StatusOr<std::optional<std::string>> ready =
-        store_->Get(Table::kReady, storage::ReadyKey(topic, group, *key));
+        store_->Get(Table::kReady, storage::ReadyKey(topic, group, key));
     if (!ready.ok()) return ready.status();
     if (ready->has_value()) {
       if ((*ready)->size() != 4) return Corrupt("a ready entry");
@@ -112,7 +110,7 @@ absl::StatusOr<Inspector::MessageView> Inspector::GetMessage(
       continue;
     }
     absl::StatusOr<std::optional<std::string>> in_flight = store_->Get(
-        Table::kInFlight, storage::InFlightKey(topic, group, key->sequence));
+        Table::kInFlight, storage::InFlightKey(topic, group, key.sequence));
     if (!in_flight.ok()) return in_flight.status();
     if (!in_flight->has_value()) continue;
     storage::InFlightRecord record;

@@ -14,19 +14,59 @@ namespace {
 using storage::DueKey;
 using storage::Table;
 
-// Ids the broker assigns: "hg-" and the sequence in 16 hex digits.
+constexpr std::string_view kAssignedPrefix = "hg-";
+
+}  // namespace
+
 std::string AssignedId(uint64_t sequence) {
   return absl::StrFormat("hg-%016x", sequence);
 }
 
-}  // namespace
+bool HasIdEntry(std::string_view id, uint64_t sequence) {
+  return id != AssignedId(sequence);
+}
+
+absl::StatusOr<std::optional<DueKey>> FindId(storage::MessageStore& store,
+                                             std::string_view topic,
+                                             std::string_view id) {
+  if (IsAssignedIdForm(id)) {
+    uint64_t sequence = 0;
+    for (char c : id.substr(kAssignedPrefix.size())) {
+      sequence = sequence << 4 | (c <= '9' ? c - '0' : c - 'a' + 10);
+    }
+    absl::StatusOr<std::optional<std::string>> value =
+        store.Get(Table::kMessages, storage::MessageKey(sequence));
+    if (!value.ok()) return value.status();
+    if (value->has_value()) {
+      storage::MessageRecord record;
+      if (!record.ParseFromString(**value)) {
+        return absl::DataLossError(
+            absl::StrCat("message ", sequence, " is malformed"));
+      }
+      if (record.topic() == topic && record.id() == id) {
+        return DueKey{record.deliver_at_ms(), sequence};
+      }
+    }
+  }
+  absl::StatusOr<std::optional<std::string>> value =
+      store.Get(Table::kIds, storage::IdKey(topic, id));
+  if (!value.ok()) return value.status();
+  if (!value->has_value()) return std::nullopt;
+  std::optional<DueKey> key = DecodeIdValue(**value);
+  if (!key.has_value()) {
+    return absl::DataLossError(absl::StrCat("ids entry of ", Quoted(id),
+                                            " in topic ", Quoted(topic),
+                                            " is malformed"));
+  }
+  return key;
+}
 
 bool IsAssignedIdForm(std::string_view id) {
-  constexpr std::string_view kPrefix = "hg-";
-  if (id.size() != kPrefix.size() + 16 || !id.starts_with(kPrefix)) {
+  if (id.size() != kAssignedPrefix.size() + 16 ||
+      !id.starts_with(kAssignedPrefix)) {
     return false;
   }
-  return std::all_of(id.begin() + kPrefix.size(), id.end(), [](char c) {
+  return std::all_of(id.begin() + kAssignedPrefix.size(), id.end(), [](char c) {
     return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
   });
 }
@@ -98,22 +138,15 @@ absl::StatusOr<PreparedPublish> Publisher::Prepare(
   // An id stored earlier is a duplicate: its first receipt comes back.
   std::vector<bool> stored_before(n, false);
   for (const auto& [key, index] : first) {
-    absl::StatusOr<std::optional<std::string>> value =
-        store_->Get(Table::kIds, storage::IdKey(key.first, key.second));
-    if (!value.ok()) {
+    absl::StatusOr<std::optional<DueKey>> due =
+        FindId(*store_, key.first, key.second);
+    if (!due.ok()) {
       Release(prepared);
-      return value.status();
+      return due.status();
     }
-    if (!value->has_value()) continue;
-    const std::optional<DueKey> due = DecodeIdValue(**value);
-    if (!due.has_value()) {
-      Release(prepared);
-      return absl::DataLossError(
-          absl::StrCat("ids entry of ", Quoted(key.second), " in topic ",
-                       Quoted(key.first), " is malformed"));
-    }
-    prepared.receipts[index] = {key.second,
-                                absl::FromUnixMillis(due->deliver_at_ms), true};
+    if (!due->has_value()) continue;
+    prepared.receipts[index] = {
+        key.second, absl::FromUnixMillis((*due)->deliver_at_ms), true};
     stored_before[index] = true;
   }
 
@@ -158,11 +191,13 @@ absl::StatusOr<PreparedPublish> Publisher::Prepare(
     const DueKey key{due_ms, seq};
     prepared.batch.Put(Table::kMessages, storage::MessageKey(seq),
                        record.SerializeAsString());
-    prepared.batch.Put(Table::kIds, storage::IdKey(m.topic, m.id),
-                       IdValue(seq, due_ms));
+    if (HasIdEntry(m.id, seq)) {
+      prepared.batch.Put(Table::kIds, storage::IdKey(m.topic, m.id),
+                         IdValue(seq, due_ms));
+    }
     prepared.batch.Put(Table::kSchedule, storage::ScheduleKey(key), m.topic);
     prepared.batch.Put(Table::kTopicDue, storage::TopicDueKey(m.topic, key),
-                       "");
+                       m.id);
     counts.Add(storage::ScheduledCounter(m.topic), 1);
     counts.Add(storage::MessagesCounter(m.topic), 1);
     prepared.receipts[i] = {m.id, absl::FromUnixMillis(due_ms), false};

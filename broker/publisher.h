@@ -135,10 +135,27 @@ class Publisher {
 std::string IdValue(uint64_t sequence, int64_t deliver_at_ms);
 std::optional<storage::DueKey> DecodeIdValue(std::string_view value);
 
+// The id the broker assigns to the message with `sequence`: "hg-" and the
+// sequence in 16 lowercase hex digits.
+std::string AssignedId(uint64_t sequence);
+
 // Whether `id` has the form of the ids the broker assigns: "hg-" and 16
 // lowercase hex digits. Producers may not choose such ids (the API refuses
 // them), or one could equal an id the broker assigns later in the topic.
 bool IsAssignedIdForm(std::string_view id);
+
+// Whether the message with `sequence` and `id` has an entry in the ids
+// table. One whose id is AssignedId(sequence) has none: its id names its
+// messages key, so publishing it and deleting it each write one key less.
+// (A dead letter or a redriven message keeps its id under a new sequence,
+// and has an entry.)
+bool HasIdEntry(std::string_view id, uint64_t sequence);
+
+// The stored message of `topic` with `id`: its due time and sequence, or
+// nullopt if there is none. Reads the messages table for ids of the
+// assigned form, then the ids table. DATA_LOSS for a malformed entry.
+absl::StatusOr<std::optional<storage::DueKey>> FindId(
+    storage::MessageStore& store, std::string_view topic, std::string_view id);
 
 // A name quoted for error messages.
 std::string Quoted(std::string_view s);

@@ -20,12 +20,12 @@ namespace hourglass::storage {
 // message state, and storage/keys.h encodes them.
 enum class Table : int {
   kMessages = 0,  // sequence -> MessageRecord
-  kIds,           // topic, id -> sequence
+  kIds,           // topic, id -> sequence, due (see broker::HasIdEntry)
   kSchedule,      // (deliver_at, sequence) -> topic
   kReady,         // topic, group, (deliver_at, sequence) -> attempt
   kInFlight,      // topic, group, sequence -> InFlightRecord
   kMeta,          // groups, loader cursor, format version
-  kTopicDue,      // topic, (deliver_at, sequence) -> "": pending by topic
+  kTopicDue,      // topic, (deliver_at, sequence) -> id: pending by topic
   kCounters,      // counter name -> int64, changed only by WriteBatch::Add
 };
 inline constexpr int kNumTables = 8;

@@ -30,7 +30,7 @@ struct RocksDbStoreOptions {
 class RocksDbStore {
  public:
   // The format this build reads and writes.
-  static constexpr uint32_t kFormatVersion = 1;
+  static constexpr uint32_t kFormatVersion = 2;
 
   // Opens or creates the database in options.path. Errors name the path:
   //   FAILED_PRECONDITION  another process holds the directory's lock

@@ -558,6 +558,8 @@ TEST_F(AdminServiceTest, PurgeDeletesScheduledAndReadyButNotInFlight) {
   EXPECT_EQ(response.purged(), 2u);
   // Left: the delivery in flight, and the other topic's message.
   EXPECT_EQ(Stored(storage::Table::kMessages), 2u);
+  EXPECT_EQ(Stored(storage::Table::kIds), 2u);
+  EXPECT_EQ(Stored(storage::Table::kTopicDue), 2u);
   v1::GetStatsRequest stats_request;
   stats_request.set_topic("t");
   v1::GetStatsResponse stats;
@@ -567,6 +569,11 @@ TEST_F(AdminServiceTest, PurgeDeletesScheduledAndReadyButNotInFlight) {
   EXPECT_EQ(stats.topics(0).in_flight(), 1u);
   consumer.Ack({"held"});
   EXPECT_THAT(consumer.Take(1, absl::Milliseconds(300)), IsEmpty());
+  // A purged id is free again.
+  absl::StatusOr<v1::Receipt> again =
+      client_->Publish("t", "payload", absl::Hours(1), "s0");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_FALSE(again->duplicate());
 }
 
 // Every Admin call needs the admin role for its topic; calls about every

@@ -467,6 +467,43 @@ TEST_F(DispatcherTest, AfterMaxAttemptsTheMessageGoesToTheDeadLetterTopic) {
   EXPECT_EQ(Count(Table::kIds), 0u);
 }
 
+// A dead letter keeps its id under a new sequence, so an id the broker
+// assigned gets an ids entry in the dead-letter topic; the ack deletes it.
+TEST_F(DispatcherTest, ADeadLetterKeepsTheIdTheBrokerAssigned) {
+  auto consumer = std::make_shared<FakeConsumer>();
+  Subscribe("t", "g", consumer, 0, absl::Seconds(1));
+  Publish("t", "", absl::ZeroDuration());
+  EXPECT_EQ(Count(Table::kIds), 0u);
+  RunAt(absl::ZeroDuration());
+  RunAt(absl::Seconds(1));
+  RunAt(absl::Seconds(2));
+  EXPECT_THAT(Ids(consumer->Take()),
+              ElementsAre("hg-0000000000000001@1", "hg-0000000000000001@2",
+                          "hg-0000000000000001@3"));
+  RunAt(absl::Seconds(3));
+  EXPECT_EQ(Count(Table::kMessages), 1u);
+  EXPECT_EQ(Count(Table::kIds), 1u);
+  absl::StatusOr<Inspector::MessageView> letter =
+      engine_->inspector().GetMessage("t.dlq", "hg-0000000000000001", 0);
+  ASSERT_TRUE(letter.ok()) << letter.status();
+  EXPECT_EQ(letter->state, MessageState::kDead);
+  EXPECT_EQ(engine_->inspector()
+                .GetMessage("t", "hg-0000000000000001", 0)
+                .status()
+                .code(),
+            absl::StatusCode::kNotFound);
+
+  auto dead = std::make_shared<FakeConsumer>();
+  const auto dead_id = Subscribe("t.dlq", "ops", dead);
+  RunAt(absl::Seconds(3));
+  EXPECT_THAT(Ids(dead->Take()), ElementsAre("hg-0000000000000001@4"));
+  dispatcher().Ack(dead_id, {"hg-0000000000000001"});
+  RunAt(absl::Seconds(4));
+  EXPECT_EQ(Count(Table::kMessages), 0u);
+  EXPECT_EQ(Count(Table::kIds), 0u);
+  EXPECT_EQ(Count(Table::kTopicDue), 0u);
+}
+
 // Found by tests/fuzz/subscribe_fuzz: when two groups used up a message's
 // attempts in the same step, the second dead letter's publish was refused
 // as "still in progress" (the first's), which failed the step, and every

@@ -195,6 +195,52 @@ TEST_F(EngineTest, CancelBeforeDueRemovesEverythingAfterDueIsNotFound) {
   EXPECT_EQ(Count(Table::kMessages), 1u);  // b, now ready.
 }
 
+// A message keeps the id the broker assigned it in its messages record
+// alone: the id names the sequence, so no ids entry is written or deleted.
+TEST_F(EngineTest, AssignedIdsNeedNoIdsEntryYetCancelAndRescheduleFindThem) {
+  auto receipts = Publish({Message("t", absl::Seconds(1)),
+                           Message("t", absl::Seconds(2), "mine"),
+                           Message("u", absl::Seconds(3))});
+  ASSERT_TRUE(receipts.ok()) << receipts.status();
+  ASSERT_EQ((*receipts)[0].id, "hg-0000000000000001");
+  ASSERT_EQ((*receipts)[2].id, "hg-0000000000000003");
+  EXPECT_EQ(Count(Table::kIds), 1u);  // Only the producer's id.
+  EXPECT_EQ(Count(Table::kTopicDue), 3u);
+
+  // An assigned id names its message in its own topic only.
+  EXPECT_EQ(Cancel("u", "hg-0000000000000001").code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(Cancel("t", "hg-0000000000000003").code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(Cancel("t", "hg-0000000000000002").code(),  // That is "mine".
+            absl::StatusCode::kNotFound);
+
+  absl::Notification rescheduled;
+  absl::StatusOr<PublishReceipt> moved;
+  engine_->Reschedule("u", "hg-0000000000000003", kStart + absl::Seconds(9),
+                      [&](absl::StatusOr<PublishReceipt> r) {
+                        moved = std::move(r);
+                        rescheduled.Notify();
+                      });
+  rescheduled.WaitForNotification();
+  ASSERT_TRUE(moved.ok()) << moved.status();
+  EXPECT_EQ(*moved, (PublishReceipt{"hg-0000000000000003",
+                                    kStart + absl::Seconds(9), false}));
+  EXPECT_EQ(Count(Table::kIds), 1u);
+
+  EXPECT_TRUE(Cancel("t", "hg-0000000000000001").ok());
+  EXPECT_EQ(Cancel("t", "hg-0000000000000001").code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_TRUE(Cancel("t", "mine").ok());
+  EXPECT_EQ(Count(Table::kIds), 0u);
+  EXPECT_EQ(Count(Table::kMessages), 1u);
+  EXPECT_EQ(Count(Table::kTopicDue), 1u);
+  TickAt(kStartMs + 8999);
+  EXPECT_THAT(Ready("u", ""), IsEmpty());
+  TickAt(kStartMs + 9000);
+  EXPECT_THAT(Ready("u", ""), ElementsAre(DueKey{kStartMs + 9000, 3}));
+}
+
 TEST_F(EngineTest, CancelOfAMessageNotYetLoadedWins) {
   ASSERT_TRUE(Publish({Message("t", absl::Hours(2), "far")}).ok());
   TickAt(kStartMs);

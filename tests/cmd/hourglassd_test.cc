@@ -126,7 +126,7 @@ TEST(HourglassdTest, RefusesAnUnknownFormatVersion) {
     auto store = storage::RocksDbStore::Open({.path = dir.path()});
     ASSERT_TRUE(store.ok()) << store.status();
     std::string version;
-    storage::AppendU32(version, 2);
+    storage::AppendU32(version, 1);  // An older data dir.
     storage::WriteBatch batch;
     batch.Put(storage::Table::kMeta, std::string(storage::kFormatVersionKey),
               version);
@@ -137,8 +137,8 @@ TEST(HourglassdTest, RefusesAnUnknownFormatVersion) {
   EXPECT_EQ(result.exit_code, 1);
   EXPECT_THAT(result.output,
               HasSubstr(absl::StrCat("data dir ", dir.path(),
-                                     " has format version 2; this hourglassd "
-                                     "reads format version 1")));
+                                     " has format version 1; this hourglassd "
+                                     "reads format version 2")));
 }
 
 TEST(HourglassdTest, ServesHealthAndStopsCleanlyOnSigterm) {

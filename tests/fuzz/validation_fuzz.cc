@@ -525,13 +525,12 @@ class PublishFuzzer {
           // Its id and schedule entries point back at it.
           const std::optional<uint64_t> sequence = storage::DecodeMessageKey(k);
           FUZZ_CHECK(sequence.has_value(), "bad message key");
-          auto id = store_.Get(Table::kIds,
-                               storage::IdKey(record.topic(), record.id()));
+          auto id = broker::FindId(store_, record.topic(), record.id());
           const storage::DueKey due{p.deliver_at_ms, *sequence};
-          FUZZ_CHECK(
-              id.ok() && id->has_value() && broker::DecodeIdValue(**id) == due,
-              "ids entry of \"%s\" does not name message %llu",
-              record.id().c_str(), static_cast<unsigned long long>(*sequence));
+          FUZZ_CHECK(id.ok() && id->has_value() && **id == due,
+                     "id \"%s\" does not name message %llu",
+                     record.id().c_str(),
+                     static_cast<unsigned long long>(*sequence));
           auto scheduled =
               store_.Get(Table::kSchedule, storage::ScheduleKey(due));
           FUZZ_CHECK(scheduled.ok() && scheduled->has_value() &&

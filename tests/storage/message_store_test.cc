@@ -292,7 +292,7 @@ TEST(RocksDbStoreTest, UnknownFormatVersionIsRefused) {
   EXPECT_EQ(reopened.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(reopened.status().message()),
               HasSubstr("has format version 99; this hourglassd reads "
-                        "format version 1"));
+                        "format version 2"));
   EXPECT_THAT(std::string(reopened.status().message()), HasSubstr(dir.path()));
 }
 
