@@ -241,7 +241,12 @@ void SubscribeStream::Enqueue(std::vector<broker::Delivery> deliveries) {
 void SubscribeStream::WriteNextLocked() {
   if (outbox_.empty() || !consumer_.has_value()) return;
   writing_ = true;
-  StartWrite(&outbox_.front());
+  // More deliveries wait behind this one: gRPC may hold it in the stream's
+  // buffer rather than make a syscall for it. The last one in the outbox
+  // goes without the hint and sends everything held.
+  grpc::WriteOptions options;
+  if (outbox_.size() > 1) options.set_buffer_hint();
+  StartWrite(&outbox_.front(), options);
 }
 
 void SubscribeStream::OnWriteDone(bool ok) {
