@@ -362,7 +362,10 @@ absl::Status Engine::Dispatch(const std::vector<ScheduledEntry>& chunk) {
   // No fsync: if a power cut loses this move, the schedule entries and the
   // old cursor come back, and the messages come due again.
   batch.set_needs_sync(false);
-  const absl::Status s = commits_->Commit(std::move(batch));
+  // Written on this thread, beside the commit queue: the publishes of these
+  // messages have completed, and a cancel in the queue holds its message
+  // back from dispatch (Scheduler::BeginCancel).
+  const absl::Status s = commits_->WriteDirect(batch);
   dispatcher_->EndDispatch(ticket, s.ok());
   if (s.ok() && options_.on_dispatched) options_.on_dispatched(chunk);
   return s;

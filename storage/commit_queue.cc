@@ -49,6 +49,18 @@ absl::Status CommitQueue::Commit(WriteBatch batch) {
   return result;
 }
 
+absl::Status CommitQueue::WriteDirect(const WriteBatch& batch) {
+  const absl::Time start = absl::Now();
+  const absl::Status status = store_->Write(batch);
+  if (options_.on_write) {
+    options_.on_write({1, batch.ByteSize(), absl::Now() - start, status});
+  }
+  absl::MutexLock lock(&mu_);
+  ++stats_.groups;
+  ++stats_.batches;
+  return status;
+}
+
 CommitQueue::Stats CommitQueue::stats() const {
   absl::MutexLock lock(&mu_);
   return stats_;

@@ -62,8 +62,9 @@ class CommitQueue {
     // A group stops growing once it holds this many bytes of keys and
     // values (a single larger batch still goes alone). Default: 16 MiB.
     size_t max_group_bytes = size_t{16} << 20;
-    // Called on the writer thread after each group's write, and on the
-    // syncer thread after each log sync, before their callbacks. Must not
+    // Called on the writer thread after each group's write (and on the
+    // caller's after a WriteDirect), and on the syncer thread after each
+    // log sync, before their callbacks. Must be thread-safe and must not
     // block. Default: none.
     std::function<void(const WriteInfo&)> on_write;
     std::function<void(const SyncInfo&)> on_sync;
@@ -86,6 +87,18 @@ class CommitQueue {
 
   // Submits `batch` and waits for its status.
   absl::Status Commit(WriteBatch batch);
+
+  // Writes `batch`, which needs no sync, on the caller's thread instead of
+  // through the queue, and returns the MessageStore::Write's status. For a
+  // caller that would wait for the write anyway: it skips the hand-offs to
+  // the writer and completion threads and the wait behind queued groups,
+  // and the store may write it beside the writer's group. It lands after
+  // every batch whose callback ran before the call, and before every batch
+  // submitted after it returns; batches still queued meanwhile may land on
+  // either side, so it must not depend on them. Counts as a group in
+  // stats(), and calls Options::on_write (from the caller's thread).
+  // REQUIRES: !batch.needs_sync().
+  absl::Status WriteDirect(const WriteBatch& batch);
 
   struct Stats {
     uint64_t groups = 0;   // MessageStore::Write calls.

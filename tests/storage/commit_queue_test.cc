@@ -166,6 +166,50 @@ TEST(CommitQueueTest, BatchesQueuedDuringAWriteShareTheNextOne) {
   }
 }
 
+// WriteDirect writes on the caller's thread: it does not wait for the
+// group the writer is in the middle of, and reports like a group.
+TEST(CommitQueueTest, AWriteDirectDoesNotWaitBehindTheQueue) {
+  RecordingStore store;
+  Results results;
+  std::vector<CommitQueue::WriteInfo> infos;
+  absl::Mutex infos_mu;
+  {
+    CommitQueue queue(&store,
+                      {.on_write = [&](const CommitQueue::WriteInfo& info) {
+                        absl::MutexLock lock(&infos_mu);
+                        infos.push_back(info);
+                      }});
+    queue.Submit(Unsynced(OneKey("a")), results.For("a"));
+    store.entered_first_.WaitForNotification();  // "a" is held.
+    WriteBatch direct = Unsynced(OneKey("x"));
+    direct.Put(Table::kMessages, "y", "v");
+    EXPECT_TRUE(queue.WriteDirect(direct).ok());
+    EXPECT_EQ(results.size(), 0u);  // "a" is still being written.
+    auto value = store.Get(Table::kMessages, "x");
+    ASSERT_TRUE(value.ok());
+    EXPECT_TRUE(value->has_value());
+
+    store.Fail(absl::UnavailableError("disk gone"));
+    EXPECT_EQ(queue.WriteDirect(Unsynced(OneKey("z"))).code(),
+              absl::StatusCode::kUnavailable);
+    store.Fail(absl::OkStatus());
+    store.release_first_.Notify();
+    EXPECT_TRUE(queue.Commit(Unsynced(OneKey("b"))).ok());
+    EXPECT_EQ(queue.stats().groups, 4u);
+    EXPECT_EQ(queue.stats().batches, 4u);
+  }
+  EXPECT_THAT(store.writes(),
+              ElementsAre(ElementsAre("a"), ElementsAre("x", "y"),
+                          ElementsAre("z"), ElementsAre("b")));
+  absl::MutexLock lock(&infos_mu);
+  ASSERT_EQ(infos.size(), 4u);
+  // In the order the writes ended: x, z (while a was held), a, b.
+  EXPECT_EQ(infos[0].batches, 1u);
+  EXPECT_TRUE(infos[0].status.ok());
+  EXPECT_EQ(infos[1].status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(infos[2].status.ok());
+}
+
 // The log is synced (SyncLog) after a group with a batch that needs it; a
 // group of batches that do not needs no sync.
 TEST(CommitQueueTest, AGroupIsSyncedIfOneOfItsBatchesNeedsIt) {
