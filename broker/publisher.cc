@@ -16,6 +16,16 @@ using storage::Table;
 
 constexpr std::string_view kAssignedPrefix = "hg-";
 
+// The sequence an id of the assigned form names.
+// REQUIRES: IsAssignedIdForm(id).
+uint64_t AssignedSequence(std::string_view id) {
+  uint64_t sequence = 0;
+  for (char c : id.substr(kAssignedPrefix.size())) {
+    sequence = sequence << 4 | (c <= '9' ? c - '0' : c - 'a' + 10);
+  }
+  return sequence;
+}
+
 }  // namespace
 
 std::string AssignedId(uint64_t sequence) {
@@ -23,17 +33,14 @@ std::string AssignedId(uint64_t sequence) {
 }
 
 bool HasIdEntry(std::string_view id, uint64_t sequence) {
-  return id != AssignedId(sequence);
+  return !IsAssignedIdForm(id) || AssignedSequence(id) != sequence;
 }
 
 absl::StatusOr<std::optional<DueKey>> FindId(storage::MessageStore& store,
                                              std::string_view topic,
                                              std::string_view id) {
   if (IsAssignedIdForm(id)) {
-    uint64_t sequence = 0;
-    for (char c : id.substr(kAssignedPrefix.size())) {
-      sequence = sequence << 4 | (c <= '9' ? c - '0' : c - 'a' + 10);
-    }
+    const uint64_t sequence = AssignedSequence(id);
     absl::StatusOr<std::optional<std::string>> value =
         store.Get(Table::kMessages, storage::MessageKey(sequence));
     if (!value.ok()) return value.status();

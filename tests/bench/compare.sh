@@ -239,6 +239,9 @@ if wanted a; then
   start_hourglassd a-batched
   hg_bench a-hg-batched --consumers=0 --count="$PUBLISH" --batch=100 \
     --producers=2 --concurrency=8 --delay=1h
+  start_hourglassd a-batched32
+  hg_bench a-hg-batched32 --consumers=0 --count="$PUBLISH" --batch=100 \
+    --producers=2 --concurrency=32 --delay=1h
   start_hourglassd a-unbatched
   hg_bench a-hg-unbatched --consumers=0 --count="$UNBATCHED" --batch=1 \
     --producers=2 --concurrency=64 --delay=1h
@@ -250,10 +253,16 @@ if wanted a; then
     bull "a-bull-$fsync-unbatched" publish --queue=a --count="$UNBATCHED" \
       --batch=1 --concurrency=64 --delay-ms=3600000
   done
+  start_redis a-always-batched32 always
+  bull a-bull-always-batched32 publish --queue=a --count="$PUBLISH" \
+    --batch=100 --concurrency=32 --delay-ms=3600000
   stop_server
   note "**a. durable publish throughput, msg/s** (hourglassd sync vs Redis appendfsync always)"
   row "batches of 100, 8 calls in flight ($PUBLISH msgs)" \
     "$(get a-hg-batched r.publish_rate)" "$(get a-bull-always-batched r.rate)" higher
+  row "batches of 100, 32 calls in flight ($PUBLISH msgs)" \
+    "$(get a-hg-batched32 r.publish_rate)" \
+    "$(get a-bull-always-batched32 r.rate)" higher
   row "unbatched, 64 calls in flight ($UNBATCHED msgs)" \
     "$(get a-hg-unbatched r.publish_rate)" "$(get a-bull-always-unbatched r.rate)" higher
   note "*same hourglass runs vs Redis appendfsync everysec (not durable per call)*"

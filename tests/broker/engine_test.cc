@@ -195,6 +195,17 @@ TEST_F(EngineTest, CancelBeforeDueRemovesEverythingAfterDueIsNotFound) {
   EXPECT_EQ(Count(Table::kMessages), 1u);  // b, now ready.
 }
 
+TEST(AssignedIdTest, OnlyTheIdAssignedFromItsOwnSequenceHasNoIdsEntry) {
+  EXPECT_EQ(AssignedId(0xf4a2c), "hg-00000000000f4a2c");
+  EXPECT_EQ(AssignedId(~uint64_t{0}), "hg-ffffffffffffffff");
+  EXPECT_FALSE(HasIdEntry("hg-00000000000f4a2c", 0xf4a2c));
+  EXPECT_FALSE(HasIdEntry("hg-ffffffffffffffff", ~uint64_t{0}));
+  // A dead letter's copy, under a new sequence.
+  EXPECT_TRUE(HasIdEntry("hg-00000000000f4a2c", 0xf4a2d));
+  EXPECT_TRUE(HasIdEntry("order-7", 7));
+  EXPECT_TRUE(HasIdEntry("hg-00000000000F4A2C", 0xf4a2c));  // Not the form.
+}
+
 // A message keeps the id the broker assigned it in its messages record
 // alone: the id names the sequence, so no ids entry is written or deleted.
 TEST_F(EngineTest, AssignedIdsNeedNoIdsEntryYetCancelAndRescheduleFindThem) {
