@@ -8,8 +8,8 @@
 #                          [--build-dir=DIR] [--out=DIR]
 #
 # Workloads (100-byte payloads everywhere):
-#   a. durable publish throughput: batches of 100 with 8 calls in flight, and
-#      unbatched with 64 calls in flight. hourglassd --durability=sync (answers
+#   a. durable publish throughput: batches of 100 with 8 and with 32 calls in
+#      flight, and unbatched with 64 calls in flight. hourglassd --durability=sync (answers
 #      after fsync) is compared with Redis appendfsync always (answers after
 #      fsync); the same BullMQ runs on appendfsync everysec are shown too.
 #   b. steady 10,000 msg/s for --steady (default 60 s), delays uniform in
