@@ -429,12 +429,17 @@ uint64_t Dispatcher::BeginDispatch(const std::vector<ScheduledEntry>& due,
     pending.push_back({group, entry.topic, std::move(key), entry.key});
   };
   for (const ScheduledEntry& entry : due) {
-    auto t = topics_.find(entry.topic);
-    if (t == topics_.end() || t->second.empty()) {
-      add(nullptr, entry, "");
-      continue;
+    // A group being deleted takes nothing new: a dispatch naming it could
+    // still be in progress when its last chunk is written.
+    bool taken = false;
+    if (auto t = topics_.find(entry.topic); t != topics_.end()) {
+      for (auto& [name, group] : t->second) {
+        if (group->deleting) continue;
+        add(group.get(), entry, name);
+        taken = true;
+      }
     }
-    for (auto& [name, group] : t->second) add(group.get(), entry, name);
+    if (!taken) add(nullptr, entry, "");
   }
   counts.AppendTo(batch);
   return ticket;

@@ -5,6 +5,7 @@
 #include "broker/dispatcher.h"
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -535,6 +536,39 @@ TEST_F(DispatcherTest, TwoGroupsDeadLetteringOneMessageInOneStep) {
   dispatcher().Ack(dead_id, {"x"});
   RunAt(absl::Seconds(3));
   EXPECT_EQ(Count(Table::kMessages), 1u);  // Only y is left.
+}
+
+// A message that comes due while a group is being deleted goes only to the
+// topic's other groups: the deletion's last chunk could otherwise be written
+// while a dispatch naming the group is still in progress.
+TEST_F(DispatcherTest, AGroupBeingDeletedTakesNoNewMessages) {
+  auto kept = std::make_shared<FakeConsumer>();
+  Subscribe("t", "kept", kept);
+  ASSERT_TRUE(dispatcher().RegisterGroup("t", "doomed").ok());
+  Publish("t", "x", absl::Milliseconds(5));
+  std::optional<absl::StatusOr<uint64_t>> removed;
+  dispatcher().DeleteGroup("t", "doomed",
+                           [&](absl::StatusOr<uint64_t> n) { removed = n; });
+  clock_.Set(kStart + absl::Milliseconds(5));
+  TickUntilIdle();  // x comes due; no dispatcher step has run yet.
+  EXPECT_EQ(Count(Table::kReady), 1u);
+  const std::string kept_prefix = storage::ReadyPrefix("t", "kept");
+  size_t kept_ready = 0;
+  ASSERT_TRUE(store_
+                  ->Scan(Table::kReady, kept_prefix,
+                         storage::PrefixEnd(kept_prefix),
+                         [&](std::string_view, std::string_view) {
+                           ++kept_ready;
+                           return true;
+                         })
+                  .ok());
+  EXPECT_EQ(kept_ready, 1u);
+  RunAt(absl::Milliseconds(5));
+  ASSERT_TRUE(removed.has_value());
+  ASSERT_TRUE(removed->ok()) << removed->status();
+  EXPECT_EQ(**removed, 0u);
+  EXPECT_THAT(Ids(kept->Take()), ElementsAre("x@1"));
+  EXPECT_EQ(Count(Table::kMessages), 1u);  // Held by "kept" alone.
 }
 
 TEST_F(DispatcherTest, UnsubscribingHandsDeliveriesBackAtOnce) {
