@@ -50,6 +50,10 @@ absl::Status CommitQueue::Commit(WriteBatch batch) {
 }
 
 absl::Status CommitQueue::WriteDirect(const WriteBatch& batch) {
+  if (batch.needs_sync()) {
+    return absl::InternalError(
+        "CommitQueue::WriteDirect of a batch that needs a sync; Submit it");
+  }
   const absl::Time start = absl::Now();
   const absl::Status status = store_->Write(batch);
   if (options_.on_write) {

@@ -96,8 +96,8 @@ class CommitQueue {
   // every batch whose callback ran before the call, and before every batch
   // submitted after it returns; batches still queued meanwhile may land on
   // either side, so it must not depend on them. Counts as a group in
-  // stats(), and calls Options::on_write (from the caller's thread).
-  // REQUIRES: !batch.needs_sync().
+  // stats(), and calls Options::on_write (from the caller's thread). A
+  // batch that needs a sync is refused with INTERNAL and not written.
   absl::Status WriteDirect(const WriteBatch& batch);
 
   struct Stats {

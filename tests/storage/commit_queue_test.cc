@@ -188,6 +188,9 @@ TEST(CommitQueueTest, AWriteDirectDoesNotWaitBehindTheQueue) {
     auto value = store.Get(Table::kMessages, "x");
     ASSERT_TRUE(value.ok());
     EXPECT_TRUE(value->has_value());
+    // A batch that needs a sync must go through the queue.
+    EXPECT_EQ(queue.WriteDirect(OneKey("s")).code(),
+              absl::StatusCode::kInternal);
 
     store.Fail(absl::UnavailableError("disk gone"));
     EXPECT_EQ(queue.WriteDirect(Unsynced(OneKey("z"))).code(),
