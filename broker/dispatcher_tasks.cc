@@ -353,15 +353,19 @@ absl::Status Dispatcher::RedriveChunkLocked(Task& task, TaskChunk& chunk) {
   auto t = topics_.find(dead_topic);
   for (size_t i = 0; i < n; ++i) {
     const auto& [key, id] = task.chosen[i];
-    // A letter just published (still scheduled) or with an ack being
-    // written waits for a later chunk.
+    // A letter just published (still scheduled), coming due (its dispatch
+    // being written) or with an ack being written waits for a later chunk.
     absl::StatusOr<std::optional<std::string>> scheduled =
         store_->Get(Table::kSchedule, storage::ScheduleKey(key));
     if (!scheduled.ok()) return scheduled.status();
-    bool wait = scheduled->has_value();
+    bool wait =
+        scheduled->has_value() ||
+        pending_ready_keys_.contains(storage::ReadyKey(dead_topic, "", key));
     if (t != topics_.end()) {
       for (auto& [name, group] : t->second) {
-        wait = wait || group->finishing.contains(key.sequence);
+        wait = wait || group->finishing.contains(key.sequence) ||
+               pending_ready_keys_.contains(
+                   storage::ReadyKey(dead_topic, name, key));
       }
     }
     if (wait) {

@@ -571,6 +571,42 @@ TEST_F(DispatcherTest, AGroupBeingDeletedTakesNoNewMessages) {
   EXPECT_EQ(Count(Table::kMessages), 1u);  // Held by "kept" alone.
 }
 
+// A letter whose move to ready is being written is redriven only once the
+// dispatch has ended; before, the redrive deleted its ready key and message
+// under the dispatch, which then put it back into a window.
+TEST_F(DispatcherTest, ARedriveWaitsForALetterComingDue) {
+  ASSERT_TRUE(dispatcher().RegisterGroup("t.dlq", "ops").ok());
+  Publish("t.dlq", "x", absl::Hours(1));
+  // The letter comes due: its dispatch is written but not yet ended.
+  const storage::DueKey key{kStartMs + 3600000, 1};
+  storage::WriteBatch batch;
+  const uint64_t ticket =
+      dispatcher().BeginDispatch({ScheduledEntry{key, "t.dlq"}}, batch);
+  batch.Delete(Table::kSchedule, storage::ScheduleKey(key));
+  ASSERT_TRUE(store_->Write(batch).ok());
+
+  std::optional<absl::StatusOr<uint64_t>> redriven;
+  dispatcher().Redrive("t", {"x"},
+                       [&](absl::StatusOr<uint64_t> n) { redriven = n; });
+  ASSERT_TRUE(dispatcher().Step().ok());
+  EXPECT_FALSE(redriven.has_value());
+  EXPECT_EQ(Count(Table::kReady), 1u);
+
+  dispatcher().EndDispatch(ticket, /*written=*/true);
+  ASSERT_TRUE(dispatcher().Step().ok());
+  ASSERT_TRUE(redriven.has_value());
+  ASSERT_TRUE(redriven->ok()) << redriven->status();
+  EXPECT_EQ(**redriven, 1u);
+  EXPECT_EQ(Count(Table::kReady), 0u);
+  auto back = std::make_shared<FakeConsumer>();
+  Subscribe("t", "g", back);
+  auto ops = std::make_shared<FakeConsumer>();
+  Subscribe("t.dlq", "ops", ops);
+  RunAt(absl::ZeroDuration());
+  EXPECT_THAT(Ids(back->Take()), ElementsAre("x@1"));
+  EXPECT_THAT(ops->Take(), IsEmpty());
+}
+
 TEST_F(DispatcherTest, UnsubscribingHandsDeliveriesBackAtOnce) {
   auto first = std::make_shared<FakeConsumer>();
   auto second = std::make_shared<FakeConsumer>();
