@@ -171,40 +171,44 @@ void Dispatcher::CreateGroup(std::string topic, std::string group,
 void Dispatcher::Register(std::string topic, std::string group,
                           bool must_be_new,
                           absl::AnyInvocable<void(absl::Status) &&> done) {
-  bool owns_waiting_area = false;
-  absl::Time created_at;
-  enum { kExists, kJoined, kWrite } action;
   {
     absl::MutexLock lock(&mu_);
-    auto key = std::make_pair(topic, group);
-    auto waiting = registering_.find(key);
-    if (FindGroupLocked(topic, group) != nullptr ||
-        (must_be_new && waiting != registering_.end())) {
-      action = kExists;
-    } else if (waiting != registering_.end()) {
-      waiting->second.push_back(std::move(done));
-      action = kJoined;
-    } else {
-      // The topic's first group also takes its waiting area. Registrations
-      // of one topic are decided here one at a time, so only one is first.
-      auto t = topics_.find(topic);
-      const bool has_groups = t != topics_.end() && !t->second.empty();
-      auto same_topic = registering_.lower_bound({topic, ""});
-      const bool others_registering =
-          same_topic != registering_.end() && same_topic->first.first == topic;
-      owns_waiting_area = !has_groups && !others_registering;
-      registering_[key].push_back(std::move(done));
-      created_at = absl::FromUnixMillis(absl::ToUnixMillis(clock_->Now()));
-      action = kWrite;
+    auto waiting = registering_.find({topic, group});
+    if (FindGroupLocked(topic, group) == nullptr) {
+      if (waiting == registering_.end()) {
+        SubmitRegistrationLocked(std::move(topic), std::move(group),
+                                 std::move(done));
+        return;
+      }
+      if (!must_be_new) {
+        waiting->second.push_back(std::move(done));
+        return;
+      }
     }
   }
-  if (action == kExists) {
-    std::move(done)(must_be_new ? absl::AlreadyExistsError(absl::StrCat(
-                                      "group ", Quoted(group), " of topic ",
-                                      Quoted(topic), " already exists"))
-                                : absl::OkStatus());
-  }
-  if (action != kWrite) return;
+  // The group exists, or is being registered and must be new.
+  std::move(done)(must_be_new ? absl::AlreadyExistsError(absl::StrCat(
+                                    "group ", Quoted(group), " of topic ",
+                                    Quoted(topic), " already exists"))
+                              : absl::OkStatus());
+}
+
+void Dispatcher::SubmitRegistrationLocked(
+    std::string topic, std::string group,
+    absl::AnyInvocable<void(absl::Status) &&> done) {
+  // The topic's first group also takes its waiting area. Registrations of
+  // one topic are decided here one at a time, so only one is first; and
+  // each is queued before the lock is released, so the first reaches the
+  // store first and a crash never keeps a later one without it.
+  auto t = topics_.find(topic);
+  const bool has_groups = t != topics_.end() && !t->second.empty();
+  auto same_topic = registering_.lower_bound({topic, ""});
+  const bool others_registering =
+      same_topic != registering_.end() && same_topic->first.first == topic;
+  const bool owns_waiting_area = !has_groups && !others_registering;
+  registering_[{topic, group}].push_back(std::move(done));
+  const absl::Time created_at =
+      absl::FromUnixMillis(absl::ToUnixMillis(clock_->Now()));
   storage::GroupRecord record;
   record.set_created_at_ms(absl::ToUnixMillis(created_at));
   record.set_owns_waiting_area(owns_waiting_area);

@@ -263,6 +263,11 @@ class Dispatcher {
   absl::Status Recover();
   void Register(std::string topic, std::string group, bool must_be_new,
                 absl::AnyInvocable<void(absl::Status) &&> done);
+  // Decides whether a new group takes its topic's waiting area and queues
+  // its registration, both under the lock.
+  void SubmitRegistrationLocked(std::string topic, std::string group,
+                                absl::AnyInvocable<void(absl::Status) &&> done)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Group* FindGroupLocked(std::string_view topic, std::string_view group)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Group* AddGroupLocked(const std::string& topic, const std::string& group,
