@@ -60,6 +60,8 @@ absl::Status Dispatcher::Recover() {
   absl::MutexLock lock(&mu_);
   const std::string prefix(storage::kGroupKeyPrefix);
   absl::Status corrupt;
+  // Registered groups by topic, then name.
+  std::map<std::string, std::map<std::string, storage::GroupRecord>> groups;
   absl::Status scanned = store_->Scan(
       Table::kMeta, prefix, storage::PrefixEnd(prefix),
       [&](std::string_view key, std::string_view value) {
@@ -70,13 +72,30 @@ absl::Status Dispatcher::Recover() {
           corrupt = absl::DataLossError("meta holds a malformed group entry");
           return false;
         }
-        AddGroupLocked(names->first, names->second,
-                       absl::FromUnixMillis(record.created_at_ms()),
-                       record.owns_waiting_area(), /*queue_empty=*/false);
+        groups[names->first][names->second] = std::move(record);
         return true;
       });
   if (!scanned.ok()) return scanned;
   if (!corrupt.ok()) return corrupt;
+  for (auto& [topic, records] : groups) {
+    // A topic whose groups own no waiting area (its owner was deleted, or
+    // its registration failed while a later one's did not) hands it to its
+    // oldest group, so that nothing left there waits for ever.
+    auto owner = std::find_if(records.begin(), records.end(), [](auto& r) {
+      return r.second.owns_waiting_area();
+    });
+    if (owner == records.end()) {
+      owner = std::min_element(
+          records.begin(), records.end(), [](auto& a, auto& b) {
+            return a.second.created_at_ms() < b.second.created_at_ms();
+          });
+      owner->second.set_owns_waiting_area(true);
+    }
+    for (const auto& [name, record] : records) {
+      AddGroupLocked(topic, name, absl::FromUnixMillis(record.created_at_ms()),
+                     record.owns_waiting_area(), /*queue_empty=*/false);
+    }
+  }
   for (const auto& [topic, groups] : topics_) recovery_.groups += groups.size();
 
   // Deliveries in flight when the last run stopped: their streams are gone,

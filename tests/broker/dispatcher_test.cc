@@ -607,6 +607,32 @@ TEST_F(DispatcherTest, ARedriveWaitsForALetterComingDue) {
   EXPECT_THAT(ops->Take(), IsEmpty());
 }
 
+// If no registered group of a topic owns its waiting area (the owner's
+// registration failed while a later one's was written, or the owner was
+// deleted), a restart hands the area to the oldest group.
+TEST_F(DispatcherTest, ARestartGivesAnUnownedWaitingAreaToTheOldestGroup) {
+  Publish("t", "early", absl::ZeroDuration());
+  RunAt(absl::ZeroDuration());  // No group yet: "early" waits in the area.
+  for (const auto& [name, created_ms] :
+       {std::pair{"young", kStartMs + 2}, std::pair{"old", kStartMs + 1}}) {
+    storage::GroupRecord record;
+    record.set_created_at_ms(created_ms);
+    record.set_owns_waiting_area(false);
+    storage::WriteBatch batch;
+    batch.Put(Table::kMeta, storage::GroupKey("t", name),
+              record.SerializeAsString());
+    ASSERT_TRUE(store_->Write(batch).ok());
+  }
+  Reopen();
+  auto young = std::make_shared<FakeConsumer>();
+  auto old = std::make_shared<FakeConsumer>();
+  Subscribe("t", "young", young);
+  Subscribe("t", "old", old);
+  RunAt(absl::Milliseconds(3));
+  EXPECT_THAT(Ids(old->Take()), ElementsAre("early@1"));
+  EXPECT_THAT(young->Take(), IsEmpty());
+}
+
 TEST_F(DispatcherTest, UnsubscribingHandsDeliveriesBackAtOnce) {
   auto first = std::make_shared<FakeConsumer>();
   auto second = std::make_shared<FakeConsumer>();
