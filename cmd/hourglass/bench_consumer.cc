@@ -97,11 +97,18 @@ void BenchConsumer::OnReadDone(bool ok) {
     reads_ended_ = true;
     return;
   }
-  Count(absl::Now());
+  const absl::Time now = absl::Now();
+  {
+    // Queued before the delivery is counted: once the last one is counted,
+    // Finish may half-close the stream, and this ack must go before that,
+    // or the broker hands the delivery to another consumer (a duplicate).
+    absl::MutexLock lock(&mu_);
+    acks_.push_back(read_.id());
+  }
+  Count(now);
   NextWrite next;
   {
     absl::MutexLock lock(&mu_);
-    acks_.push_back(std::move(*read_.mutable_id()));
     next = ClaimWriteLocked();
   }
   StartNext(next);
