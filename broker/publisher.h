@@ -55,8 +55,9 @@ struct PreparedPublish {
   PreparedPublish(PreparedPublish&&) = default;
   PreparedPublish& operator=(PreparedPublish&&) = default;
 
-  // The writes: messages, ids and schedule keys of the new messages. Empty
-  // when every message was a duplicate.
+  // The writes: the new messages' messages, schedule and topic_due keys,
+  // their ids keys where HasIdEntry, and counters. Empty when every message
+  // was a duplicate.
   storage::WriteBatch batch;
 
   // Private to Publisher.
