@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 
 namespace hourglass::storage {
@@ -17,6 +19,7 @@ class MemoryStoreImpl final : public MessageStore {
  public:
   absl::Status Write(const WriteBatch& batch) override {
     absl::MutexLock lock(&mu_);
+    if (absl::Status s = CheckWriteOnceLocked(batch); !s.ok()) return s;
     for (const WriteBatch::Operation& op : batch.operations()) {
       Map& table = tables_[static_cast<int>(op.table)];
       switch (op.kind) {
@@ -37,6 +40,33 @@ class MemoryStoreImpl final : public MessageStore {
   }
 
   absl::Status SyncLog() override { return absl::OkStatus(); }
+
+  // INTERNAL if `batch` puts a key of a write-once table (IsWriteOnce) that
+  // exists at that point of the batch; checked before anything is applied.
+  absl::Status CheckWriteOnceLocked(const WriteBatch& batch)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    // Keys this batch has put (true) or deleted (false) so far.
+    std::map<std::pair<Table, std::string_view>, bool> changed;
+    for (const WriteBatch::Operation& op : batch.operations()) {
+      if (!IsWriteOnce(op.table)) continue;
+      const bool put = op.kind == WriteBatch::Operation::Kind::kPut;
+      auto [it, first] = changed.try_emplace({op.table, op.key}, put);
+      if (!put) {
+        it->second = false;
+        continue;
+      }
+      const bool exists =
+          first ? tables_[static_cast<int>(op.table)].contains(op.key)
+                : it->second;
+      if (exists) {
+        return absl::InternalError(absl::StrCat(
+            "overwrite of a key of write-once table ",
+            std::string(TableName(op.table)), " (a bug in the broker)"));
+      }
+      it->second = true;
+    }
+    return absl::OkStatus();
+  }
 
   absl::StatusOr<std::optional<std::string>> Get(
       Table table, std::string_view key) override {

@@ -30,6 +30,17 @@ enum class Table : int {
 };
 inline constexpr int kNumTables = 8;
 
+// Whether `table` is write-once: a key of it is put only while absent (put,
+// later deleted, never overwritten). A store may delete such keys with a
+// tombstone that relies on it (RocksDB's SingleDelete, which vanishes with
+// the put it meets instead of living on until the last level), so queue
+// entries written and consumed within one memtable leave nothing behind.
+// MemoryStore refuses a batch that overwrites one with INTERNAL.
+constexpr bool IsWriteOnce(Table table) {
+  return table == Table::kSchedule || table == Table::kReady ||
+         table == Table::kTopicDue;
+}
+
 // Name of the table, as used for RocksDB column families and in messages.
 std::string_view TableName(Table table);
 
@@ -56,6 +67,9 @@ class WriteBatch {
   // Moves every operation of `other` to the end of this batch (its sync
   // need joins this batch's: either needs it, the result does).
   void Append(WriteBatch&& other);
+  // Makes room for `operations` operations in all, so that a batch built
+  // operation by operation does not grow its storage again and again.
+  void Reserve(size_t operations) { operations_.reserve(operations); }
 
   // Whether the batch must be durable before whoever submitted it is told
   // it is done: the commit queue (storage/commit_queue.h) syncs the log

@@ -24,6 +24,7 @@
 #include "rocksdb/filter_policy.h"
 #include "rocksdb/merge_operator.h"
 #include "rocksdb/options.h"
+#include "rocksdb/slice_transform.h"
 #include "rocksdb/table.h"
 #include "rocksdb/utilities/table_properties_collectors.h"
 #include "rocksdb/write_batch.h"
@@ -75,6 +76,29 @@ class CounterAddOperator final : public rocksdb::AssociativeMergeOperator {
     return true;
   }
   const char* Name() const override { return "HourglassCounterAdd"; }
+};
+
+// The key minus its last `suffix_bytes`: for a queue table, the name parts
+// in front of the fixed-width integers. The memtable keeps, per prefix, where
+// its last key went, and queue keys of one prefix are written and deleted
+// mostly in increasing order, so the next insert starts its search there
+// instead of at the top of the skiplist.
+class TrailingIntegersPrefix final : public rocksdb::SliceTransform {
+ public:
+  explicit TrailingIntegersPrefix(size_t suffix_bytes)
+      : suffix_bytes_(suffix_bytes),
+        name_(absl::StrCat("HourglassTrailingIntegers", suffix_bytes)) {}
+  const char* Name() const override { return name_.c_str(); }
+  rocksdb::Slice Transform(const rocksdb::Slice& key) const override {
+    return rocksdb::Slice(key.data(), key.size() - suffix_bytes_);
+  }
+  bool InDomain(const rocksdb::Slice& key) const override {
+    return key.size() >= suffix_bytes_;
+  }
+
+ private:
+  const size_t suffix_bytes_;
+  const std::string name_;
 };
 
 rocksdb::CompressionType BestCompression() {
@@ -150,6 +174,31 @@ rocksdb::ColumnFamilyOptions TableOptions(
       cf.table_properties_collector_factories.push_back(
           rocksdb::NewCompactOnDeletionCollectorFactory(8192, 4096));
       break;
+  }
+  // Insert hints (see TrailingIntegersPrefix): every table but `ids` and
+  // `meta` writes keys of one prefix mostly in increasing order; a counter
+  // is the same key over and over.
+  size_t integers = 0;
+  switch (table) {
+    case Table::kMessages:
+    case Table::kInFlight:
+      integers = 8;  // sequence
+      break;
+    case Table::kSchedule:
+    case Table::kReady:
+    case Table::kTopicDue:
+      integers = 16;  // deliver_at, sequence
+      break;
+    case Table::kCounters:
+      integers = 0;  // the whole key
+      break;
+    case Table::kIds:
+    case Table::kMeta:
+      break;
+  }
+  if (table != Table::kIds && table != Table::kMeta) {
+    cf.memtable_insert_with_hint_prefix_extractor =
+        std::make_shared<TrailingIntegersPrefix>(integers);
   }
   cf.table_factory.reset(rocksdb::NewBlockBasedTableFactory(blocks));
   return cf;
@@ -234,7 +283,8 @@ class RocksDbStoreImpl final : public MessageStore {
           s = rocks_batch.Put(cf, op.key, op.value);
           break;
         case WriteBatch::Operation::Kind::kDelete:
-          s = rocks_batch.Delete(cf, op.key);
+          s = IsWriteOnce(op.table) ? rocks_batch.SingleDelete(cf, op.key)
+                                    : rocks_batch.Delete(cf, op.key);
           break;
         case WriteBatch::Operation::Kind::kAdd:
           s = rocks_batch.Merge(cf, op.key, op.value);

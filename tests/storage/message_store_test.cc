@@ -92,20 +92,74 @@ TEST_P(MessageStoreTest, TablesAreSeparateKeySpaces) {
 
 TEST_P(MessageStoreTest, BatchAppliesInOrderLaterOperationsWin) {
   WriteBatch first;
-  first.Put(Table::kSchedule, "a", "1");
-  first.Put(Table::kSchedule, "b", "2");
+  first.Put(Table::kMessages, "a", "1");
+  first.Put(Table::kMessages, "b", "2");
   ASSERT_TRUE(store_->Write(first).ok());
 
   WriteBatch second;
-  second.Delete(Table::kSchedule, "a");
-  second.Put(Table::kSchedule, "b", "3");
-  second.Put(Table::kSchedule, "c", "4");
-  second.Delete(Table::kSchedule, "c");
-  second.Put(Table::kSchedule, "d", "5");
-  second.Delete(Table::kSchedule, "never-written");
+  second.Delete(Table::kMessages, "a");
+  second.Put(Table::kMessages, "b", "3");
+  second.Put(Table::kMessages, "c", "4");
+  second.Delete(Table::kMessages, "c");
+  second.Put(Table::kMessages, "d", "5");
+  second.Delete(Table::kMessages, "never-written");
   ASSERT_TRUE(store_->Write(second).ok());
-  EXPECT_THAT(ScanAll(*store_, Table::kSchedule),
+  EXPECT_THAT(ScanAll(*store_, Table::kMessages),
               ElementsAre(Pair("b", "3"), Pair("d", "5")));
+}
+
+// Schedule, ready and topic_due keys are put only while absent; deletes of
+// them may rely on it (IsWriteOnce). A key deleted may be put again, also in
+// the same batch.
+TEST_P(MessageStoreTest, WriteOnceKeysMayBePutAgainAfterTheirDelete) {
+  for (Table table : {Table::kSchedule, Table::kReady, Table::kTopicDue}) {
+    SCOPED_TRACE(TableName(table));
+    ASSERT_TRUE(IsWriteOnce(table));
+    WriteBatch put;
+    put.Put(table, "a", "1");
+    put.Put(table, "b", "1");
+    ASSERT_TRUE(store_->Write(put).ok());
+    WriteBatch again;
+    again.Delete(table, "a");
+    again.Put(table, "a", "2");
+    again.Delete(table, "b");
+    ASSERT_TRUE(store_->Write(again).ok());
+    Reopen();
+    EXPECT_THAT(ScanAll(*store_, table), ElementsAre(Pair("a", "2")));
+    WriteBatch last;
+    last.Delete(table, "a");
+    last.Put(table, "b", "3");
+    ASSERT_TRUE(store_->Write(last).ok());
+    Reopen();
+    EXPECT_THAT(ScanAll(*store_, table), ElementsAre(Pair("b", "3")));
+  }
+  EXPECT_FALSE(IsWriteOnce(Table::kMessages));
+  EXPECT_FALSE(IsWriteOnce(Table::kInFlight));
+}
+
+// The memory store, which the broker's tests run on, holds the broker to
+// that rule.
+TEST(MemoryStoreTest, OverwriteOfAWriteOnceKeyIsRefusedAndNothingApplies) {
+  std::unique_ptr<MessageStore> store = MemoryStore::Open();
+  WriteBatch first;
+  first.Put(Table::kReady, "a", "1");
+  ASSERT_TRUE(store->Write(first).ok());
+
+  WriteBatch overwrite;
+  overwrite.Put(Table::kMessages, "m", "kept out");
+  overwrite.Put(Table::kReady, "a", "2");
+  const absl::Status s = store->Write(overwrite);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("overwrite of a key of write-once table ready"));
+  EXPECT_THAT(ScanAll(*store, Table::kMessages), IsEmpty());
+  EXPECT_THAT(ScanAll(*store, Table::kReady), ElementsAre(Pair("a", "1")));
+
+  WriteBatch twice;
+  twice.Put(Table::kSchedule, "s", "1");
+  twice.Put(Table::kSchedule, "s", "2");
+  EXPECT_EQ(store->Write(twice).code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(ScanAll(*store, Table::kSchedule), IsEmpty());
 }
 
 TEST_P(MessageStoreTest, ScanIsOrderedBoundedAndStoppable) {
