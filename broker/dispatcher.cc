@@ -543,8 +543,10 @@ absl::StatusOr<absl::Time> Dispatcher::StepImpl(bool deliver) {
       if (inserted) sends.push_back({consumer->second->sink, {}});
       storage::MessageRecord& r = *a.record;
       Delivery delivery;
-      delivery.id = r.id();
-      delivery.topic = r.topic();
+      // CommitStepLocked copied the id; the record is needed no more but
+      // for its times.
+      delivery.id = std::move(*r.mutable_id());
+      delivery.topic = std::move(*r.mutable_topic());
       delivery.payload = std::move(*r.mutable_payload());
       delivery.headers.insert(r.headers().begin(), r.headers().end());
       delivery.deliver_at = absl::FromUnixMillis(r.deliver_at_ms());
@@ -556,10 +558,12 @@ absl::StatusOr<absl::Time> Dispatcher::StepImpl(bool deliver) {
   // Activity for stats and metrics: acks, dead letters, deliveries, and how
   // late first deliveries were.
   const absl::Time now = absl::FromUnixMillis(now_ms);
+  absl::flat_hash_map<const Group*, uint64_t> acked;
   for (const Finished& f : work.finished) {
-    if (f.kind == Finished::Kind::kAck) {
-      activity_->Acked(f.group->topic, f.group->name, 1);
-    }
+    if (f.kind == Finished::Kind::kAck) ++acked[f.group];
+  }
+  for (const auto& [group, n] : acked) {
+    activity_->Acked(group->topic, group->name, n);
   }
   for (const StepWork::DeadLetter& dead : work.dead_letters) {
     activity_->DeadLettered(dead.group->topic, 1);
@@ -845,7 +849,18 @@ absl::Status Dispatcher::BuildBatch(int64_t now_ms, StepWork& work,
   auto in_flight_key = [](const Group& group, uint64_t sequence) {
     return storage::InFlightKey(group.topic, group.name, sequence);
   };
-  storage::CounterDeltas counts;
+  // Up to four operations per ack, three per delivery.
+  batch.Reserve(4 * work.finished.size() + 3 * work.deliveries.size() +
+                8 * work.dead_letters.size() + 16);
+  // Counter changes by group, turned into counter keys once at the end:
+  // messages deleted, and ready entries taken from the group's own queue
+  // and from its topic's waiting area.
+  struct GroupCounts {
+    int64_t messages = 0;
+    int64_t ready = 0;
+    int64_t waiting_area = 0;
+  };
+  absl::flat_hash_map<const Group*, GroupCounts> group_counts;
   auto delete_message = [&](const Group& group, const DueKey& key,
                             const std::string& id) {
     batch.Delete(Table::kMessages, storage::MessageKey(key.sequence));
@@ -853,7 +868,7 @@ absl::Status Dispatcher::BuildBatch(int64_t now_ms, StepWork& work,
       batch.Delete(Table::kIds, storage::IdKey(group.topic, id));
     }
     batch.Delete(Table::kTopicDue, storage::TopicDueKey(group.topic, key));
-    counts.Add(storage::MessagesCounter(group.topic), -1);
+    --group_counts[&group].messages;
   };
 
   for (const Finished& f : work.finished) {
@@ -882,7 +897,8 @@ absl::Status Dispatcher::BuildBatch(int64_t now_ms, StepWork& work,
                                               : std::string_view(a.group->name);
       batch.Delete(Table::kReady, storage::ReadyKey(a.group->topic, group_name,
                                                     a.from_window->key));
-      counts.Add(storage::ReadyCounter(a.group->topic, group_name), -1);
+      GroupCounts& c = group_counts[a.group];
+      --(a.from_window->waiting_area ? c.waiting_area : c.ready);
     }
     if (!record->has_value()) {
       // Gone (purged): nothing to deliver.
@@ -934,6 +950,12 @@ absl::Status Dispatcher::BuildBatch(int64_t now_ms, StepWork& work,
     dead.prepared = *std::move(prepared);
     if (dead.delete_message)
       delete_message(*dead.group, dead.entry.key, r.id());
+  }
+  storage::CounterDeltas counts;
+  for (const auto& [group, c] : group_counts) {
+    counts.Add(storage::MessagesCounter(group->topic), c.messages);
+    counts.Add(storage::ReadyCounter(group->topic, group->name), c.ready);
+    counts.Add(storage::ReadyCounter(group->topic, ""), c.waiting_area);
   }
   counts.AppendTo(batch);
   return absl::OkStatus();
