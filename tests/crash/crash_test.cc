@@ -290,7 +290,7 @@ TEST(CrashTest, NothingAcknowledgedIsLostAcrossKills) {
       state += "inflight ";
     }
     bool ready = false;
-    (*store)->Scan(
+    const absl::Status scanned = (*store)->Scan(
         storage::Table::kReady, "", "",
         // `sequence` by an explicit capture: clang 14 cannot capture a
         // structured binding implicitly.
@@ -301,6 +301,7 @@ TEST(CrashTest, NothingAcknowledgedIsLostAcrossKills) {
           }
           return true;
         });
+    if (!scanned.ok()) state += "unreadable ";
     if (ready) state += "ready ";
     ++where[state.empty() ? "nowhere" : state];
   }
