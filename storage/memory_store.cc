@@ -9,6 +9,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 
@@ -60,8 +61,9 @@ class MemoryStoreImpl final : public MessageStore {
                 : it->second;
       if (exists) {
         return absl::InternalError(absl::StrCat(
-            "overwrite of a key of write-once table ",
-            std::string(TableName(op.table)), " (a bug in the broker)"));
+            "overwrite of key \"", absl::CHexEscape(op.key),
+            "\" of write-once table ", std::string(TableName(op.table)),
+            " (a bug in the broker)"));
       }
       it->second = true;
     }

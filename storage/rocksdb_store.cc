@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <system_error>
 #include <utility>
@@ -101,6 +102,28 @@ class TrailingIntegersPrefix final : public rocksdb::SliceTransform {
   const std::string name_;
 };
 
+// The trailing integer bytes that TrailingIntegersPrefix drops from keys of
+// `table`, or nullopt for tables whose keys come in no order (ids, meta),
+// which get no insert hints. A counter is the same key over and over: its
+// prefix is the whole key.
+std::optional<size_t> HintedIntegerBytes(Table table) {
+  switch (table) {
+    case Table::kMessages:
+    case Table::kInFlight:
+      return 8;  // sequence
+    case Table::kSchedule:
+    case Table::kReady:
+    case Table::kTopicDue:
+      return 16;  // deliver_at, sequence
+    case Table::kCounters:
+      return 0;
+    case Table::kIds:
+    case Table::kMeta:
+      return std::nullopt;
+  }
+  return std::nullopt;
+}
+
 rocksdb::CompressionType BestCompression() {
   for (rocksdb::CompressionType type :
        {rocksdb::kLZ4Compression, rocksdb::kSnappyCompression}) {
@@ -175,30 +198,9 @@ rocksdb::ColumnFamilyOptions TableOptions(
           rocksdb::NewCompactOnDeletionCollectorFactory(8192, 4096));
       break;
   }
-  // Insert hints (see TrailingIntegersPrefix): every table but `ids` and
-  // `meta` writes keys of one prefix mostly in increasing order; a counter
-  // is the same key over and over.
-  size_t integers = 0;
-  switch (table) {
-    case Table::kMessages:
-    case Table::kInFlight:
-      integers = 8;  // sequence
-      break;
-    case Table::kSchedule:
-    case Table::kReady:
-    case Table::kTopicDue:
-      integers = 16;  // deliver_at, sequence
-      break;
-    case Table::kCounters:
-      integers = 0;  // the whole key
-      break;
-    case Table::kIds:
-    case Table::kMeta:
-      break;
-  }
-  if (table != Table::kIds && table != Table::kMeta) {
+  if (std::optional<size_t> integers = HintedIntegerBytes(table)) {
     cf.memtable_insert_with_hint_prefix_extractor =
-        std::make_shared<TrailingIntegersPrefix>(integers);
+        std::make_shared<TrailingIntegersPrefix>(*integers);
   }
   cf.table_factory.reset(rocksdb::NewBlockBasedTableFactory(blocks));
   return cf;

@@ -151,7 +151,7 @@ TEST(MemoryStoreTest, OverwriteOfAWriteOnceKeyIsRefusedAndNothingApplies) {
   const absl::Status s = store->Write(overwrite);
   EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
   EXPECT_THAT(std::string(s.message()),
-              HasSubstr("overwrite of a key of write-once table ready"));
+              HasSubstr("overwrite of key \"a\" of write-once table ready"));
   EXPECT_THAT(ScanAll(*store, Table::kMessages), IsEmpty());
   EXPECT_THAT(ScanAll(*store, Table::kReady), ElementsAre(Pair("a", "1")));
 
