@@ -14,7 +14,6 @@ std::shared_ptr<BenchConsumer> BenchConsumer::Start(
     BenchCounters& counters, SeenSet& seen, BenchControl& control) {
   std::shared_ptr<BenchConsumer> c(
       new BenchConsumer(connection, counters, seen, control));
-  c->self_ = c;
   c->connection_.broker().async()->Subscribe(&c->context_, c.get());
   {
     absl::MutexLock lock(&c->mu_);
@@ -168,8 +167,7 @@ void BenchConsumer::OnWritesDoneDone(bool ok) {
 }
 
 void BenchConsumer::OnDone(const grpc::Status& status) {
-  // The last use of this object by gRPC; `self` may be the last reference.
-  std::shared_ptr<BenchConsumer> self = std::move(self_);
+  // gRPC's last use of this object; Finish may destroy it once mu_ is free.
   if (!status.ok() && status.error_code() != grpc::StatusCode::CANCELLED) {
     counters_.stream_errors.fetch_add(1, std::memory_order_relaxed);
     counters_.NoteError(

@@ -27,18 +27,20 @@ namespace hourglass::cli {
 //
 // Start, WaitSubscribed, Finish and lateness are for the bench's main
 // thread; the reactions run on gRPC's threads. A hold keeps the call open
-// until Finish; the object lives until both the caller's pointer and OnDone
-// have let go of it.
+// until Finish. OnDone is gRPC's last use of the object and Finish returns
+// only after it, so the caller's pointer owns the object.
 class BenchConsumer final
     : public grpc::ClientBidiReactor<hourglass::v1::SubscribeRequest,
                                      hourglass::v1::Delivery> {
  public:
   // Opens the stream with `open` on `connection`. REQUIRES: `connection`,
   // `counters`, `seen` and `control` outlive this object; Finish is called
-  // before the result is dropped. The caller keeps the connection so that
-  // gRPC's last channel goes on its thread: were the last one destroyed on
-  // a gRPC thread (by OnDone), gRPC would shut down on a detached thread
-  // that races with the process's exit.
+  // before the result is dropped, on the caller's thread. Both keep gRPC's
+  // channels from being released on gRPC's own threads: the ClientContext
+  // holds its channel, and gRPC 1.51 releasing the last one on a callback
+  // thread shuts the callback queue down from that queue's own thread (a
+  // double free), or shuts gRPC down on a detached thread that races with
+  // the process's exit.
   static std::shared_ptr<BenchConsumer> Start(Connection& connection,
                                               const hourglass::v1::Open& open,
                                               BenchCounters& counters,
@@ -94,8 +96,6 @@ class BenchConsumer final
   BenchControl& control_;
 
   grpc::ClientContext context_;
-  // Keeps this object alive until OnDone.
-  std::shared_ptr<BenchConsumer> self_;
 
   // Touched by the read chain only (StartRead and the OnReadDone it
   // causes), and read by Finish's caller once the chain has ended.

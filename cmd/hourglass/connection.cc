@@ -6,6 +6,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -20,11 +21,13 @@
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 #include "api/bearer_token.h"
 #include "cmd/hourglass/duration.h"
 #include "cmd/hourglass/errors.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "grpc/grpc.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/security/credentials.h"
@@ -182,6 +185,15 @@ absl::StatusOr<absl::Duration> ParseTimeout(const std::string& text) {
     return UsageError("--timeout", "must be more than 0");
   }
   return *timeout;
+}
+
+void AwaitGrpcShutdown(absl::Duration limit) {
+  const absl::Time deadline = absl::Now() + limit;
+  absl::Duration step = absl::Microseconds(100);
+  while (grpc_is_initialized() && absl::Now() < deadline) {
+    absl::SleepFor(step);
+    step = std::min(2 * step, absl::Milliseconds(10));
+  }
 }
 
 Connection::Connection(std::string address, absl::Duration timeout,

@@ -16,6 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "cmd/hourglass/command.h"
 #include "cmd/hourglass/connection.h"
 #include "cmd/hourglass/errors.h"
@@ -211,5 +212,7 @@ int main(int argc, char** argv) {
   }
   const absl::Status status = registry.chosen()();
   if (!status.ok()) std::cerr << "hourglass: " << status.message() << std::endl;
+  // The command's channels are gone; gRPC may still be tearing them down.
+  hourglass::cli::AwaitGrpcShutdown(absl::Seconds(5));
   return hourglass::cli::ExitCode(status);
 }

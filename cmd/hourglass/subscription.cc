@@ -9,7 +9,6 @@ using hourglass::v1::Delivery;
 std::shared_ptr<Subscription> Subscription::Start(
     hourglass::v1::Broker::Stub& stub, const hourglass::v1::Open& open) {
   std::shared_ptr<Subscription> s(new Subscription());
-  s->self_ = s;
   stub.async()->Subscribe(&s->context_, s.get());
   {
     absl::MutexLock lock(&s->mu_);
@@ -176,8 +175,7 @@ void Subscription::OnWritesDoneDone(bool ok) {
 }
 
 void Subscription::OnDone(const grpc::Status& status) {
-  // The last use of this object by gRPC; `self` may be the last reference.
-  std::shared_ptr<Subscription> self = std::move(self_);
+  // gRPC's last use of this object; Finish may destroy it once mu_ is free.
   absl::MutexLock lock(&mu_);
   status_ = status;
 }

@@ -27,8 +27,10 @@ namespace hourglass::cli {
 // Finish. Ack and Interrupt may be called from any thread.
 //
 // Thread-safe. A hold keeps gRPC from finishing the call until Finish, so
-// the reactor methods stay valid until then; the object lives until both
-// the caller's pointer and OnDone have let go of it.
+// the reactor methods stay valid until then. OnDone is gRPC's last use of
+// the object and Finish returns only after it, so the caller's pointers own
+// the object and it is destroyed on the caller's thread (see
+// BenchConsumer::Start for why that matters).
 class Subscription final
     : public grpc::ClientBidiReactor<hourglass::v1::SubscribeRequest,
                                      hourglass::v1::Delivery> {
@@ -86,8 +88,6 @@ class Subscription final
   void StartNext(NextWrite next);
 
   grpc::ClientContext context_;
-  // Keeps this object alive until OnDone.
-  std::shared_ptr<Subscription> self_;
   // Touched by the read chain only: StartRead and the OnReadDone it causes.
   hourglass::v1::Delivery read_;
 
