@@ -20,6 +20,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "api/admin_service.h"
 #include "api/auth.h"
@@ -187,6 +188,11 @@ void WarnIfExposed(const std::string& listen, bool tls, bool mutual_tls,
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Debian builds abseil without NDEBUG, and so every Mutex lock and
+  // unlock also updates a global graph of lock order, under a global lock,
+  // to detect deadlocks: a cost on every thread of the broker. The tests
+  // keep that check; the broker turns it off.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   absl::SetProgramUsageMessage(
       "The Hourglass delayed-message broker.\n\n"
       "  hourglassd [--listen=127.0.0.1:7070] [--data_dir=./data] "
