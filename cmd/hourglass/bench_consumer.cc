@@ -167,7 +167,8 @@ void BenchConsumer::OnWritesDoneDone(bool ok) {
 }
 
 void BenchConsumer::OnDone(const grpc::Status& status) {
-  // gRPC's last use of this object; Finish may destroy it once mu_ is free.
+  // gRPC's last use of this object: once mu_ is free, Finish returns and
+  // its caller may destroy the object.
   if (!status.ok() && status.error_code() != grpc::StatusCode::CANCELLED) {
     counters_.stream_errors.fetch_add(1, std::memory_order_relaxed);
     counters_.NoteError(

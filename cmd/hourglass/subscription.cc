@@ -175,7 +175,8 @@ void Subscription::OnWritesDoneDone(bool ok) {
 }
 
 void Subscription::OnDone(const grpc::Status& status) {
-  // gRPC's last use of this object; Finish may destroy it once mu_ is free.
+  // gRPC's last use of this object: once mu_ is free, Finish returns and
+  // its caller may destroy the object.
   absl::MutexLock lock(&mu_);
   status_ = status;
 }
