@@ -35,12 +35,11 @@ class BenchConsumer final
  public:
   // Opens the stream with `open` on `connection`. REQUIRES: `connection`,
   // `counters`, `seen` and `control` outlive this object; Finish is called
-  // before the result is dropped, on the caller's thread. Both keep gRPC's
-  // channels from being released on gRPC's own threads: the ClientContext
-  // holds its channel, and gRPC 1.51 releasing the last one on a callback
-  // thread shuts the callback queue down from that queue's own thread (a
-  // double free), or shuts gRPC down on a detached thread that races with
-  // the process's exit.
+  // before the result is dropped, on the caller's thread. Together these
+  // keep the last reference to a channel (the ClientContext holds one) from
+  // being dropped on a gRPC callback thread: gRPC 1.51 would then shut the
+  // callback queue down from that queue's own thread (a double free), or
+  // shut itself down on a detached thread that races with the exit.
   static std::shared_ptr<BenchConsumer> Start(Connection& connection,
                                               const hourglass::v1::Open& open,
                                               BenchCounters& counters,

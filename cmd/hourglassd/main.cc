@@ -190,8 +190,8 @@ void WarnIfExposed(const std::string& listen, bool tls, bool mutual_tls,
 int main(int argc, char** argv) {
   // Debian builds abseil without NDEBUG, and so every Mutex lock and
   // unlock also updates a global graph of lock order, under a global lock,
-  // to detect deadlocks: a cost on every thread of the broker. The tests
-  // keep that check; the broker turns it off.
+  // to detect deadlocks: a cost on every thread of the broker. The test
+  // binaries, which do not run this main, keep that check.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   absl::SetProgramUsageMessage(
       "The Hourglass delayed-message broker.\n\n"
