@@ -4,6 +4,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -18,6 +19,10 @@ namespace {
 
 using hourglass::v1::SubscribeRequest;
 using ConsumerId = broker::Dispatcher::ConsumerId;
+
+// Most written deliveries a stream gathers before reporting them to the
+// dispatcher (each report takes the dispatcher's lock once).
+constexpr size_t kReportWritten = 64;
 
 class SubscribeStream;
 
@@ -101,6 +106,8 @@ class SubscribeStream final
   std::optional<ConsumerId> consumer_ ABSL_GUARDED_BY(mu_);
   // The front is being written while writing_.
   std::deque<hourglass::v1::Delivery> outbox_ ABSL_GUARDED_BY(mu_);
+  // Ids of deliveries written and not yet reported to the dispatcher.
+  std::vector<std::string> written_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool finishing_ ABSL_GUARDED_BY(mu_) = false;
   // Set while a write must end before Finish.
@@ -172,8 +179,8 @@ bool SubscribeStream::HandleRequest() {
   }
   switch (request_.kind_case()) {
     case SubscribeRequest::kAck: {
-      std::vector<std::string> ids(request_.ack().ids().begin(),
-                                   request_.ack().ids().end());
+      const std::vector<std::string_view> ids(request_.ack().ids().begin(),
+                                              request_.ack().ids().end());
       dispatcher_->Ack(*consumer, ids);
       return true;
     }
@@ -250,12 +257,12 @@ void SubscribeStream::WriteNextLocked() {
 }
 
 void SubscribeStream::OnWriteDone(bool ok) {
-  std::string written;
+  std::vector<std::string> written;
   std::optional<ConsumerId> consumer;
   {
     absl::MutexLock lock(&mu_);
     writing_ = false;
-    written = std::move(*outbox_.front().mutable_id());
+    written_.push_back(std::move(*outbox_.front().mutable_id()));
     outbox_.pop_front();
     if (finishing_) {
       if (finish_after_write_.has_value()) {
@@ -266,12 +273,22 @@ void SubscribeStream::OnWriteDone(bool ok) {
     }
     if (ok) {
       consumer = consumer_;
+      // Written deliveries are reported in groups, once the outbox is
+      // empty (the last write, sent without the buffer hint, has flushed
+      // every earlier one to the network) or kReportWritten have gathered:
+      // one dispatcher call per group rather than per delivery.
+      if (outbox_.empty() || written_.size() >= kReportWritten) {
+        written = std::exchange(written_, {});
+      }
       WriteNextLocked();
     }
   }
   if (consumer.has_value()) {
-    // Its ack timeout runs from now.
-    dispatcher_->Written(*consumer, written);
+    if (!written.empty()) {
+      // Their ack timeouts run from now.
+      const std::vector<std::string_view> ids(written.begin(), written.end());
+      dispatcher_->Written(*consumer, ids);
+    }
     return;
   }
   // The client is gone.

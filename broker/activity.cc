@@ -168,15 +168,21 @@ void Activity::Published(std::string_view topic, uint64_t n) {
   if (state.counters.published != nullptr) state.counters.published->Inc(n);
 }
 
-void Activity::Delivered(std::string_view topic, absl::Duration lateness) {
+void Activity::Delivered(std::string_view topic,
+                         absl::Span<const absl::Duration> lateness) {
+  if (lateness.empty()) return;
   const int64_t now = NowSecond();
   absl::MutexLock lock(&mu_);
   TopicState& state = StateLocked(topic, now);
-  state.delivered.Add(now, 1);
-  state.lateness.Add(now / 10, lateness);
-  if (state.counters.delivered != nullptr) state.counters.delivered->Inc();
-  if (lateness_histogram_ != nullptr) {
-    lateness_histogram_->Observe(absl::ToDoubleSeconds(lateness));
+  state.delivered.Add(now, lateness.size());
+  for (const absl::Duration late : lateness) {
+    state.lateness.Add(now / 10, late);
+    if (lateness_histogram_ != nullptr) {
+      lateness_histogram_->Observe(absl::ToDoubleSeconds(late));
+    }
+  }
+  if (state.counters.delivered != nullptr) {
+    state.counters.delivered->Inc(lateness.size());
   }
 }
 

@@ -13,6 +13,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "broker/clock.h"
 #include "broker/metrics.h"
 
@@ -37,7 +38,9 @@ class Activity {
 
   void Published(std::string_view topic, uint64_t n);
   // First deliveries only: how late each was (delivery minus deliver_at).
-  void Delivered(std::string_view topic, absl::Duration lateness);
+  // One call per batch of deliveries: it takes the lock once.
+  void Delivered(std::string_view topic,
+                 absl::Span<const absl::Duration> lateness);
   // Deliveries after the first (ack timeout, nack, hand-back, restart).
   void Redelivered(std::string_view topic, uint64_t n);
   void Acked(std::string_view topic, std::string_view group, uint64_t n);

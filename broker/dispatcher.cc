@@ -1,7 +1,10 @@
 #include "broker/dispatcher.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <set>
+#include <string_view>
 #include <utility>
 
 #include "absl/container/btree_set.h"
@@ -18,6 +21,12 @@ namespace {
 
 using storage::DueKey;
 using storage::Table;
+
+// Debian's abseil has its own string_view type: hashed-container lookups by
+// std::string_view go through it to avoid building a std::string.
+absl::string_view AbslView(std::string_view s) {
+  return absl::string_view(s.data(), s.size());
+}
 
 std::string AttemptValue(uint32_t attempt) {
   std::string value;
@@ -351,7 +360,7 @@ void Dispatcher::Unsubscribe(ConsumerId id) {
 }
 
 size_t Dispatcher::Ack(ConsumerId id,
-                       const std::vector<std::string>& message_ids) {
+                       absl::Span<const std::string_view> message_ids) {
   absl::MutexLock lock(&mu_);
   auto it = consumers_.find(id);
   if (it == consumers_.end()) {
@@ -363,8 +372,8 @@ size_t Dispatcher::Ack(ConsumerId id,
   consumer.last_progress = clock_->Now();
   consumer.reported_stuck = false;
   size_t unknown = 0;
-  for (const std::string& message_id : message_ids) {
-    auto delivered = consumer.by_id.find(message_id);
+  for (const std::string_view message_id : message_ids) {
+    auto delivered = consumer.by_id.find(AbslView(message_id));
     if (delivered == consumer.by_id.end()) {
       ++unknown;
       continue;
@@ -385,18 +394,21 @@ size_t Dispatcher::Ack(ConsumerId id,
   return unknown;
 }
 
-void Dispatcher::Written(ConsumerId id, std::string_view message_id) {
+void Dispatcher::Written(ConsumerId id,
+                         absl::Span<const std::string_view> message_ids) {
   absl::MutexLock lock(&mu_);
   auto it = consumers_.find(id);
   if (it == consumers_.end()) return;
   ConsumerState& consumer = *it->second;
-  auto delivered = consumer.by_id.find(std::string(message_id));
-  if (delivered == consumer.by_id.end()) return;  // Acked or taken back.
   Group& group = *consumer.group;
-  InFlight& entry = group.in_flight.at(delivered->second);
-  if (entry.timer.has_value()) return;  // A copy written before.
-  SetTimerLocked(group, entry,
-                 CeilMillis(clock_->Now() + consumer.ack_timeout));
+  const int64_t due_ms = CeilMillis(clock_->Now() + consumer.ack_timeout);
+  for (const std::string_view message_id : message_ids) {
+    auto delivered = consumer.by_id.find(AbslView(message_id));
+    if (delivered == consumer.by_id.end()) continue;  // Acked or taken back.
+    InFlight& entry = group.in_flight.at(delivered->second);
+    if (entry.timer.has_value()) continue;  // A copy written before.
+    SetTimerLocked(group, entry, due_ms);
+  }
 }
 
 bool Dispatcher::Nack(ConsumerId id, std::string_view message_id,
@@ -408,7 +420,7 @@ bool Dispatcher::Nack(ConsumerId id, std::string_view message_id,
     return false;
   }
   ConsumerState& consumer = *it->second;
-  auto delivered = consumer.by_id.find(std::string(message_id));
+  auto delivered = consumer.by_id.find(AbslView(message_id));
   if (delivered == consumer.by_id.end()) {
     ++unknown_acks_;
     return false;
@@ -439,19 +451,27 @@ bool Dispatcher::Nack(ConsumerId id, std::string_view message_id,
 uint64_t Dispatcher::BeginDispatch(const std::vector<ScheduledEntry>& due,
                                    storage::WriteBatch& batch) {
   const std::string zero = AttemptValue(0);
+  // Ready entries added, by (topic, group): views of `due` and of group
+  // names, which outlive this call. A chunk is mostly one topic, so this
+  // stays small and makes one counter key per queue rather than per entry.
+  absl::flat_hash_map<std::pair<std::string_view, std::string_view>, int64_t>
+      added;
   absl::MutexLock lock(&mu_);
   const uint64_t ticket = next_ticket_++;
   std::vector<PendingDispatch>& pending = dispatching_[ticket];
-  storage::CounterDeltas counts;
+  pending.reserve(due.size());
+  batch.Reserve(batch.size() + 2 * due.size() + 8);
   auto add = [&](Group* group, const ScheduledEntry& entry,
                  std::string_view group_name) {
-    std::string key = storage::ReadyKey(entry.topic, group_name, entry.key);
-    pending_ready_keys_.insert(key);
-    batch.Put(Table::kReady, key, zero);
-    counts.Add(storage::ReadyCounter(entry.topic, group_name), 1);
-    pending.push_back({group, entry.topic, std::move(key), entry.key});
+    batch.Put(Table::kReady,
+              storage::ReadyKey(entry.topic, group_name, entry.key), zero);
+    ++added[{entry.topic, group_name}];
+    // Only the waiting area needs the topic at EndDispatch.
+    pending.push_back(
+        {group, group == nullptr ? entry.topic : std::string(), entry.key});
   };
   for (const ScheduledEntry& entry : due) {
+    pending_ready_.insert(entry.key.sequence);
     // A group being deleted takes nothing new: a dispatch naming it could
     // still be in progress when its last chunk is written.
     bool taken = false;
@@ -464,7 +484,9 @@ uint64_t Dispatcher::BeginDispatch(const std::vector<ScheduledEntry>& due,
     }
     if (!taken) add(nullptr, entry, "");
   }
-  counts.AppendTo(batch);
+  for (const auto& [queue, n] : added) {
+    batch.Add(storage::ReadyCounter(queue.first, queue.second), n);
+  }
   return ticket;
 }
 
@@ -473,7 +495,7 @@ void Dispatcher::EndDispatch(uint64_t ticket, bool written) {
   auto it = dispatching_.find(ticket);
   if (it == dispatching_.end()) return;
   for (const PendingDispatch& p : it->second) {
-    pending_ready_keys_.erase(p.encoded_key);
+    pending_ready_.erase(p.key.sequence);
     if (!written) continue;
     if (p.group != nullptr) {
       p.group->window.Add(ReadyItem{p.key, false, 0});
@@ -529,7 +551,8 @@ absl::StatusOr<absl::Time> Dispatcher::StepImpl(bool deliver) {
       return status;
     }
     CommitStepLocked(work);
-    // Group the deliveries by consumer, in order.
+    // Which deliveries go to which stream, in order; the deliveries are
+    // built after the lock is released, which acks and writes also want.
     absl::flat_hash_map<ConsumerId, size_t> slot;
     for (Assignment& a : work.deliveries) {
       if (!a.record.has_value()) continue;
@@ -541,19 +564,23 @@ absl::StatusOr<absl::Time> Dispatcher::StepImpl(bool deliver) {
       }
       auto [s, inserted] = slot.try_emplace(a.consumer, sends.size());
       if (inserted) sends.push_back({consumer->second->sink, {}});
-      storage::MessageRecord& r = *a.record;
-      Delivery delivery;
-      // CommitStepLocked copied the id; the record is needed no more but
-      // for its times.
-      delivery.id = std::move(*r.mutable_id());
-      delivery.topic = std::move(*r.mutable_topic());
-      delivery.payload = std::move(*r.mutable_payload());
-      delivery.headers.insert(r.headers().begin(), r.headers().end());
-      delivery.deliver_at = absl::FromUnixMillis(r.deliver_at_ms());
-      delivery.published_at = absl::FromUnixMillis(r.published_at_ms());
-      delivery.attempt = r.dead_letter_attempts() + a.attempt;
-      sends[s->second].second.push_back(std::move(delivery));
+      a.send_to = s->second;
     }
+  }
+  for (Assignment& a : work.deliveries) {
+    if (!a.send_to.has_value()) continue;
+    storage::MessageRecord& r = *a.record;
+    Delivery delivery;
+    // CommitStepLocked copied the id; the record is needed no more but
+    // for its times.
+    delivery.id = std::move(*r.mutable_id());
+    delivery.topic = std::move(*r.mutable_topic());
+    delivery.payload = std::move(*r.mutable_payload());
+    delivery.headers.insert(r.headers().begin(), r.headers().end());
+    delivery.deliver_at = absl::FromUnixMillis(r.deliver_at_ms());
+    delivery.published_at = absl::FromUnixMillis(r.published_at_ms());
+    delivery.attempt = r.dead_letter_attempts() + a.attempt;
+    sends[*a.send_to].second.push_back(std::move(delivery));
   }
   // Activity for stats and metrics: acks, dead letters, deliveries, and how
   // late first deliveries were.
@@ -568,15 +595,25 @@ absl::StatusOr<absl::Time> Dispatcher::StepImpl(bool deliver) {
   for (const StepWork::DeadLetter& dead : work.dead_letters) {
     activity_->DeadLettered(dead.group->topic, 1);
   }
+  // By topic: how late each first delivery was, and how many were again.
+  struct TopicDeliveries {
+    std::vector<absl::Duration> lateness;
+    uint64_t again = 0;
+  };
+  absl::flat_hash_map<std::string_view, TopicDeliveries> delivered;
   for (const Assignment& a : work.deliveries) {
     if (!a.record.has_value()) continue;
+    TopicDeliveries& d = delivered[a.group->topic];
     if (a.attempt == 1) {
-      activity_->Delivered(
-          a.group->topic,
-          now - absl::FromUnixMillis(a.record->deliver_at_ms()));
+      d.lateness.push_back(now -
+                           absl::FromUnixMillis(a.record->deliver_at_ms()));
     } else {
-      activity_->Redelivered(a.group->topic, 1);
+      ++d.again;
     }
+  }
+  for (const auto& [topic, d] : delivered) {
+    activity_->Delivered(topic, d.lateness);
+    if (d.again > 0) activity_->Redelivered(topic, d.again);
   }
   for (auto& [consumer, deliveries] : sends) {
     consumer->Send(std::move(deliveries));
@@ -741,8 +778,7 @@ absl::Status Dispatcher::RefillLocked(Group& group) {
             return false;
           }
           ++count;
-          if (!pending_ready_keys_.contains(
-                  absl::string_view(key.data(), key.size())) &&
+          if (!pending_ready_.contains(due->sequence) &&
               !group.in_flight.contains(due->sequence)) {
             read.push_back({*due, waiting_area, storage::ReadU32(value)});
           }
@@ -1098,7 +1134,10 @@ void Dispatcher::MakeRedeliverableLocked(Group& group, InFlight& entry) {
 // ---- The thread.
 
 void Dispatcher::Start() {
-  thread_ = std::thread([this] { Run(); });
+  thread_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "hg-dispatcher");
+    Run();
+  });
 }
 
 void Dispatcher::Run() {

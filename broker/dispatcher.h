@@ -20,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "broker/activity.h"
 #include "broker/clock.h"
 #include "broker/loader.h"
@@ -151,13 +152,13 @@ class Dispatcher {
 
   // Acknowledges deliveries of the consumer by message id. Returns how many
   // ids were not in flight on it; those are ignored.
-  size_t Ack(ConsumerId id, const std::vector<std::string>& message_ids);
+  size_t Ack(ConsumerId id, absl::Span<const std::string_view> message_ids);
 
-  // The consumer's stream wrote the delivery of `message_id` to the network:
-  // its ack timeout starts now. (A timeout that ran from the hand-over
-  // would expire deliveries still queued behind a slow stream, and they
-  // would come round again and again.) Unknown ids are ignored.
-  void Written(ConsumerId id, std::string_view message_id);
+  // The consumer's stream wrote the deliveries of `message_ids` to the
+  // network: their ack timeouts start now. (A timeout that ran from the
+  // hand-over would expire deliveries still queued behind a slow stream,
+  // and they would come round again and again.) Unknown ids are ignored.
+  void Written(ConsumerId id, absl::Span<const std::string_view> message_ids);
 
   // Takes a delivery back from the consumer, to be delivered again once
   // `delay` has passed (at once if it is not positive). Returns false, and
@@ -382,10 +383,11 @@ class Dispatcher {
       ABSL_GUARDED_BY(mu_);
   uint64_t next_token_ ABSL_GUARDED_BY(mu_) = 1;
   // Dispatches between BeginDispatch and EndDispatch, by ticket; and the
-  // encoded ready keys they write, which refills skip.
+  // sequences of their messages, whose ready keys (in every group: a
+  // message comes due once) refills and tasks skip.
   absl::flat_hash_map<uint64_t, std::vector<PendingDispatch>> dispatching_
       ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_set<std::string> pending_ready_keys_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<uint64_t> pending_ready_ ABSL_GUARDED_BY(mu_);
   uint64_t next_ticket_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t unknown_acks_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time last_stuck_check_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();

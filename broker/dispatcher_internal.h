@@ -5,6 +5,7 @@
 // (dispatcher.cc, dispatcher_tasks.cc). Not for other users: everything
 // here is guarded by Dispatcher::mu_ and documented in dispatcher.h.
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -103,6 +104,8 @@ struct Dispatcher::Assignment {
   uint32_t previous_attempt;
   uint32_t attempt;
   std::optional<storage::MessageRecord> record;  // Read by BuildBatch.
+  // The stream it goes to, once written: an index into the step's sends.
+  std::optional<size_t> send_to;
 };
 
 struct Dispatcher::StepWork {
@@ -124,9 +127,8 @@ struct Dispatcher::StepWork {
 };
 
 struct Dispatcher::PendingDispatch {
-  Group* group;  // Null for the waiting area.
-  std::string topic;
-  std::string encoded_key;
+  Group* group;       // Null for the waiting area.
+  std::string topic;  // The waiting area's topic; empty for a group.
   DueKey key;
 };
 

@@ -193,8 +193,7 @@ absl::StatusOr<size_t> Dispatcher::RemoveReadyLocked(
         }
         // A dispatch still being written: it came due after the task
         // started, and is left alone.
-        if (!pending_ready_keys_.contains(
-                absl::string_view(key.data(), key.size()))) {
+        if (!pending_ready_.contains(due->sequence)) {
           keys.push_back(*due);
         }
         position = {due->deliver_at_ms, due->sequence + 1};
@@ -358,14 +357,10 @@ absl::Status Dispatcher::RedriveChunkLocked(Task& task, TaskChunk& chunk) {
     absl::StatusOr<std::optional<std::string>> scheduled =
         store_->Get(Table::kSchedule, storage::ScheduleKey(key));
     if (!scheduled.ok()) return scheduled.status();
-    bool wait =
-        scheduled->has_value() ||
-        pending_ready_keys_.contains(storage::ReadyKey(dead_topic, "", key));
+    bool wait = scheduled->has_value() || pending_ready_.contains(key.sequence);
     if (t != topics_.end()) {
       for (auto& [name, group] : t->second) {
-        wait = wait || group->finishing.contains(key.sequence) ||
-               pending_ready_keys_.contains(
-                   storage::ReadyKey(dead_topic, name, key));
+        wait = wait || group->finishing.contains(key.sequence);
       }
     }
     if (wait) {

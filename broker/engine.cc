@@ -1,8 +1,12 @@
 #include "broker/engine.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <optional>
+#include <string_view>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "storage/keys.h"
 #include "storage/records.pb.h"
@@ -348,12 +352,15 @@ absl::StatusOr<absl::Time> Engine::Tick() {
 absl::Status Engine::Dispatch(const std::vector<ScheduledEntry>& chunk) {
   storage::WriteBatch batch;
   const uint64_t ticket = dispatcher_->BeginDispatch(chunk, batch);
-  storage::CounterDeltas counts;
+  // Scheduled messages taken, by topic (views of `chunk`).
+  absl::flat_hash_map<std::string_view, int64_t> taken;
   for (const ScheduledEntry& entry : chunk) {
     batch.Delete(Table::kSchedule, storage::ScheduleKey(entry.key));
-    counts.Add(storage::ScheduledCounter(entry.topic), -1);
+    ++taken[entry.topic];
   }
-  counts.AppendTo(batch);
+  for (const auto& [topic, n] : taken) {
+    batch.Add(storage::ScheduledCounter(topic), -n);
+  }
   DueKey cursor = scheduler_.SafeCursor();
   if (std::optional<DueKey> waiting = due_.Least()) {
     cursor = std::min(cursor, *waiting);
@@ -372,7 +379,10 @@ absl::Status Engine::Dispatch(const std::vector<ScheduledEntry>& chunk) {
 }
 
 void Engine::Start() {
-  timer_ = std::thread([this] { RunTimer(); });
+  timer_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "hg-timer");
+    RunTimer();
+  });
   dispatcher_->Start();
 }
 

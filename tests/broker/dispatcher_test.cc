@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -33,7 +34,7 @@ constexpr int64_t kStartMs = 1'795'305'600'000;  // 2026-11-22T00:00:00Z
 const absl::Time kStart = absl::FromUnixMillis(kStartMs);
 
 // A consumer stream that records what it is sent and, like a real one,
-// reports each delivery as written at once.
+// reports the deliveries of each Send as written at once, in one call.
 class FakeConsumer final : public Consumer {
  public:
   void Send(std::vector<Delivery> deliveries) override {
@@ -46,7 +47,8 @@ class FakeConsumer final : public Consumer {
       }
     }
     if (dispatcher_ != nullptr) {
-      for (const std::string& id : ids) dispatcher_->Written(id_, id);
+      const std::vector<std::string_view> written(ids.begin(), ids.end());
+      dispatcher_->Written(id_, written);
     }
   }
   // Reports writes to `dispatcher` as consumer `id` from now on.
@@ -393,6 +395,34 @@ TEST_F(DispatcherTest, MetricsCountEventsAndShowWhatIsHeld) {
   }
   EXPECT_THAT(text,
               ::testing::HasSubstr("hourglass_store_write_seconds_count"));
+  engine_.reset();  // Stops collecting before the registry goes.
+}
+
+// One step's deliveries of a topic are counted together: each one counts,
+// and each one's lateness goes into the histogram.
+TEST_F(DispatcherTest, MetricsCountEveryDeliveryOfAStep) {
+  metrics::Registry registry;
+  options_.metrics = &registry;
+  Reopen();
+  auto consumer = std::make_shared<FakeConsumer>();
+  Subscribe("t", "g", consumer, /*max_in_flight=*/10);
+  Publish("t", "a", absl::ZeroDuration());
+  Publish("t", "b", absl::Milliseconds(1));
+  Publish("t", "c", absl::Milliseconds(2));
+  RunAt(absl::Milliseconds(5));
+  ASSERT_THAT(Ids(consumer->Take()), ElementsAre("a@1", "b@1", "c@1"));
+
+  const std::string text = registry.Render();
+  for (const char* line : {
+           "hourglass_delivered_total{topic=\"t\"} 3\n",
+           "hourglass_redelivered_total{topic=\"t\"} 0\n",
+           // 5, 4 and 3 ms late: all three in the 5 ms bucket.
+           "hourglass_delivery_lateness_seconds_bucket{le=\"0.0025\"} 0\n",
+           "hourglass_delivery_lateness_seconds_bucket{le=\"0.005\"} 3\n",
+           "hourglass_delivery_lateness_seconds_count 3\n",
+       }) {
+    EXPECT_THAT(text, ::testing::HasSubstr(line));
+  }
   engine_.reset();  // Stops collecting before the registry goes.
 }
 

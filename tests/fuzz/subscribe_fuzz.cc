@@ -35,6 +35,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -336,7 +337,8 @@ class SubscribeFuzzer {
     TRACE("%lld ack consumer %llu: %zu ids, %zu unknown\n",
           static_cast<long long>(NowMs()),
           static_cast<unsigned long long>(c.id), ids.size(), expected_unknown);
-    const size_t unknown = dispatcher().Ack(c.id, ids);
+    const std::vector<std::string_view> views(ids.begin(), ids.end());
+    const size_t unknown = dispatcher().Ack(c.id, views);
     FUZZ_CHECK(unknown == expected_unknown,
                "consumer %llu: %zu of %zu acks unknown, expected %zu",
                static_cast<unsigned long long>(c.id), unknown, ids.size(),
@@ -427,7 +429,7 @@ class SubscribeFuzzer {
         for (Delivery& d : c.inbox->Take()) {
           CheckDelivery(c, d, now);
           // The stream wrote it: its ack timeout runs from now.
-          dispatcher().Written(c.id, d.id);
+          dispatcher().Written(c.id, {d.id});
         }
       }
       if (*tick > clock_.Now() && *step > clock_.Now()) {
