@@ -3,6 +3,7 @@
 
 #include "api/broker_service.h"
 
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -17,6 +18,7 @@
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
 #include "storage/keys.h"
+#include "tests/testing/broker_client.h"
 #include "tests/testing/faulty_store.h"
 
 namespace hourglass::api {
@@ -355,6 +357,51 @@ TEST_F(BrokerServiceTest, BadRequestsAfterOpenEndTheStream) {
     EXPECT_EQ(status.error_message(), kind == "open"
                                           ? "open may only be the first request"
                                           : "nack.delay -1s is negative");
+  }
+}
+
+// Each delivery carries exactly its own message's fields, whatever the
+// deliveries before it on the stream held.
+TEST_F(BrokerServiceTest, EachDeliveryCarriesExactlyItsOwnMessage) {
+  hourglass::v1::Open open;
+  open.set_topic("t");
+  open.set_group("g");
+  testing::Subscription sub(stub_.get(), open);
+  struct Sent {
+    std::string id;
+    std::string payload;
+    std::map<std::string, std::string> headers;
+  };
+  const std::vector<std::vector<Sent>> rounds = {
+      {{"a", "a-long-payload!!", {{"k1", "v1"}, {"k2", "v2"}}}, {"b", "b", {}}},
+      {{"c", "", {{"k3", "v3"}}}, {"dd", "d", {}}},
+  };
+  for (const std::vector<Sent>& round : rounds) {
+    PublishRequest request;
+    for (const Sent& s : round) {
+      Message& m = *request.add_messages();
+      m = Msg("t", 0, s.id);
+      m.set_payload(s.payload);
+      m.mutable_headers()->insert(s.headers.begin(), s.headers.end());
+    }
+    PublishResponse response;
+    ASSERT_TRUE(Publish(request, &response).ok());
+    const std::vector<testing::Received> got =
+        sub.Take(round.size(), absl::Seconds(30));
+    ASSERT_EQ(got.size(), round.size());
+    for (size_t i = 0; i < round.size(); ++i) {
+      const hourglass::v1::Delivery& d = got[i].delivery;
+      SCOPED_TRACE(round[i].id);
+      EXPECT_EQ(d.id(), round[i].id);
+      EXPECT_EQ(d.topic(), "t");
+      EXPECT_EQ(d.payload(), round[i].payload);
+      const std::map<std::string, std::string> headers(d.headers().begin(),
+                                                       d.headers().end());
+      EXPECT_EQ(headers, round[i].headers);
+      EXPECT_EQ(d.attempt(), 1u);
+      EXPECT_EQ(Millis(d.deliver_at()),
+                Millis(response.receipts(i).deliver_at()));
+    }
   }
 }
 
