@@ -50,8 +50,10 @@ struct Delivery {
 // The dispatcher calls Send from its own thread, in delivery order, and End
 // at most once, never while holding its lock; no Send follows End. Both may
 // come after Unsubscribe (the stream then drops them). Neither may block.
-// The stream reports each delivery it writes out with
-// Dispatcher::Written: its ack timeout runs from then.
+// The stream reports the deliveries it has written out with
+// Dispatcher::Written, any number per call: an ack timeout runs from the
+// report, so a stream reports soon after the write (the API's reactor:
+// once its outbox is empty, or every 64 deliveries).
 class Consumer {
  public:
   virtual ~Consumer() = default;
