@@ -52,8 +52,8 @@ struct Delivery {
 // come after Unsubscribe (the stream then drops them). Neither may block.
 // The stream reports the deliveries it has written out with
 // Dispatcher::Written, any number per call: an ack timeout runs from the
-// report, so a stream reports soon after the write (the API's reactor:
-// once its outbox is empty, or every 64 deliveries).
+// report, so a stream reports soon after the write (how the API's reactor
+// groups its reports: api/subscribe_stream.cc, OnWriteDone).
 class Consumer {
  public:
   virtual ~Consumer() = default;
