@@ -227,9 +227,10 @@ absl::StatusOr<PreparedPublish> Publisher::Prepare(
 
 absl::StatusOr<std::vector<PublishReceipt>> Publisher::Finish(
     PreparedPublish prepared, absl::Status status) {
+  bool in_wheel = false;
   for (const ScheduledEntry& entry : prepared.keys) {
     if (status.ok()) {
-      scheduler_->PublishDurable(entry.key, entry.topic);
+      in_wheel = scheduler_->PublishDurable(entry.key, entry.topic) || in_wheel;
     } else {
       scheduler_->PublishFailed(entry.key);
     }
@@ -242,8 +243,9 @@ absl::StatusOr<std::vector<PublishReceipt>> Publisher::Finish(
     std::map<std::string_view, uint64_t> per_topic;
     for (const ScheduledEntry& entry : prepared.keys) ++per_topic[entry.topic];
     for (const auto& [topic, n] : per_topic) activity_->Published(topic, n);
-    on_durable_();
   }
+  // Only the wheel's new entries can be due before the timer's next wake-up.
+  if (in_wheel) on_durable_();
   return std::move(prepared.receipts);
 }
 

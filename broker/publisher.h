@@ -82,7 +82,7 @@ class Publisher {
 
   // `next_sequence` is the first sequence this run may use (see
   // Engine::Open). `on_durable` runs after new messages entered the
-  // scheduler, for waking the timer thread; it must not block.
+  // scheduler's wheel, for waking the timer thread; it must not block.
   // REQUIRES: the pointers outlive the publisher.
   Publisher(storage::MessageStore* store, storage::CommitQueue* commits,
             Scheduler* scheduler, Clock* clock, Activity* activity,

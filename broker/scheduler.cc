@@ -77,13 +77,15 @@ void Scheduler::BeginPublish(const storage::DueKey& key) {
   ++in_progress_[key];
 }
 
-void Scheduler::PublishDurable(const storage::DueKey& key,
+bool Scheduler::PublishDurable(const storage::DueKey& key,
                                const std::string& topic) {
   absl::MutexLock lock(&mu_);
   EndLocked(key);
   // Behind the loader: the loader will not read it again, so it is ours.
   // Ahead of it: the loader will read it from the store.
-  if (key < loader_.position()) InsertLocked(key, topic);
+  if (!(key < loader_.position())) return false;
+  InsertLocked(key, topic);
+  return true;
 }
 
 void Scheduler::PublishFailed(const storage::DueKey& key) {

@@ -83,8 +83,9 @@ class Scheduler {
   // unique, and the write follows.
   void BeginPublish(const storage::DueKey& key);
   // The publish of `key` is durable: the message enters the wheel if it is
-  // behind the loaded horizon.
-  void PublishDurable(const storage::DueKey& key, const std::string& topic);
+  // behind the loaded horizon. Returns whether it did; one that did not is
+  // the loader's when the horizon reaches it, with no wake-up needed.
+  bool PublishDurable(const storage::DueKey& key, const std::string& topic);
   // The publish of `key` failed; nothing was written.
   void PublishFailed(const storage::DueKey& key);
 

@@ -127,11 +127,30 @@ TEST_F(SchedulerTest, APublishInProgressDuringALoadEntersTheWheelOnce) {
   Write({entry});  // Durable, but the publisher has not been told yet...
   LoadAll();       // ...when the loader passes over it.
   EXPECT_EQ(scheduler_->InWheel(), 0u);
-  scheduler_->PublishDurable(entry.key, entry.topic);
+  EXPECT_TRUE(scheduler_->PublishDurable(entry.key, entry.topic));
   EXPECT_EQ(scheduler_->InWheel(), 1u);
   AdvanceTo(kStartMs + 30'000);
   EXPECT_THAT(scheduler_->Poll(), ElementsAre(entry));
   EXPECT_THAT(scheduler_->Poll(), IsEmpty());
+}
+
+// The publisher wakes the timer thread only for messages that entered the
+// wheel; the loader brings the others when its horizon reaches them.
+TEST_F(SchedulerTest, PublishDurableSaysWhetherTheMessageEnteredTheWheel) {
+  LoadAll();  // Loaded up to now + 61 s.
+  const ScheduledEntry near = E(kStartMs + 30'000, 1, "t");
+  const ScheduledEntry far = E(kStartMs + 120'000, 2, "t");
+  scheduler_->BeginPublish(near.key);
+  scheduler_->BeginPublish(far.key);
+  Write({near, far});
+  EXPECT_TRUE(scheduler_->PublishDurable(near.key, near.topic));
+  EXPECT_FALSE(scheduler_->PublishDurable(far.key, far.topic));
+  EXPECT_EQ(scheduler_->InWheel(), 1u);
+  AdvanceTo(kStartMs + 60'000);
+  LoadAll();  // Up to now + 61 s.
+  EXPECT_EQ(scheduler_->InWheel(), 2u);
+  AdvanceTo(kStartMs + 120'000);
+  EXPECT_THAT(scheduler_->Poll(), ElementsAre(near, far));
 }
 
 TEST_F(SchedulerTest, AFailedPublishLeavesNothing) {
