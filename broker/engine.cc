@@ -236,8 +236,9 @@ void Engine::Reschedule(
       [this, old_key = *old_key, new_key, floor, topic = std::move(topic),
        receipt, done = std::move(done)](absl::Status status) mutable {
         scheduler_.EndCancel(old_key, topic, /*deleted=*/status.ok());
+        bool in_wheel = false;
         if (status.ok()) {
-          scheduler_.PublishDurable(new_key, topic);
+          in_wheel = scheduler_.PublishDurable(new_key, topic);
         } else {
           scheduler_.PublishFailed(new_key);
         }
@@ -246,7 +247,9 @@ void Engine::Reschedule(
           std::move(done)(std::move(status));
           return;
         }
-        Wake();
+        // A new time beyond the horizon is the loader's to bring in; the
+        // timer thread wakes for it by itself.
+        if (in_wheel) Wake();
         std::move(done)(receipt);
       });
 }
