@@ -108,6 +108,36 @@ TEST_P(MessageStoreTest, BatchAppliesInOrderLaterOperationsWin) {
               ElementsAre(Pair("b", "3"), Pair("d", "5")));
 }
 
+// The order a batch gives decides between operations on one key, however
+// its keys are ordered and whichever tables they are in.
+TEST_P(MessageStoreTest, OperationsOnOneKeyApplyInBatchOrderAmongOtherKeys) {
+  WriteBatch batch;
+  batch.Put(Table::kMessages, "z", "1");
+  batch.Add("c", 5);
+  batch.Put(Table::kMessages, "a", "1");
+  batch.Put(Table::kIds, "m", "x");
+  batch.Delete(Table::kMessages, "z");
+  batch.Delete(Table::kCounters, "c");
+  batch.Put(Table::kMessages, "z", "2");
+  batch.Delete(Table::kMessages, "a");
+  batch.Add("c", 2);
+  batch.Put(Table::kMessages, "a", "3");
+  batch.Delete(Table::kIds, "m");
+  batch.Put(Table::kMessages, "k", "9");
+  batch.Delete(Table::kMessages, "k");
+  batch.Put(Table::kIds, "b", "y");
+  ASSERT_TRUE(store_->Write(batch).ok());
+  for (int pass = 0; pass < 2; ++pass) {
+    SCOPED_TRACE(pass == 0 ? "as written" : "after reopen");
+    EXPECT_THAT(ScanAll(*store_, Table::kMessages),
+                ElementsAre(Pair("a", "3"), Pair("z", "2")));
+    EXPECT_THAT(ScanAll(*store_, Table::kIds), ElementsAre(Pair("b", "y")));
+    EXPECT_THAT(ScanAll(*store_, Table::kCounters),
+                ElementsAre(Pair("c", EncodeCounter(2))));
+    Reopen();
+  }
+}
+
 // Schedule, ready and topic_due keys are put only while absent; deletes of
 // them may rely on it (IsWriteOnce). A key deleted may be put again, also in
 // the same batch.
