@@ -135,6 +135,22 @@ rocksdb::CompressionType BestCompression() {
   return rocksdb::kNoCompression;
 }
 
+// Splits a table's bloom filter and index into blocks of about 4 KiB with a
+// small top-level index over them, kept in the block cache like data blocks.
+// A whole-file filter is about 1.25 bytes per key: a compacted `messages`
+// file of a million keys has one of 1.2 MiB, more than a shard of the LRU
+// cache holds (64 MiB in 64 shards), so it was not kept and every lookup
+// read, copied and checksummed all of it again (17 % of the dispatcher's
+// samples in a profile of a million messages being delivered). Partitions
+// cache like any block, whatever the file's size.
+void PartitionFilters(rocksdb::BlockBasedTableOptions& blocks) {
+  blocks.index_type = rocksdb::BlockBasedTableOptions::kTwoLevelIndexSearch;
+  blocks.partition_filters = true;
+  // The top-level index and filter of each file stay in the cache while
+  // the file is open.
+  blocks.pin_top_level_index_and_filter = true;
+}
+
 // Column family options for one table. The tables have two shapes:
 //
 // - Looked up by key (messages, ids, meta): a bloom filter answers "absent"
@@ -184,6 +200,7 @@ rocksdb::ColumnFamilyOptions TableOptions(
     case Table::kMeta:
       blocks.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
       blocks.whole_key_filtering = true;
+      PartitionFilters(blocks);
       break;
     case Table::kCounters:
       // A few keys, each changed by every batch that moves a message: merge
@@ -192,6 +209,7 @@ rocksdb::ColumnFamilyOptions TableOptions(
       cf.merge_operator = std::make_shared<CounterAddOperator>();
       cf.max_successive_merges = 16;
       blocks.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
+      PartitionFilters(blocks);
       break;
     case Table::kTopicDue:
     case Table::kSchedule:
