@@ -105,15 +105,17 @@ grpc::ServerUnaryReactor* BrokerService::Cancel(
   return reactor;
 }
 
-grpc::ServerBidiReactor<hourglass::v1::SubscribeRequest,
-                        hourglass::v1::Delivery>*
-BrokerService::Subscribe(grpc::CallbackServerContext* context) {
+template <typename Response, typename Start>
+grpc::ServerBidiReactor<hourglass::v1::SubscribeRequest, Response>*
+BrokerService::StartStream(grpc::CallbackServerContext* context, Start start) {
   absl::StatusOr<Grant> grant = authorizer_->Authenticate(*context);
-  if (!grant.ok()) return NewRefusedStream(ToGrpcStatus(grant.status()));
+  if (!grant.ok()) {
+    return NewRefusedStream<Response>(ToGrpcStatus(grant.status()));
+  }
   const size_t open = streams_.fetch_add(1) + 1;
   if (limits_.max_streams > 0 && open > limits_.max_streams) {
     streams_.fetch_sub(1);
-    return NewRefusedStream(ToGrpcStatus(absl::ResourceExhaustedError(
+    return NewRefusedStream<Response>(ToGrpcStatus(absl::ResourceExhaustedError(
         absl::StrCat("too many Subscribe streams (limit ", limits_.max_streams,
                      ", --max_streams)"))));
   }
@@ -122,7 +124,20 @@ BrokerService::Subscribe(grpc::CallbackServerContext* context) {
     return grant.Check(Role::kConsume, topic);
   };
   hooks.on_finish = [this] { streams_.fetch_sub(1); };
-  return NewSubscribeStream(&engine_->dispatcher(), limits_, std::move(hooks));
+  return start(&engine_->dispatcher(), limits_, std::move(hooks));
+}
+
+grpc::ServerBidiReactor<hourglass::v1::SubscribeRequest,
+                        hourglass::v1::Delivery>*
+BrokerService::Subscribe(grpc::CallbackServerContext* context) {
+  return StartStream<hourglass::v1::Delivery>(context, NewSubscribeStream);
+}
+
+grpc::ServerBidiReactor<hourglass::v1::SubscribeRequest,
+                        hourglass::v1::DeliveryBatch>*
+BrokerService::SubscribeBatches(grpc::CallbackServerContext* context) {
+  return StartStream<hourglass::v1::DeliveryBatch>(context,
+                                                   NewSubscribeBatchesStream);
 }
 
 }  // namespace hourglass::api

@@ -14,7 +14,8 @@ namespace hourglass::api {
 
 // hourglass.v1.Broker on the gRPC callback API: validates each request,
 // translates it, and hands it to the engine; answers when the engine does.
-// Each Subscribe stream is a reactor of its own (api/subscribe_stream.h).
+// Each Subscribe and SubscribeBatches stream is a reactor of its own
+// (api/subscribe_stream.h).
 // Calls past limits_ (streams open, bytes of publishes being written) are
 // refused with RESOURCE_EXHAUSTED.
 //
@@ -48,7 +49,18 @@ class BrokerService final : public hourglass::v1::Broker::CallbackService {
                           hourglass::v1::Delivery>*
   Subscribe(grpc::CallbackServerContext* context) override;
 
+  grpc::ServerBidiReactor<hourglass::v1::SubscribeRequest,
+                          hourglass::v1::DeliveryBatch>*
+  SubscribeBatches(grpc::CallbackServerContext* context) override;
+
  private:
+  // Authenticates a Subscribe or SubscribeBatches call and checks the
+  // stream limit; then `start` makes the stream with the hooks that
+  // authorise its topic and count it.
+  template <typename Response, typename Start>
+  grpc::ServerBidiReactor<hourglass::v1::SubscribeRequest, Response>*
+  StartStream(grpc::CallbackServerContext* context, Start start);
+
   broker::Engine* const engine_;
   broker::Clock* const clock_;
   const Limits limits_;

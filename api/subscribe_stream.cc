@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -24,14 +25,16 @@ using ConsumerId = broker::Dispatcher::ConsumerId;
 // dispatcher (each report takes the dispatcher's lock once).
 constexpr size_t kReportWritten = 64;
 
+template <typename Response>
 class SubscribeStream;
 
 // What the dispatcher holds of a stream. It may outlive the stream's
 // reactor: once the reactor is done, what arrives here is dropped (the
 // dispatcher hands those deliveries back when the stream unsubscribes).
+template <typename Response>
 class StreamSink final : public broker::Consumer {
  public:
-  StreamSink(SubscribeStream* stream, broker::Dispatcher* dispatcher)
+  StreamSink(SubscribeStream<Response>* stream, broker::Dispatcher* dispatcher)
       : stream_(stream), dispatcher_(dispatcher) {}
 
   void Send(std::vector<broker::Delivery> deliveries) override;
@@ -46,26 +49,30 @@ class StreamSink final : public broker::Consumer {
 
  private:
   absl::Mutex mu_;
-  SubscribeStream* stream_ ABSL_GUARDED_BY(mu_);
+  SubscribeStream<Response>* stream_ ABSL_GUARDED_BY(mu_);
   broker::Dispatcher* const dispatcher_;
 };
 
-// The reactor of one stream. Reads run one at a time (each OnReadDone
-// starts the next); writes run one at a time from an outbox. Thread-safe:
-// reactions, the dispatcher's Send and End, and the Subscribe answer may
-// come concurrently; mu_ guards the shared state. Lock order: the sink's
-// lock, then mu_, then the dispatcher's.
-class SubscribeStream final
-    : public grpc::ServerBidiReactor<SubscribeRequest,
-                                     hourglass::v1::Delivery> {
+// The reactor of one stream; Response is Delivery (Subscribe) or
+// DeliveryBatch (SubscribeBatches). Reads run one at a time (each
+// OnReadDone starts the next); writes run one at a time from an outbox of
+// responses, which for batches gathers what arrives while a write is in
+// progress. Thread-safe: reactions, the dispatcher's Send and End, and the
+// Subscribe answer may come concurrently; mu_ guards the shared state. Lock
+// order: the sink's lock, then mu_, then the dispatcher's.
+template <typename Response>
+class SubscribeStream final : public SubscribeReactor<Response> {
  public:
+  static constexpr bool kBatches =
+      std::is_same_v<Response, hourglass::v1::DeliveryBatch>;
+
   SubscribeStream(broker::Dispatcher* dispatcher, const Limits& limits,
                   StreamHooks hooks)
       : dispatcher_(dispatcher),
         limits_(limits),
         hooks_(std::move(hooks)),
-        sink_(std::make_shared<StreamSink>(this, dispatcher)) {
-    StartRead(&request_);
+        sink_(std::make_shared<StreamSink<Response>>(this, dispatcher)) {
+    this->StartRead(&request_);
   }
 
   void OnReadDone(bool ok) override;
@@ -89,6 +96,10 @@ class SubscribeStream final
 
  private:
   void WriteNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Where the next delivery of the outbox goes: a response of its own, or
+  // (batches) the last one, unless that is being written or full.
+  hourglass::v1::Delivery& NextDeliveryLocked(const broker::Delivery& d)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Handles request_ after `open`; false if it ended the stream.
   bool HandleRequest();
 
@@ -96,7 +107,7 @@ class SubscribeStream final
   const Limits limits_;
   // authorize is called by the read chain; on_finish by FinishOnce, once.
   StreamHooks hooks_;
-  const std::shared_ptr<StreamSink> sink_;
+  const std::shared_ptr<StreamSink<Response>> sink_;
   // Touched only by the read chain: StartRead and the OnReadDone it causes.
   SubscribeRequest request_;
   bool opened_ = false;
@@ -105,7 +116,9 @@ class SubscribeStream final
   // Set once subscribed, until the stream finishes; writes wait for it.
   std::optional<ConsumerId> consumer_ ABSL_GUARDED_BY(mu_);
   // The front is being written while writing_.
-  std::deque<hourglass::v1::Delivery> outbox_ ABSL_GUARDED_BY(mu_);
+  std::deque<Response> outbox_ ABSL_GUARDED_BY(mu_);
+  // Batches: bytes of deliveries in the outbox's last response.
+  size_t last_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   // Ids of deliveries written and not yet reported to the dispatcher.
   std::vector<std::string> written_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
@@ -114,17 +127,20 @@ class SubscribeStream final
   std::optional<grpc::Status> finish_after_write_ ABSL_GUARDED_BY(mu_);
 };
 
-void StreamSink::Send(std::vector<broker::Delivery> deliveries) {
+template <typename Response>
+void StreamSink<Response>::Send(std::vector<broker::Delivery> deliveries) {
   absl::MutexLock lock(&mu_);
   if (stream_ != nullptr) stream_->Enqueue(std::move(deliveries));
 }
 
-void StreamSink::End(absl::Status status) {
+template <typename Response>
+void StreamSink<Response>::End(absl::Status status) {
   absl::MutexLock lock(&mu_);
   if (stream_ != nullptr) stream_->FinishOnce(ToGrpcStatus(status));
 }
 
-void StreamSink::Subscribed(absl::StatusOr<ConsumerId> id) {
+template <typename Response>
+void StreamSink<Response>::Subscribed(absl::StatusOr<ConsumerId> id) {
   absl::MutexLock lock(&mu_);
   if (stream_ != nullptr) {
     stream_->OnSubscribed(std::move(id));
@@ -133,7 +149,8 @@ void StreamSink::Subscribed(absl::StatusOr<ConsumerId> id) {
   }
 }
 
-void SubscribeStream::OnReadDone(bool ok) {
+template <typename Response>
+void SubscribeStream<Response>::OnReadDone(bool ok) {
   if (!ok) {
     // The client ended its side, or went away.
     FinishOnce(grpc::Status::OK);
@@ -167,10 +184,11 @@ void SubscribeStream::OnReadDone(bool ok) {
                            });
     return;
   }
-  if (HandleRequest()) StartRead(&request_);
+  if (HandleRequest()) this->StartRead(&request_);
 }
 
-bool SubscribeStream::HandleRequest() {
+template <typename Response>
+bool SubscribeStream<Response>::HandleRequest() {
   std::optional<ConsumerId> consumer;
   {
     absl::MutexLock lock(&mu_);
@@ -207,7 +225,8 @@ bool SubscribeStream::HandleRequest() {
   return false;
 }
 
-void SubscribeStream::OnSubscribed(absl::StatusOr<ConsumerId> id) {
+template <typename Response>
+void SubscribeStream<Response>::OnSubscribed(absl::StatusOr<ConsumerId> id) {
   if (!id.ok()) {
     FinishOnce(ToGrpcStatus(id.status()));
     return;
@@ -218,20 +237,22 @@ void SubscribeStream::OnSubscribed(absl::StatusOr<ConsumerId> id) {
       consumer_ = *id;
       // Initial metadata tells the client it is subscribed; deliveries
       // that arrived meanwhile follow it.
-      StartSendInitialMetadata();
+      this->StartSendInitialMetadata();
       WriteNextLocked();
-      StartRead(&request_);
+      this->StartRead(&request_);
       return;
     }
   }
   dispatcher_->Unsubscribe(*id);  // Ended before the answer came.
 }
 
-void SubscribeStream::Enqueue(std::vector<broker::Delivery> deliveries) {
+template <typename Response>
+void SubscribeStream<Response>::Enqueue(
+    std::vector<broker::Delivery> deliveries) {
   absl::MutexLock lock(&mu_);
   if (finishing_) return;
   for (broker::Delivery& d : deliveries) {
-    hourglass::v1::Delivery& out = outbox_.emplace_back();
+    hourglass::v1::Delivery& out = NextDeliveryLocked(d);
     out.set_id(std::move(d.id));
     out.set_topic(std::move(d.topic));
     out.set_payload(std::move(d.payload));
@@ -245,7 +266,29 @@ void SubscribeStream::Enqueue(std::vector<broker::Delivery> deliveries) {
   if (!writing_) WriteNextLocked();
 }
 
-void SubscribeStream::WriteNextLocked() {
+template <typename Response>
+hourglass::v1::Delivery& SubscribeStream<Response>::NextDeliveryLocked(
+    const broker::Delivery& d) {
+  if constexpr (kBatches) {
+    size_t bytes = d.id.size() + d.topic.size() + d.payload.size();
+    for (const auto& [key, value] : d.headers) {
+      bytes += key.size() + value.size();
+    }
+    // The front is the batch being written while writing_: it is sealed.
+    const bool sealed = outbox_.empty() || (writing_ && outbox_.size() == 1);
+    if (sealed || last_bytes_ + bytes > kMaxBatchBytes) {
+      outbox_.emplace_back();
+      last_bytes_ = 0;
+    }
+    last_bytes_ += bytes;
+    return *outbox_.back().add_deliveries();
+  } else {
+    return outbox_.emplace_back();
+  }
+}
+
+template <typename Response>
+void SubscribeStream<Response>::WriteNextLocked() {
   if (outbox_.empty() || !consumer_.has_value()) return;
   writing_ = true;
   // More deliveries wait behind this one: gRPC may hold it in the stream's
@@ -253,20 +296,27 @@ void SubscribeStream::WriteNextLocked() {
   // goes without the hint and sends everything held.
   grpc::WriteOptions options;
   if (outbox_.size() > 1) options.set_buffer_hint();
-  StartWrite(&outbox_.front(), options);
+  this->StartWrite(&outbox_.front(), options);
 }
 
-void SubscribeStream::OnWriteDone(bool ok) {
+template <typename Response>
+void SubscribeStream<Response>::OnWriteDone(bool ok) {
   std::vector<std::string> written;
   std::optional<ConsumerId> consumer;
   {
     absl::MutexLock lock(&mu_);
     writing_ = false;
-    written_.push_back(std::move(*outbox_.front().mutable_id()));
+    if constexpr (kBatches) {
+      for (hourglass::v1::Delivery& d : *outbox_.front().mutable_deliveries()) {
+        written_.push_back(std::move(*d.mutable_id()));
+      }
+    } else {
+      written_.push_back(std::move(*outbox_.front().mutable_id()));
+    }
     outbox_.pop_front();
     if (finishing_) {
       if (finish_after_write_.has_value()) {
-        Finish(*finish_after_write_);
+        this->Finish(*finish_after_write_);
         finish_after_write_.reset();
       }
       return;
@@ -295,7 +345,8 @@ void SubscribeStream::OnWriteDone(bool ok) {
   FinishOnce(grpc::Status(grpc::StatusCode::UNAVAILABLE, "write failed"));
 }
 
-void SubscribeStream::FinishOnce(const grpc::Status& status) {
+template <typename Response>
+void SubscribeStream<Response>::FinishOnce(const grpc::Status& status) {
   std::optional<ConsumerId> consumer;
   {
     absl::MutexLock lock(&mu_);
@@ -310,7 +361,7 @@ void SubscribeStream::FinishOnce(const grpc::Status& status) {
       finish_after_write_ = status;
     } else {
       outbox_.clear();
-      Finish(status);
+      this->Finish(status);
     }
   }
   if (consumer.has_value()) dispatcher_->Unsubscribe(*consumer);
@@ -318,27 +369,35 @@ void SubscribeStream::FinishOnce(const grpc::Status& status) {
 
 // A stream that ends as it starts. gRPC holds the Finish until the reactor
 // is bound to the call.
-class RefusedStream final
-    : public grpc::ServerBidiReactor<SubscribeRequest,
-                                     hourglass::v1::Delivery> {
+template <typename Response>
+class RefusedStream final : public SubscribeReactor<Response> {
  public:
-  explicit RefusedStream(const grpc::Status& status) { Finish(status); }
+  explicit RefusedStream(const grpc::Status& status) { this->Finish(status); }
   void OnDone() override { delete this; }
 };
 
 }  // namespace
 
-grpc::ServerBidiReactor<hourglass::v1::SubscribeRequest,
-                        hourglass::v1::Delivery>*
-NewSubscribeStream(broker::Dispatcher* dispatcher, const Limits& limits,
-                   StreamHooks hooks) {
-  return new SubscribeStream(dispatcher, limits, std::move(hooks));
+SubscribeReactor<hourglass::v1::Delivery>* NewSubscribeStream(
+    broker::Dispatcher* dispatcher, const Limits& limits, StreamHooks hooks) {
+  return new SubscribeStream<hourglass::v1::Delivery>(dispatcher, limits,
+                                                      std::move(hooks));
 }
 
-grpc::ServerBidiReactor<hourglass::v1::SubscribeRequest,
-                        hourglass::v1::Delivery>*
-NewRefusedStream(const grpc::Status& status) {
-  return new RefusedStream(status);
+SubscribeReactor<hourglass::v1::DeliveryBatch>* NewSubscribeBatchesStream(
+    broker::Dispatcher* dispatcher, const Limits& limits, StreamHooks hooks) {
+  return new SubscribeStream<hourglass::v1::DeliveryBatch>(dispatcher, limits,
+                                                           std::move(hooks));
 }
+
+template <typename Response>
+SubscribeReactor<Response>* NewRefusedStream(const grpc::Status& status) {
+  return new RefusedStream<Response>(status);
+}
+
+template SubscribeReactor<hourglass::v1::Delivery>* NewRefusedStream(
+    const grpc::Status& status);
+template SubscribeReactor<hourglass::v1::DeliveryBatch>* NewRefusedStream(
+    const grpc::Status& status);
 
 }  // namespace hourglass::api

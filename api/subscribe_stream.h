@@ -1,6 +1,8 @@
 #ifndef HOURGLASS_API_SUBSCRIBE_STREAM_H_
 #define HOURGLASS_API_SUBSCRIBE_STREAM_H_
 
+#include <cstddef>
+
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
@@ -11,8 +13,9 @@
 
 namespace hourglass::api {
 
-// Starts serving one Broker.Subscribe stream and returns its reactor, which
-// gRPC owns: it deletes itself when the stream is done.
+// Starts serving one Broker.Subscribe or Broker.SubscribeBatches stream and
+// returns its reactor, which gRPC owns: it deletes itself when the stream is
+// done. The two differ only in how responses carry deliveries.
 //
 // The first request must be `open` (else INVALID_ARGUMENT); it subscribes a
 // consumer to the dispatcher, registering its group if needed, and then the
@@ -33,17 +36,32 @@ struct StreamHooks {
   absl::AnyInvocable<void() &&> on_finish;
 };
 
-// REQUIRES: `dispatcher` outlives the stream.
-grpc::ServerBidiReactor<hourglass::v1::SubscribeRequest,
-                        hourglass::v1::Delivery>*
-NewSubscribeStream(broker::Dispatcher* dispatcher, const Limits& limits,
-                   StreamHooks hooks = {});
+// A Subscribe or SubscribeBatches reactor.
+template <typename Response>
+using SubscribeReactor =
+    grpc::ServerBidiReactor<hourglass::v1::SubscribeRequest, Response>;
 
-// A Subscribe stream that ends at once with `status` (not OK), reading
-// nothing: for streams refused before they start.
-grpc::ServerBidiReactor<hourglass::v1::SubscribeRequest,
-                        hourglass::v1::Delivery>*
-NewRefusedStream(const grpc::Status& status);
+// Most bytes of deliveries (payloads, headers, ids and topics) that a
+// SubscribeBatches stream packs into one DeliveryBatch; a larger delivery
+// travels alone.
+inline constexpr size_t kMaxBatchBytes = size_t{1} << 20;
+
+// REQUIRES (both): `dispatcher` outlives the stream.
+//
+// Subscribe: one Delivery per response.
+SubscribeReactor<hourglass::v1::Delivery>* NewSubscribeStream(
+    broker::Dispatcher* dispatcher, const Limits& limits,
+    StreamHooks hooks = {});
+// SubscribeBatches: each response packs the deliveries waiting to be
+// written when the previous one went out, up to kMaxBatchBytes.
+SubscribeReactor<hourglass::v1::DeliveryBatch>* NewSubscribeBatchesStream(
+    broker::Dispatcher* dispatcher, const Limits& limits,
+    StreamHooks hooks = {});
+
+// A stream of either kind that ends at once with `status` (not OK),
+// reading nothing: for streams refused before they start.
+template <typename Response>
+SubscribeReactor<Response>* NewRefusedStream(const grpc::Status& status);
 
 }  // namespace hourglass::api
 

@@ -9,7 +9,9 @@
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "api/server.h"
 #include "gmock/gmock.h"
@@ -33,8 +35,13 @@ using hourglass::v1::PublishResponse;
 class BrokerServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto engine =
-        broker::Engine::Open(&store_, &clock_, broker::Engine::Options());
+    broker::Engine::Options options;
+    options.on_dispatched =
+        [this](const std::vector<broker::ScheduledEntry>& chunk) {
+          absl::MutexLock lock(&dispatched_mu_);
+          dispatched_ += chunk.size();
+        };
+    auto engine = broker::Engine::Open(&store_, &clock_, options);
     ASSERT_TRUE(engine.ok()) << engine.status();
     engine_ = *std::move(engine);
     engine_->Start();
@@ -72,6 +79,17 @@ class BrokerServiceTest : public ::testing::Test {
     return stub_->Cancel(&context, request, &response);
   }
 
+  // Waits until `n` messages in all have come due and been moved to ready
+  // (to their topic's waiting area while it has no group).
+  bool WaitDispatched(size_t n) {
+    absl::MutexLock lock(&dispatched_mu_);
+    auto done = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(dispatched_mu_) {
+      return dispatched_ >= n;
+    };
+    return dispatched_mu_.AwaitWithTimeout(absl::Condition(&done),
+                                           absl::Seconds(30));
+  }
+
   size_t StoredMessages() {
     size_t n = 0;
     EXPECT_TRUE(store_
@@ -84,6 +102,8 @@ class BrokerServiceTest : public ::testing::Test {
     return n;
   }
 
+  absl::Mutex dispatched_mu_;
+  size_t dispatched_ ABSL_GUARDED_BY(dispatched_mu_) = 0;
   testing::FaultyStore store_;
   broker::SystemClock clock_;
   std::unique_ptr<broker::Engine> engine_;
@@ -315,32 +335,43 @@ TEST_F(BrokerServiceTest, BadSubscribeRequestsEndTheStream) {
                      "open.max_in_flight 10001 is over the limit of 10000 "
                      "(--max_credit)"});
   }
-  for (const Case& c : cases) {
-    SCOPED_TRACE(c.name);
-    grpc::ClientContext context;
-    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
-    auto stream = stub_->Subscribe(&context);
+  // Writes the requests on a fresh stream of either RPC; the stream's end.
+  auto run = []<typename Response>(
+                 std::unique_ptr<grpc::ClientReaderWriter<
+                     hourglass::v1::SubscribeRequest, Response>>
+                     stream,
+                 const Case& c) {
     for (const auto& r : c.requests) stream->Write(r);
-    hourglass::v1::Delivery ignored;
+    Response ignored;
     EXPECT_FALSE(stream->Read(&ignored));
-    const grpc::Status status = stream->Finish();
-    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-    EXPECT_EQ(status.error_message(), c.message);
+    return stream->Finish();
+  };
+  for (const Case& c : cases) {
+    for (const bool batches : {false, true}) {
+      SCOPED_TRACE(absl::StrCat(c.name, batches ? " (SubscribeBatches)" : ""));
+      grpc::ClientContext context;
+      context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
+      const grpc::Status status =
+          batches ? run(stub_->SubscribeBatches(&context), c)
+                  : run(stub_->Subscribe(&context), c);
+      EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+      EXPECT_EQ(status.error_message(), c.message);
+    }
   }
   EXPECT_THAT(engine_->dispatcher().Groups(), ::testing::IsEmpty());
 }
 
 // After a good open, a second open or a bad nack ends the stream too.
 TEST_F(BrokerServiceTest, BadRequestsAfterOpenEndTheStream) {
-  for (const std::string kind : {"open", "nack"}) {
-    SCOPED_TRACE(kind);
-    grpc::ClientContext context;
-    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
-    auto stream = stub_->Subscribe(&context);
+  auto run = []<typename Response>(
+                 std::unique_ptr<grpc::ClientReaderWriter<
+                     hourglass::v1::SubscribeRequest, Response>>
+                     stream,
+                 const std::string& kind) {
     hourglass::v1::SubscribeRequest open;
     open.mutable_open()->set_topic("t");
     open.mutable_open()->set_group("g");
-    ASSERT_TRUE(stream->Write(open));
+    EXPECT_TRUE(stream->Write(open));
     stream->WaitForInitialMetadata();
     hourglass::v1::SubscribeRequest bad;
     if (kind == "open") {
@@ -350,23 +381,56 @@ TEST_F(BrokerServiceTest, BadRequestsAfterOpenEndTheStream) {
       bad.mutable_nack()->mutable_delay()->set_seconds(-1);
     }
     stream->Write(bad);
-    hourglass::v1::Delivery ignored;
+    Response ignored;
     EXPECT_FALSE(stream->Read(&ignored));
-    const grpc::Status status = stream->Finish();
-    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-    EXPECT_EQ(status.error_message(), kind == "open"
-                                          ? "open may only be the first request"
-                                          : "nack.delay -1s is negative");
+    return stream->Finish();
+  };
+  for (const std::string kind : {"open", "nack"}) {
+    for (const bool batches : {false, true}) {
+      SCOPED_TRACE(absl::StrCat(kind, batches ? " (SubscribeBatches)" : ""));
+      grpc::ClientContext context;
+      context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
+      const grpc::Status status =
+          batches ? run(stub_->SubscribeBatches(&context), kind)
+                  : run(stub_->Subscribe(&context), kind);
+      EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+      EXPECT_EQ(status.error_message(),
+                kind == "open" ? "open may only be the first request"
+                               : "nack.delay -1s is negative");
+    }
   }
 }
 
 // Each delivery carries exactly its own message's fields, whatever the
 // deliveries before it on the stream held.
-TEST_F(BrokerServiceTest, EachDeliveryCarriesExactlyItsOwnMessage) {
-  hourglass::v1::Open open;
-  open.set_topic("t");
-  open.set_group("g");
-  testing::Subscription sub(stub_.get(), open);
+class BrokerServiceRpcTest
+    : public BrokerServiceTest,
+      public ::testing::WithParamInterface<testing::SubscribeRpc> {
+ protected:
+  std::unique_ptr<testing::Subscription> Subscribe(const std::string& topic,
+                                                   const std::string& group,
+                                                   uint32_t max_in_flight = 0) {
+    hourglass::v1::Open open;
+    open.set_topic(topic);
+    open.set_group(group);
+    open.set_max_in_flight(max_in_flight);
+    return std::make_unique<testing::Subscription>(stub_.get(), open,
+                                                   GetParam());
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(
+    Rpcs, BrokerServiceRpcTest,
+    ::testing::Values(testing::SubscribeRpc::kSubscribe,
+                      testing::SubscribeRpc::kSubscribeBatches),
+    [](const ::testing::TestParamInfo<testing::SubscribeRpc>& info) {
+      return info.param == testing::SubscribeRpc::kSubscribe
+                 ? "Subscribe"
+                 : "SubscribeBatches";
+    });
+
+TEST_P(BrokerServiceRpcTest, EachDeliveryCarriesExactlyItsOwnMessage) {
+  std::unique_ptr<testing::Subscription> sub = Subscribe("t", "g");
   struct Sent {
     std::string id;
     std::string payload;
@@ -387,7 +451,7 @@ TEST_F(BrokerServiceTest, EachDeliveryCarriesExactlyItsOwnMessage) {
     PublishResponse response;
     ASSERT_TRUE(Publish(request, &response).ok());
     const std::vector<testing::Received> got =
-        sub.Take(round.size(), absl::Seconds(30));
+        sub->Take(round.size(), absl::Seconds(30));
     ASSERT_EQ(got.size(), round.size());
     for (size_t i = 0; i < round.size(); ++i) {
       const hourglass::v1::Delivery& d = got[i].delivery;
@@ -403,6 +467,105 @@ TEST_F(BrokerServiceTest, EachDeliveryCarriesExactlyItsOwnMessage) {
                 Millis(response.receipts(i).deliver_at()));
     }
   }
+}
+
+// What came due while a topic had no group goes to its first group in due
+// order: on SubscribeBatches in one response, on Subscribe in one each.
+TEST_P(BrokerServiceRpcTest, WhatWaitedArrivesInOrderInAsFewResponsesAsFit) {
+  PublishRequest request;
+  for (int i = 0; i < 3; ++i)
+    *request.add_messages() = Msg("t", 0, absl::StrCat("m", i));
+  PublishResponse response;
+  ASSERT_TRUE(Publish(request, &response).ok());
+  ASSERT_TRUE(WaitDispatched(3));
+
+  auto sub = Subscribe("t", "g");
+  const std::vector<testing::Received> got = sub->Take(3, absl::Seconds(30));
+  std::vector<std::pair<std::string, size_t>> seen;  // (id, response)
+  for (const testing::Received& r : got) {
+    seen.emplace_back(r.delivery.id(), r.response);
+  }
+  using P = std::pair<std::string, size_t>;
+  if (GetParam() == testing::SubscribeRpc::kSubscribeBatches) {
+    EXPECT_THAT(seen,
+                ::testing::ElementsAre(P("m0", 0), P("m1", 0), P("m2", 0)));
+  } else {
+    EXPECT_THAT(seen,
+                ::testing::ElementsAre(P("m0", 0), P("m1", 1), P("m2", 2)));
+  }
+}
+
+// A stream holds at most its credit unacknowledged; an Ack of a whole batch
+// frees it, and the next deliveries follow in due order.
+TEST_P(BrokerServiceRpcTest, AnAckOfABatchFreesItsCredit) {
+  PublishRequest request;
+  for (int i = 0; i < 3; ++i)
+    *request.add_messages() = Msg("t", 0, absl::StrCat("m", i));
+  PublishResponse response;
+  ASSERT_TRUE(Publish(request, &response).ok());
+  ASSERT_TRUE(WaitDispatched(3));
+
+  auto sub = Subscribe("t", "g", /*max_in_flight=*/2);
+  std::vector<testing::Received> first = sub->Take(2, absl::Seconds(30));
+  ASSERT_EQ(first.size(), 2u);
+  EXPECT_EQ(first[0].delivery.id(), "m0");
+  EXPECT_EQ(first[1].delivery.id(), "m1");
+  // The credit is spent: nothing more comes until an ack.
+  EXPECT_THAT(sub->Take(1, absl::Milliseconds(200)), ::testing::IsEmpty());
+  ASSERT_TRUE(sub->Ack({"m0", "m1"}));
+  std::vector<testing::Received> second = sub->Take(1, absl::Seconds(30));
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_EQ(second[0].delivery.id(), "m2");
+  EXPECT_EQ(second[0].delivery.attempt(), 1u);
+  EXPECT_GT(second[0].response, first[1].response);
+}
+
+// SubscribeBatches packs about 1 MiB of deliveries per response at most; a
+// delivery larger than that travels alone. Order holds across responses.
+TEST_F(BrokerServiceTest, SubscribeBatchesSplitsResponsesAtAboutOneMebibyte) {
+  // A second service on the same engine, with the default 1 MiB payloads.
+  BrokerService service(engine_.get(), &clock_, Limits{});
+  auto server =
+      Server::Start({.listen_address = "127.0.0.1:0", .services = {&service}});
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto stub = hourglass::v1::Broker::NewStub(
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", (*server)->port()),
+                          grpc::InsecureChannelCredentials()));
+  // 400 KiB, 400 KiB, 400 KiB, 1 MiB, 1 KiB.
+  const std::vector<size_t> sizes = {400 << 10, 400 << 10, 400 << 10, 1 << 20,
+                                     1 << 10};
+  PublishRequest request;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    Message& m = *request.add_messages();
+    m = Msg("big", 0, absl::StrCat("m", i));
+    m.set_payload(std::string(sizes[i], static_cast<char>('a' + i)));
+  }
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
+  PublishResponse response;
+  ASSERT_TRUE(stub->Publish(&context, request, &response).ok());
+  ASSERT_TRUE(WaitDispatched(sizes.size()));
+
+  hourglass::v1::Open open;
+  open.set_topic("big");
+  open.set_group("g");
+  testing::Subscription sub(stub.get(), open,
+                            testing::SubscribeRpc::kSubscribeBatches);
+  const std::vector<testing::Received> got =
+      sub.Take(sizes.size(), absl::Seconds(30));
+  ASSERT_EQ(got.size(), sizes.size());
+  std::vector<size_t> responses;
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].delivery.id(), absl::StrCat("m", i));
+    EXPECT_EQ(got[i].delivery.payload(),
+              std::string(sizes[i], static_cast<char>('a' + i)));
+    responses.push_back(got[i].response);
+  }
+  // Two of 400 KiB fit in one response, three do not; the 1 MiB one (with
+  // its id and topic, just over) goes alone, and so does what follows it.
+  EXPECT_THAT(responses, ::testing::ElementsAre(0, 0, 1, 2, 3));
+  sub.Cancel();
+  server->reset();
 }
 
 }  // namespace

@@ -104,10 +104,13 @@ class AuthTest : public ::testing::Test {
 
   // Opens a stream of `topic` to group "g"; its status if the broker ended
   // it, or nullopt if it is subscribed (a delivery due now arrives on it).
-  std::optional<grpc::Status> Subscribe(testing::BrokerClient& client,
-                                        const std::string& topic) {
-    std::unique_ptr<testing::Subscription> stream =
-        client.Subscribe(topic, "g");
+  std::optional<grpc::Status> Subscribe(
+      testing::BrokerClient& client, const std::string& topic,
+      testing::SubscribeRpc rpc = testing::SubscribeRpc::kSubscribe) {
+    hourglass::v1::Open open;
+    open.set_topic(topic);
+    open.set_group("g");
+    std::unique_ptr<testing::Subscription> stream = client.Subscribe(open, rpc);
     std::unique_ptr<testing::BrokerClient> producer = Client(kProducer);
     const grpc::Status published =
         Publish(*producer, {topic}, absl::ZeroDuration());
@@ -161,10 +164,18 @@ TEST_F(AuthTest, EveryRoleAgainstEveryBrokerCall) {
     ASSERT_TRUE(all->Publish("orders", "p", absl::Hours(1), id).ok());
     EXPECT_THAT(client->Cancel("orders", id), IsStatus(c.cancel));
 
-    const std::optional<grpc::Status> subscribed = Subscribe(*client, "orders");
-    EXPECT_EQ(subscribed.has_value(), c.subscribe.has_value());
-    if (subscribed.has_value() && c.subscribe.has_value()) {
-      EXPECT_THAT(*subscribed, IsStatus(*c.subscribe));
+    for (const testing::SubscribeRpc rpc :
+         {testing::SubscribeRpc::kSubscribe,
+          testing::SubscribeRpc::kSubscribeBatches}) {
+      SCOPED_TRACE(rpc == testing::SubscribeRpc::kSubscribe
+                       ? "Subscribe"
+                       : "SubscribeBatches");
+      const std::optional<grpc::Status> subscribed =
+          Subscribe(*client, "orders", rpc);
+      EXPECT_EQ(subscribed.has_value(), c.subscribe.has_value());
+      if (subscribed.has_value() && c.subscribe.has_value()) {
+        EXPECT_THAT(*subscribed, IsStatus(*c.subscribe));
+      }
     }
   }
 }

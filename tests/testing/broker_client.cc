@@ -80,15 +80,24 @@ std::unique_ptr<Subscription> BrokerClient::Subscribe(
   return Subscribe(open);
 }
 
+template <typename F>
+auto Subscription::WithStream(F f) {
+  return single_ != nullptr ? f(*single_) : f(*batches_);
+}
+
 Subscription::Subscription(hourglass::v1::Broker::Stub* stub,
-                           const hourglass::v1::Open& open) {
-  stream_ = stub->Subscribe(&context_);
+                           const hourglass::v1::Open& open, SubscribeRpc rpc) {
+  if (rpc == SubscribeRpc::kSubscribe) {
+    single_ = stub->Subscribe(&context_);
+  } else {
+    batches_ = stub->SubscribeBatches(&context_);
+  }
   hourglass::v1::SubscribeRequest request;
   *request.mutable_open() = open;
   Write(request);
   // The broker sends initial metadata once the consumer is subscribed (or
   // with the status, if it is refused).
-  stream_->WaitForInitialMetadata();
+  WithStream([](auto& stream) { stream.WaitForInitialMetadata(); });
   reader_ = std::thread([this] { ReadAll(); });
 }
 
@@ -98,13 +107,28 @@ Subscription::~Subscription() {
 }
 
 void Subscription::ReadAll() {
-  hourglass::v1::Delivery delivery;
-  while (stream_->Read(&delivery)) {
-    absl::MutexLock lock(&mu_);
-    queue_.push_back({std::move(delivery), absl::Now()});
-    delivery = hourglass::v1::Delivery();
+  size_t response = 0;
+  if (single_ != nullptr) {
+    hourglass::v1::Delivery delivery;
+    while (single_->Read(&delivery)) {
+      absl::MutexLock lock(&mu_);
+      queue_.push_back({std::move(delivery), absl::Now(), response++});
+      delivery = hourglass::v1::Delivery();
+    }
+  } else {
+    hourglass::v1::DeliveryBatch batch;
+    while (batches_->Read(&batch)) {
+      const absl::Time at = absl::Now();
+      absl::MutexLock lock(&mu_);
+      for (hourglass::v1::Delivery& delivery : *batch.mutable_deliveries()) {
+        queue_.push_back({std::move(delivery), at, response});
+      }
+      ++response;
+      batch.Clear();
+    }
   }
-  grpc::Status status = stream_->Finish();
+  grpc::Status status =
+      WithStream([](auto& stream) { return stream.Finish(); });
   absl::MutexLock lock(&mu_);
   status_ = std::move(status);
 }
@@ -133,7 +157,7 @@ std::vector<Received> Subscription::TakeQueued() {
 
 bool Subscription::Write(const hourglass::v1::SubscribeRequest& request) {
   absl::MutexLock lock(&write_mu_);
-  return stream_->Write(request);
+  return WithStream([&](auto& stream) { return stream.Write(request); });
 }
 
 bool Subscription::Ack(const std::vector<std::string>& ids) {
@@ -155,7 +179,7 @@ bool Subscription::Nack(const std::string& id, absl::Duration delay) {
 grpc::Status Subscription::Close(absl::Duration timeout) {
   {
     absl::MutexLock lock(&write_mu_);
-    stream_->WritesDone();
+    WithStream([](auto& stream) { return stream.WritesDone(); });
   }
   std::optional<grpc::Status> status = WaitEnd(timeout);
   if (!status.has_value()) {

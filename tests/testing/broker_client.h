@@ -23,10 +23,20 @@ namespace hourglass::testing {
 struct Received {
   hourglass::v1::Delivery delivery;
   absl::Time at;
+  // Which response of the stream carried it, counted from 0: the
+  // deliveries of one SubscribeBatches response share it.
+  size_t response = 0;
 };
 
-// A Subscribe stream driven synchronously: a thread of its own reads
-// deliveries into a queue that the test takes from with deadlines.
+// The two RPCs that consume a topic.
+enum class SubscribeRpc {
+  kSubscribe,         // A response per delivery.
+  kSubscribeBatches,  // Responses of many.
+};
+
+// A Subscribe or SubscribeBatches stream driven synchronously: a thread of
+// its own reads deliveries into a queue that the test takes from with
+// deadlines.
 //
 // Thread-safe.
 class Subscription {
@@ -34,7 +44,8 @@ class Subscription {
   // Opens the stream, sends `open` and waits until the broker answers:
   // subscribed (the group is registered), or the stream's end.
   Subscription(hourglass::v1::Broker::Stub* stub,
-               const hourglass::v1::Open& open);
+               const hourglass::v1::Open& open,
+               SubscribeRpc rpc = SubscribeRpc::kSubscribe);
   // Cancels the stream if it is still open (a disconnect).
   ~Subscription();
 
@@ -60,11 +71,18 @@ class Subscription {
 
  private:
   void ReadAll();
+  // Calls `f` with whichever stream this is.
+  template <typename F>
+  auto WithStream(F f);
 
   grpc::ClientContext context_;
+  // One of the two is set, by the RPC.
   std::unique_ptr<grpc::ClientReaderWriter<hourglass::v1::SubscribeRequest,
                                            hourglass::v1::Delivery>>
-      stream_;
+      single_;
+  std::unique_ptr<grpc::ClientReaderWriter<hourglass::v1::SubscribeRequest,
+                                           hourglass::v1::DeliveryBatch>>
+      batches_;
   absl::Mutex write_mu_;
 
   absl::Mutex mu_;
@@ -92,8 +110,10 @@ class BrokerClient {
       const std::string& topic, const std::string& group,
       uint32_t max_in_flight = 0,
       absl::Duration ack_timeout = absl::ZeroDuration());
-  std::unique_ptr<Subscription> Subscribe(const hourglass::v1::Open& open) {
-    return std::make_unique<Subscription>(stub_.get(), open);
+  std::unique_ptr<Subscription> Subscribe(
+      const hourglass::v1::Open& open,
+      SubscribeRpc rpc = SubscribeRpc::kSubscribe) {
+    return std::make_unique<Subscription>(stub_.get(), open, rpc);
   }
 
   hourglass::v1::Broker::Stub* stub() { return stub_.get(); }
