@@ -50,6 +50,7 @@ struct BenchOptions {
   uint64_t count = 0;
   std::string duration;
   uint32_t max_in_flight = 10000;
+  std::string consume = "batches";
   std::string drain_timeout = "60s";
   std::string durability = "unknown";
 };
@@ -184,6 +185,9 @@ absl::Status Bench(const GlobalOptions& globals, const BenchOptions& options) {
   // Outlive the consumers (see BenchConsumer::Start).
   std::vector<std::unique_ptr<Connection>> consumer_connections;
   std::vector<std::shared_ptr<BenchConsumer>> consumers;
+  const BenchConsumer::Rpc rpc = options.consume == "batches"
+                                     ? BenchConsumer::Rpc::kSubscribeBatches
+                                     : BenchConsumer::Rpc::kSubscribe;
   absl::Status failed;
   for (int i = 0; i < options.consumers && failed.ok(); ++i) {
     absl::StatusOr<std::unique_ptr<Connection>> connection =
@@ -193,8 +197,8 @@ absl::Status Bench(const GlobalOptions& globals, const BenchOptions& options) {
       break;
     }
     consumer_connections.push_back(*std::move(connection));
-    consumers.push_back(BenchConsumer::Start(*consumer_connections.back(), open,
-                                             counters, seen, control));
+    consumers.push_back(BenchConsumer::Start(rpc, *consumer_connections.back(),
+                                             open, counters, seen, control));
     BenchConsumer& consumer = *consumers.back();
     if (!consumer.WaitSubscribed(absl::Now() + checked->timeout)) {
       grpc::Status status = consumer.Finish(absl::Now() + checked->timeout);
@@ -287,6 +291,9 @@ absl::Status Bench(const GlobalOptions& globals, const BenchOptions& options) {
   result.durability = options.durability;
   result.producers = options.producers;
   result.consumers = static_cast<int>(consumers.size());
+  result.consumer_rpc = rpc == BenchConsumer::Rpc::kSubscribeBatches
+                            ? "SubscribeBatches"
+                            : "Subscribe";
   result.concurrency = options.concurrency;
   result.batch = publish.batch;
   result.payload_bytes = publish.payload_bytes;
@@ -403,6 +410,14 @@ void AddBenchCommand(Registry& registry) {
                    "--max_credit)")
       ->capture_default_str();
   bench
+      ->add_option("--consume", options->consume,
+                   "How consumers take deliveries: batches (SubscribeBatches: "
+                   "what is waiting, in one message) or single (Subscribe: a "
+                   "message per delivery)")
+      ->type_name("HOW")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"batches", "single"}));
+  bench
       ->add_option("--drain-timeout", options->drain_timeout,
                    "After publishing, wait this long past the longest delay "
                    "for every message to arrive")
@@ -418,7 +433,8 @@ void AddBenchCommand(Registry& registry) {
   bench->footer(R"(
 Publishes --count messages (or for --duration) to a fresh topic from
 --producers connections keeping --concurrency Publish calls in flight, while
---consumers streams take and ack what comes due. Each payload starts with
+--consumers streams take and ack what comes due (each read acks what it
+read in one request). Each payload starts with
 the message's sequence number, so that each delivery is counted once. A
 progress line goes to stderr every second. At the end it prints: publish
 throughput (first call sent to last answered) and call latency; delivery

@@ -1,33 +1,116 @@
 #include "cmd/hourglass/bench_consumer.h"
 
+#include <optional>
+#include <string>
+#include <type_traits>
 #include <utility>
+#include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "cmd/hourglass/bench_workload.h"
 #include "cmd/hourglass/duration.h"
+#include "grpcpp/client_context.h"
+#include "grpcpp/support/client_callback.h"
+#include "hourglass/v1/broker.grpc.pb.h"
 
 namespace hourglass::cli {
+namespace {
 
-std::shared_ptr<BenchConsumer> BenchConsumer::Start(
-    Connection& connection, const hourglass::v1::Open& open,
-    BenchCounters& counters, SeenSet& seen, BenchControl& control) {
-  std::shared_ptr<BenchConsumer> c(
-      new BenchConsumer(connection, counters, seen, control));
-  c->connection_.broker().async()->Subscribe(&c->context_, c.get());
-  {
-    absl::MutexLock lock(&c->mu_);
-    *c->write_.mutable_open() = open;
-    c->writing_ = true;
+// The stream of BenchConsumer over either RPC; Response is Delivery
+// (Subscribe) or DeliveryBatch (SubscribeBatches).
+template <typename Response>
+class Stream final
+    : public BenchConsumer,
+      public grpc::ClientBidiReactor<hourglass::v1::SubscribeRequest,
+                                     Response> {
+ public:
+  static constexpr bool kBatches =
+      std::is_same_v<Response, hourglass::v1::DeliveryBatch>;
+
+  Stream(Connection& connection, BenchCounters& counters, SeenSet& seen,
+         BenchControl& control)
+      : connection_(connection),
+        counters_(counters),
+        seen_(seen),
+        control_(control) {}
+
+  // Starts the call with `open`. Once, right after construction.
+  void Start(const hourglass::v1::Open& open);
+
+  bool WaitSubscribed(absl::Time deadline) override;
+  grpc::Status Finish(absl::Time deadline) override;
+  const Connection& connection() const override { return connection_; }
+  const LatencyHistogram& lateness() const override { return lateness_; }
+  absl::Time first_arrival() const override { return first_arrival_; }
+  absl::Time last_arrival() const override { return last_arrival_; }
+
+ private:
+  enum class NextWrite { kNone, kWrite, kWritesDone };
+
+  void OnReadInitialMetadataDone(bool ok) override;
+  void OnReadDone(bool ok) override;
+  void OnWriteDone(bool ok) override;
+  void OnWritesDoneDone(bool ok) override;
+  void OnDone(const grpc::Status& status) override;
+
+  // Counts `delivery`, which arrived at `now`.
+  void Count(const hourglass::v1::Delivery& delivery, absl::Time now);
+  // Claims the writer for the queued acks, or for ending the client's side
+  // once Finish asked for it; fills write_ for kWrite.
+  NextWrite ClaimWriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void StartNext(NextWrite next);
+
+  // Constant after construction.
+  Connection& connection_;
+  BenchCounters& counters_;
+  SeenSet& seen_;
+  BenchControl& control_;
+
+  grpc::ClientContext context_;
+
+  // Touched by the read chain only (StartRead and the OnReadDone it
+  // causes), and read by Finish's caller once the chain has ended.
+  Response read_;
+  LatencyHistogram lateness_;
+  absl::Time first_arrival_ = absl::InfiniteFuture();
+  absl::Time last_arrival_ = absl::InfinitePast();
+
+  absl::Mutex mu_;
+  // The request being written; owned by the writer while writing_.
+  hourglass::v1::SubscribeRequest write_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool write_failed_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::string> acks_ ABSL_GUARDED_BY(mu_);
+  bool closing_ ABSL_GUARDED_BY(mu_) = false;
+  bool writes_done_ ABSL_GUARDED_BY(mu_) = false;
+  std::optional<bool> subscribed_ ABSL_GUARDED_BY(mu_);
+  bool reads_ended_ ABSL_GUARDED_BY(mu_) = false;
+  std::optional<grpc::Status> status_ ABSL_GUARDED_BY(mu_);
+};
+
+template <typename Response>
+void Stream<Response>::Start(const hourglass::v1::Open& open) {
+  if constexpr (kBatches) {
+    connection_.broker().async()->SubscribeBatches(&context_, this);
+  } else {
+    connection_.broker().async()->Subscribe(&context_, this);
   }
-  c->StartWrite(&c->write_);
-  c->StartRead(&c->read_);
-  c->AddHold();  // Removed by Finish.
-  c->StartCall();
-  return c;
+  {
+    absl::MutexLock lock(&mu_);
+    *write_.mutable_open() = open;
+    writing_ = true;
+  }
+  this->StartWrite(&write_);
+  this->StartRead(&read_);
+  this->AddHold();  // Removed by Finish.
+  this->StartCall();
 }
 
-bool BenchConsumer::WaitSubscribed(absl::Time deadline) {
+template <typename Response>
+bool Stream<Response>::WaitSubscribed(absl::Time deadline) {
   absl::MutexLock lock(&mu_);
   auto answered = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return subscribed_.has_value() || reads_ended_;
@@ -36,7 +119,8 @@ bool BenchConsumer::WaitSubscribed(absl::Time deadline) {
   return subscribed_.value_or(false);
 }
 
-grpc::Status BenchConsumer::Finish(absl::Time deadline) {
+template <typename Response>
+grpc::Status Stream<Response>::Finish(absl::Time deadline) {
   NextWrite next;
   {
     absl::MutexLock lock(&mu_);
@@ -54,7 +138,7 @@ grpc::Status BenchConsumer::Finish(absl::Time deadline) {
   }
   // Outside mu_: cancelling may run reactions.
   if (!ended) context_.TryCancel();
-  RemoveHold();
+  this->RemoveHold();
   absl::MutexLock lock(&mu_);
   auto done = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return status_.has_value();
@@ -63,19 +147,22 @@ grpc::Status BenchConsumer::Finish(absl::Time deadline) {
   return *status_;
 }
 
-void BenchConsumer::OnReadInitialMetadataDone(bool ok) {
+template <typename Response>
+void Stream<Response>::OnReadInitialMetadataDone(bool ok) {
   // The broker sends initial metadata once the consumer is subscribed; a
   // refused open ends the stream without it.
   absl::MutexLock lock(&mu_);
   subscribed_ = ok;
 }
 
-void BenchConsumer::Count(absl::Time now) {
+template <typename Response>
+void Stream<Response>::Count(const hourglass::v1::Delivery& delivery,
+                             absl::Time now) {
   counters_.deliveries.fetch_add(1, std::memory_order_relaxed);
-  const absl::Time deliver_at = FromProto(read_.deliver_at());
+  const absl::Time deliver_at = FromProto(delivery.deliver_at());
   if (now < deliver_at) counters_.early.fetch_add(1, std::memory_order_relaxed);
   uint64_t sequence;
-  if (!ReadSequence(read_.payload(), sequence)) {
+  if (!ReadSequence(delivery.payload(), sequence)) {
     counters_.foreign.fetch_add(1, std::memory_order_relaxed);
     return;
   }
@@ -90,7 +177,8 @@ void BenchConsumer::Count(absl::Time now) {
       counters_.delivered.fetch_add(1, std::memory_order_acq_rel) + 1);
 }
 
-void BenchConsumer::OnReadDone(bool ok) {
+template <typename Response>
+void Stream<Response>::OnReadDone(bool ok) {
   if (!ok) {
     absl::MutexLock lock(&mu_);
     reads_ended_ = true;
@@ -98,23 +186,35 @@ void BenchConsumer::OnReadDone(bool ok) {
   }
   const absl::Time now = absl::Now();
   {
-    // Queued before the delivery is counted: once the last one is counted,
-    // Finish may half-close the stream, and this ack must go before that,
-    // or the broker hands the delivery to another consumer (a duplicate).
+    // Queued before the deliveries are counted: once the last one is
+    // counted, Finish may half-close the stream, and its ack must go before
+    // that, or the broker hands the delivery to another consumer (a
+    // duplicate).
     absl::MutexLock lock(&mu_);
-    acks_.push_back(read_.id());
+    if constexpr (kBatches) {
+      for (const hourglass::v1::Delivery& d : read_.deliveries()) {
+        acks_.push_back(d.id());
+      }
+    } else {
+      acks_.push_back(read_.id());
+    }
   }
-  Count(now);
+  if constexpr (kBatches) {
+    for (const hourglass::v1::Delivery& d : read_.deliveries()) Count(d, now);
+  } else {
+    Count(read_, now);
+  }
   NextWrite next;
   {
     absl::MutexLock lock(&mu_);
     next = ClaimWriteLocked();
   }
   StartNext(next);
-  StartRead(&read_);
+  this->StartRead(&read_);
 }
 
-BenchConsumer::NextWrite BenchConsumer::ClaimWriteLocked() {
+template <typename Response>
+typename Stream<Response>::NextWrite Stream<Response>::ClaimWriteLocked() {
   if (writing_ || write_failed_ || reads_ended_) return NextWrite::kNone;
   if (!acks_.empty()) {
     write_.Clear();
@@ -133,20 +233,22 @@ BenchConsumer::NextWrite BenchConsumer::ClaimWriteLocked() {
   return NextWrite::kNone;
 }
 
-void BenchConsumer::StartNext(NextWrite next) {
+template <typename Response>
+void Stream<Response>::StartNext(NextWrite next) {
   switch (next) {
     case NextWrite::kWrite:
-      StartWrite(&write_);  // write_ is the writer's until OnWriteDone.
+      this->StartWrite(&write_);  // write_ is the writer's until OnWriteDone.
       break;
     case NextWrite::kWritesDone:
-      StartWritesDone();
+      this->StartWritesDone();
       break;
     case NextWrite::kNone:
       break;
   }
 }
 
-void BenchConsumer::OnWriteDone(bool ok) {
+template <typename Response>
+void Stream<Response>::OnWriteDone(bool ok) {
   NextWrite next;
   {
     absl::MutexLock lock(&mu_);
@@ -161,12 +263,14 @@ void BenchConsumer::OnWriteDone(bool ok) {
   StartNext(next);
 }
 
-void BenchConsumer::OnWritesDoneDone(bool ok) {
+template <typename Response>
+void Stream<Response>::OnWritesDoneDone(bool ok) {
   absl::MutexLock lock(&mu_);
   writing_ = false;
 }
 
-void BenchConsumer::OnDone(const grpc::Status& status) {
+template <typename Response>
+void Stream<Response>::OnDone(const grpc::Status& status) {
   // gRPC's last use of this object: once mu_ is free, Finish returns and
   // its caller may destroy the object.
   if (!status.ok() && status.error_code() != grpc::StatusCode::CANCELLED) {
@@ -176,6 +280,23 @@ void BenchConsumer::OnDone(const grpc::Status& status) {
   }
   absl::MutexLock lock(&mu_);
   status_ = status;
+}
+
+}  // namespace
+
+std::shared_ptr<BenchConsumer> BenchConsumer::Start(
+    Rpc rpc, Connection& connection, const hourglass::v1::Open& open,
+    BenchCounters& counters, SeenSet& seen, BenchControl& control) {
+  if (rpc == Rpc::kSubscribeBatches) {
+    auto stream = std::make_shared<Stream<hourglass::v1::DeliveryBatch>>(
+        connection, counters, seen, control);
+    stream->Start(open);
+    return stream;
+  }
+  auto stream = std::make_shared<Stream<hourglass::v1::Delivery>>(
+      connection, counters, seen, control);
+  stream->Start(open);
+  return stream;
 }
 
 }  // namespace hourglass::cli

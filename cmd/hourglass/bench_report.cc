@@ -28,6 +28,7 @@ std::string Workload(const BenchResult& r) {
   }
   absl::StrAppend(&text, ", delay ", r.delay.ToString(), ", ",
                   Plural(r.consumers, "consumer", "consumers"));
+  if (r.consumers > 0) absl::StrAppend(&text, " (", r.consumer_rpc, ")");
   return text;
 }
 
@@ -106,6 +107,7 @@ std::string JsonReport(const BenchResult& r) {
       "{\"topic\":", JsonQuote(r.topic), ",\"group\":", JsonQuote(r.group),
       ",\"durability\":", JsonQuote(r.durability),
       ",\"producers\":", r.producers, ",\"consumers\":", r.consumers,
+      ",\"consumer_rpc\":", JsonQuote(r.consumer_rpc),
       ",\"concurrency\":", r.concurrency, ",\"batch\":", r.batch,
       ",\"payload_bytes\":", r.payload_bytes,
       ",\"delay\":", JsonQuote(r.delay.ToString()),

@@ -19,6 +19,8 @@ struct BenchResult {
   std::string durability;
   int producers = 0;
   int consumers = 0;
+  // The consumers' RPC: "Subscribe" or "SubscribeBatches".
+  std::string consumer_rpc;
   // Publish calls in flight, over all producers.
   int concurrency = 0;
   uint32_t batch = 0;

@@ -92,16 +92,20 @@ class HourglassBenchTest : public ::testing::Test {
 
 TEST_F(HourglassBenchTest, SummaryHasEveryFigureAndAllWereDelivered) {
   // Due 1.2 s after publishing, so that at least one progress line comes.
-  const Output run = Bench({"bench", "--count=500", "--batch=50",
-                            "--producers=2", "--concurrency=4", "--consumers=2",
-                            "--delay=1200ms", "--durability=sync"});
+  // Consumers on Subscribe, a gRPC message per delivery (the JSON test
+  // below takes the default, SubscribeBatches).
+  const Output run =
+      Bench({"bench", "--count=500", "--batch=50", "--producers=2",
+             "--concurrency=4", "--consumers=2", "--consume=single",
+             "--delay=1200ms", "--durability=sync"});
   ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
   EXPECT_THAT(
       Lines(run.out),
       ElementsAre(
           MatchesRegex(Pattern("topic        bench-D")), "durability   sync",
           "workload     batches of 50, 100-byte payloads, 4 calls in flight "
-          "on 2 connections, as fast as possible, delay 1.2s, 2 consumers",
+          "on 2 connections, as fast as possible, delay 1.2s, 2 consumers "
+          "(Subscribe)",
           MatchesRegex(Pattern("published    500 msgs in 10 calls in T = D "
                                "msg/s; call p50 T p99 T max T")),
           MatchesRegex(Pattern("delivered    500 of 500 in T = D msg/s")),
@@ -125,8 +129,9 @@ TEST_F(HourglassBenchTest, JsonOfAHotSecond) {
       Lines(run.out),
       ElementsAre(MatchesRegex(Pattern(
           "{\"topic\":\"hot\",\"group\":\"bench\",\"durability\":\"async\","
-          "\"producers\":1,\"consumers\":1,\"concurrency\":2,\"batch\":10,"
-          "\"payload_bytes\":64,\"delay\":\"hot:1s\",\"rate\":0,"
+          "\"producers\":1,\"consumers\":1,"
+          "\"consumer_rpc\":\"SubscribeBatches\",\"concurrency\":2,"
+          "\"batch\":10,\"payload_bytes\":64,\"delay\":\"hot:1s\",\"rate\":0,"
           "\"published\":300,\"publish_calls\":30,\"publish_seconds\":F,"
           "\"publish_rate\":F,\"publish_call_ms\":{\"p50\":F,\"p99\":F,"
           "\"max\":F},\"delivered\":300,\"delivery_seconds\":F,"
@@ -166,6 +171,12 @@ TEST_F(HourglassBenchTest, RefusesBadFlagsBeforeConnecting) {
   EXPECT_EQ(run.err,
             "hourglass: --concurrency: must be at least --producers (4): "
             "each producer keeps a call in flight\n");
+
+  run = Bench({"bench", "--consume=bulk"});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_EQ(run.err,
+            "hourglass: --consume: bulk not in {batches,single} (see hourglass "
+            "bench --help)\n");
 }
 
 }  // namespace
