@@ -10,6 +10,20 @@ void AppendName(std::string& out, std::string_view name) {
   out.push_back('\0');
 }
 
+// Bytes of an encoded DueKey.
+constexpr size_t kDueKeyBytes = 16;
+
+// "topic \0 group \0", with room for `suffix` more bytes: keys are built
+// with one allocation.
+std::string QueuePrefix(std::string_view topic, std::string_view group,
+                        size_t suffix) {
+  std::string key;
+  key.reserve(topic.size() + group.size() + 2 + suffix);
+  AppendName(key, topic);
+  AppendName(key, group);
+  return key;
+}
+
 void AppendDueKey(std::string& out, const DueKey& key) {
   AppendU64(out, static_cast<uint64_t>(key.deliver_at_ms));
   AppendU64(out, key.sequence);
@@ -51,6 +65,7 @@ uint32_t ReadU32(std::string_view in) {
 
 std::string MessageKey(uint64_t sequence) {
   std::string key;
+  key.reserve(8);
   AppendU64(key, sequence);
   return key;
 }
@@ -62,6 +77,7 @@ std::optional<uint64_t> DecodeMessageKey(std::string_view key) {
 
 std::string IdKey(std::string_view topic, std::string_view id) {
   std::string key;
+  key.reserve(topic.size() + 1 + id.size());
   AppendName(key, topic);
   key.append(id);
   return key;
@@ -69,6 +85,7 @@ std::string IdKey(std::string_view topic, std::string_view id) {
 
 std::string ScheduleKey(const DueKey& key) {
   std::string out;
+  out.reserve(kDueKeyBytes);
   AppendDueKey(out, key);
   return out;
 }
@@ -79,15 +96,12 @@ std::optional<DueKey> DecodeScheduleKey(std::string_view key) {
 }
 
 std::string ReadyPrefix(std::string_view topic, std::string_view group) {
-  std::string key;
-  AppendName(key, topic);
-  AppendName(key, group);
-  return key;
+  return QueuePrefix(topic, group, 0);
 }
 
 std::string ReadyKey(std::string_view topic, std::string_view group,
                      const DueKey& key) {
-  std::string out = ReadyPrefix(topic, group);
+  std::string out = QueuePrefix(topic, group, kDueKeyBytes);
   AppendDueKey(out, key);
   return out;
 }
@@ -106,7 +120,7 @@ std::string InFlightPrefix(std::string_view topic, std::string_view group) {
 
 std::string InFlightKey(std::string_view topic, std::string_view group,
                         uint64_t sequence) {
-  std::string key = InFlightPrefix(topic, group);
+  std::string key = QueuePrefix(topic, group, 8);
   AppendU64(key, sequence);
   return key;
 }
@@ -131,7 +145,9 @@ std::string TopicDuePrefix(std::string_view topic) {
 }
 
 std::string TopicDueKey(std::string_view topic, const DueKey& key) {
-  std::string out = TopicDuePrefix(topic);
+  std::string out;
+  out.reserve(topic.size() + 1 + kDueKeyBytes);
+  AppendName(out, topic);
   AppendDueKey(out, key);
   return out;
 }
