@@ -14,6 +14,7 @@
 #include "absl/synchronization/mutex.h"
 #include "api/proto_time.h"
 #include "api/status.h"
+#include "google/protobuf/arena.h"
 
 namespace hourglass::api {
 namespace {
@@ -115,8 +116,18 @@ class SubscribeStream final : public SubscribeReactor<Response> {
   absl::Mutex mu_;
   // Set once subscribed, until the stream finishes; writes wait for it.
   std::optional<ConsumerId> consumer_ ABSL_GUARDED_BY(mu_);
-  // The front is being written while writing_.
-  std::deque<Response> outbox_ ABSL_GUARDED_BY(mu_);
+  // A response waiting to be written, on an arena of its own: the
+  // deliveries' messages, strings and timestamps come from a few arena
+  // blocks rather than one allocation each, and go together.
+  struct Outgoing {
+    Outgoing()
+        : response(google::protobuf::Arena::CreateMessage<Response>(&arena)) {}
+    google::protobuf::Arena arena;
+    Response* const response;
+  };
+  // The front is being written while writing_. A deque never moves its
+  // elements, which the arenas need.
+  std::deque<Outgoing> outbox_ ABSL_GUARDED_BY(mu_);
   // Batches: bytes of deliveries in the outbox's last response.
   size_t last_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   // Ids of deliveries written and not yet reported to the dispatcher.
@@ -281,9 +292,9 @@ hourglass::v1::Delivery& SubscribeStream<Response>::NextDeliveryLocked(
       last_bytes_ = 0;
     }
     last_bytes_ += bytes;
-    return *outbox_.back().add_deliveries();
+    return *outbox_.back().response->add_deliveries();
   } else {
-    return outbox_.emplace_back();
+    return *outbox_.emplace_back().response;
   }
 }
 
@@ -296,7 +307,7 @@ void SubscribeStream<Response>::WriteNextLocked() {
   // goes without the hint and sends everything held.
   grpc::WriteOptions options;
   if (outbox_.size() > 1) options.set_buffer_hint();
-  this->StartWrite(&outbox_.front(), options);
+  this->StartWrite(outbox_.front().response, options);
 }
 
 template <typename Response>
@@ -307,11 +318,12 @@ void SubscribeStream<Response>::OnWriteDone(bool ok) {
     absl::MutexLock lock(&mu_);
     writing_ = false;
     if constexpr (kBatches) {
-      for (hourglass::v1::Delivery& d : *outbox_.front().mutable_deliveries()) {
+      for (hourglass::v1::Delivery& d :
+           *outbox_.front().response->mutable_deliveries()) {
         written_.push_back(std::move(*d.mutable_id()));
       }
     } else {
-      written_.push_back(std::move(*outbox_.front().mutable_id()));
+      written_.push_back(std::move(*outbox_.front().response->mutable_id()));
     }
     outbox_.pop_front();
     if (finishing_) {
