@@ -555,7 +555,7 @@ absl::StatusOr<absl::Time> Dispatcher::StepImpl(bool deliver) {
     // built after the lock is released, which acks and writes also want.
     absl::flat_hash_map<ConsumerId, size_t> slot;
     for (Assignment& a : work.deliveries) {
-      if (!a.record.has_value()) continue;
+      if (a.record == nullptr) continue;
       auto consumer = consumers_.find(a.consumer);
       if (consumer == consumers_.end()) continue;
       auto entry = a.group->in_flight.find(a.sequence);
@@ -602,7 +602,7 @@ absl::StatusOr<absl::Time> Dispatcher::StepImpl(bool deliver) {
   };
   absl::flat_hash_map<std::string_view, TopicDeliveries> delivered;
   for (const Assignment& a : work.deliveries) {
-    if (!a.record.has_value()) continue;
+    if (a.record == nullptr) continue;
     TopicDeliveries& d = delivered[a.group->topic];
     if (a.attempt == 1) {
       d.lateness.push_back(now -
@@ -870,13 +870,16 @@ absl::Status Dispatcher::BuildBatch(int64_t now_ms, StepWork& work,
     if (!values.ok()) return values.status();
   }
   size_t next_value = 0;
-  // The next record read, in the order above; nullopt if it is gone.
-  auto read_record = [&](uint64_t sequence)
-      -> absl::StatusOr<std::optional<storage::MessageRecord>> {
+  // The next record read, in the order above, on the step's arena; null if
+  // it is gone.
+  auto read_record =
+      [&](uint64_t sequence) -> absl::StatusOr<storage::MessageRecord*> {
     std::optional<std::string>& value = (*values)[next_value++];
-    if (!value.has_value()) return std::nullopt;
-    storage::MessageRecord record;
-    if (!record.ParseFromString(*value)) {
+    if (!value.has_value()) return nullptr;
+    auto* record =
+        google::protobuf::Arena::CreateMessage<storage::MessageRecord>(
+            &work.arena);
+    if (!record->ParseFromString(*value)) {
       return absl::DataLossError(
           absl::StrCat("message ", sequence, " is malformed"));
     }
@@ -924,8 +927,7 @@ absl::Status Dispatcher::BuildBatch(int64_t now_ms, StepWork& work,
   }
 
   for (Assignment& a : work.deliveries) {
-    absl::StatusOr<std::optional<storage::MessageRecord>> record =
-        read_record(a.sequence);
+    absl::StatusOr<storage::MessageRecord*> record = read_record(a.sequence);
     if (!record.ok()) return record.status();
     if (a.from_window.has_value()) {
       const std::string_view group_name = a.from_window->waiting_area
@@ -936,12 +938,12 @@ absl::Status Dispatcher::BuildBatch(int64_t now_ms, StepWork& work,
       GroupCounts& c = group_counts[a.group];
       --(a.from_window->waiting_area ? c.waiting_area : c.ready);
     }
-    if (!record->has_value()) {
+    if (*record == nullptr) {
       // Gone (purged): nothing to deliver.
       batch.Delete(Table::kInFlight, in_flight_key(*a.group, a.sequence));
       continue;
     }
-    a.record = **std::move(record);
+    a.record = *record;
     storage::InFlightRecord in_flight;
     in_flight.set_attempt(a.attempt);
     in_flight.set_deliver_at_ms(a.record->deliver_at_ms());
@@ -958,11 +960,10 @@ absl::Status Dispatcher::BuildBatch(int64_t now_ms, StepWork& work,
   std::set<std::pair<std::string, std::string>> lettered;  // (topic, id)
   for (StepWork::DeadLetter& dead : work.dead_letters) {
     const uint64_t sequence = dead.entry.key.sequence;
-    absl::StatusOr<std::optional<storage::MessageRecord>> record =
-        read_record(sequence);
+    absl::StatusOr<storage::MessageRecord*> record = read_record(sequence);
     if (!record.ok()) return record.status();
     batch.Delete(Table::kInFlight, in_flight_key(*dead.group, sequence));
-    if (!record->has_value()) continue;
+    if (*record == nullptr) continue;
     storage::MessageRecord& r = **record;
     if (!lettered.emplace(dead.group->topic, r.id()).second) {
       if (dead.delete_message)
@@ -1002,7 +1003,7 @@ void Dispatcher::CommitStepLocked(StepWork& work) {
     auto entry = a.group->in_flight.find(a.sequence);
     if (entry == a.group->in_flight.end()) continue;
     InFlight& e = entry->second;
-    if (!a.record.has_value()) {
+    if (a.record == nullptr) {
       // The message is gone; so is this entry.
       if (e.token == a.token) {
         ReleaseFromOwnerLocked(e);

@@ -20,6 +20,7 @@
 #include "absl/time/time.h"
 #include "broker/dispatcher.h"
 #include "broker/ready_window.h"
+#include "google/protobuf/arena.h"
 #include "storage/keys.h"
 #include "storage/records.pb.h"
 
@@ -103,12 +104,21 @@ struct Dispatcher::Assignment {
   std::optional<ReadyItem> from_window;  // Else it was redeliverable.
   uint32_t previous_attempt;
   uint32_t attempt;
-  std::optional<storage::MessageRecord> record;  // Read by BuildBatch.
+  // Read by BuildBatch, on the step's arena; null if the message is gone.
+  storage::MessageRecord* record = nullptr;
   // The stream it goes to, once written: an index into the step's sends.
   std::optional<size_t> send_to;
 };
 
 struct Dispatcher::StepWork {
+  // A step reads up to Options::step_limit records of a few hundred bytes.
+  static google::protobuf::ArenaOptions ArenaOptions() {
+    google::protobuf::ArenaOptions options;
+    options.start_block_size = 4096;
+    options.max_block_size = 256 << 10;
+    return options;
+  }
+
   struct DeadLetter {
     Group* group;
     InFlight entry;
@@ -116,6 +126,9 @@ struct Dispatcher::StepWork {
     std::optional<PreparedPublish> prepared;
   };
 
+  // Holds the step's message records (Assignment::record): parsed into a
+  // few large blocks rather than an allocation per string, freed at once.
+  google::protobuf::Arena arena{ArenaOptions()};
   std::vector<Finished> finished;
   size_t finished_taken = 0;  // How many acks updated `finishing`.
   std::vector<Assignment> deliveries;
