@@ -902,11 +902,7 @@ absl::Status Dispatcher::BuildBatch(int64_t now_ms, StepWork& work,
   absl::flat_hash_map<const Group*, GroupCounts> group_counts;
   auto delete_message = [&](const Group& group, const DueKey& key,
                             const std::string& id) {
-    batch.Delete(Table::kMessages, storage::MessageKey(key.sequence));
-    if (HasIdEntry(id, key.sequence)) {
-      batch.Delete(Table::kIds, storage::IdKey(group.topic, id));
-    }
-    batch.Delete(Table::kTopicDue, storage::TopicDueKey(group.topic, key));
+    DeleteMessage(batch, group.topic, key, id);
     --group_counts[&group].messages;
   };
 

@@ -229,11 +229,7 @@ absl::StatusOr<bool> Dispatcher::DeleteIfUnheldLocked(const std::string& topic,
       store_->Get(Table::kTopicDue, storage::TopicDueKey(topic, key));
   if (!id.ok()) return id.status();
   if (!id->has_value()) return false;
-  chunk.batch.Delete(Table::kMessages, storage::MessageKey(key.sequence));
-  if (HasIdEntry(**id, key.sequence)) {
-    chunk.batch.Delete(Table::kIds, storage::IdKey(topic, **id));
-  }
-  chunk.batch.Delete(Table::kTopicDue, storage::TopicDueKey(topic, key));
+  DeleteMessage(chunk.batch, topic, key, **id);
   chunk.counts.Add(storage::MessagesCounter(topic), -1);
   chunk.deleted.insert(key.sequence);
   return true;
@@ -431,11 +427,7 @@ absl::Status Dispatcher::RedriveChunkLocked(Task& task, TaskChunk& chunk) {
       chunk.batch.Delete(Table::kReady, ready_key);
       chunk.counts.Add(storage::ReadyCounter(dead_topic, name), -1);
     }
-    chunk.batch.Delete(Table::kMessages, storage::MessageKey(key.sequence));
-    if (HasIdEntry(id, key.sequence)) {
-      chunk.batch.Delete(Table::kIds, storage::IdKey(dead_topic, id));
-    }
-    chunk.batch.Delete(Table::kTopicDue, storage::TopicDueKey(dead_topic, key));
+    DeleteMessage(chunk.batch, dead_topic, key, id);
     chunk.counts.Add(storage::MessagesCounter(dead_topic), -1);
     ++chunk.count;
   }

@@ -169,12 +169,8 @@ void Engine::Cancel(std::string topic, std::string id, CancelCallback done) {
     return;
   }
   storage::WriteBatch batch;
-  batch.Delete(Table::kMessages, storage::MessageKey(key->sequence));
-  if (HasIdEntry(id, key->sequence)) {
-    batch.Delete(Table::kIds, storage::IdKey(topic, id));
-  }
+  DeleteMessage(batch, topic, *key, id);
   batch.Delete(Table::kSchedule, storage::ScheduleKey(*key));
-  batch.Delete(Table::kTopicDue, storage::TopicDueKey(topic, *key));
   batch.Add(storage::ScheduledCounter(topic), -1);
   batch.Add(storage::MessagesCounter(topic), -1);
   commits_->Submit(std::move(batch),
@@ -303,12 +299,8 @@ absl::StatusOr<uint64_t> Engine::PurgeScheduled(const std::string& topic) {
         }
         continue;
       }
-      batch.Delete(Table::kMessages, storage::MessageKey(key.sequence));
-      if (HasIdEntry(id, key.sequence)) {
-        batch.Delete(Table::kIds, storage::IdKey(topic, id));
-      }
+      DeleteMessage(batch, topic, key, id);
       batch.Delete(Table::kSchedule, storage::ScheduleKey(key));
-      batch.Delete(Table::kTopicDue, storage::TopicDueKey(topic, key));
       cancelling.push_back(key);
     }
     if (cancelling.empty()) continue;

@@ -36,6 +36,15 @@ bool HasIdEntry(std::string_view id, uint64_t sequence) {
   return !IsAssignedIdForm(id) || AssignedSequence(id) != sequence;
 }
 
+void DeleteMessage(storage::WriteBatch& batch, std::string_view topic,
+                   const DueKey& key, std::string_view id) {
+  batch.Delete(Table::kMessages, storage::MessageKey(key.sequence));
+  if (HasIdEntry(id, key.sequence)) {
+    batch.Delete(Table::kIds, storage::IdKey(topic, id));
+  }
+  batch.Delete(Table::kTopicDue, storage::TopicDueKey(topic, key));
+}
+
 absl::StatusOr<std::optional<DueKey>> FindId(storage::MessageStore& store,
                                              std::string_view topic,
                                              std::string_view id) {

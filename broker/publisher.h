@@ -152,6 +152,13 @@ bool IsAssignedIdForm(std::string_view id);
 // and has an entry.)
 bool HasIdEntry(std::string_view id, uint64_t sequence);
 
+// Adds to `batch` the deletes of the stored message of `topic` due at `key`
+// with `id`: its messages, ids (where HasIdEntry) and topic_due keys. The
+// keys of its states (schedule, ready, inflight) and the counters are the
+// caller's.
+void DeleteMessage(storage::WriteBatch& batch, std::string_view topic,
+                   const storage::DueKey& key, std::string_view id);
+
 // The stored message of `topic` with `id`: its due time and sequence, or
 // nullopt if there is none. Reads the messages table for ids of the
 // assigned form, then the ids table. DATA_LOSS for a malformed entry.
