@@ -10,6 +10,7 @@
 #include "absl/container/btree_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "broker/background_write.h"
 #include "broker/dispatcher_internal.h"
 #include "broker/ready_window.h"
 #include "spdlog/spdlog.h"
@@ -54,6 +55,7 @@ Dispatcher::Dispatcher(storage::MessageStore* store,
       clock_(clock),
       activity_(activity),
       options_(options),
+      ack_writer_(std::make_unique<BackgroundWrite>(commits, "hg-ack-writer")),
       timers_(absl::ToUnixMillis(clock->Now())) {}
 
 absl::StatusOr<std::unique_ptr<Dispatcher>> Dispatcher::Open(
@@ -528,11 +530,21 @@ absl::StatusOr<absl::Time> Dispatcher::StepImpl(bool deliver) {
 
   std::vector<std::pair<std::shared_ptr<Consumer>, std::vector<Delivery>>>
       sends;
-  if (!work.empty()) {
+  if (!work.empty() || !unwritten_acks_.empty()) {
+    // The acks (with any a failed step left) are written on their own
+    // thread while this one reads and writes the rest: they delete what
+    // consumers are done with and touch no key the rest does.
+    // No fsync for either: deliveries, acks, nacks and dead letters that a
+    // power cut loses are redelivered (at least once); the client waits on
+    // none.
+    storage::WriteBatch acks = std::exchange(unwritten_acks_, {});
+    BuildAckBatch(work, acks);
+    if (!acks.empty()) {
+      acks.set_needs_sync(false);
+      ack_writer_->Start(std::move(acks));
+    }
     storage::WriteBatch batch;
     absl::Status status = BuildBatch(now_ms, work, batch);
-    // No fsync: deliveries, acks, nacks and dead letters that a power cut
-    // loses are redelivered (at least once); the client waits on none.
     batch.set_needs_sync(false);
     // Written on this thread, beside the commit queue: the step waits for
     // it anyway, and every write it builds on (publishes, dispatches,
@@ -545,11 +557,15 @@ absl::StatusOr<absl::Time> Dispatcher::StepImpl(bool deliver) {
       dead.prepared.reset();
       (void)finished;  // Same status as the step's.
     }
-    absl::MutexLock lock(&mu_);
     if (!status.ok()) {
-      UndoStepLocked(work);
+      {
+        absl::MutexLock lock(&mu_);
+        UndoStepLocked(work);
+      }
+      (void)FinishAckWrite();  // Kept for the next step if it failed too.
       return status;
     }
+    absl::MutexLock lock(&mu_);
     CommitStepLocked(work);
     // Which deliveries go to which stream, in order; the deliveries are
     // built after the lock is released, which acks and writes also want.
@@ -586,9 +602,7 @@ absl::StatusOr<absl::Time> Dispatcher::StepImpl(bool deliver) {
   // late first deliveries were.
   const absl::Time now = absl::FromUnixMillis(now_ms);
   absl::flat_hash_map<const Group*, uint64_t> acked;
-  for (const Finished& f : work.finished) {
-    if (f.kind == Finished::Kind::kAck) ++acked[f.group];
-  }
+  for (const Finished& f : work.acked) ++acked[f.group];
   for (const auto& [group, n] : acked) {
     activity_->Acked(group->topic, group->name, n);
   }
@@ -618,6 +632,9 @@ absl::StatusOr<absl::Time> Dispatcher::StepImpl(bool deliver) {
   for (auto& [consumer, deliveries] : sends) {
     consumer->Send(std::move(deliveries));
   }
+  // Tasks decide what to delete from what the store holds, so they run
+  // only once every ack taken is written.
+  if (absl::Status acks = FinishAckWrite(); !acks.ok()) return acks;
   if (deliver) {
     absl::StatusOr<bool> ran = RunTask();
     if (!ran.ok()) return ran.status();
@@ -853,6 +870,38 @@ absl::StatusOr<bool> Dispatcher::HeldLocked(
   return false;
 }
 
+void Dispatcher::BuildAckBatch(StepWork& work, storage::WriteBatch& batch) {
+  std::vector<Finished> nacks;
+  // Messages deleted, by topic: a counter key per topic, not per ack.
+  absl::flat_hash_map<std::string_view, int64_t> deleted;
+  batch.Reserve(batch.size() + 3 * work.finished.size() + 4);
+  for (Finished& f : work.finished) {
+    if (f.kind != Finished::Kind::kAck) {
+      nacks.push_back(std::move(f));
+      continue;
+    }
+    const Group& group = *f.group;
+    batch.Delete(Table::kInFlight, storage::InFlightKey(group.topic, group.name,
+                                                        f.entry.key.sequence));
+    if (f.delete_message) {
+      DeleteMessage(batch, group.topic, f.entry.key, f.entry.id);
+      --deleted[group.topic];
+    }
+    work.acked.push_back(std::move(f));
+  }
+  for (const auto& [topic, n] : deleted) {
+    batch.Add(storage::MessagesCounter(topic), n);
+  }
+  work.finished = std::move(nacks);
+  // Whatever happens to the rest of the step, the acks are not taken back.
+  work.finished_taken = 0;
+}
+
+absl::Status Dispatcher::FinishAckWrite() {
+  if (!ack_writer_->busy()) return absl::OkStatus();
+  return ack_writer_->Finish(&unwritten_acks_);
+}
+
 absl::Status Dispatcher::BuildBatch(int64_t now_ms, StepWork& work,
                                     storage::WriteBatch& batch) {
   // The records of the deliveries, then of the dead letters, in one read.
@@ -888,8 +937,8 @@ absl::Status Dispatcher::BuildBatch(int64_t now_ms, StepWork& work,
   auto in_flight_key = [](const Group& group, uint64_t sequence) {
     return storage::InFlightKey(group.topic, group.name, sequence);
   };
-  // Up to four operations per ack, three per delivery.
-  batch.Reserve(4 * work.finished.size() + 3 * work.deliveries.size() +
+  // One operation per nack, up to three per delivery.
+  batch.Reserve(work.finished.size() + 3 * work.deliveries.size() +
                 8 * work.dead_letters.size() + 16);
   // Counter changes by group, turned into counter keys once at the end:
   // messages deleted, and ready entries taken from the group's own queue
@@ -906,12 +955,10 @@ absl::Status Dispatcher::BuildBatch(int64_t now_ms, StepWork& work,
     --group_counts[&group].messages;
   };
 
-  for (const Finished& f : work.finished) {
+  for (const Finished& f :
+       work.finished) {  // Nacks: BuildAckBatch took the acks.
     const uint64_t sequence = f.entry.key.sequence;
-    if (f.kind == Finished::Kind::kAck) {
-      batch.Delete(Table::kInFlight, in_flight_key(*f.group, sequence));
-      if (f.delete_message) delete_message(*f.group, f.entry.key, f.entry.id);
-    } else {
+    {
       storage::InFlightRecord record;
       record.set_attempt(f.entry.attempt);
       record.set_deliver_at_ms(f.entry.key.deliver_at_ms);

@@ -31,6 +31,8 @@
 
 namespace hourglass::broker {
 
+class BackgroundWrite;
+
 // One message handed to a consumer.
 struct Delivery {
   std::string id;
@@ -74,7 +76,10 @@ class Consumer {
 // bounded by the windows and the consumers' credit, not by the backlog.
 //
 // Work happens in steps (Step): one thread reads what the step needs, writes
-// all its state changes as one atomic batch, then sends the deliveries.
+// its state changes, then sends the deliveries. A step writes two atomic
+// batches at once: its acks on a thread of their own (they only delete
+// what consumers are done with), the rest (deliveries, nacks, dead
+// letters) on the stepping thread; it returns once both are written.
 // Acks, nacks, subscriptions and newly ready messages arrive from any
 // thread at any time and are taken by the next step.
 //
@@ -208,9 +213,10 @@ class Dispatcher {
 
   // Runs one step at the clock's now: redeliveries whose time came, acks,
   // nacks, ready-window refills, and deliveries to consumers with credit,
-  // as one store write. Returns when it wants to run again (earlier if new
-  // work arrives), or the store's error (the step's changes are undone and
-  // retried by the next step).
+  // as two store writes (see above). Returns when it wants to run again
+  // (earlier if new work arrives), or the store's error: deliveries, nacks
+  // and dead letters are undone and retried by the next step; acks, whose
+  // consumers are already released from them, are written again by it.
   absl::StatusOr<absl::Time> Step();
 
   // Runs Step on a thread of the dispatcher's own until Shutdown or
@@ -289,8 +295,15 @@ class Dispatcher {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status TakeDeliveriesLocked(int64_t now_ms, StepWork& work)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Moves the step's acks from work.finished to work.acked and adds their
+  // deletes to `batch`.
+  void BuildAckBatch(StepWork& work, storage::WriteBatch& batch);
+  // The rest of the step's changes: nacks, deliveries, dead letters.
   absl::Status BuildBatch(int64_t now_ms, StepWork& work,
                           storage::WriteBatch& batch);
+  // Waits for the step's ack write, if one is in progress; its status. A
+  // failed batch is kept in unwritten_acks_ for the next step.
+  absl::Status FinishAckWrite();
   void CommitStepLocked(StepWork& work) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void UndoStepLocked(StepWork& work) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -362,6 +375,15 @@ class Dispatcher {
   Clock* const clock_;
   Activity* const activity_;
   const Options options_;
+
+  // Only the stepping thread (Step's caller) touches these. A step writes
+  // its acks on ack_writer_'s thread while it reads and writes its
+  // deliveries, and waits for both before it returns. An ack batch whose
+  // write failed is written again, unchanged, by the next step: its
+  // decisions (which ack deletes a message) stand, and later steps rely on
+  // them, so the acks are never taken back.
+  std::unique_ptr<BackgroundWrite> ack_writer_;
+  storage::WriteBatch unwritten_acks_;
 
   absl::Mutex mu_;
   // Groups by topic, then name.

@@ -129,13 +129,17 @@ struct Dispatcher::StepWork {
   // Holds the step's message records (Assignment::record): parsed into a
   // few large blocks rather than an allocation per string, freed at once.
   google::protobuf::Arena arena{ArenaOptions()};
+  // Acks and nacks taken, in arrival order; once BuildAckBatch ran, only
+  // the nacks, and the acks are in `acked`.
   std::vector<Finished> finished;
   size_t finished_taken = 0;  // How many acks updated `finishing`.
+  std::vector<Finished> acked;
   std::vector<Assignment> deliveries;
   std::vector<DeadLetter> dead_letters;
 
   bool empty() const {
-    return finished.empty() && deliveries.empty() && dead_letters.empty();
+    return finished.empty() && acked.empty() && deliveries.empty() &&
+           dead_letters.empty();
   }
 };
 
