@@ -8,10 +8,61 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "api/proto_time.h"
+#include "api/publish_stream.h"
+#include "api/refused_stream.h"
 #include "api/status.h"
 #include "api/subscribe_stream.h"
 
 namespace hourglass::api {
+void BrokerService::StartPublish(const Grant& grant,
+                                 const hourglass::v1::PublishRequest& request,
+                                 PublishDone done) {
+  const absl::Time now = clock_->Now();
+  if (absl::Status s = ValidatePublish(request, limits_, now); !s.ok()) {
+    std::move(done)(std::move(s));
+    return;
+  }
+  for (int i = 0; i < request.messages_size(); ++i) {
+    if (absl::Status s =
+            grant.Check(Role::kProduce, request.messages(i).topic());
+        !s.ok()) {
+      std::move(done)(absl::Status(
+          s.code(), absl::StrCat("message ", i, ": ", s.message())));
+      return;
+    }
+  }
+  // Admitted only while the bytes being written stay within the limit, so
+  // that a disk slower than the clients cannot grow memory without bound.
+  const size_t bytes = request.ByteSizeLong();
+  const size_t queued = publish_queue_bytes_.fetch_add(bytes) + bytes;
+  if (limits_.max_publish_queue_bytes > 0 &&
+      queued > limits_.max_publish_queue_bytes) {
+    publish_queue_bytes_.fetch_sub(bytes);
+    std::move(done)(absl::ResourceExhaustedError(
+        absl::StrCat("publish queue full: ", queued - bytes,
+                     " bytes of publishes are being written and this one has ",
+                     bytes, "; the limit is ", limits_.max_publish_queue_bytes,
+                     " (--max_publish_queue_bytes); retry later")));
+    return;
+  }
+  std::vector<broker::NewMessage> messages;
+  messages.reserve(request.messages_size());
+  for (const hourglass::v1::Message& m : request.messages()) {
+    messages.push_back(
+        broker::NewMessage{m.topic(), m.id(), m.payload(),
+                           std::map<std::string, std::string>(
+                               m.headers().begin(), m.headers().end()),
+                           DeliverAt(m, now)});
+  }
+  engine_->Publish(std::move(messages),
+                   [this, bytes, done = std::move(done)](
+                       absl::StatusOr<std::vector<broker::PublishReceipt>>
+                           receipts) mutable {
+                     publish_queue_bytes_.fetch_sub(bytes);
+                     std::move(done)(std::move(receipts));
+                   });
+}
+
 grpc::ServerUnaryReactor* BrokerService::Publish(
     grpc::CallbackServerContext* context,
     const hourglass::v1::PublishRequest* request,
@@ -22,61 +73,34 @@ grpc::ServerUnaryReactor* BrokerService::Publish(
     reactor->Finish(ToGrpcStatus(grant.status()));
     return reactor;
   }
-  const absl::Time now = clock_->Now();
-  if (absl::Status s = ValidatePublish(*request, limits_, now); !s.ok()) {
-    reactor->Finish(ToGrpcStatus(s));
-    return reactor;
-  }
-  for (int i = 0; i < request->messages_size(); ++i) {
-    if (absl::Status s =
-            grant->Check(Role::kProduce, request->messages(i).topic());
-        !s.ok()) {
-      reactor->Finish(ToGrpcStatus(absl::Status(
-          s.code(), absl::StrCat("message ", i, ": ", s.message()))));
-      return reactor;
-    }
-  }
-  // Admitted only while the bytes being written stay within the limit, so
-  // that a disk slower than the clients cannot grow memory without bound.
-  const size_t bytes = request->ByteSizeLong();
-  const size_t queued = publish_queue_bytes_.fetch_add(bytes) + bytes;
-  if (limits_.max_publish_queue_bytes > 0 &&
-      queued > limits_.max_publish_queue_bytes) {
-    publish_queue_bytes_.fetch_sub(bytes);
-    reactor->Finish(ToGrpcStatus(absl::ResourceExhaustedError(
-        absl::StrCat("publish queue full: ", queued - bytes,
-                     " bytes of publishes are being written and this one has ",
-                     bytes, "; the limit is ", limits_.max_publish_queue_bytes,
-                     " (--max_publish_queue_bytes); retry later"))));
-    return reactor;
-  }
-  std::vector<broker::NewMessage> messages;
-  messages.reserve(request->messages_size());
-  for (const hourglass::v1::Message& m : request->messages()) {
-    messages.push_back(
-        broker::NewMessage{m.topic(), m.id(), m.payload(),
-                           std::map<std::string, std::string>(
-                               m.headers().begin(), m.headers().end()),
-                           DeliverAt(m, now)});
-  }
-  engine_->Publish(
-      std::move(messages),
-      [this, reactor, response,
-       bytes](absl::StatusOr<std::vector<broker::PublishReceipt>> receipts) {
-        publish_queue_bytes_.fetch_sub(bytes);
+  StartPublish(
+      *grant, *request,
+      [reactor,
+       response](absl::StatusOr<std::vector<broker::PublishReceipt>> receipts) {
         if (!receipts.ok()) {
           reactor->Finish(ToGrpcStatus(receipts.status()));
           return;
         }
-        for (const broker::PublishReceipt& r : *receipts) {
-          hourglass::v1::Receipt* out = response->add_receipts();
-          out->set_id(r.id);
-          ToProto(r.deliver_at, out->mutable_deliver_at());
-          out->set_duplicate(r.duplicate);
-        }
+        AddReceipts(*receipts, response->mutable_receipts());
         reactor->Finish(grpc::Status::OK);
       });
   return reactor;
+}
+
+grpc::ServerBidiReactor<hourglass::v1::PublishRequest,
+                        hourglass::v1::PublishStreamResponse>*
+BrokerService::PublishStream(grpc::CallbackServerContext* context) {
+  absl::StatusOr<Grant> grant = authorizer_->Authenticate(*context);
+  if (!grant.ok()) {
+    return NewRefusedStream<hourglass::v1::PublishRequest,
+                            hourglass::v1::PublishStreamResponse>(
+        ToGrpcStatus(grant.status()));
+  }
+  return NewPublishStream(
+      [this, grant = *std::move(grant)](
+          const hourglass::v1::PublishRequest& request, PublishDone done) {
+        StartPublish(grant, request, std::move(done));
+      });
 }
 
 grpc::ServerUnaryReactor* BrokerService::Cancel(
@@ -110,14 +134,16 @@ grpc::ServerBidiReactor<hourglass::v1::SubscribeRequest, Response>*
 BrokerService::StartStream(grpc::CallbackServerContext* context, Start start) {
   absl::StatusOr<Grant> grant = authorizer_->Authenticate(*context);
   if (!grant.ok()) {
-    return NewRefusedStream<Response>(ToGrpcStatus(grant.status()));
+    return NewRefusedStream<hourglass::v1::SubscribeRequest, Response>(
+        ToGrpcStatus(grant.status()));
   }
   const size_t open = streams_.fetch_add(1) + 1;
   if (limits_.max_streams > 0 && open > limits_.max_streams) {
     streams_.fetch_sub(1);
-    return NewRefusedStream<Response>(ToGrpcStatus(absl::ResourceExhaustedError(
-        absl::StrCat("too many Subscribe streams (limit ", limits_.max_streams,
-                     ", --max_streams)"))));
+    return NewRefusedStream<hourglass::v1::SubscribeRequest, Response>(
+        ToGrpcStatus(absl::ResourceExhaustedError(
+            absl::StrCat("too many Subscribe streams (limit ",
+                         limits_.max_streams, ", --max_streams)"))));
   }
   StreamHooks hooks;
   hooks.authorize = [grant = *std::move(grant)](absl::string_view topic) {

@@ -5,6 +5,7 @@
 #include <cstddef>
 
 #include "api/auth.h"
+#include "api/publish_stream.h"
 #include "api/validation.h"
 #include "broker/clock.h"
 #include "broker/engine.h"
@@ -40,6 +41,10 @@ class BrokerService final : public hourglass::v1::Broker::CallbackService {
       const hourglass::v1::PublishRequest* request,
       hourglass::v1::PublishResponse* response) override;
 
+  grpc::ServerBidiReactor<hourglass::v1::PublishRequest,
+                          hourglass::v1::PublishStreamResponse>*
+  PublishStream(grpc::CallbackServerContext* context) override;
+
   grpc::ServerUnaryReactor* Cancel(
       grpc::CallbackServerContext* context,
       const hourglass::v1::CancelRequest* request,
@@ -54,6 +59,13 @@ class BrokerService final : public hourglass::v1::Broker::CallbackService {
   SubscribeBatches(grpc::CallbackServerContext* context) override;
 
  private:
+  // Checks `request` (ValidatePublish, the grant's produce role for each
+  // topic, --max_publish_queue_bytes) and publishes it; `done` gets the
+  // receipts or the first problem, at once or on the engine's thread.
+  void StartPublish(const Grant& grant,
+                    const hourglass::v1::PublishRequest& request,
+                    PublishDone done);
+
   // Authenticates a Subscribe or SubscribeBatches call and checks the
   // stream limit; then `start` makes the stream with the hooks that
   // authorise its topic and count it.

@@ -379,15 +379,6 @@ void SubscribeStream<Response>::FinishOnce(const grpc::Status& status) {
   if (consumer.has_value()) dispatcher_->Unsubscribe(*consumer);
 }
 
-// A stream that ends as it starts. gRPC holds the Finish until the reactor
-// is bound to the call.
-template <typename Response>
-class RefusedStream final : public SubscribeReactor<Response> {
- public:
-  explicit RefusedStream(const grpc::Status& status) { this->Finish(status); }
-  void OnDone() override { delete this; }
-};
-
 }  // namespace
 
 SubscribeReactor<hourglass::v1::Delivery>* NewSubscribeStream(
@@ -401,15 +392,5 @@ SubscribeReactor<hourglass::v1::DeliveryBatch>* NewSubscribeBatchesStream(
   return new SubscribeStream<hourglass::v1::DeliveryBatch>(dispatcher, limits,
                                                            std::move(hooks));
 }
-
-template <typename Response>
-SubscribeReactor<Response>* NewRefusedStream(const grpc::Status& status) {
-  return new RefusedStream<Response>(status);
-}
-
-template SubscribeReactor<hourglass::v1::Delivery>* NewRefusedStream(
-    const grpc::Status& status);
-template SubscribeReactor<hourglass::v1::DeliveryBatch>* NewRefusedStream(
-    const grpc::Status& status);
 
 }  // namespace hourglass::api

@@ -58,11 +58,6 @@ SubscribeReactor<hourglass::v1::DeliveryBatch>* NewSubscribeBatchesStream(
     broker::Dispatcher* dispatcher, const Limits& limits,
     StreamHooks hooks = {});
 
-// A stream of either kind that ends at once with `status` (not OK),
-// reading nothing: for streams refused before they start.
-template <typename Response>
-SubscribeReactor<Response>* NewRefusedStream(const grpc::Status& status);
-
 }  // namespace hourglass::api
 
 #endif  // HOURGLASS_API_SUBSCRIBE_STREAM_H_

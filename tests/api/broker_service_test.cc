@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "api/publish_stream.h"
 #include "api/server.h"
 #include "gmock/gmock.h"
 #include "grpcpp/client_context.h"
@@ -566,6 +567,135 @@ TEST_F(BrokerServiceTest, SubscribeBatchesSplitsResponsesAtAboutOneMebibyte) {
   EXPECT_THAT(responses, ::testing::ElementsAre(0, 0, 1, 2, 3));
   sub.Cancel();
   server->reset();
+}
+
+// Each request of a PublishStream is answered in request order, a bad one
+// with its error (and nothing stored) without ending the stream; the
+// stream ends OK after the client's side.
+TEST_F(BrokerServiceTest, PublishStreamAnswersEachRequestInOrder) {
+  testing::BrokerClient client(
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", server_->port()),
+                          grpc::InsecureChannelCredentials()));
+  absl::StatusOr<hourglass::v1::Receipt> first =
+      client.Publish("orders", "p", absl::Hours(1), "x");
+  ASSERT_TRUE(first.ok()) << first.status();
+  std::vector<PublishRequest> requests(4);
+  *requests[0].add_messages() = Msg("orders", 30'000, "a");
+  *requests[1].add_messages() = Msg("a b", 0);
+  *requests[2].add_messages() = Msg("orders", 0, "b");
+  *requests[2].add_messages() = Msg("orders", 0, "c");
+  *requests[3].add_messages() = Msg("orders", 0, "x");  // Pending already.
+  std::vector<hourglass::v1::PublishStreamResponse> answers;
+  const int64_t before = absl::ToUnixMillis(absl::Now());
+  const grpc::Status status = client.PublishStream(requests, &answers);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  ASSERT_EQ(answers.size(), 4u);
+
+  ASSERT_EQ(answers[0].receipts_size(), 1);
+  EXPECT_EQ(answers[0].code(), 0);
+  EXPECT_EQ(answers[0].receipts(0).id(), "a");
+  EXPECT_FALSE(answers[0].receipts(0).duplicate());
+  EXPECT_GE(Millis(answers[0].receipts(0).deliver_at()), before + 30'000);
+
+  EXPECT_EQ(answers[1].code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(answers[1].message(), "message 0: topic \"a b\" has a space");
+  EXPECT_EQ(answers[1].receipts_size(), 0);
+
+  ASSERT_EQ(answers[2].receipts_size(), 2);
+  EXPECT_EQ(answers[2].receipts(0).id(), "b");
+  EXPECT_EQ(answers[2].receipts(1).id(), "c");
+
+  ASSERT_EQ(answers[3].receipts_size(), 1);
+  EXPECT_EQ(answers[3].receipts(0).id(), "x");
+  EXPECT_TRUE(answers[3].receipts(0).duplicate());
+  EXPECT_EQ(Millis(answers[3].receipts(0).deliver_at()),
+            Millis(first->deliver_at()));
+  EXPECT_EQ(StoredMessages(), 4u);  // x, a, b and c.
+}
+
+// A stream reads at most max_pending requests ahead of its answers; the
+// answers go out in request order whatever order the publishes end in.
+TEST(PublishStreamTest, ReadsAtMostMaxPendingAheadAndAnswersInOrder) {
+  // Publishes that end when the test says, one receipt each, with the
+  // request's id.
+  struct Pending {
+    std::string id;
+    PublishDone done;
+  };
+  absl::Mutex mu;
+  std::vector<Pending> pending;
+  class Service final : public hourglass::v1::Broker::CallbackService {
+   public:
+    explicit Service(PublishCall publish) : publish_(std::move(publish)) {}
+    grpc::ServerBidiReactor<PublishRequest,
+                            hourglass::v1::PublishStreamResponse>*
+    PublishStream(grpc::CallbackServerContext*) override {
+      return NewPublishStream(
+          [this](const PublishRequest& r, PublishDone done) {
+            publish_(r, std::move(done));
+          },
+          /*max_pending=*/2);
+    }
+
+   private:
+    PublishCall publish_;
+  };
+  Service service([&](const PublishRequest& request, PublishDone done) {
+    absl::MutexLock lock(&mu);
+    pending.push_back({request.messages(0).id(), std::move(done)});
+  });
+  auto server =
+      Server::Start({.listen_address = "127.0.0.1:0", .services = {&service}});
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto stub = hourglass::v1::Broker::NewStub(
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", (*server)->port()),
+                          grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
+  auto stream = stub->PublishStream(&context);
+  for (int i = 0; i < 4; ++i) {
+    PublishRequest request;
+    *request.add_messages() = Msg("t", 0, absl::StrCat("m", i));
+    ASSERT_TRUE(stream->Write(request));
+  }
+  stream->WritesDone();
+  auto wait_pending = [&](size_t n,
+                          absl::Duration timeout = absl::Seconds(30)) {
+    absl::MutexLock lock(&mu);
+    auto reached = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+      return pending.size() >= n;
+    };
+    return mu.AwaitWithTimeout(absl::Condition(&reached), timeout);
+  };
+  auto answer = [&](size_t i) {
+    PublishDone done;
+    std::string id;
+    {
+      absl::MutexLock lock(&mu);
+      done = std::move(pending[i].done);
+      id = pending[i].id;
+    }
+    std::move(done)(std::vector<broker::PublishReceipt>{
+        {id, absl::FromUnixMillis(1000), false}});
+  };
+  ASSERT_TRUE(wait_pending(2));
+  // Two requests await their answers: the stream reads no third (all four
+  // were sent; a stream that read ahead would have the third at once).
+  EXPECT_FALSE(wait_pending(3, absl::Milliseconds(300)));
+  // The second ends first; its answer waits for the first's.
+  answer(1);
+  answer(0);
+  ASSERT_TRUE(wait_pending(4));
+  answer(3);
+  answer(2);
+  std::vector<std::string> ids;
+  hourglass::v1::PublishStreamResponse got;
+  while (stream->Read(&got)) {
+    ASSERT_EQ(got.receipts_size(), 1);
+    ids.push_back(got.receipts(0).id());
+  }
+  EXPECT_TRUE(stream->Finish().ok());
+  EXPECT_THAT(ids, ::testing::ElementsAre("m0", "m1", "m2", "m3"));
 }
 
 }  // namespace

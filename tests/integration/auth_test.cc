@@ -158,6 +158,14 @@ TEST_F(AuthTest, EveryRoleAgainstEveryBrokerCall) {
     SCOPED_TRACE(c.token.empty() ? "no token" : c.token);
     std::unique_ptr<testing::BrokerClient> client = Client(c.token);
     EXPECT_THAT(Publish(*client, {"orders"}), IsStatus(c.publish));
+    {
+      hourglass::v1::PublishRequest request;
+      *request.add_messages() =
+          testing::NewMessage("orders", "p", absl::Hours(1));
+      hourglass::v1::PublishStreamResponse answer;
+      EXPECT_THAT(client->PublishStream(request, &answer), IsStatus(c.publish))
+          << "PublishStream";
+    }
 
     // Cancel a message that exists, so that an allowed call is OK.
     const std::string id = absl::StrCat("to-cancel-", ++n);

@@ -53,6 +53,37 @@ absl::StatusOr<hourglass::v1::Receipt> BrokerClient::Publish(
   return response.receipts(0);
 }
 
+grpc::Status BrokerClient::PublishStream(
+    const std::vector<hourglass::v1::PublishRequest>& requests,
+    std::vector<hourglass::v1::PublishStreamResponse>* answers) {
+  grpc::ClientContext context;
+  SetDeadline(context);
+  auto stream = stub_->PublishStream(&context);
+  for (const hourglass::v1::PublishRequest& request : requests) {
+    if (!stream->Write(request)) break;
+  }
+  stream->WritesDone();
+  hourglass::v1::PublishStreamResponse answer;
+  while (stream->Read(&answer)) answers->push_back(std::move(answer));
+  return stream->Finish();
+}
+
+grpc::Status BrokerClient::PublishStream(
+    const hourglass::v1::PublishRequest& request,
+    hourglass::v1::PublishStreamResponse* answer) {
+  std::vector<hourglass::v1::PublishStreamResponse> answers;
+  const grpc::Status status = PublishStream({request}, &answers);
+  if (!status.ok()) return status;
+  if (answers.size() != 1) {
+    return grpc::Status(grpc::StatusCode::INTERNAL,
+                        "the stream gave " + std::to_string(answers.size()) +
+                            " answers to one request");
+  }
+  *answer = answers[0];
+  return grpc::Status(static_cast<grpc::StatusCode>(answer->code()),
+                      answer->message());
+}
+
 grpc::Status BrokerClient::Cancel(const std::string& topic,
                                   const std::string& id) {
   grpc::ClientContext context;

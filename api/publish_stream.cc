@@ -1,0 +1,183 @@
+#include "api/publish_stream.h"
+
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "api/proto_time.h"
+#include "api/status.h"
+
+namespace hourglass::api {
+namespace {
+
+using hourglass::v1::PublishRequest;
+using hourglass::v1::PublishStreamResponse;
+
+PublishStreamResponse ToResponse(
+    absl::StatusOr<std::vector<broker::PublishReceipt>> receipts) {
+  PublishStreamResponse response;
+  if (receipts.ok()) {
+    AddReceipts(*receipts, response.mutable_receipts());
+  } else {
+    const grpc::Status status = ToGrpcStatus(receipts.status());
+    response.set_code(static_cast<int32_t>(status.error_code()));
+    response.set_message(status.error_message());
+  }
+  return response;
+}
+
+// The reactor. Reads run one at a time (each OnReadDone starts the next,
+// unless max_pending_ requests await their answers); writes run one at a
+// time, in request order, from answers_. Thread-safe: reactions and the
+// publishes' callbacks (on the engine's threads) may come concurrently;
+// mu_ guards the shared state and is never held while calling publish_.
+class PublishStream final
+    : public grpc::ServerBidiReactor<PublishRequest, PublishStreamResponse> {
+ public:
+  PublishStream(PublishCall publish, size_t max_pending)
+      : publish_(std::move(publish)), max_pending_(max_pending) {
+    // At once, not with the first answer: in tests, a first answer that
+    // carried the metadata and the buffer hint was never sent.
+    StartSendInitialMetadata();
+    absl::MutexLock lock(&mu_);
+    ReadNextLocked();
+  }
+
+  void OnReadDone(bool ok) override;
+  void OnWriteDone(bool ok) override;
+  void OnCancel() override {
+    absl::MutexLock lock(&mu_);
+    cancelled_ = true;
+    MaybeFinishLocked();
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  // The answer to request `index`, from any thread.
+  void Answer(uint64_t index, PublishStreamResponse response);
+  void WriteNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Reads the next request unless enough await their answers.
+  void ReadNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Finishes once nothing is left to answer or write.
+  void MaybeFinishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  PublishCall publish_;  // Called by the read chain only.
+  const size_t max_pending_;
+  // Touched only by the read chain: StartRead and the OnReadDone it causes.
+  PublishRequest request_;
+
+  absl::Mutex mu_;
+  // The answers from request first_index_ on, in request order; unset until
+  // known. The front is being written while writing_; a deque keeps its
+  // elements in place as it grows.
+  std::deque<std::optional<PublishStreamResponse>> answers_
+      ABSL_GUARDED_BY(mu_);
+  uint64_t first_index_ ABSL_GUARDED_BY(mu_) = 0;
+  // Publishes whose callback has not run yet.
+  size_t publishing_ ABSL_GUARDED_BY(mu_) = 0;
+  bool reading_ ABSL_GUARDED_BY(mu_) = false;
+  bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+void PublishStream::OnReadDone(bool ok) {
+  uint64_t index;
+  {
+    absl::MutexLock lock(&mu_);
+    reading_ = false;
+    if (!ok || cancelled_) {
+      // The client ended its side, or went away.
+      reads_done_ = true;
+      MaybeFinishLocked();
+      return;
+    }
+    index = first_index_ + answers_.size();
+    answers_.emplace_back();
+    ++publishing_;
+  }
+  // Outside mu_: the answer may come at once, on this thread.
+  publish_(request_,
+           [this, index](
+               absl::StatusOr<std::vector<broker::PublishReceipt>> receipts) {
+             Answer(index, ToResponse(std::move(receipts)));
+           });
+  absl::MutexLock lock(&mu_);
+  ReadNextLocked();
+}
+
+void PublishStream::Answer(uint64_t index, PublishStreamResponse response) {
+  absl::MutexLock lock(&mu_);
+  answers_[index - first_index_] = std::move(response);
+  --publishing_;
+  if (!writing_) WriteNextLocked();
+  MaybeFinishLocked();
+}
+
+void PublishStream::WriteNextLocked() {
+  if (cancelled_ || answers_.empty() || !answers_.front().has_value()) return;
+  writing_ = true;
+  // More answers ready behind this one: gRPC may hold it in the stream's
+  // buffer rather than make a syscall for it; the last one flushes.
+  grpc::WriteOptions options;
+  if (answers_.size() > 1 && answers_[1].has_value()) {
+    options.set_buffer_hint();
+  }
+  StartWrite(&*answers_.front(), options);
+}
+
+void PublishStream::OnWriteDone(bool ok) {
+  absl::MutexLock lock(&mu_);
+  writing_ = false;
+  answers_.pop_front();
+  ++first_index_;
+  if (!ok) {
+    cancelled_ = true;  // The client is gone; OnCancel follows.
+  } else {
+    WriteNextLocked();
+    ReadNextLocked();
+  }
+  MaybeFinishLocked();
+}
+
+void PublishStream::ReadNextLocked() {
+  if (reading_ || reads_done_ || cancelled_ ||
+      answers_.size() >= max_pending_) {
+    return;
+  }
+  reading_ = true;
+  StartRead(&request_);
+}
+
+void PublishStream::MaybeFinishLocked() {
+  if (finished_ || publishing_ > 0 || writing_) return;
+  if (!cancelled_ && !(reads_done_ && answers_.empty())) return;
+  finished_ = true;
+  Finish(cancelled_ ? grpc::Status(grpc::StatusCode::CANCELLED, "cancelled")
+                    : grpc::Status::OK);
+}
+
+}  // namespace
+
+grpc::ServerBidiReactor<PublishRequest, PublishStreamResponse>*
+NewPublishStream(PublishCall publish, size_t max_pending) {
+  return new PublishStream(std::move(publish), max_pending);
+}
+
+void AddReceipts(
+    const std::vector<broker::PublishReceipt>& receipts,
+    google::protobuf::RepeatedPtrField<hourglass::v1::Receipt>* out) {
+  out->Reserve(out->size() + static_cast<int>(receipts.size()));
+  for (const broker::PublishReceipt& r : receipts) {
+    hourglass::v1::Receipt* receipt = out->Add();
+    receipt->set_id(r.id);
+    ToProto(r.deliver_at, receipt->mutable_deliver_at());
+    receipt->set_duplicate(r.duplicate);
+  }
+}
+
+}  // namespace hourglass::api
