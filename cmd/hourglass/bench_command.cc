@@ -51,6 +51,7 @@ struct BenchOptions {
   std::string duration;
   uint32_t max_in_flight = 10000;
   std::string consume = "batches";
+  std::string publish = "calls";
   std::string drain_timeout = "60s";
   std::string durability = "unknown";
 };
@@ -235,7 +236,9 @@ absl::Status Bench(const GlobalOptions& globals, const BenchOptions& options) {
     const int slots = options.concurrency / options.producers +
                       (i < options.concurrency % options.producers ? 1 : 0);
     producers.push_back(std::make_unique<BenchProducer>(
-        std::move(connections[i]), plan, counters, control, slots));
+        std::move(connections[i]), plan, counters, control, slots,
+        options.publish == "stream" ? BenchProducer::Rpc::kPublishStream
+                                    : BenchProducer::Rpc::kPublish));
   }
   control.SetProducers(options.producers);
   for (auto& producer : producers) producer->Start();
@@ -290,6 +293,8 @@ absl::Status Bench(const GlobalOptions& globals, const BenchOptions& options) {
   result.group = options.group;
   result.durability = options.durability;
   result.producers = options.producers;
+  result.publish_rpc =
+      options.publish == "stream" ? "PublishStream" : "Publish";
   result.consumers = static_cast<int>(consumers.size());
   result.consumer_rpc = rpc == BenchConsumer::Rpc::kSubscribeBatches
                             ? "SubscribeBatches"
@@ -373,7 +378,7 @@ void AddBenchCommand(Registry& registry) {
       ->check(CLI::Range(0, 256));
   bench
       ->add_option("--concurrency", options->concurrency,
-                   "Publish calls in flight, over all producers")
+                   "Publish requests in flight, over all producers")
       ->type_name("N")
       ->capture_default_str()
       ->check(CLI::Range(1, 4096));
@@ -409,6 +414,14 @@ void AddBenchCommand(Registry& registry) {
                    "Credit of each consumer (at most the broker's "
                    "--max_credit)")
       ->capture_default_str();
+  bench
+      ->add_option("--publish", options->publish,
+                   "How producers send: calls (a Publish call per batch) or "
+                   "stream (batches as requests on one PublishStream per "
+                   "producer, answered in order)")
+      ->type_name("HOW")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"calls", "stream"}));
   bench
       ->add_option("--consume", options->consume,
                    "How consumers take deliveries: batches (SubscribeBatches: "
@@ -449,6 +462,7 @@ not delivered in time; the summary is printed all the same.
 Examples:
   hourglass bench --batch=100 --count=1000000 --consumers=0
   hourglass bench --batch=1 --concurrency=64 --duration=30s --consumers=0
+  hourglass bench --batch=1 --concurrency=64 --publish=stream --consumers=0
   hourglass bench --rate=10000 --duration=60s --delay=1s..10s --batch=10
   hourglass bench --count=1000000 --batch=1000 --delay=hot:20s --consumers=2
   hourglass --json bench --count=10000 --durability=sync)");

@@ -19,22 +19,30 @@
 namespace hourglass::cli {
 
 // One producer of `hourglass bench`: a connection of its own and a number
-// of slots, each a chain of Publish calls on gRPC's callback API, so that
-// `slots` calls are in flight at once without a thread each. A slot claims
-// its next batch from the PublishPlan when its call is answered; when the
-// plan paces to --rate, a grpc::Alarm waits for the batch's send time. No
-// thread of the bench is needed while it runs.
+// of slots, each a chain of publishes on gRPC's callback API, so that
+// `slots` requests are in flight at once without a thread each: a Publish
+// call each, or requests on one PublishStream. A slot claims its next
+// batch from the PublishPlan when its request is answered; when the plan
+// paces to --rate, a grpc::Alarm waits for the batch's send time. No thread
+// of the bench is needed while it runs.
 //
 // Start and Wait are called from the bench's main thread; the slots run on
 // gRPC's threads. Thread-safe.
 class BenchProducer {
  public:
-  // Tells `control` when its last call is answered. REQUIRES: `plan`,
+  // How requests travel.
+  enum class Rpc {
+    kPublish,        // A unary call each.
+    kPublishStream,  // All on one stream, answered in order.
+  };
+
+  // Tells `control` when its last request is answered. REQUIRES: `plan`,
   // `counters` and `control` outlive this object; slots >= 1.
   BenchProducer(std::unique_ptr<Connection> connection, PublishPlan& plan,
-                BenchCounters& counters, BenchControl& control, int slots);
+                BenchCounters& counters, BenchControl& control, int slots,
+                Rpc rpc = Rpc::kPublish);
   // REQUIRES: Wait has returned (no call or alarm is pending).
-  ~BenchProducer() = default;
+  ~BenchProducer();
 
   BenchProducer(const BenchProducer&) = delete;
   BenchProducer& operator=(const BenchProducer&) = delete;
@@ -47,13 +55,16 @@ class BenchProducer {
   void CancelWaits();
 
   // Waits until every slot is done: the plan has no more batches, and the
-  // last calls are answered.
+  // last requests are answered; then ends the stream, if any.
   void Wait();
 
-  // The latency of the Publish calls that succeeded. REQUIRES: Wait returned.
+  // The latency of the requests that succeeded, from sending to the
+  // answer. REQUIRES: Wait returned.
   LatencyHistogram call_latency();
 
  private:
+  class Stream;
+
   struct Slot {
     BenchProducer* producer = nullptr;
     hourglass::v1::PublishRequest request;
@@ -75,6 +86,7 @@ class BenchProducer {
   // `not_before`; or ends the slot when the plan has no more.
   void Next(Slot& slot, absl::Time not_before);
   void Send(Slot& slot);
+  // The slot's request was answered: OK, or failed with `status`.
   void OnPublished(Slot& slot, const grpc::Status& status);
   void SlotDone();
 
@@ -84,6 +96,8 @@ class BenchProducer {
   BenchCounters& counters_;
   BenchControl& control_;
   std::vector<std::unique_ptr<Slot>> slots_;
+  // With Rpc::kPublishStream, from Start until destruction.
+  std::unique_ptr<Stream> stream_;
 
   absl::Mutex mu_;
   int running_ ABSL_GUARDED_BY(mu_) = 0;

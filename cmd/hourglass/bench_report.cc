@@ -17,10 +17,15 @@ std::string Plural(uint64_t n, const char* one, const char* many) {
 }
 
 std::string Workload(const BenchResult& r) {
+  const bool stream = r.publish_rpc == "PublishStream";
   std::string text = absl::StrCat(
       "batches of ", r.batch, ", ", r.payload_bytes, "-byte payloads, ",
-      Plural(r.concurrency, "call", "calls"), " in flight on ",
-      Plural(r.producers, "connection", "connections"), ", ");
+      stream ? Plural(r.concurrency, "request", "requests")
+             : Plural(r.concurrency, "call", "calls"),
+      " in flight on ",
+      stream ? Plural(r.producers, "PublishStream", "PublishStreams")
+             : Plural(r.producers, "connection", "connections"),
+      ", ");
   if (r.rate > 0) {
     absl::StrAppendFormat(&text, "%.0f msg/s", r.rate);
   } else {
@@ -51,11 +56,13 @@ std::string HumanReport(const BenchResult& r) {
   lines.emplace_back("workload", Workload(r));
   lines.emplace_back(
       "published",
-      absl::StrFormat("%d msgs in %d calls in %s = %.0f msg/s; call p50 %s "
+      absl::StrFormat("%d msgs in %d %s in %s = %.0f msg/s; %s p50 %s "
                       "p99 %s max %s",
                       r.published, r.publish_calls,
+                      r.publish_rpc == "PublishStream" ? "requests" : "calls",
                       HumanDuration(r.publish_time),
                       Rate(r.published, r.publish_time),
+                      r.publish_rpc == "PublishStream" ? "request" : "call",
                       HumanDuration(r.call_latency.Percentile(50)),
                       HumanDuration(r.call_latency.Percentile(99)),
                       HumanDuration(r.call_latency.max())));
@@ -106,7 +113,9 @@ std::string JsonReport(const BenchResult& r) {
   return absl::StrCat(
       "{\"topic\":", JsonQuote(r.topic), ",\"group\":", JsonQuote(r.group),
       ",\"durability\":", JsonQuote(r.durability),
-      ",\"producers\":", r.producers, ",\"consumers\":", r.consumers,
+      ",\"producers\":", r.producers,
+      ",\"publish_rpc\":", JsonQuote(r.publish_rpc),
+      ",\"consumers\":", r.consumers,
       ",\"consumer_rpc\":", JsonQuote(r.consumer_rpc),
       ",\"concurrency\":", r.concurrency, ",\"batch\":", r.batch,
       ",\"payload_bytes\":", r.payload_bytes,

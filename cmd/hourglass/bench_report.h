@@ -18,10 +18,12 @@ struct BenchResult {
   // As --durability said: "sync", "async" or "unknown".
   std::string durability;
   int producers = 0;
+  // The producers' RPC: "Publish" or "PublishStream".
+  std::string publish_rpc;
   int consumers = 0;
   // The consumers' RPC: "Subscribe" or "SubscribeBatches".
   std::string consumer_rpc;
-  // Publish calls in flight, over all producers.
+  // Publish requests in flight, over all producers.
   int concurrency = 0;
   uint32_t batch = 0;
   size_t payload_bytes = 0;

@@ -129,7 +129,7 @@ TEST_F(HourglassBenchTest, JsonOfAHotSecond) {
       Lines(run.out),
       ElementsAre(MatchesRegex(Pattern(
           "{\"topic\":\"hot\",\"group\":\"bench\",\"durability\":\"async\","
-          "\"producers\":1,\"consumers\":1,"
+          "\"producers\":1,\"publish_rpc\":\"Publish\",\"consumers\":1,"
           "\"consumer_rpc\":\"SubscribeBatches\",\"concurrency\":2,"
           "\"batch\":10,\"payload_bytes\":64,\"delay\":\"hot:1s\",\"rate\":0,"
           "\"published\":300,\"publish_calls\":30,\"publish_seconds\":F,"
@@ -142,19 +142,22 @@ TEST_F(HourglassBenchTest, JsonOfAHotSecond) {
           "\"interrupted\":false}"))));
 }
 
-TEST_F(HourglassBenchTest, PublishOnlyAtARate) {
-  const Output run =
-      Bench({"bench", "--consumers=0", "--count=200", "--batch=1",
-             "--concurrency=8", "--rate=2000", "--delay=1h"});
+// On PublishStream: single messages as requests on one stream per
+// producer, paced to the rate.
+TEST_F(HourglassBenchTest, PublishOnlyAtARateOnStreams) {
+  const Output run = Bench({"bench", "--consumers=0", "--count=200",
+                            "--batch=1", "--concurrency=8", "--rate=2000",
+                            "--delay=1h", "--publish=stream"});
   ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
   const std::vector<std::string> lines = Lines(run.out);
   ASSERT_EQ(lines.size(), 10u) << run.out;
   EXPECT_EQ(lines[2],
-            "workload     batches of 1, 100-byte payloads, 8 calls in flight "
-            "on 2 connections, 2000 msg/s, delay 1h, 0 consumers");
-  EXPECT_THAT(lines[3], MatchesRegex(Pattern("published    200 msgs in 200 "
-                                             "calls in T = D msg/s; call p50 "
-                                             "T p99 T max T")));
+            "workload     batches of 1, 100-byte payloads, 8 requests in "
+            "flight on 2 PublishStreams, 2000 msg/s, delay 1h, 0 consumers");
+  EXPECT_THAT(lines[3],
+              MatchesRegex(Pattern("published    200 msgs in 200 requests "
+                                   "in T = D msg/s; request p50 T p99 T max "
+                                   "T")));
   EXPECT_EQ(lines[4], "delivered    - (no consumers)");
   EXPECT_EQ(lines[5], "lateness     -");
 }
