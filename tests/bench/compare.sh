@@ -9,14 +9,18 @@
 #
 # Workloads (100-byte payloads everywhere):
 #   a. durable publish throughput: batches of 100 with 8 and with 32 calls in
-#      flight, and unbatched with 64 calls in flight. hourglassd --durability=sync (answers
+#      flight, and unbatched with 64 in flight: as Publish calls, and as
+#      requests on PublishStream (BullMQ's 64 adds in flight are likewise
+#      pipelined on one connection). hourglassd --durability=sync (answers
 #      after fsync) is compared with Redis appendfsync always (answers after
 #      fsync); the same BullMQ runs on appendfsync everysec are shown too.
 #   b. steady 10,000 msg/s for --steady (default 60 s), delays uniform in
 #      [1 s, 10 s], 10 messages per call (Queue.addBulk for BullMQ): lateness
 #      percentiles, early count.
 #   c. hot second: --hot messages (default 1,000,000) all due at one instant:
-#      time from the instant until the last one is delivered.
+#      time from the instant until the last one is delivered; consumers on
+#      SubscribeBatches (the bench's default), and again on Subscribe.
+# Consumers of b and c take deliveries with SubscribeBatches unless said.
 #   d. --pending messages (default 10,000,000) scheduled a day ahead: resident
 #      memory of the server process and bytes on disk.
 # b, c and d run Redis with appendfsync everysec (BullMQ's usual set-up) and
@@ -46,7 +50,7 @@ OUT=""
 ARGS="$*"
 
 usage() {
-  sed -n '2,31p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+  sed -n '2,36p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 }
 
 for arg in "$@"; do
@@ -245,6 +249,9 @@ if wanted a; then
   start_hourglassd a-unbatched
   hg_bench a-hg-unbatched --consumers=0 --count="$UNBATCHED" --batch=1 \
     --producers=2 --concurrency=64 --delay=1h
+  start_hourglassd a-unbatched-stream
+  hg_bench a-hg-unbatched-stream --consumers=0 --count="$UNBATCHED" --batch=1 \
+    --producers=2 --concurrency=64 --delay=1h --publish=stream
   for fsync in always everysec; do
     start_redis "a-$fsync-batched" "$fsync"
     bull "a-bull-$fsync-batched" publish --queue=a --count="$PUBLISH" \
@@ -265,11 +272,17 @@ if wanted a; then
     "$(get a-bull-always-batched32 r.rate)" higher
   row "unbatched, 64 calls in flight ($UNBATCHED msgs)" \
     "$(get a-hg-unbatched r.publish_rate)" "$(get a-bull-always-unbatched r.rate)" higher
+  row "unbatched, 64 requests in flight on PublishStream ($UNBATCHED msgs)" \
+    "$(get a-hg-unbatched-stream r.publish_rate)" \
+    "$(get a-bull-always-unbatched r.rate)" higher
   note "*same hourglass runs vs Redis appendfsync everysec (not durable per call)*"
   row "batches of 100 vs everysec" \
     "$(get a-hg-batched r.publish_rate)" "$(get a-bull-everysec-batched r.rate)" higher
-  row "unbatched vs everysec" \
+  row "unbatched (calls) vs everysec" \
     "$(get a-hg-unbatched r.publish_rate)" "$(get a-bull-everysec-unbatched r.rate)" higher
+  row "unbatched (PublishStream) vs everysec" \
+    "$(get a-hg-unbatched-stream r.publish_rate)" \
+    "$(get a-bull-everysec-unbatched r.rate)" higher
 fi
 
 # --- b. Steady load: lateness. ---------------------------------------------
@@ -307,6 +320,9 @@ if wanted c; then
   start_hourglassd c
   hg_bench c-hg --count="$HOT" --batch=1000 --producers=2 --concurrency=8 \
     --consumers=2 --delay="hot:${HG_HOT_S}s"
+  start_hourglassd c-single
+  hg_bench c-hg-single --count="$HOT" --batch=1000 --producers=2 \
+    --concurrency=8 --consumers=2 --consume=single --delay="hot:${HG_HOT_S}s"
   start_redis c everysec
   (cd "$BULLMQ_DIR" && exec node bench.js worker --queue=c --count="$HOT" \
       --concurrency=100 --timeout-ms=$(( (BULL_HOT_S + 60) * 1000 )) --port="$PORT") \
@@ -322,6 +338,9 @@ if wanted c; then
     "$(node -e "console.log(Number('$(get c-bull-worker r.lateness_ms.max)') / 1000)")" lower
   row "delivery rate, msg/s" "$(get c-hg r.delivery_rate)" "$(get c-bull-worker r.rate)" higher
   ROWS+=("| delivered | $(get c-hg r.delivered) of $(get c-hg r.published) | $(get c-bull-worker r.delivered) of $(get c-bull-producer r.published) | |")
+  row "*consumers on Subscribe (a message per delivery):* all delivered, s" \
+    "$(node -e "console.log(Number('$(get c-hg-single r.lateness_ms.max)') / 1000)")" \
+    "$(node -e "console.log(Number('$(get c-bull-worker r.lateness_ms.max)') / 1000)")" lower
 fi
 
 # --- d. Pending messages: memory and disk. ---------------------------------
