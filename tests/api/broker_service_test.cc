@@ -33,6 +33,18 @@ using hourglass::v1::Message;
 using hourglass::v1::PublishRequest;
 using hourglass::v1::PublishResponse;
 
+Message Msg(const std::string& topic, int64_t delay_ms,
+            const std::string& id = "") {
+  Message m;
+  m.set_topic(topic);
+  m.set_id(id);
+  m.set_payload("hello");
+  m.mutable_delay()->set_seconds(delay_ms / 1000);
+  m.mutable_delay()->set_nanos(static_cast<int32_t>(delay_ms % 1000) *
+                               1'000'000);
+  return m;
+}
+
 class BrokerServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -91,6 +103,18 @@ class BrokerServiceTest : public ::testing::Test {
                                            absl::Seconds(30));
   }
 
+  // Publishes m0 ... m<n-1> to `topic`, due now, and waits until they have
+  // come due (into the topic's waiting area while it has no group).
+  void PublishDueNow(const std::string& topic, int n) {
+    PublishRequest request;
+    for (int i = 0; i < n; ++i) {
+      *request.add_messages() = Msg(topic, 0, absl::StrCat("m", i));
+    }
+    PublishResponse response;
+    ASSERT_TRUE(Publish(request, &response).ok());
+    ASSERT_TRUE(WaitDispatched(n));
+  }
+
   size_t StoredMessages() {
     size_t n = 0;
     EXPECT_TRUE(store_
@@ -112,18 +136,6 @@ class BrokerServiceTest : public ::testing::Test {
   std::unique_ptr<Server> server_;
   std::unique_ptr<hourglass::v1::Broker::Stub> stub_;
 };
-
-Message Msg(const std::string& topic, int64_t delay_ms,
-            const std::string& id = "") {
-  Message m;
-  m.set_topic(topic);
-  m.set_id(id);
-  m.set_payload("hello");
-  m.mutable_delay()->set_seconds(delay_ms / 1000);
-  m.mutable_delay()->set_nanos(static_cast<int32_t>(delay_ms % 1000) *
-                               1'000'000);
-  return m;
-}
 
 int64_t Millis(const google::protobuf::Timestamp& t) {
   return t.seconds() * 1000 + t.nanos() / 1'000'000;
@@ -473,12 +485,7 @@ TEST_P(BrokerServiceRpcTest, EachDeliveryCarriesExactlyItsOwnMessage) {
 // What came due while a topic had no group goes to its first group in due
 // order: on SubscribeBatches in one response, on Subscribe in one each.
 TEST_P(BrokerServiceRpcTest, WhatWaitedArrivesInOrderInAsFewResponsesAsFit) {
-  PublishRequest request;
-  for (int i = 0; i < 3; ++i)
-    *request.add_messages() = Msg("t", 0, absl::StrCat("m", i));
-  PublishResponse response;
-  ASSERT_TRUE(Publish(request, &response).ok());
-  ASSERT_TRUE(WaitDispatched(3));
+  ASSERT_NO_FATAL_FAILURE(PublishDueNow("t", 3));
 
   auto sub = Subscribe("t", "g");
   const std::vector<testing::Received> got = sub->Take(3, absl::Seconds(30));
@@ -499,12 +506,7 @@ TEST_P(BrokerServiceRpcTest, WhatWaitedArrivesInOrderInAsFewResponsesAsFit) {
 // A stream holds at most its credit unacknowledged; an Ack of a whole batch
 // frees it, and the next deliveries follow in due order.
 TEST_P(BrokerServiceRpcTest, AnAckOfABatchFreesItsCredit) {
-  PublishRequest request;
-  for (int i = 0; i < 3; ++i)
-    *request.add_messages() = Msg("t", 0, absl::StrCat("m", i));
-  PublishResponse response;
-  ASSERT_TRUE(Publish(request, &response).ok());
-  ASSERT_TRUE(WaitDispatched(3));
+  ASSERT_NO_FATAL_FAILURE(PublishDueNow("t", 3));
 
   auto sub = Subscribe("t", "g", /*max_in_flight=*/2);
   std::vector<testing::Received> first = sub->Take(2, absl::Seconds(30));
