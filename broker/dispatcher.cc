@@ -955,18 +955,15 @@ absl::Status Dispatcher::BuildBatch(int64_t now_ms, StepWork& work,
     --group_counts[&group].messages;
   };
 
-  for (const Finished& f :
-       work.finished) {  // Nacks: BuildAckBatch took the acks.
-    const uint64_t sequence = f.entry.key.sequence;
-    {
-      storage::InFlightRecord record;
-      record.set_attempt(f.entry.attempt);
-      record.set_deliver_at_ms(f.entry.key.deliver_at_ms);
-      record.set_redeliver_at_ms(f.redeliver_at_ms);
-      record.set_waiting(true);
-      batch.Put(Table::kInFlight, in_flight_key(*f.group, sequence),
-                record.SerializeAsString());
-    }
+  // Nacks: BuildAckBatch took the acks.
+  for (const Finished& f : work.finished) {
+    storage::InFlightRecord record;
+    record.set_attempt(f.entry.attempt);
+    record.set_deliver_at_ms(f.entry.key.deliver_at_ms);
+    record.set_redeliver_at_ms(f.redeliver_at_ms);
+    record.set_waiting(true);
+    batch.Put(Table::kInFlight, in_flight_key(*f.group, f.entry.key.sequence),
+              record.SerializeAsString());
   }
 
   for (Assignment& a : work.deliveries) {
