@@ -103,6 +103,23 @@ class BrokerServiceTest : public ::testing::Test {
                                            absl::Seconds(30));
   }
 
+  // Calls `run` with a fresh Subscribe stream, then with a fresh
+  // SubscribeBatches stream; the status each returned, by RPC name.
+  template <typename Run>
+  std::vector<std::pair<std::string, grpc::Status>> OnBothRpcs(Run run) {
+    std::vector<std::pair<std::string, grpc::Status>> statuses;
+    {
+      grpc::ClientContext context;
+      context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
+      statuses.emplace_back("Subscribe", run(stub_->Subscribe(&context)));
+    }
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
+    statuses.emplace_back("SubscribeBatches",
+                          run(stub_->SubscribeBatches(&context)));
+    return statuses;
+  }
+
   // Publishes m0 ... m<n-1> to `topic`, due now, and waits until they have
   // come due (into the topic's waiting area while it has no group).
   void PublishDueNow(const std::string& topic, int n) {
@@ -360,13 +377,10 @@ TEST_F(BrokerServiceTest, BadSubscribeRequestsEndTheStream) {
     return stream->Finish();
   };
   for (const Case& c : cases) {
-    for (const bool batches : {false, true}) {
-      SCOPED_TRACE(absl::StrCat(c.name, batches ? " (SubscribeBatches)" : ""));
-      grpc::ClientContext context;
-      context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
-      const grpc::Status status =
-          batches ? run(stub_->SubscribeBatches(&context), c)
-                  : run(stub_->Subscribe(&context), c);
+    SCOPED_TRACE(c.name);
+    for (const auto& [rpc, status] :
+         OnBothRpcs([&](auto stream) { return run(std::move(stream), c); })) {
+      SCOPED_TRACE(rpc);
       EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
       EXPECT_EQ(status.error_message(), c.message);
     }
@@ -399,13 +413,10 @@ TEST_F(BrokerServiceTest, BadRequestsAfterOpenEndTheStream) {
     return stream->Finish();
   };
   for (const std::string kind : {"open", "nack"}) {
-    for (const bool batches : {false, true}) {
-      SCOPED_TRACE(absl::StrCat(kind, batches ? " (SubscribeBatches)" : ""));
-      grpc::ClientContext context;
-      context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
-      const grpc::Status status =
-          batches ? run(stub_->SubscribeBatches(&context), kind)
-                  : run(stub_->Subscribe(&context), kind);
+    SCOPED_TRACE(kind);
+    for (const auto& [rpc, status] : OnBothRpcs(
+             [&](auto stream) { return run(std::move(stream), kind); })) {
+      SCOPED_TRACE(rpc);
       EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
       EXPECT_EQ(status.error_message(),
                 kind == "open" ? "open may only be the first request"
