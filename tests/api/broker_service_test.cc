@@ -33,6 +33,12 @@ using hourglass::v1::Message;
 using hourglass::v1::PublishRequest;
 using hourglass::v1::PublishResponse;
 
+// A plaintext channel to `server` on loopback.
+std::shared_ptr<grpc::Channel> ChannelTo(const Server& server) {
+  return grpc::CreateChannel(absl::StrCat("127.0.0.1:", server.port()),
+                             grpc::InsecureChannelCredentials());
+}
+
 Message Msg(const std::string& topic, int64_t delay_ms,
             const std::string& id = "") {
   Message m;
@@ -65,9 +71,7 @@ class BrokerServiceTest : public ::testing::Test {
         {.listen_address = "127.0.0.1:0", .services = {service_.get()}});
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
-    stub_ = hourglass::v1::Broker::NewStub(
-        grpc::CreateChannel(absl::StrCat("127.0.0.1:", server_->port()),
-                            grpc::InsecureChannelCredentials()));
+    stub_ = hourglass::v1::Broker::NewStub(ChannelTo(*server_));
   }
 
   void TearDown() override {
@@ -542,9 +546,7 @@ TEST_F(BrokerServiceTest, SubscribeBatchesSplitsResponsesAtAboutOneMebibyte) {
   auto server =
       Server::Start({.listen_address = "127.0.0.1:0", .services = {&service}});
   ASSERT_TRUE(server.ok()) << server.status();
-  auto stub = hourglass::v1::Broker::NewStub(
-      grpc::CreateChannel(absl::StrCat("127.0.0.1:", (*server)->port()),
-                          grpc::InsecureChannelCredentials()));
+  auto stub = hourglass::v1::Broker::NewStub(ChannelTo(**server));
   // 400 KiB, 400 KiB, 400 KiB, 1 MiB, 1 KiB.
   const std::vector<size_t> sizes = {400 << 10, 400 << 10, 400 << 10, 1 << 20,
                                      1 << 10};
@@ -586,9 +588,7 @@ TEST_F(BrokerServiceTest, SubscribeBatchesSplitsResponsesAtAboutOneMebibyte) {
 // with its error (and nothing stored) without ending the stream; the
 // stream ends OK after the client's side.
 TEST_F(BrokerServiceTest, PublishStreamAnswersEachRequestInOrder) {
-  testing::BrokerClient client(
-      grpc::CreateChannel(absl::StrCat("127.0.0.1:", server_->port()),
-                          grpc::InsecureChannelCredentials()));
+  testing::BrokerClient client(ChannelTo(*server_));
   absl::StatusOr<hourglass::v1::Receipt> first =
       client.Publish("orders", "p", absl::Hours(1), "x");
   ASSERT_TRUE(first.ok()) << first.status();
@@ -660,9 +660,7 @@ TEST(PublishStreamTest, ReadsAtMostMaxPendingAheadAndAnswersInOrder) {
   auto server =
       Server::Start({.listen_address = "127.0.0.1:0", .services = {&service}});
   ASSERT_TRUE(server.ok()) << server.status();
-  auto stub = hourglass::v1::Broker::NewStub(
-      grpc::CreateChannel(absl::StrCat("127.0.0.1:", (*server)->port()),
-                          grpc::InsecureChannelCredentials()));
+  auto stub = hourglass::v1::Broker::NewStub(ChannelTo(**server));
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
   auto stream = stub->PublishStream(&context);
