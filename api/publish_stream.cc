@@ -78,6 +78,7 @@ class PublishStream final
   uint64_t first_index_ ABSL_GUARDED_BY(mu_) = 0;
   // Publishes whose callback has not run yet.
   size_t publishing_ ABSL_GUARDED_BY(mu_) = 0;
+  // A read is pending, or its request is being published.
   bool reading_ ABSL_GUARDED_BY(mu_) = false;
   bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
@@ -89,9 +90,9 @@ void PublishStream::OnReadDone(bool ok) {
   uint64_t index;
   {
     absl::MutexLock lock(&mu_);
-    reading_ = false;
     if (!ok || cancelled_) {
       // The client ended its side, or went away.
+      reading_ = false;
       reads_done_ = true;
       MaybeFinishLocked();
       return;
@@ -100,13 +101,16 @@ void PublishStream::OnReadDone(bool ok) {
     answers_.emplace_back();
     ++publishing_;
   }
-  // Outside mu_: the answer may come at once, on this thread.
+  // Outside mu_: the answer may come at once, on this thread. reading_
+  // stays set until publish_ returns: request_ is its until then, and an
+  // OnWriteDone meanwhile must not start the next read into it.
   publish_(request_,
            [this, index](
                absl::StatusOr<std::vector<broker::PublishReceipt>> receipts) {
              Answer(index, ToResponse(std::move(receipts)));
            });
   absl::MutexLock lock(&mu_);
+  reading_ = false;
   ReadNextLocked();
 }
 

@@ -12,6 +12,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "api/publish_stream.h"
 #include "api/server.h"
@@ -626,37 +627,51 @@ TEST_F(BrokerServiceTest, PublishStreamAnswersEachRequestInOrder) {
   EXPECT_EQ(StoredMessages(), 4u);  // x, a, b and c.
 }
 
+// A Broker whose PublishStream hands each request to `publish`, the test's
+// stand-in for the engine, and reads at most `max_pending` ahead.
+class PublishStreamService final
+    : public hourglass::v1::Broker::CallbackService {
+ public:
+  PublishStreamService(PublishCall publish, size_t max_pending)
+      : publish_(std::move(publish)), max_pending_(max_pending) {}
+
+  grpc::ServerBidiReactor<PublishRequest,
+                          hourglass::v1::PublishStreamResponse>*
+  PublishStream(grpc::CallbackServerContext*) override {
+    return NewPublishStream(
+        [this](const PublishRequest& r, PublishDone done) {
+          publish_(r, std::move(done));
+        },
+        max_pending_);
+  }
+
+ private:
+  PublishCall publish_;
+  const size_t max_pending_;
+};
+
+// The answer a stand-in publish gives: one receipt, with the id of the
+// request's first message.
+std::vector<broker::PublishReceipt> ReceiptFor(std::string id) {
+  return {{std::move(id), absl::FromUnixMillis(1000), false}};
+}
+
 // A stream reads at most max_pending requests ahead of its answers; the
 // answers go out in request order whatever order the publishes end in.
 TEST(PublishStreamTest, ReadsAtMostMaxPendingAheadAndAnswersInOrder) {
-  // Publishes that end when the test says, one receipt each, with the
-  // request's id.
+  // Publishes that end when the test says.
   struct Pending {
     std::string id;
     PublishDone done;
   };
   absl::Mutex mu;
   std::vector<Pending> pending;
-  class Service final : public hourglass::v1::Broker::CallbackService {
-   public:
-    explicit Service(PublishCall publish) : publish_(std::move(publish)) {}
-    grpc::ServerBidiReactor<PublishRequest,
-                            hourglass::v1::PublishStreamResponse>*
-    PublishStream(grpc::CallbackServerContext*) override {
-      return NewPublishStream(
-          [this](const PublishRequest& r, PublishDone done) {
-            publish_(r, std::move(done));
-          },
-          /*max_pending=*/2);
-    }
-
-   private:
-    PublishCall publish_;
-  };
-  Service service([&](const PublishRequest& request, PublishDone done) {
-    absl::MutexLock lock(&mu);
-    pending.push_back({request.messages(0).id(), std::move(done)});
-  });
+  PublishStreamService service(
+      [&](const PublishRequest& request, PublishDone done) {
+        absl::MutexLock lock(&mu);
+        pending.push_back({request.messages(0).id(), std::move(done)});
+      },
+      /*max_pending=*/2);
   auto server =
       Server::Start({.listen_address = "127.0.0.1:0", .services = {&service}});
   ASSERT_TRUE(server.ok()) << server.status();
@@ -686,8 +701,7 @@ TEST(PublishStreamTest, ReadsAtMostMaxPendingAheadAndAnswersInOrder) {
       done = std::move(pending[i].done);
       id = pending[i].id;
     }
-    std::move(done)(std::vector<broker::PublishReceipt>{
-        {id, absl::FromUnixMillis(1000), false}});
+    std::move(done)(ReceiptFor(id));
   };
   ASSERT_TRUE(wait_pending(2));
   // Two requests await their answers: the stream reads no third (all four
@@ -707,6 +721,69 @@ TEST(PublishStreamTest, ReadsAtMostMaxPendingAheadAndAnswersInOrder) {
   }
   EXPECT_TRUE(stream->Finish().ok());
   EXPECT_THAT(ids, ::testing::ElementsAre("m0", "m1", "m2", "m3"));
+}
+
+// The request is the publish's until it returns, even once it has answered:
+// the stream reads nothing into it meanwhile, though the answer is written
+// and the client has sent more.
+TEST(PublishStreamTest, APublishOwnsItsRequestUntilItReturns) {
+  absl::Notification first_answered;
+  absl::Notification release_first;
+  absl::Mutex mu;
+  std::vector<std::string> published;  // Guarded by mu.
+  std::string first_request_at_return;
+  PublishStreamService service(
+      [&](const PublishRequest& request, PublishDone done) {
+        const std::string id = request.messages(0).id();
+        {
+          absl::MutexLock lock(&mu);
+          published.push_back(id);
+        }
+        std::move(done)(ReceiptFor(id));
+        if (id != "m0") return;
+        first_answered.Notify();
+        release_first.WaitForNotification();
+        first_request_at_return = request.messages(0).id();
+      },
+      kMaxPendingPublishes);
+  auto server =
+      Server::Start({.listen_address = "127.0.0.1:0", .services = {&service}});
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto stub = hourglass::v1::Broker::NewStub(ChannelTo(**server));
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
+  auto stream = stub->PublishStream(&context);
+  auto write = [&](const std::string& id) {
+    PublishRequest request;
+    *request.add_messages() = Msg("t", 0, id);
+    return stream->Write(request);
+  };
+  ASSERT_TRUE(write("m0"));
+  hourglass::v1::PublishStreamResponse got;
+  ASSERT_TRUE(stream->Read(&got));  // m0's answer, sent from inside publish.
+  ASSERT_EQ(got.receipts_size(), 1);
+  EXPECT_EQ(got.receipts(0).id(), "m0");
+  ASSERT_TRUE(write("m1"));
+  // A stream that read on once m0's answer was written would publish m1
+  // at once, while m0's publish still holds its request.
+  {
+    absl::MutexLock lock(&mu);
+    auto second = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+      return published.size() >= 2;
+    };
+    EXPECT_FALSE(mu.AwaitWithTimeout(absl::Condition(&second),
+                                     absl::Milliseconds(300)));
+  }
+  release_first.Notify();
+  ASSERT_TRUE(stream->Read(&got));
+  ASSERT_EQ(got.receipts_size(), 1);
+  EXPECT_EQ(got.receipts(0).id(), "m1");
+  stream->WritesDone();
+  EXPECT_FALSE(stream->Read(&got));
+  EXPECT_TRUE(stream->Finish().ok());
+  EXPECT_EQ(first_request_at_return, "m0");
+  absl::MutexLock lock(&mu);
+  EXPECT_THAT(published, ::testing::ElementsAre("m0", "m1"));
 }
 
 }  // namespace
