@@ -1,5 +1,6 @@
 #include "api/publish_stream.h"
 
+#include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <optional>
@@ -13,25 +14,27 @@
 namespace hourglass::api {
 namespace {
 
+using hourglass::v1::PublishAnswer;
 using hourglass::v1::PublishRequest;
 using hourglass::v1::PublishStreamResponse;
 
-PublishStreamResponse ToResponse(
+PublishAnswer ToAnswer(
     absl::StatusOr<std::vector<broker::PublishReceipt>> receipts) {
-  PublishStreamResponse response;
+  PublishAnswer answer;
   if (receipts.ok()) {
-    AddReceipts(*receipts, response.mutable_receipts());
+    AddReceipts(*receipts, answer.mutable_receipts());
   } else {
     const grpc::Status status = ToGrpcStatus(receipts.status());
-    response.set_code(static_cast<int32_t>(status.error_code()));
-    response.set_message(status.error_message());
+    answer.set_code(static_cast<int32_t>(status.error_code()));
+    answer.set_message(status.error_message());
   }
-  return response;
+  return answer;
 }
 
 // The reactor. Reads run one at a time (each OnReadDone starts the next,
 // unless max_pending_ requests await their answers); writes run one at a
-// time, in request order, from answers_. Thread-safe: reactions and the
+// time, in request order, each of every answer ready at the front of
+// answers_ (up to kMaxResponseBytes). Thread-safe: reactions and the
 // publishes' callbacks (on the engine's threads) may come concurrently;
 // mu_ guards the shared state and is never held while calling publish_.
 class PublishStream final
@@ -57,7 +60,8 @@ class PublishStream final
 
  private:
   // The answer to request `index`, from any thread.
-  void Answer(uint64_t index, PublishStreamResponse response);
+  void Answer(uint64_t index, PublishAnswer answer);
+  // Writes the answers ready at the front, unless a write is in progress.
   void WriteNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Reads the next request unless enough await their answers.
   void ReadNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -71,11 +75,12 @@ class PublishStream final
 
   absl::Mutex mu_;
   // The answers from request first_index_ on, in request order; unset until
-  // known. The front is being written while writing_; a deque keeps its
-  // elements in place as it grows.
-  std::deque<std::optional<PublishStreamResponse>> answers_
-      ABSL_GUARDED_BY(mu_);
+  // known. While writing_, the first in_response_ are in response_ (moved
+  // out), which gRPC holds until OnWriteDone.
+  std::deque<std::optional<PublishAnswer>> answers_ ABSL_GUARDED_BY(mu_);
   uint64_t first_index_ ABSL_GUARDED_BY(mu_) = 0;
+  PublishStreamResponse response_ ABSL_GUARDED_BY(mu_);
+  size_t in_response_ ABSL_GUARDED_BY(mu_) = 0;
   // Publishes whose callback has not run yet.
   size_t publishing_ ABSL_GUARDED_BY(mu_) = 0;
   // A read is pending, or its request is being published.
@@ -107,38 +112,47 @@ void PublishStream::OnReadDone(bool ok) {
   publish_(request_,
            [this, index](
                absl::StatusOr<std::vector<broker::PublishReceipt>> receipts) {
-             Answer(index, ToResponse(std::move(receipts)));
+             Answer(index, ToAnswer(std::move(receipts)));
            });
   absl::MutexLock lock(&mu_);
   reading_ = false;
   ReadNextLocked();
 }
 
-void PublishStream::Answer(uint64_t index, PublishStreamResponse response) {
+void PublishStream::Answer(uint64_t index, PublishAnswer answer) {
   absl::MutexLock lock(&mu_);
-  answers_[index - first_index_] = std::move(response);
+  answers_[index - first_index_] = std::move(answer);
   --publishing_;
-  if (!writing_) WriteNextLocked();
+  WriteNextLocked();
   MaybeFinishLocked();
 }
 
 void PublishStream::WriteNextLocked() {
-  if (cancelled_ || answers_.empty() || !answers_.front().has_value()) return;
-  writing_ = true;
-  // More answers ready behind this one: gRPC may hold it in the stream's
-  // buffer rather than make a syscall for it; the last one flushes.
-  grpc::WriteOptions options;
-  if (answers_.size() > 1 && answers_[1].has_value()) {
-    options.set_buffer_hint();
+  if (writing_ || cancelled_) return;
+  response_.Clear();
+  size_t bytes = 0;
+  for (std::optional<PublishAnswer>& answer : answers_) {
+    if (!answer.has_value()) break;
+    const size_t size = answer->ByteSizeLong();
+    if (response_.answers_size() > 0 && bytes + size > kMaxResponseBytes) {
+      break;
+    }
+    bytes += size;
+    *response_.add_answers() = std::move(*answer);
   }
-  StartWrite(&*answers_.front(), options);
+  if (response_.answers_size() == 0) return;
+  in_response_ = static_cast<size_t>(response_.answers_size());
+  writing_ = true;
+  StartWrite(&response_);
 }
 
 void PublishStream::OnWriteDone(bool ok) {
   absl::MutexLock lock(&mu_);
   writing_ = false;
-  answers_.pop_front();
-  ++first_index_;
+  answers_.erase(answers_.begin(),
+                 answers_.begin() + static_cast<ptrdiff_t>(in_response_));
+  first_index_ += in_response_;
+  in_response_ = 0;
   if (!ok) {
     cancelled_ = true;  // The client is gone; OnCancel follows.
   } else {

@@ -25,12 +25,16 @@ using PublishCall = absl::AnyInvocable<void(
 
 // Requests a PublishStream reads ahead of the answers it has sent.
 inline constexpr size_t kMaxPendingPublishes = 1024;
+// A PublishStreamResponse holds the answers ready together up to about this
+// many bytes (one answer larger than this goes alone).
+inline constexpr size_t kMaxResponseBytes = size_t{1} << 20;
 
 // Starts serving one Broker.PublishStream and returns its reactor, which
 // gRPC owns: it deletes itself when the stream is done.
 //
 // Each request read goes to `publish`; the answers go back in request
-// order, each as soon as it and those before it are known. At most
+// order, each as soon as it and those before it are known, and those known
+// while a response is being written together in the next. At most
 // `max_pending` requests are read and not yet answered to the client;
 // then the stream stops reading until answers have been sent, so a client
 // that does not read its answers is held back by gRPC's flow control. The

@@ -4,6 +4,7 @@
 #include <deque>
 #include <optional>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -22,7 +23,7 @@ constexpr absl::Duration kErrorBackoff = absl::Milliseconds(10);
 
 // The producer's PublishStream: writes the slots' requests one at a time,
 // in the order they are sent, and hands each answer (which come in that
-// order) to the slot at the front. After the stream breaks, every request
+// order, one or more to a response) to the slot at the front. After the stream breaks, every request
 // in flight or sent later fails with the stream's status.
 //
 // Send and Close come from the producer's slots and main thread; the
@@ -36,7 +37,7 @@ class BenchProducer::Stream final
   // Starts the call. Once, before any Send.
   void Start() {
     producer_.connection_->broker().async()->PublishStream(&context_, this);
-    StartRead(&answer_);
+    StartRead(&response_);
     AddHold();  // Removed by Close.
     StartCall();
   }
@@ -110,21 +111,28 @@ class BenchProducer::Stream final
                            "the stream ended before answering"));
       return;
     }
-    Slot* slot;
+    // A response answers the oldest requests awaiting answers, in order.
+    std::vector<std::pair<Slot*, grpc::Status>> answered;
+    answered.reserve(static_cast<size_t>(response_.answers_size()));
     {
       absl::MutexLock lock(&mu_);
-      slot = answering_.front();
-      answering_.pop_front();
+      for (const hourglass::v1::PublishAnswer& answer : response_.answers()) {
+        if (answering_.empty()) break;  // More answers than requests.
+        answered.emplace_back(
+            answering_.front(),
+            answer.code() == 0
+                ? grpc::Status::OK
+                : grpc::Status(static_cast<grpc::StatusCode>(answer.code()),
+                               answer.message()));
+        answering_.pop_front();
+      }
     }
-    const grpc::Status status =
-        answer_.code() == 0
-            ? grpc::Status::OK
-            : grpc::Status(static_cast<grpc::StatusCode>(answer_.code()),
-                           answer_.message());
-    StartRead(&answer_);
-    // The slot may send its next request now: gRPC serialized this one
-    // when it started writing it.
-    producer_.OnPublished(*slot, status);
+    StartRead(&response_);
+    // The slots may send their next requests now: gRPC serialized each
+    // request when it started writing it.
+    for (const auto& [slot, status] : answered) {
+      producer_.OnPublished(*slot, status);
+    }
   }
 
   void OnDone(const grpc::Status& status) override {
@@ -147,7 +155,7 @@ class BenchProducer::Stream final
   BenchProducer& producer_;
   grpc::ClientContext context_;
   // Touched by the read chain only.
-  hourglass::v1::PublishStreamResponse answer_;
+  hourglass::v1::PublishStreamResponse response_;
 
   absl::Mutex mu_;
   std::deque<Slot*> unwritten_ ABSL_GUARDED_BY(mu_);

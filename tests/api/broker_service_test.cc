@@ -599,7 +599,7 @@ TEST_F(BrokerServiceTest, PublishStreamAnswersEachRequestInOrder) {
   *requests[2].add_messages() = Msg("orders", 0, "b");
   *requests[2].add_messages() = Msg("orders", 0, "c");
   *requests[3].add_messages() = Msg("orders", 0, "x");  // Pending already.
-  std::vector<hourglass::v1::PublishStreamResponse> answers;
+  std::vector<hourglass::v1::PublishAnswer> answers;
   const int64_t before = absl::ToUnixMillis(absl::Now());
   const grpc::Status status = client.PublishStream(requests, &answers);
   ASSERT_TRUE(status.ok()) << status.error_message();
@@ -656,78 +656,154 @@ std::vector<broker::PublishReceipt> ReceiptFor(std::string id) {
   return {{std::move(id), absl::FromUnixMillis(1000), false}};
 }
 
-// A stream reads at most max_pending requests ahead of its answers; the
-// answers go out in request order whatever order the publishes end in.
-TEST(PublishStreamTest, ReadsAtMostMaxPendingAheadAndAnswersInOrder) {
-  // Publishes that end when the test says.
-  struct Pending {
+// Publishes that end when the test says: a PublishStream on a server of
+// its own whose publishes wait in a list until Answer.
+class HeldPublishes {
+ public:
+  explicit HeldPublishes(size_t max_pending)
+      : service_(
+            [this](const PublishRequest& request, PublishDone done) {
+              absl::MutexLock lock(&mu_);
+              held_.push_back({request.messages(0).id(), std::move(done)});
+            },
+            max_pending) {
+    auto server = Server::Start(
+        {.listen_address = "127.0.0.1:0", .services = {&service_}});
+    EXPECT_TRUE(server.ok()) << server.status();
+    if (server.ok()) server_ = *std::move(server);
+  }
+
+  // A stub on a channel to the server, or nullptr if it did not start.
+  std::unique_ptr<hourglass::v1::Broker::Stub> Stub() {
+    if (server_ == nullptr) return nullptr;
+    return hourglass::v1::Broker::NewStub(ChannelTo(*server_));
+  }
+
+  // Whether `n` publishes began within `timeout`.
+  bool WaitFor(size_t n, absl::Duration timeout = absl::Seconds(30)) {
+    absl::MutexLock lock(&mu_);
+    auto reached = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return held_.size() >= n;
+    };
+    return mu_.AwaitWithTimeout(absl::Condition(&reached), timeout);
+  }
+
+  // Ends the i-th publish with one receipt: its request's id, then
+  // `padding` bytes of 'x'. REQUIRES: WaitFor(i + 1).
+  void Answer(size_t i, size_t padding = 0) {
+    PublishDone done;
+    std::string id;
+    {
+      absl::MutexLock lock(&mu_);
+      done = std::move(held_[i].done);
+      id = held_[i].id;
+    }
+    std::move(done)(ReceiptFor(id + std::string(padding, 'x')));
+  }
+
+ private:
+  struct Held {
     std::string id;
     PublishDone done;
   };
-  absl::Mutex mu;
-  std::vector<Pending> pending;
-  PublishStreamService service(
-      [&](const PublishRequest& request, PublishDone done) {
-        absl::MutexLock lock(&mu);
-        pending.push_back({request.messages(0).id(), std::move(done)});
-      },
-      /*max_pending=*/2);
-  auto server =
-      Server::Start({.listen_address = "127.0.0.1:0", .services = {&service}});
-  ASSERT_TRUE(server.ok()) << server.status();
-  auto stub = hourglass::v1::Broker::NewStub(ChannelTo(**server));
+
+  absl::Mutex mu_;
+  std::vector<Held> held_ ABSL_GUARDED_BY(mu_);
+  PublishStreamService service_;
+  std::unique_ptr<Server> server_;
+};
+
+using PublishStreamClient =
+    grpc::ClientReaderWriterInterface<PublishRequest,
+                                      hourglass::v1::PublishStreamResponse>;
+
+// Writes a request of one message with `id` to `stream`.
+bool WriteOne(PublishStreamClient& stream, const std::string& id) {
+  PublishRequest request;
+  *request.add_messages() = Msg("t", 0, id);
+  return stream.Write(request);
+}
+
+// Reads `stream` to its end: for each response, the first receipt id of
+// each answer (at most `prefix` bytes of it).
+std::vector<std::vector<std::string>> ReadAnswerIds(
+    PublishStreamClient& stream, size_t prefix = std::string::npos) {
+  std::vector<std::vector<std::string>> responses;
+  hourglass::v1::PublishStreamResponse got;
+  while (stream.Read(&got)) {
+    std::vector<std::string>& ids = responses.emplace_back();
+    for (const hourglass::v1::PublishAnswer& answer : got.answers()) {
+      ids.push_back(answer.receipts_size() == 0
+                        ? "(no receipt)"
+                        : answer.receipts(0).id().substr(0, prefix));
+    }
+  }
+  return responses;
+}
+
+// A stream reads at most max_pending requests ahead of its answers; the
+// answers go out in request order whatever order the publishes end in,
+// those known together in one response.
+TEST(PublishStreamTest, ReadsAtMostMaxPendingAheadAndAnswersInOrder) {
+  HeldPublishes publishes(/*max_pending=*/2);
+  auto stub = publishes.Stub();
+  ASSERT_NE(stub, nullptr);
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
   auto stream = stub->PublishStream(&context);
   for (int i = 0; i < 4; ++i) {
-    PublishRequest request;
-    *request.add_messages() = Msg("t", 0, absl::StrCat("m", i));
-    ASSERT_TRUE(stream->Write(request));
+    ASSERT_TRUE(WriteOne(*stream, absl::StrCat("m", i)));
   }
   stream->WritesDone();
-  auto wait_pending = [&](size_t n,
-                          absl::Duration timeout = absl::Seconds(30)) {
-    absl::MutexLock lock(&mu);
-    auto reached = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-      return pending.size() >= n;
-    };
-    return mu.AwaitWithTimeout(absl::Condition(&reached), timeout);
-  };
-  auto answer = [&](size_t i) {
-    PublishDone done;
-    std::string id;
-    {
-      absl::MutexLock lock(&mu);
-      done = std::move(pending[i].done);
-      id = pending[i].id;
-    }
-    std::move(done)(ReceiptFor(id));
-  };
-  ASSERT_TRUE(wait_pending(2));
+  ASSERT_TRUE(publishes.WaitFor(2));
   // Two requests await their answers: the stream reads no third (all four
   // were sent; a stream that read ahead would have the third at once).
-  EXPECT_FALSE(wait_pending(3, absl::Milliseconds(300)));
-  // The second ends first; its answer waits for the first's.
-  answer(1);
-  answer(0);
-  ASSERT_TRUE(wait_pending(4));
-  answer(3);
-  answer(2);
-  std::vector<std::string> ids;
-  hourglass::v1::PublishStreamResponse got;
-  while (stream->Read(&got)) {
-    ASSERT_EQ(got.receipts_size(), 1);
-    ids.push_back(got.receipts(0).id());
-  }
+  EXPECT_FALSE(publishes.WaitFor(3, absl::Milliseconds(300)));
+  // The second ends first; its answer waits for the first's, and the two
+  // go out together.
+  publishes.Answer(1);
+  publishes.Answer(0);
+  ASSERT_TRUE(publishes.WaitFor(4));
+  publishes.Answer(3);
+  publishes.Answer(2);
+  const auto responses = ReadAnswerIds(*stream);
   EXPECT_TRUE(stream->Finish().ok());
-  EXPECT_THAT(ids, ::testing::ElementsAre("m0", "m1", "m2", "m3"));
+  EXPECT_THAT(responses, ::testing::ElementsAre(
+                             ::testing::ElementsAre("m0", "m1"),
+                             ::testing::ElementsAre("m2", "m3")));
+}
+
+// Answers ready together share responses of up to kMaxResponseBytes each.
+TEST(PublishStreamTest, AResponseHoldsAnswersUpToOneMebibyte) {
+  HeldPublishes publishes(/*max_pending=*/3);
+  auto stub = publishes.Stub();
+  ASSERT_NE(stub, nullptr);
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
+  auto stream = stub->PublishStream(&context);
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(WriteOne(*stream, absl::StrCat("m", i)));
+  }
+  stream->WritesDone();
+  ASSERT_TRUE(publishes.WaitFor(3));
+  // Three answers of 400 kB, all ready once the first is: two fit.
+  constexpr size_t kPadding = 400'000;
+  static_assert(2 * kPadding < kMaxResponseBytes);
+  static_assert(3 * kPadding > kMaxResponseBytes);
+  publishes.Answer(2, kPadding);
+  publishes.Answer(1, kPadding);
+  publishes.Answer(0, kPadding);
+  const auto responses = ReadAnswerIds(*stream, /*prefix=*/2);
+  EXPECT_TRUE(stream->Finish().ok());
+  EXPECT_THAT(responses,
+              ::testing::ElementsAre(::testing::ElementsAre("m0", "m1"),
+                                     ::testing::ElementsAre("m2")));
 }
 
 // The request is the publish's until it returns, even once it has answered:
 // the stream reads nothing into it meanwhile, though the answer is written
 // and the client has sent more.
 TEST(PublishStreamTest, APublishOwnsItsRequestUntilItReturns) {
-  absl::Notification first_answered;
   absl::Notification release_first;
   absl::Mutex mu;
   std::vector<std::string> published;  // Guarded by mu.
@@ -741,7 +817,6 @@ TEST(PublishStreamTest, APublishOwnsItsRequestUntilItReturns) {
         }
         std::move(done)(ReceiptFor(id));
         if (id != "m0") return;
-        first_answered.Notify();
         release_first.WaitForNotification();
         first_request_at_return = request.messages(0).id();
       },
@@ -753,17 +828,13 @@ TEST(PublishStreamTest, APublishOwnsItsRequestUntilItReturns) {
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
   auto stream = stub->PublishStream(&context);
-  auto write = [&](const std::string& id) {
-    PublishRequest request;
-    *request.add_messages() = Msg("t", 0, id);
-    return stream->Write(request);
-  };
-  ASSERT_TRUE(write("m0"));
+  ASSERT_TRUE(WriteOne(*stream, "m0"));
   hourglass::v1::PublishStreamResponse got;
   ASSERT_TRUE(stream->Read(&got));  // m0's answer, sent from inside publish.
-  ASSERT_EQ(got.receipts_size(), 1);
-  EXPECT_EQ(got.receipts(0).id(), "m0");
-  ASSERT_TRUE(write("m1"));
+  ASSERT_EQ(got.answers_size(), 1);
+  ASSERT_EQ(got.answers(0).receipts_size(), 1);
+  EXPECT_EQ(got.answers(0).receipts(0).id(), "m0");
+  ASSERT_TRUE(WriteOne(*stream, "m1"));
   // A stream that read on once m0's answer was written would publish m1
   // at once, while m0's publish still holds its request.
   {
@@ -775,11 +846,9 @@ TEST(PublishStreamTest, APublishOwnsItsRequestUntilItReturns) {
                                      absl::Milliseconds(300)));
   }
   release_first.Notify();
-  ASSERT_TRUE(stream->Read(&got));
-  ASSERT_EQ(got.receipts_size(), 1);
-  EXPECT_EQ(got.receipts(0).id(), "m1");
   stream->WritesDone();
-  EXPECT_FALSE(stream->Read(&got));
+  EXPECT_THAT(ReadAnswerIds(*stream),
+              ::testing::ElementsAre(::testing::ElementsAre("m1")));
   EXPECT_TRUE(stream->Finish().ok());
   EXPECT_EQ(first_request_at_return, "m0");
   absl::MutexLock lock(&mu);

@@ -162,7 +162,7 @@ TEST_F(AuthTest, EveryRoleAgainstEveryBrokerCall) {
       hourglass::v1::PublishRequest request;
       *request.add_messages() =
           testing::NewMessage("orders", "p", absl::Hours(1));
-      hourglass::v1::PublishStreamResponse answer;
+      hourglass::v1::PublishAnswer answer;
       EXPECT_THAT(client->PublishStream(request, &answer), IsStatus(c.publish))
           << "PublishStream";
     }

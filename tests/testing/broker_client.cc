@@ -55,7 +55,7 @@ absl::StatusOr<hourglass::v1::Receipt> BrokerClient::Publish(
 
 grpc::Status BrokerClient::PublishStream(
     const std::vector<hourglass::v1::PublishRequest>& requests,
-    std::vector<hourglass::v1::PublishStreamResponse>* answers) {
+    std::vector<hourglass::v1::PublishAnswer>* answers) {
   grpc::ClientContext context;
   SetDeadline(context);
   auto stream = stub_->PublishStream(&context);
@@ -63,15 +63,19 @@ grpc::Status BrokerClient::PublishStream(
     if (!stream->Write(request)) break;
   }
   stream->WritesDone();
-  hourglass::v1::PublishStreamResponse answer;
-  while (stream->Read(&answer)) answers->push_back(std::move(answer));
+  hourglass::v1::PublishStreamResponse response;
+  while (stream->Read(&response)) {
+    for (hourglass::v1::PublishAnswer& answer : *response.mutable_answers()) {
+      answers->push_back(std::move(answer));
+    }
+  }
   return stream->Finish();
 }
 
 grpc::Status BrokerClient::PublishStream(
     const hourglass::v1::PublishRequest& request,
-    hourglass::v1::PublishStreamResponse* answer) {
-  std::vector<hourglass::v1::PublishStreamResponse> answers;
+    hourglass::v1::PublishAnswer* answer) {
+  std::vector<hourglass::v1::PublishAnswer> answers;
   const grpc::Status status = PublishStream({request}, &answers);
   if (!status.ok()) return status;
   if (answers.size() != 1) {

@@ -105,14 +105,14 @@ class BrokerClient {
                                                  absl::Duration delay,
                                                  const std::string& id = "");
   // Sends `requests` on one PublishStream, ends the client's side and
-  // reads every answer into `answers`; the stream's status.
+  // reads every answer into `answers`, in order; the stream's status.
   grpc::Status PublishStream(
       const std::vector<hourglass::v1::PublishRequest>& requests,
-      std::vector<hourglass::v1::PublishStreamResponse>* answers);
+      std::vector<hourglass::v1::PublishAnswer>* answers);
   // The status a PublishStream gave `request` sent alone: the stream's if it
   // ended with an error, else its answer's.
   grpc::Status PublishStream(const hourglass::v1::PublishRequest& request,
-                             hourglass::v1::PublishStreamResponse* answer);
+                             hourglass::v1::PublishAnswer* answer);
   grpc::Status Cancel(const std::string& topic, const std::string& id);
 
   std::unique_ptr<Subscription> Subscribe(
