@@ -108,6 +108,10 @@ void CommitQueue::Run() {
       ++stats_.groups;
       stats_.batches += synced.callbacks.size() + unsynced.callbacks.size();
     }
+    // Batches that each count a message change each counter once.
+    if (synced.callbacks.size() + unsynced.callbacks.size() > 1) {
+      group.CombineAdds();
+    }
     const absl::Time start = absl::Now();
     const absl::Status status = store_->Write(group);
     if (options_.on_write) {

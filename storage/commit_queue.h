@@ -22,8 +22,9 @@ namespace hourglass::storage {
 // Any thread submits a batch with a callback and goes on. Three threads
 // serve the queue, as a pipeline:
 //  - the writer takes everything queued and writes it as one
-//    MessageStore::Write (one log write serves every caller), which does not
-//    sync;
+//    MessageStore::Write (one log write serves every caller, and the
+//    group's Adds to one counter become one: WriteBatch::CombineAdds),
+//    which does not sync;
 //  - the syncer, for groups holding a batch that needs_sync(), syncs the
 //    log with MessageStore::SyncLog: one sync serves every group written
 //    before it, and the writer goes on writing meanwhile, so batches that

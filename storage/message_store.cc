@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
+
 namespace hourglass::storage {
 
 std::string_view TableName(Table table) {
@@ -73,6 +75,33 @@ void WriteBatch::Append(WriteBatch&& other) {
   byte_size_ += other.byte_size_;
   other.operations_.clear();
   other.byte_size_ = 0;
+}
+
+void WriteBatch::CombineAdds() {
+  // Each counter's Add so far, by the index it has in the result.
+  absl::flat_hash_map<std::string, size_t> first;
+  size_t kept = 0;
+  for (size_t i = 0; i < operations_.size(); ++i) {
+    Operation& op = operations_[i];
+    if (op.kind == Operation::Kind::kAdd) {
+      auto it = first.find(op.key);
+      if (it != first.end()) {
+        Operation& sum = operations_[it->second];
+        // In uint64_t, so that an overflow wraps instead of being undefined.
+        sum.value = EncodeCounter(static_cast<int64_t>(
+            static_cast<uint64_t>(DecodeCounter(sum.value)) +
+            static_cast<uint64_t>(DecodeCounter(op.value))));
+        byte_size_ -= op.key.size() + op.value.size();
+        continue;
+      }
+      first.emplace(op.key, kept);
+    } else if (op.table == Table::kCounters) {
+      first.clear();
+    }
+    if (kept != i) operations_[kept] = std::move(op);
+    ++kept;
+  }
+  operations_.resize(kept);
 }
 
 }  // namespace hourglass::storage

@@ -67,6 +67,13 @@ class WriteBatch {
   // Moves every operation of `other` to the end of this batch (its sync
   // need joins this batch's: either needs it, the result does).
   void Append(WriteBatch&& other);
+  // Replaces the Adds to each counter by one Add of their sum, where the
+  // first of them was, so that a group of batches that each count a
+  // message changes each counter once. Writing the result has the effect
+  // of writing the batch as it was: Adds commute, and a Put or Delete of a
+  // counter (which the store's contract rules out) keeps the Adds before
+  // it apart from those after it.
+  void CombineAdds();
   // Makes room for `operations` operations in all, so that a batch built
   // operation by operation does not grow its storage again and again.
   void Reserve(size_t operations) { operations_.reserve(operations); }

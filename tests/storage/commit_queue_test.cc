@@ -166,6 +166,36 @@ TEST(CommitQueueTest, BatchesQueuedDuringAWriteShareTheNextOne) {
   }
 }
 
+// The batches of a group that count something change each counter once,
+// by the sum of their Adds.
+TEST(CommitQueueTest, AGroupAddsToEachCounterOnce) {
+  RecordingStore store;
+  Results results;
+  auto counted = [](const std::string& key) {
+    WriteBatch batch = OneKey(key);
+    batch.Add("count", 1);
+    batch.Add(key + "-count", 1);
+    return batch;
+  };
+  {
+    CommitQueue queue(&store);
+    queue.Submit(counted("a"), results.For("a"));
+    store.entered_first_.WaitForNotification();
+    for (const char* key : {"b", "c", "d"}) {
+      queue.Submit(counted(key), results.For(key));
+    }
+    store.release_first_.Notify();
+  }  // The destructor writes what is queued.
+  EXPECT_THAT(store.writes(),
+              ElementsAre(ElementsAre("a", "count", "a-count"),
+                          ElementsAre("b", "count", "b-count", "c", "c-count",
+                                      "d", "d-count")));
+  auto count = store.Get(Table::kCounters, "count");
+  ASSERT_TRUE(count.ok() && count->has_value());
+  EXPECT_EQ(DecodeCounter(**count), 4);
+  EXPECT_EQ(results.size(), 4u);
+}
+
 // WriteDirect writes on the caller's thread: it does not wait for the
 // group the writer is in the middle of, and reports like a group.
 TEST(CommitQueueTest, AWriteDirectDoesNotWaitBehindTheQueue) {

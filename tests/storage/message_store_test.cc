@@ -4,12 +4,14 @@
 
 #include "storage/message_store.h"
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "storage/keys.h"
@@ -306,6 +308,52 @@ TEST_P(MessageStoreTest, CountersAddUpAcrossBatchesAndReopen) {
   EXPECT_THAT(ScanAll(*store_, Table::kCounters),
               ElementsAre(Pair("c", EncodeCounter(-87)),
                           Pair("other", EncodeCounter(7))));
+}
+
+// Operations as (key, value) pairs, counter values decoded.
+std::vector<std::pair<std::string, std::string>> KeysAndValues(
+    const WriteBatch& batch) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const WriteBatch::Operation& op : batch.operations()) {
+    out.emplace_back(op.key,
+                     op.kind == WriteBatch::Operation::Kind::kAdd
+                         ? absl::StrCat("+", DecodeCounter(op.value))
+                         : op.value);
+  }
+  return out;
+}
+
+TEST(WriteBatchTest, CombineAddsSumsEachCounterWhereItsFirstAddWas) {
+  WriteBatch batch;
+  batch.Put(Table::kMessages, "m1", "v1");
+  batch.Add("a", 1);
+  batch.Add("b", 2);
+  batch.Put(Table::kMessages, "m2", "v2");
+  batch.Add("a", 3);
+  batch.Add("b", -2);
+  batch.Delete(Table::kMessages, "m0");
+  batch.Add("c", INT64_MAX);
+  batch.Add("c", 2);  // Wraps, as two separate Adds would.
+  batch.CombineAdds();
+  EXPECT_THAT(KeysAndValues(batch),
+              ElementsAre(Pair("m1", "v1"), Pair("a", "+4"), Pair("b", "+0"),
+                          Pair("m2", "v2"), Pair("m0", ""),
+                          Pair("c", absl::StrCat("+", INT64_MIN + 1))));
+  EXPECT_EQ(batch.size(), 6u);
+  EXPECT_EQ(batch.ByteSize(), (2 + 2) + (1 + 8) * 3 + (2 + 2) + 2);
+}
+
+TEST(WriteBatchTest, CombineAddsKeepsAddsApartAcrossAPutOfTheirCounter) {
+  WriteBatch batch;
+  batch.Add("a", 1);
+  batch.Add("a", 1);
+  batch.Put(Table::kCounters, "a", EncodeCounter(10));
+  batch.Add("a", 2);
+  batch.Add("a", 3);
+  batch.CombineAdds();
+  EXPECT_THAT(KeysAndValues(batch),
+              ElementsAre(Pair("a", "+2"), Pair("a", EncodeCounter(10)),
+                          Pair("a", "+5")));
 }
 
 TEST(CounterTest, EncodingRoundTrips) {
