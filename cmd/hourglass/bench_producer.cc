@@ -23,8 +23,8 @@ constexpr absl::Duration kErrorBackoff = absl::Milliseconds(10);
 
 // The producer's PublishStream: writes the slots' requests one at a time,
 // in the order they are sent, and hands each answer (which come in that
-// order, one or more to a response) to the slot at the front. After the stream breaks, every request
-// in flight or sent later fails with the stream's status.
+// order, one or more to a response) to the slot at the front. After the stream
+// breaks, every request in flight or sent later fails with the stream's status.
 //
 // Send and Close come from the producer's slots and main thread; the
 // reactions run on gRPC's threads. Thread-safe.

@@ -635,8 +635,7 @@ class PublishStreamService final
   PublishStreamService(PublishCall publish, size_t max_pending)
       : publish_(std::move(publish)), max_pending_(max_pending) {}
 
-  grpc::ServerBidiReactor<PublishRequest,
-                          hourglass::v1::PublishStreamResponse>*
+  grpc::ServerBidiReactor<PublishRequest, hourglass::v1::PublishStreamResponse>*
   PublishStream(grpc::CallbackServerContext*) override {
     return NewPublishStream(
         [this](const PublishRequest& r, PublishDone done) {
@@ -768,9 +767,9 @@ TEST(PublishStreamTest, ReadsAtMostMaxPendingAheadAndAnswersInOrder) {
   publishes.Answer(2);
   const auto responses = ReadAnswerIds(*stream);
   EXPECT_TRUE(stream->Finish().ok());
-  EXPECT_THAT(responses, ::testing::ElementsAre(
-                             ::testing::ElementsAre("m0", "m1"),
-                             ::testing::ElementsAre("m2", "m3")));
+  EXPECT_THAT(responses,
+              ::testing::ElementsAre(::testing::ElementsAre("m0", "m1"),
+                                     ::testing::ElementsAre("m2", "m3")));
 }
 
 // Answers ready together share responses of up to kMaxResponseBytes each.
@@ -842,8 +841,8 @@ TEST(PublishStreamTest, APublishOwnsItsRequestUntilItReturns) {
     auto second = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
       return published.size() >= 2;
     };
-    EXPECT_FALSE(mu.AwaitWithTimeout(absl::Condition(&second),
-                                     absl::Milliseconds(300)));
+    EXPECT_FALSE(
+        mu.AwaitWithTimeout(absl::Condition(&second), absl::Milliseconds(300)));
   }
   release_first.Notify();
   stream->WritesDone();

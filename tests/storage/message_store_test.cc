@@ -315,10 +315,9 @@ std::vector<std::pair<std::string, std::string>> KeysAndValues(
     const WriteBatch& batch) {
   std::vector<std::pair<std::string, std::string>> out;
   for (const WriteBatch::Operation& op : batch.operations()) {
-    out.emplace_back(op.key,
-                     op.kind == WriteBatch::Operation::Kind::kAdd
-                         ? absl::StrCat("+", DecodeCounter(op.value))
-                         : op.value);
+    out.emplace_back(op.key, op.kind == WriteBatch::Operation::Kind::kAdd
+                                 ? absl::StrCat("+", DecodeCounter(op.value))
+                                 : op.value);
   }
   return out;
 }
