@@ -114,10 +114,14 @@ class BenchProducer::Stream final
     // A response answers the oldest requests awaiting answers, in order.
     std::vector<std::pair<Slot*, grpc::Status>> answered;
     answered.reserve(static_cast<size_t>(response_.answers_size()));
+    bool too_many = false;
     {
       absl::MutexLock lock(&mu_);
       for (const hourglass::v1::PublishAnswer& answer : response_.answers()) {
-        if (answering_.empty()) break;  // More answers than requests.
+        if (answering_.empty()) {
+          too_many = true;
+          break;
+        }
         answered.emplace_back(
             answering_.front(),
             answer.code() == 0
@@ -126,6 +130,12 @@ class BenchProducer::Stream final
                                answer.message()));
         answering_.pop_front();
       }
+    }
+    if (too_many) {
+      // A broker bug: count it, as the report must not hide it.
+      producer_.counters_.errors.fetch_add(1, std::memory_order_relaxed);
+      producer_.counters_.NoteError(
+          "PublishStream: more answers than requests sent");
     }
     StartRead(&response_);
     // The slots may send their next requests now: gRPC serialized each
