@@ -42,8 +42,9 @@ class PublishStream final
  public:
   PublishStream(PublishCall publish, size_t max_pending)
       : publish_(std::move(publish)), max_pending_(max_pending) {
-    // At once, not with the first answer: in tests, a first answer that
-    // carried the metadata and the buffer hint was never sent.
+    // At once, not with the first answer: in tests, an earlier version's
+    // first answer, which carried the metadata and a buffer hint, was never
+    // sent.
     StartSendInitialMetadata();
     absl::MutexLock lock(&mu_);
     ReadNextLocked();
