@@ -655,6 +655,17 @@ std::vector<broker::PublishReceipt> ReceiptFor(std::string id) {
   return {{std::move(id), absl::FromUnixMillis(1000), false}};
 }
 
+using PublishStreamClient =
+    grpc::ClientReaderWriterInterface<PublishRequest,
+                                      hourglass::v1::PublishStreamResponse>;
+
+// Writes a request of one message with `id` to `stream`.
+bool WriteOne(PublishStreamClient& stream, const std::string& id) {
+  PublishRequest request;
+  *request.add_messages() = Msg("t", 0, id);
+  return stream.Write(request);
+}
+
 // Publishes that end when the test says: a PublishStream on a server of
 // its own whose publishes wait in a list until Answer.
 class HeldPublishes {
@@ -672,10 +683,23 @@ class HeldPublishes {
     if (server.ok()) server_ = *std::move(server);
   }
 
-  // A stub on a channel to the server, or nullptr if it did not start.
-  std::unique_ptr<hourglass::v1::Broker::Stub> Stub() {
+  // Opens a PublishStream, sends requests "m0", "m1", ... of one message
+  // each, `n` in all, and ends the client's side; nullptr if the server did
+  // not start or a write failed. REQUIRES: `context` outlives the stream.
+  std::unique_ptr<PublishStreamClient> Send(grpc::ClientContext& context,
+                                            int n) {
     if (server_ == nullptr) return nullptr;
-    return hourglass::v1::Broker::NewStub(ChannelTo(*server_));
+    if (stub_ == nullptr) {
+      stub_ = hourglass::v1::Broker::NewStub(ChannelTo(*server_));
+    }
+    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
+    std::unique_ptr<PublishStreamClient> stream =
+        stub_->PublishStream(&context);
+    for (int i = 0; i < n; ++i) {
+      if (!WriteOne(*stream, absl::StrCat("m", i))) return nullptr;
+    }
+    stream->WritesDone();
+    return stream;
   }
 
   // Whether `n` publishes began within `timeout`.
@@ -710,18 +734,8 @@ class HeldPublishes {
   std::vector<Held> held_ ABSL_GUARDED_BY(mu_);
   PublishStreamService service_;
   std::unique_ptr<Server> server_;
+  std::unique_ptr<hourglass::v1::Broker::Stub> stub_;
 };
-
-using PublishStreamClient =
-    grpc::ClientReaderWriterInterface<PublishRequest,
-                                      hourglass::v1::PublishStreamResponse>;
-
-// Writes a request of one message with `id` to `stream`.
-bool WriteOne(PublishStreamClient& stream, const std::string& id) {
-  PublishRequest request;
-  *request.add_messages() = Msg("t", 0, id);
-  return stream.Write(request);
-}
 
 // Reads `stream` to its end: for each response, the first receipt id of
 // each answer (at most `prefix` bytes of it).
@@ -745,15 +759,9 @@ std::vector<std::vector<std::string>> ReadAnswerIds(
 // those known together in one response.
 TEST(PublishStreamTest, ReadsAtMostMaxPendingAheadAndAnswersInOrder) {
   HeldPublishes publishes(/*max_pending=*/2);
-  auto stub = publishes.Stub();
-  ASSERT_NE(stub, nullptr);
   grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
-  auto stream = stub->PublishStream(&context);
-  for (int i = 0; i < 4; ++i) {
-    ASSERT_TRUE(WriteOne(*stream, absl::StrCat("m", i)));
-  }
-  stream->WritesDone();
+  auto stream = publishes.Send(context, 4);
+  ASSERT_NE(stream, nullptr);
   ASSERT_TRUE(publishes.WaitFor(2));
   // Two requests await their answers: the stream reads no third (all four
   // were sent; a stream that read ahead would have the third at once).
@@ -775,15 +783,9 @@ TEST(PublishStreamTest, ReadsAtMostMaxPendingAheadAndAnswersInOrder) {
 // Answers ready together share responses of up to kMaxResponseBytes each.
 TEST(PublishStreamTest, AResponseHoldsAnswersUpToOneMebibyte) {
   HeldPublishes publishes(/*max_pending=*/3);
-  auto stub = publishes.Stub();
-  ASSERT_NE(stub, nullptr);
   grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
-  auto stream = stub->PublishStream(&context);
-  for (int i = 0; i < 3; ++i) {
-    ASSERT_TRUE(WriteOne(*stream, absl::StrCat("m", i)));
-  }
-  stream->WritesDone();
+  auto stream = publishes.Send(context, 3);
+  ASSERT_NE(stream, nullptr);
   ASSERT_TRUE(publishes.WaitFor(3));
   // Three answers of 400 kB, all ready once the first is: two fit.
   constexpr size_t kPadding = 400'000;
