@@ -150,7 +150,7 @@ BrokerService::StartStream(grpc::CallbackServerContext* context, Start start) {
     return grant.Check(Role::kConsume, topic);
   };
   hooks.on_finish = [this] { streams_.fetch_sub(1); };
-  return start(&engine_->dispatcher(), limits_, std::move(hooks));
+  return start(context, &engine_->dispatcher(), limits_, std::move(hooks));
 }
 
 grpc::ServerBidiReactor<hourglass::v1::SubscribeRequest,

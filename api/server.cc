@@ -139,6 +139,19 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
     builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
                                options.max_streams_per_connection);
   }
+  builder.AddChannelArgument(
+      GRPC_ARG_KEEPALIVE_TIME_MS,
+      static_cast<int>(absl::ToInt64Milliseconds(options.keepalive_time)));
+  builder.AddChannelArgument(
+      GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+      static_cast<int>(absl::ToInt64Milliseconds(options.keepalive_timeout)));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  // By default the server stops pinging after two pings without data in
+  // between: a quiet stream's dead peer would go unnoticed.
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  // Clients' own keepalive pings, down to every 10 s, are welcome.
+  builder.AddChannelArgument(
+      GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10'000);
   if (options.grpc_memory_bytes > 0) {
     grpc::ResourceQuota quota("hourglassd");
     quota.Resize(options.grpc_memory_bytes);

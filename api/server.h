@@ -44,6 +44,15 @@ struct ServerOptions {
   // grpc::ResourceQuota); under pressure it shrinks buffers and refuses
   // new connections. 0 (the default): no limit.
   size_t grpc_memory_bytes = 0;
+
+  // HTTP/2 keepalive: the server pings every connection each
+  // keepalive_time, with calls or without, and closes one whose peer does
+  // not answer within keepalive_timeout, ending its calls. So the streams
+  // of a peer that died, or that a network stopped reaching, end within
+  // about keepalive_time + keepalive_timeout (40 s by default). Clients may
+  // ping as often as every 10 s. Defaults: 30 s and 10 s.
+  absl::Duration keepalive_time = absl::Seconds(30);
+  absl::Duration keepalive_timeout = absl::Seconds(10);
 };
 
 // True if `address` (host:port, [v6]:port or unix:path, as --listen takes)

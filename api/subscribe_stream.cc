@@ -12,9 +12,12 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "api/proto_time.h"
 #include "api/status.h"
 #include "google/protobuf/arena.h"
+#include "grpcpp/server_context.h"
 
 namespace hourglass::api {
 namespace {
@@ -22,9 +25,14 @@ namespace {
 using hourglass::v1::SubscribeRequest;
 using ConsumerId = broker::Dispatcher::ConsumerId;
 
-// Most written deliveries a stream gathers before reporting them to the
-// dispatcher (each report takes the dispatcher's lock once).
+// A stream reports its written deliveries to the dispatcher (each report
+// takes the dispatcher's lock once) when its outbox is empty, or when it
+// has gathered this many, or this many bytes of them, or has not reported
+// for this long: the dispatcher bounds the outbox, and watches for stalls,
+// by these reports.
 constexpr size_t kReportWritten = 64;
+constexpr size_t kReportWrittenBytes = size_t{1} << 20;
+constexpr absl::Duration kReportWrittenEvery = absl::Seconds(1);
 
 template <typename Response>
 class SubscribeStream;
@@ -40,6 +48,7 @@ class StreamSink final : public broker::Consumer {
 
   void Send(std::vector<broker::Delivery> deliveries) override;
   void End(absl::Status status) override;
+  void Abort(absl::Status status) override;
   // The answer to the stream's Dispatcher::Subscribe.
   void Subscribed(absl::StatusOr<ConsumerId> id);
   // The reactor is done; nothing reaches it any more.
@@ -67,9 +76,11 @@ class SubscribeStream final : public SubscribeReactor<Response> {
   static constexpr bool kBatches =
       std::is_same_v<Response, hourglass::v1::DeliveryBatch>;
 
-  SubscribeStream(broker::Dispatcher* dispatcher, const Limits& limits,
+  SubscribeStream(grpc::CallbackServerContext* context,
+                  broker::Dispatcher* dispatcher, const Limits& limits,
                   StreamHooks hooks)
-      : dispatcher_(dispatcher),
+      : context_(context),
+        dispatcher_(dispatcher),
         limits_(limits),
         hooks_(std::move(hooks)),
         sink_(std::make_shared<StreamSink<Response>>(this, dispatcher)) {
@@ -92,18 +103,20 @@ class SubscribeStream final : public SubscribeReactor<Response> {
 
   // Ends the stream with `status` unless it is ending already. Unsent
   // deliveries are dropped; the dispatcher takes every unacknowledged one
-  // back. A write in progress finishes first.
-  void FinishOnce(const grpc::Status& status);
+  // back. A write in progress finishes first, unless `abandon_write`: then
+  // the call is cancelled, which ends a write that flow control holds.
+  void FinishOnce(const grpc::Status& status, bool abandon_write = false);
 
  private:
   void WriteNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Where the next delivery of the outbox goes: a response of its own, or
   // (batches) the last one, unless that is being written or full.
-  hourglass::v1::Delivery& NextDeliveryLocked(const broker::Delivery& d)
+  hourglass::v1::Delivery& NextDeliveryLocked(size_t bytes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Handles request_ after `open`; false if it ended the stream.
   bool HandleRequest();
 
+  grpc::CallbackServerContext* const context_;
   broker::Dispatcher* const dispatcher_;
   const Limits limits_;
   // authorize is called by the read chain; on_finish by FinishOnce, once.
@@ -124,14 +137,18 @@ class SubscribeStream final : public SubscribeReactor<Response> {
         : response(google::protobuf::Arena::CreateMessage<Response>(&arena)) {}
     google::protobuf::Arena arena;
     Response* const response;
+    // What it carries: deliveries and their DeliveryBytes.
+    size_t deliveries = 0;
+    size_t bytes = 0;
   };
   // The front is being written while writing_. A deque never moves its
   // elements, which the arenas need.
   std::deque<Outgoing> outbox_ ABSL_GUARDED_BY(mu_);
-  // Batches: bytes of deliveries in the outbox's last response.
-  size_t last_bytes_ ABSL_GUARDED_BY(mu_) = 0;
-  // Ids of deliveries written and not yet reported to the dispatcher.
-  std::vector<std::string> written_ ABSL_GUARDED_BY(mu_);
+  // Deliveries written and not yet reported to the dispatcher, their
+  // bytes, and when the last report went.
+  size_t written_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t written_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time reported_at_ ABSL_GUARDED_BY(mu_) = absl::Now();
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool finishing_ ABSL_GUARDED_BY(mu_) = false;
   // Set while a write must end before Finish.
@@ -148,6 +165,14 @@ template <typename Response>
 void StreamSink<Response>::End(absl::Status status) {
   absl::MutexLock lock(&mu_);
   if (stream_ != nullptr) stream_->FinishOnce(ToGrpcStatus(status));
+}
+
+template <typename Response>
+void StreamSink<Response>::Abort(absl::Status status) {
+  absl::MutexLock lock(&mu_);
+  if (stream_ != nullptr) {
+    stream_->FinishOnce(ToGrpcStatus(status), /*abandon_write=*/true);
+  }
 }
 
 template <typename Response>
@@ -263,7 +288,10 @@ void SubscribeStream<Response>::Enqueue(
   absl::MutexLock lock(&mu_);
   if (finishing_) return;
   for (broker::Delivery& d : deliveries) {
-    hourglass::v1::Delivery& out = NextDeliveryLocked(d);
+    const size_t bytes = broker::DeliveryBytes(d);
+    hourglass::v1::Delivery& out = NextDeliveryLocked(bytes);
+    ++outbox_.back().deliveries;
+    outbox_.back().bytes += bytes;
     out.set_id(std::move(d.id));
     out.set_topic(std::move(d.topic));
     out.set_payload(std::move(d.payload));
@@ -279,19 +307,13 @@ void SubscribeStream<Response>::Enqueue(
 
 template <typename Response>
 hourglass::v1::Delivery& SubscribeStream<Response>::NextDeliveryLocked(
-    const broker::Delivery& d) {
+    size_t bytes) {
   if constexpr (kBatches) {
-    size_t bytes = d.id.size() + d.topic.size() + d.payload.size();
-    for (const auto& [key, value] : d.headers) {
-      bytes += key.size() + value.size();
-    }
     // The front is the batch being written while writing_: it is sealed.
     const bool sealed = outbox_.empty() || (writing_ && outbox_.size() == 1);
-    if (sealed || last_bytes_ + bytes > kMaxBatchBytes) {
+    if (sealed || outbox_.back().bytes + bytes > kMaxBatchBytes) {
       outbox_.emplace_back();
-      last_bytes_ = 0;
     }
-    last_bytes_ += bytes;
     return *outbox_.back().response->add_deliveries();
   } else {
     return *outbox_.emplace_back().response;
@@ -312,19 +334,14 @@ void SubscribeStream<Response>::WriteNextLocked() {
 
 template <typename Response>
 void SubscribeStream<Response>::OnWriteDone(bool ok) {
-  std::vector<std::string> written;
+  size_t written = 0;
+  size_t written_bytes = 0;
   std::optional<ConsumerId> consumer;
   {
     absl::MutexLock lock(&mu_);
     writing_ = false;
-    if constexpr (kBatches) {
-      for (hourglass::v1::Delivery& d :
-           *outbox_.front().response->mutable_deliveries()) {
-        written_.push_back(std::move(*d.mutable_id()));
-      }
-    } else {
-      written_.push_back(std::move(*outbox_.front().response->mutable_id()));
-    }
+    written_ += outbox_.front().deliveries;
+    written_bytes_ += outbox_.front().bytes;
     outbox_.pop_front();
     if (finishing_) {
       if (finish_after_write_.has_value()) {
@@ -335,22 +352,21 @@ void SubscribeStream<Response>::OnWriteDone(bool ok) {
     }
     if (ok) {
       consumer = consumer_;
-      // Written deliveries are reported in groups, once the outbox is
-      // empty (the last write, sent without the buffer hint, has flushed
-      // every earlier one to the network) or kReportWritten have gathered:
+      // Written deliveries are reported in groups (see kReportWritten):
       // one dispatcher call per group rather than per delivery.
-      if (outbox_.empty() || written_.size() >= kReportWritten) {
-        written = std::exchange(written_, {});
+      const absl::Time now = absl::Now();
+      if (outbox_.empty() || written_ >= kReportWritten ||
+          written_bytes_ >= kReportWrittenBytes ||
+          now - reported_at_ >= kReportWrittenEvery) {
+        written = std::exchange(written_, 0);
+        written_bytes = std::exchange(written_bytes_, 0);
+        reported_at_ = now;
       }
       WriteNextLocked();
     }
   }
   if (consumer.has_value()) {
-    if (!written.empty()) {
-      // Their ack timeouts run from now.
-      const std::vector<std::string_view> ids(written.begin(), written.end());
-      dispatcher_->Written(*consumer, ids);
-    }
+    if (written > 0) dispatcher_->Written(*consumer, written, written_bytes);
     return;
   }
   // The client is gone.
@@ -358,7 +374,8 @@ void SubscribeStream<Response>::OnWriteDone(bool ok) {
 }
 
 template <typename Response>
-void SubscribeStream<Response>::FinishOnce(const grpc::Status& status) {
+void SubscribeStream<Response>::FinishOnce(const grpc::Status& status,
+                                           bool abandon_write) {
   std::optional<ConsumerId> consumer;
   {
     absl::MutexLock lock(&mu_);
@@ -371,6 +388,8 @@ void SubscribeStream<Response>::FinishOnce(const grpc::Status& status) {
       // Drop what is queued behind the write in progress.
       while (outbox_.size() > 1) outbox_.pop_back();
       finish_after_write_ = status;
+      // The write fails at once, and OnWriteDone finishes the call.
+      if (abandon_write) context_->TryCancel();
     } else {
       outbox_.clear();
       this->Finish(status);
@@ -382,15 +401,17 @@ void SubscribeStream<Response>::FinishOnce(const grpc::Status& status) {
 }  // namespace
 
 SubscribeReactor<hourglass::v1::Delivery>* NewSubscribeStream(
-    broker::Dispatcher* dispatcher, const Limits& limits, StreamHooks hooks) {
-  return new SubscribeStream<hourglass::v1::Delivery>(dispatcher, limits,
-                                                      std::move(hooks));
+    grpc::CallbackServerContext* context, broker::Dispatcher* dispatcher,
+    const Limits& limits, StreamHooks hooks) {
+  return new SubscribeStream<hourglass::v1::Delivery>(context, dispatcher,
+                                                      limits, std::move(hooks));
 }
 
 SubscribeReactor<hourglass::v1::DeliveryBatch>* NewSubscribeBatchesStream(
-    broker::Dispatcher* dispatcher, const Limits& limits, StreamHooks hooks) {
-  return new SubscribeStream<hourglass::v1::DeliveryBatch>(dispatcher, limits,
-                                                           std::move(hooks));
+    grpc::CallbackServerContext* context, broker::Dispatcher* dispatcher,
+    const Limits& limits, StreamHooks hooks) {
+  return new SubscribeStream<hourglass::v1::DeliveryBatch>(
+      context, dispatcher, limits, std::move(hooks));
 }
 
 }  // namespace hourglass::api

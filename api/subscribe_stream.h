@@ -23,8 +23,11 @@ namespace hourglass::api {
 // group is registered. Then `ack`s and `nack`s go to the dispatcher
 // and deliveries come back, at most the stream's credit unacknowledged.
 // The stream ends when the client ends it (OK), on a bad request
-// (INVALID_ARGUMENT), or when the broker shuts down (UNAVAILABLE); its
-// unacknowledged deliveries then go back to the group at once.
+// (INVALID_ARGUMENT), when the broker shuts down (UNAVAILABLE), or when it
+// writes nothing to the client for the dispatcher's stall timeout while
+// deliveries wait (the call is cancelled: the client sees CANCELLED, the
+// broker logs why); its unacknowledged deliveries then go back to the
+// group at once.
 //
 // What a stream asks of its service.
 struct StreamHooks {
@@ -46,17 +49,18 @@ using SubscribeReactor =
 // travels alone.
 inline constexpr size_t kMaxBatchBytes = size_t{1} << 20;
 
-// REQUIRES (both): `dispatcher` outlives the stream.
+// REQUIRES (both): `context` is the call's; `dispatcher` outlives the
+// stream.
 //
 // Subscribe: one Delivery per response.
 SubscribeReactor<hourglass::v1::Delivery>* NewSubscribeStream(
-    broker::Dispatcher* dispatcher, const Limits& limits,
-    StreamHooks hooks = {});
+    grpc::CallbackServerContext* context, broker::Dispatcher* dispatcher,
+    const Limits& limits, StreamHooks hooks = {});
 // SubscribeBatches: each response packs the deliveries waiting to be
 // written when the previous one went out, up to kMaxBatchBytes.
 SubscribeReactor<hourglass::v1::DeliveryBatch>* NewSubscribeBatchesStream(
-    broker::Dispatcher* dispatcher, const Limits& limits,
-    StreamHooks hooks = {});
+    grpc::CallbackServerContext* context, broker::Dispatcher* dispatcher,
+    const Limits& limits, StreamHooks hooks = {});
 
 }  // namespace hourglass::api
 

@@ -42,7 +42,26 @@ int64_t CeilMillis(absl::Time t) {
       absl::Ceil(t - absl::UnixEpoch(), absl::Milliseconds(1)));
 }
 
+// DeliveryBytes of the delivery `record` makes.
+size_t RecordBytes(const storage::MessageRecord& record) {
+  size_t bytes =
+      record.id().size() + record.topic().size() + record.payload().size();
+  for (const auto& [key, value] : record.headers()) {
+    bytes += key.size() + value.size();
+  }
+  return bytes;
+}
+
 }  // namespace
+
+size_t DeliveryBytes(const Delivery& delivery) {
+  size_t bytes =
+      delivery.id.size() + delivery.topic.size() + delivery.payload.size();
+  for (const auto& [key, value] : delivery.headers) {
+    bytes += key.size() + value.size();
+  }
+  return bytes;
+}
 
 // ---- Construction and recovery.
 
@@ -346,7 +365,11 @@ void Dispatcher::Unsubscribe(ConsumerId id) {
   absl::MutexLock lock(&mu_);
   auto it = consumers_.find(id);
   if (it == consumers_.end()) return;
-  ConsumerState& consumer = *it->second;
+  RemoveConsumerLocked(*it->second);
+}
+
+std::shared_ptr<Consumer> Dispatcher::RemoveConsumerLocked(
+    ConsumerState& consumer) {
   Group& group = *consumer.group;
   const std::vector<uint64_t> owned(consumer.owned.begin(),
                                     consumer.owned.end());
@@ -356,9 +379,15 @@ void Dispatcher::Unsubscribe(ConsumerId id) {
       MakeRedeliverableLocked(group, entry->second);
     }
   }
+  if (consumer.stall_deadline.has_value()) {
+    stall_deadlines_.erase({*consumer.stall_deadline, consumer.id});
+  }
   std::erase(group.consumers, &consumer);
-  consumers_.erase(it);
+  std::shared_ptr<Consumer> sink = std::move(consumer.sink);
+  const ConsumerId id = consumer.id;
+  consumers_.erase(id);  // Destroys `consumer`.
   WakeLocked();
+  return sink;
 }
 
 size_t Dispatcher::Ack(ConsumerId id,
@@ -396,21 +425,48 @@ size_t Dispatcher::Ack(ConsumerId id,
   return unknown;
 }
 
-void Dispatcher::Written(ConsumerId id,
-                         absl::Span<const std::string_view> message_ids) {
+void Dispatcher::Written(ConsumerId id, size_t deliveries, size_t bytes) {
   absl::MutexLock lock(&mu_);
   auto it = consumers_.find(id);
   if (it == consumers_.end()) return;
   ConsumerState& consumer = *it->second;
-  Group& group = *consumer.group;
-  const int64_t due_ms = CeilMillis(clock_->Now() + consumer.ack_timeout);
-  for (const std::string_view message_id : message_ids) {
-    auto delivered = consumer.by_id.find(AbslView(message_id));
-    if (delivered == consumer.by_id.end()) continue;  // Acked or taken back.
-    InFlight& entry = group.in_flight.at(delivered->second);
-    if (entry.timer.has_value()) continue;  // A copy written before.
-    SetTimerLocked(group, entry, due_ms);
+  consumer.unsent -= std::min(deliveries, consumer.unsent);
+  consumer.unsent_bytes -= std::min(bytes, consumer.unsent_bytes);
+  UpdateStallDeadlineLocked(consumer, clock_->Now());
+  WakeLocked();  // It may have room for more.
+}
+
+void Dispatcher::UpdateStallDeadlineLocked(ConsumerState& consumer,
+                                           absl::Time now) {
+  if (consumer.stall_deadline.has_value()) {
+    stall_deadlines_.erase({*consumer.stall_deadline, consumer.id});
+    consumer.stall_deadline.reset();
   }
+  if (consumer.unsent == 0) return;
+  consumer.stall_deadline = now + options_.stall_timeout;
+  stall_deadlines_.insert({*consumer.stall_deadline, consumer.id});
+}
+
+std::vector<std::pair<std::shared_ptr<Consumer>, absl::Status>>
+Dispatcher::RemoveStalledConsumersLocked(absl::Time now) {
+  std::vector<std::pair<std::shared_ptr<Consumer>, absl::Status>> stalled;
+  while (!stall_deadlines_.empty() && stall_deadlines_.begin()->first <= now) {
+    ConsumerState& consumer = *consumers_.at(stall_deadlines_.begin()->second);
+    const Group& group = *consumer.group;
+    const std::string what = absl::StrCat(
+        "wrote nothing to the client for ",
+        absl::FormatDuration(options_.stall_timeout),
+        " (--stream_stall_timeout) while ", consumer.unsent, " deliveries (",
+        consumer.unsent_bytes, " bytes) waited to be sent; its ",
+        consumer.owned.size(), " unacknowledged deliveries went back to group ",
+        Quoted(group.name));
+    spdlog::warn("consumer {} of group \"{}\" on topic \"{}\" ended: it {}",
+                 consumer.id, group.name, group.topic, what);
+    absl::Status status =
+        absl::DeadlineExceededError(absl::StrCat("the stream ", what));
+    stalled.emplace_back(RemoveConsumerLocked(consumer), std::move(status));
+  }
+  return stalled;
 }
 
 bool Dispatcher::Nack(ConsumerId id, std::string_view message_id,
@@ -516,17 +572,19 @@ absl::StatusOr<absl::Time> Dispatcher::Step() { return StepImpl(true); }
 absl::StatusOr<absl::Time> Dispatcher::StepImpl(bool deliver) {
   const int64_t now_ms = absl::ToUnixMillis(clock_->Now());
   StepWork work;
+  std::vector<std::pair<std::shared_ptr<Consumer>, absl::Status>> stalled;
+  absl::Status taken;
   {
     absl::MutexLock lock(&mu_);
     ExpireTimersLocked(now_ms);
     ReportStuckConsumersLocked(absl::FromUnixMillis(now_ms));
-    absl::Status taken = TakeFinishedLocked(work);
+    stalled = RemoveStalledConsumersLocked(absl::FromUnixMillis(now_ms));
+    taken = TakeFinishedLocked(work);
     if (taken.ok() && deliver) taken = TakeDeliveriesLocked(now_ms, work);
-    if (!taken.ok()) {
-      UndoStepLocked(work);
-      return taken;
-    }
+    if (!taken.ok()) UndoStepLocked(work);
   }
+  for (auto& [sink, status] : stalled) sink->Abort(std::move(status));
+  if (!taken.ok()) return taken;
 
   std::vector<std::pair<std::shared_ptr<Consumer>, std::vector<Delivery>>>
       sends;
@@ -571,7 +629,7 @@ absl::StatusOr<absl::Time> Dispatcher::StepImpl(bool deliver) {
     // built after the lock is released, which acks and writes also want.
     absl::flat_hash_map<ConsumerId, size_t> slot;
     for (Assignment& a : work.deliveries) {
-      if (a.record == nullptr) continue;
+      if (a.record == nullptr || a.deferred) continue;
       auto consumer = consumers_.find(a.consumer);
       if (consumer == consumers_.end()) continue;
       auto entry = a.group->in_flight.find(a.sequence);
@@ -581,6 +639,10 @@ absl::StatusOr<absl::Time> Dispatcher::StepImpl(bool deliver) {
       auto [s, inserted] = slot.try_emplace(a.consumer, sends.size());
       if (inserted) sends.push_back({consumer->second->sink, {}});
       a.send_to = s->second;
+      // Into the stream's outbox until it reports the write.
+      ConsumerState& c = *consumer->second;
+      if (c.unsent++ == 0) UpdateStallDeadlineLocked(c, clock_->Now());
+      c.unsent_bytes += RecordBytes(*a.record);
     }
   }
   for (Assignment& a : work.deliveries) {
@@ -616,7 +678,7 @@ absl::StatusOr<absl::Time> Dispatcher::StepImpl(bool deliver) {
   };
   absl::flat_hash_map<std::string_view, TopicDeliveries> delivered;
   for (const Assignment& a : work.deliveries) {
-    if (a.record == nullptr) continue;
+    if (a.record == nullptr || a.deferred) continue;
     TopicDeliveries& d = delivered[a.group->topic];
     if (a.attempt == 1) {
       d.lateness.push_back(now -
@@ -642,9 +704,13 @@ absl::StatusOr<absl::Time> Dispatcher::StepImpl(bool deliver) {
   }
   if (!work.empty()) return clock_->Now();  // Look for more at once.
   absl::MutexLock lock(&mu_);
-  std::optional<int64_t> next = timers_.NextExpiry();
-  return next.has_value() ? absl::FromUnixMillis(*next)
-                          : absl::InfiniteFuture();
+  std::optional<int64_t> next_timer = timers_.NextExpiry();
+  absl::Time next = next_timer.has_value() ? absl::FromUnixMillis(*next_timer)
+                                           : absl::InfiniteFuture();
+  if (!stall_deadlines_.empty()) {
+    next = std::min(next, stall_deadlines_.begin()->first);
+  }
+  return next;
 }
 
 void Dispatcher::ExpireTimersLocked(int64_t now_ms) {
@@ -694,6 +760,14 @@ absl::Status Dispatcher::TakeDeliveriesLocked(int64_t now_ms, StepWork& work) {
   const size_t share =
       std::max<size_t>(64, options_.step_limit / active.size());
   const size_t first = next_group_++ % active.size();
+  // Deliveries given each stream in this step: with what it has not yet
+  // written, at most its credit.
+  absl::flat_hash_map<const ConsumerState*, size_t> given;
+  auto has_room = [&](const ConsumerState& c) {
+    return c.owned.size() < c.max_in_flight &&
+           c.unsent + given[&c] < c.max_in_flight &&
+           c.unsent_bytes < options_.max_unsent_bytes;
+  };
   for (size_t k = 0; k < active.size(); ++k) {
     Group& group = *active[(first + k) % active.size()];
     const size_t limit =
@@ -705,7 +779,7 @@ absl::Status Dispatcher::TakeDeliveriesLocked(int64_t now_ms, StepWork& work) {
         for (size_t i = 0; i < group.consumers.size(); ++i) {
           ConsumerState* c = group.consumers[(group.next_consumer + i) %
                                              group.consumers.size()];
-          if (c->owned.size() < c->max_in_flight) {
+          if (has_room(*c)) {
             consumer = c;
             group.next_consumer =
                 (group.next_consumer + i + 1) % group.consumers.size();
@@ -768,6 +842,9 @@ absl::Status Dispatcher::TakeDeliveriesLocked(int64_t now_ms, StepWork& work) {
           group.in_flight.insert_or_assign(head->key.sequence, std::move(e));
         }
         consumer->owned.insert(a.sequence);
+        ++given[consumer];
+        work.outbox_room.try_emplace(
+            consumer->id, options_.max_unsent_bytes - consumer->unsent_bytes);
         work.deliveries.push_back(std::move(a));
       }
     }
@@ -969,6 +1046,16 @@ absl::Status Dispatcher::BuildBatch(int64_t now_ms, StepWork& work,
   for (Assignment& a : work.deliveries) {
     absl::StatusOr<storage::MessageRecord*> record = read_record(a.sequence);
     if (!record.ok()) return record.status();
+    if (*record != nullptr) {
+      // The stream's outbox takes deliveries while it has room, the last
+      // of them possibly past its limit; the rest wait for a later step.
+      size_t& room = work.outbox_room[a.consumer];
+      if (room == 0) {
+        a.deferred = true;
+        continue;
+      }
+      room -= std::min(room, RecordBytes(**record));
+    }
     if (a.from_window.has_value()) {
       const std::string_view group_name = a.from_window->waiting_area
                                               ? std::string_view()
@@ -1039,7 +1126,14 @@ absl::Status Dispatcher::BuildBatch(int64_t now_ms, StepWork& work,
 }
 
 void Dispatcher::CommitStepLocked(StepWork& work) {
+  // Ack timeouts run from the hand-over, which follows at once: a stream
+  // that stalls cannot keep its deliveries from other consumers.
+  const absl::Time now = clock_->Now();
   for (Assignment& a : work.deliveries) {
+    if (a.deferred) {
+      UndoDeliveryLocked(a);
+      continue;
+    }
     auto entry = a.group->in_flight.find(a.sequence);
     if (entry == a.group->in_flight.end()) continue;
     InFlight& e = entry->second;
@@ -1057,28 +1151,33 @@ void Dispatcher::CommitStepLocked(StepWork& work) {
     if (e.token != a.token) continue;  // Handed back meanwhile.
     auto consumer = consumers_.find(a.consumer);
     if (consumer == consumers_.end()) continue;
-    // The ack timeout starts once the stream has written it (Written).
     consumer->second->by_id[e.id] = a.sequence;
+    SetTimerLocked(*a.group, e, CeilMillis(now + a.ack_timeout));
   }
+}
+
+void Dispatcher::UndoDeliveryLocked(Assignment& a) {
+  auto entry = a.group->in_flight.find(a.sequence);
+  if (entry == a.group->in_flight.end()) return;
+  InFlight& e = entry->second;
+  ReleaseFromOwnerLocked(e);
+  ClearTimerLocked(e);
+  if (a.from_window.has_value()) {
+    a.group->redeliverable.erase(e.key);
+    a.group->in_flight.erase(entry);
+    a.group->window.Add(*a.from_window);  // Its ready key is still there.
+  } else {
+    e.attempt = a.previous_attempt;
+    e.token = next_token_++;
+    a.group->redeliverable.insert(e.key);
+  }
+  WakeLocked();
 }
 
 void Dispatcher::UndoStepLocked(StepWork& work) {
   // Deliveries: back where they came from, in reverse order.
   for (auto a = work.deliveries.rbegin(); a != work.deliveries.rend(); ++a) {
-    auto entry = a->group->in_flight.find(a->sequence);
-    if (entry == a->group->in_flight.end()) continue;
-    InFlight& e = entry->second;
-    ReleaseFromOwnerLocked(e);
-    ClearTimerLocked(e);
-    if (a->from_window.has_value()) {
-      a->group->redeliverable.erase(e.key);
-      a->group->in_flight.erase(entry);
-      a->group->window.Add(*a->from_window);  // Its ready key is still there.
-    } else {
-      e.attempt = a->previous_attempt;
-      e.token = next_token_++;
-      a->group->redeliverable.insert(e.key);
-    }
+    UndoDeliveryLocked(*a);
   }
   // Dead letters: redeliverable again, to be retried.
   for (StepWork::DeadLetter& dead : work.dead_letters) {
@@ -1121,14 +1220,25 @@ void Dispatcher::ReportStuckConsumersLocked(absl::Time now) {
       continue;
     }
     consumer->reported_stuck = true;
+    std::string unsent;
+    if (consumer->unsent > 0) {
+      unsent = absl::StrCat(
+          "; ", consumer->unsent, " deliveries (", consumer->unsent_bytes,
+          " bytes) wait to be written to it, and it is ended if it writes "
+          "nothing for ",
+          absl::FormatDuration(options_.stall_timeout),
+          " (--stream_stall_timeout)");
+    }
     spdlog::warn(
-        "consumer {} of group \"{}\" on topic \"{}\" is stuck: it holds "
-        "its whole credit ({} deliveries) and has acked nothing for {}; "
-        "they go to other consumers as their ack timeouts ({}) pass",
+        "consumer {} of group \"{}\" on topic \"{}\" is stuck: it has acked "
+        "nothing for {} and holds its whole credit ({} deliveries); each "
+        "goes back to the group {} after it was handed to the stream (its "
+        "ack timeout) and is delivered again, to any consumer of the "
+        "group{}",
         id, consumer->group->name, consumer->group->topic,
-        consumer->owned.size(),
         absl::FormatDuration(now - consumer->last_progress),
-        absl::FormatDuration(consumer->ack_timeout));
+        consumer->owned.size(), absl::FormatDuration(consumer->ack_timeout),
+        unsent);
   }
 }
 

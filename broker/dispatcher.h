@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -46,22 +47,39 @@ struct Delivery {
   uint32_t attempt = 0;
 };
 
+// The bytes a delivery costs a stream's outbox: its id, topic, payload and
+// headers. The dispatcher counts what it hands a stream with it, and the
+// stream reports what it wrote with it (Dispatcher::Written), so the two
+// counts agree.
+size_t DeliveryBytes(const Delivery& delivery);
+
 // A consumer stream as the dispatcher sees it. The API's Subscribe reactor
 // implements it; so do tests.
 //
 // The dispatcher calls Send from its own thread, in delivery order, and End
-// at most once, never while holding its lock; no Send follows End. Both may
-// come after Unsubscribe (the stream then drops them). Neither may block.
-// The stream reports the deliveries it has written out with
-// Dispatcher::Written, any number per call: an ack timeout runs from the
-// report, so a stream reports soon after the write (how the API's reactor
-// groups its reports: api/subscribe_stream.cc, OnWriteDone).
+// or Abort at most once (one of them), never while holding its lock; no
+// Send follows either. All may come after Unsubscribe (the stream then
+// drops them). None may block.
+//
+// What the dispatcher sends waits in the stream's outbox until it is
+// written to the network. The stream reports what it has written with
+// Dispatcher::Written, any number of deliveries per call, soon after the
+// writes (how the API's reactor groups its reports: api/subscribe_stream.cc,
+// OnWriteDone). The dispatcher bounds each outbox by those reports (in
+// deliveries and in bytes) and ends a stream that writes nothing for too
+// long; a delivery's ack timeout does not wait for them: it runs from the
+// hand-over.
 class Consumer {
  public:
   virtual ~Consumer() = default;
   virtual void Send(std::vector<Delivery> deliveries) = 0;
-  // The broker ends the stream: it is shutting down.
+  // The broker ends the stream (it is shutting down): a write in progress
+  // may finish first.
   virtual void End(absl::Status status) = 0;
+  // The broker ends the stream at once (it wrote nothing for
+  // Options::stall_timeout): a write in progress is abandoned, since it
+  // may never finish. Default: End.
+  virtual void Abort(absl::Status status) { End(std::move(status)); }
 };
 
 // Consumer groups and their consumers: moves due messages from each group's
@@ -100,6 +118,15 @@ class Dispatcher {
     size_t ready_window = 4096;
     // Most deliveries, acks and nacks written by one step. Default: 4096.
     size_t step_limit = 4096;
+    // Most bytes (DeliveryBytes) handed to a stream and not yet reported
+    // written: a stream at or past it gets nothing more until it writes.
+    // A stream below it may get one delivery that takes it past, so that
+    // a delivery larger than the limit still goes out. Default: 16 MiB.
+    size_t max_unsent_bytes = size_t{16} << 20;
+    // A stream holding unsent deliveries that reports nothing written for
+    // this long is ended (Consumer::Abort, DEADLINE_EXCEEDED) and its
+    // deliveries go back to its group at once. Default: 60 s.
+    absl::Duration stall_timeout = absl::Seconds(60);
   };
 
   // Recovers the registered groups and every in-flight delivery (deliveries
@@ -161,11 +188,12 @@ class Dispatcher {
   // ids were not in flight on it; those are ignored.
   size_t Ack(ConsumerId id, absl::Span<const std::string_view> message_ids);
 
-  // The consumer's stream wrote the deliveries of `message_ids` to the
-  // network: their ack timeouts start now. (A timeout that ran from the
-  // hand-over would expire deliveries still queued behind a slow stream,
-  // and they would come round again and again.) Unknown ids are ignored.
-  void Written(ConsumerId id, absl::Span<const std::string_view> message_ids);
+  // The consumer's stream wrote `deliveries` of what it was sent, of
+  // `bytes` (DeliveryBytes) in all, to the network: they leave its outbox.
+  // (Their ack timeouts ran from the hand-over; a stream that reports
+  // nothing for Options::stall_timeout while it holds unsent deliveries is
+  // ended.) Unknown ids are ignored.
+  void Written(ConsumerId id, size_t deliveries, size_t bytes);
 
   // Takes a delivery back from the consumer, to be delivered again once
   // `delay` has passed (at once if it is not positive). Returns false, and
@@ -306,6 +334,9 @@ class Dispatcher {
   absl::Status FinishAckWrite();
   void CommitStepLocked(StepWork& work) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void UndoStepLocked(StepWork& work) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Puts a delivery of the step back where TakeDeliveriesLocked took it
+  // from: its window or the redeliverable set, with its attempt as it was.
+  void UndoDeliveryLocked(Assignment& a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Whether a group of `group`'s topic other than `group` still holds the
   // message due at `key` (ready, in flight, or with an ack not yet
@@ -363,6 +394,20 @@ class Dispatcher {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static constexpr absl::Duration kStuckAfter = absl::Seconds(60);
 
+  // Removes a consumer: its deliveries go back to its group at once.
+  // Returns its sink.
+  std::shared_ptr<Consumer> RemoveConsumerLocked(ConsumerState& consumer)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Moves the consumer's stall deadline: Options::stall_timeout from `now`
+  // while it has unsent deliveries, none otherwise.
+  void UpdateStallDeadlineLocked(ConsumerState& consumer, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Removes the consumers whose stall deadline passed by `now`, logging
+  // each; returns their sinks and statuses, to Abort outside the lock.
+  std::vector<std::pair<std::shared_ptr<Consumer>, absl::Status>>
+  RemoveStalledConsumersLocked(absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   void WakeLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { wake_ = true; }
   void Run();
 
@@ -394,6 +439,10 @@ class Dispatcher {
            std::vector<absl::AnyInvocable<void(absl::Status) &&>>>
       registering_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<ConsumerId, std::unique_ptr<ConsumerState>> consumers_
+      ABSL_GUARDED_BY(mu_);
+  // Consumers with unsent deliveries, by when they count as stalled
+  // (ConsumerState::stall_deadline).
+  std::set<std::pair<absl::Time, ConsumerId>> stall_deadlines_
       ABSL_GUARDED_BY(mu_);
   ConsumerId next_consumer_id_ ABSL_GUARDED_BY(mu_) = 1;
   // Admin work, in arrival order; the first runs.

@@ -43,6 +43,13 @@ struct Dispatcher::ConsumerState {
   // reported stuck at zero credit since.
   absl::Time last_progress;
   bool reported_stuck = false;
+  // Its outbox: deliveries sent to the stream and not yet reported
+  // written, and their DeliveryBytes.
+  size_t unsent = 0;
+  size_t unsent_bytes = 0;
+  // While unsent > 0: when it counts as stalled unless it reports a write
+  // (its key in stall_deadlines_).
+  std::optional<absl::Time> stall_deadline;
 };
 
 // A message of a group that has left the ready queue: with a consumer, or
@@ -106,6 +113,9 @@ struct Dispatcher::Assignment {
   uint32_t attempt;
   // Read by BuildBatch, on the step's arena; null if the message is gone.
   storage::MessageRecord* record = nullptr;
+  // BuildBatch left it out: the stream's outbox had no room for its bytes
+  // (Options::max_unsent_bytes). The step puts it back.
+  bool deferred = false;
   // The stream it goes to, once written: an index into the step's sends.
   std::optional<size_t> send_to;
 };
@@ -129,6 +139,9 @@ struct Dispatcher::StepWork {
   // Holds the step's message records (Assignment::record): parsed into a
   // few large blocks rather than an allocation per string, freed at once.
   google::protobuf::Arena arena{ArenaOptions()};
+  // Room left in the outbox of each stream given deliveries, in bytes, as
+  // the step began (Options::max_unsent_bytes minus its unsent bytes).
+  absl::flat_hash_map<ConsumerId, size_t> outbox_room;
   // Acks and nacks taken, in arrival order; once BuildAckBatch ran, only
   // the nacks, and the acks are in `acked`.
   std::vector<Finished> finished;

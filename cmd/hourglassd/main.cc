@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -63,6 +64,21 @@ ABSL_FLAG(uint32_t, max_credit, 10000,
 ABSL_FLAG(absl::Duration, ack_timeout, absl::Seconds(30),
           "Ack timeout of Subscribe streams that set none: an unacknowledged "
           "delivery is delivered again after it.");
+ABSL_FLAG(absl::Duration, stream_stall_timeout, absl::Seconds(60),
+          "A Subscribe stream that writes nothing to its client for this "
+          "long while deliveries wait to be sent is ended, and its "
+          "deliveries go back to the group at once.");
+ABSL_FLAG(uint64_t, stream_outbox_bytes, 16 << 20,
+          "Most bytes of deliveries waiting to be written to one Subscribe "
+          "stream; past it the stream gets no more until it writes (a "
+          "larger delivery still goes alone).");
+ABSL_FLAG(absl::Duration, keepalive_time, absl::Seconds(30),
+          "How often the gRPC server pings each connection (HTTP/2 "
+          "keepalive). A dead client's streams end within about "
+          "--keepalive_time + --keepalive_timeout.");
+ABSL_FLAG(absl::Duration, keepalive_timeout, absl::Seconds(10),
+          "How long a keepalive ping may go unanswered before the server "
+          "closes the connection and ends its calls.");
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
           "How long running calls may take to finish on SIGTERM/SIGINT.");
 ABSL_FLAG(std::string, tls_cert, "",
@@ -233,6 +249,26 @@ int main(int argc, char** argv) {
                       absl::FormatDuration(ack_timeout)));
   }
 
+  const absl::Duration stall_timeout =
+      absl::GetFlag(FLAGS_stream_stall_timeout);
+  if (stall_timeout < absl::Seconds(1)) {
+    Fail(absl::StrCat("--stream_stall_timeout must be at least 1s, not ",
+                      absl::FormatDuration(stall_timeout)));
+  }
+  const uint64_t outbox_bytes = absl::GetFlag(FLAGS_stream_outbox_bytes);
+  if (outbox_bytes < 1) Fail("--stream_outbox_bytes must be at least 1, not 0");
+  const absl::Duration keepalive_time = absl::GetFlag(FLAGS_keepalive_time);
+  const absl::Duration keepalive_timeout =
+      absl::GetFlag(FLAGS_keepalive_timeout);
+  for (const auto& [flag, value] :
+       {std::pair{"--keepalive_time", keepalive_time},
+        std::pair{"--keepalive_timeout", keepalive_timeout}}) {
+    if (value < absl::Seconds(1) || value > absl::Hours(24)) {
+      Fail(absl::StrCat(flag, " must be between 1s and 24h, not ",
+                        absl::FormatDuration(value)));
+    }
+  }
+
   const uint64_t max_request_bytes = absl::GetFlag(FLAGS_max_request_bytes);
   if (max_request_bytes < 1024 || max_request_bytes > INT32_MAX) {
     Fail(absl::StrCat("--max_request_bytes must be between 1024 and ",
@@ -314,6 +350,8 @@ int main(int argc, char** argv) {
   engine_options.metrics = &registry;
   engine_options.dispatcher.max_attempts = max_attempts;
   engine_options.dispatcher.default_ack_timeout = ack_timeout;
+  engine_options.dispatcher.stall_timeout = stall_timeout;
+  engine_options.dispatcher.max_unsent_bytes = outbox_bytes;
   const absl::Time recover_start = absl::Now();
   absl::StatusOr<std::unique_ptr<hourglass::broker::Engine>> engine =
       hourglass::broker::Engine::Open(store->get(), &clock, engine_options);
@@ -354,6 +392,8 @@ int main(int argc, char** argv) {
   options.tls_client_ca_file = absl::GetFlag(FLAGS_tls_client_ca);
   options.max_streams_per_connection = max_streams_per_connection;
   options.grpc_memory_bytes = absl::GetFlag(FLAGS_grpc_memory_mb) << 20;
+  options.keepalive_time = keepalive_time;
+  options.keepalive_timeout = keepalive_timeout;
   auto server = hourglass::api::Server::Start(options);
   if (!server.ok()) Fail(std::string(server.status().message()));
   const bool tls = !options.tls_cert_file.empty();

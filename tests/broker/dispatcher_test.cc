@@ -21,6 +21,7 @@
 #include "storage/records.pb.h"
 #include "tests/testing/fake_clock.h"
 #include "tests/testing/faulty_store.h"
+#include "tests/testing/log_capture.h"
 
 namespace hourglass::broker {
 namespace {
@@ -34,21 +35,30 @@ constexpr int64_t kStartMs = 1'795'305'600'000;  // 2026-11-22T00:00:00Z
 const absl::Time kStart = absl::FromUnixMillis(kStartMs);
 
 // A consumer stream that records what it is sent and, like a real one,
-// reports the deliveries of each Send as written at once, in one call.
+// reports the deliveries of each Send as written at once, in one call;
+// or, once HoldWrites was called, like a stream whose client stopped
+// reading, reports nothing until WriteHeld.
 class FakeConsumer final : public Consumer {
  public:
   void Send(std::vector<Delivery> deliveries) override {
-    std::vector<std::string> ids;
+    const size_t count = deliveries.size();
+    size_t bytes = 0;
+    bool report = false;
     {
       absl::MutexLock lock(&mu_);
       for (Delivery& d : deliveries) {
-        ids.push_back(d.id);
+        bytes += DeliveryBytes(d);
         received_.push_back(std::move(d));
       }
+      if (holding_) {
+        held_ += count;
+        held_bytes_ += bytes;
+      } else {
+        report = true;
+      }
     }
-    if (dispatcher_ != nullptr) {
-      const std::vector<std::string_view> written(ids.begin(), ids.end());
-      dispatcher_->Written(id_, written);
+    if (report && dispatcher_ != nullptr) {
+      dispatcher_->Written(id_, count, bytes);
     }
   }
   // Reports writes to `dispatcher` as consumer `id` from now on.
@@ -60,6 +70,27 @@ class FakeConsumer final : public Consumer {
     absl::MutexLock lock(&mu_);
     ended_ = std::move(status);
   }
+  void Abort(absl::Status status) override {
+    absl::MutexLock lock(&mu_);
+    aborted_ = std::move(status);
+  }
+
+  // From now on, what arrives is not written until WriteHeld.
+  void HoldWrites() {
+    absl::MutexLock lock(&mu_);
+    holding_ = true;
+  }
+  // Writes what was held (and reports it), and writes at once again.
+  void WriteHeld() {
+    size_t count, bytes;
+    {
+      absl::MutexLock lock(&mu_);
+      holding_ = false;
+      count = std::exchange(held_, 0);
+      bytes = std::exchange(held_bytes_, 0);
+    }
+    if (count > 0) dispatcher_->Written(id_, count, bytes);
+  }
 
   // Takes what arrived since the last call.
   std::vector<Delivery> Take() {
@@ -70,11 +101,19 @@ class FakeConsumer final : public Consumer {
     absl::MutexLock lock(&mu_);
     return ended_;
   }
+  std::optional<absl::Status> aborted() {
+    absl::MutexLock lock(&mu_);
+    return aborted_;
+  }
 
  private:
   absl::Mutex mu_;
   std::vector<Delivery> received_ ABSL_GUARDED_BY(mu_);
   std::optional<absl::Status> ended_ ABSL_GUARDED_BY(mu_);
+  std::optional<absl::Status> aborted_ ABSL_GUARDED_BY(mu_);
+  bool holding_ ABSL_GUARDED_BY(mu_) = false;
+  size_t held_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t held_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   // Set before any step that could send to it.
   Dispatcher* dispatcher_ = nullptr;
   Dispatcher::ConsumerId id_ = 0;
@@ -679,6 +718,179 @@ TEST_F(DispatcherTest, UnsubscribingHandsDeliveriesBackAtOnce) {
   RunAt(absl::Milliseconds(2));
   EXPECT_THAT(Ids(second->Take()), ElementsAre("a@2", "b@2"));
   EXPECT_EQ(dispatcher().Ack(first_id, {"a"}), 1u);  // Gone with its stream.
+}
+
+// ---- Streams whose client stops reading.
+
+// Each message Publish makes in these tests costs a stream's outbox 19
+// bytes: id "mN" (2), topic "t" (1), payload "payload of mN" (13), header
+// k=mN (3).
+constexpr size_t kMessageBytes = 19;
+
+TEST_F(DispatcherTest, AnAckTimeoutRunsFromTheHandOverThoughNothingIsWritten) {
+  auto silent = std::make_shared<FakeConsumer>();
+  silent->HoldWrites();
+  Subscribe("t", "g", silent, /*max_in_flight=*/2,
+            /*ack_timeout=*/absl::Seconds(2));
+  Publish("t", "m1", absl::ZeroDuration());
+  Publish("t", "m2", absl::ZeroDuration());
+  RunAt(absl::ZeroDuration());
+  EXPECT_THAT(Ids(silent->Take()), ElementsAre("m1@1", "m2@1"));
+  auto reader = std::make_shared<FakeConsumer>();
+  Subscribe("t", "g", reader);
+  RunAt(absl::Milliseconds(1999));
+  EXPECT_THAT(reader->Take(), IsEmpty());
+  RunAt(absl::Seconds(2));
+  EXPECT_THAT(Ids(reader->Take()), ElementsAre("m1@2", "m2@2"));
+  // Its credit is free again, but its outbox still holds its credit's
+  // worth of deliveries: it gets nothing more.
+  EXPECT_THAT(silent->Take(), IsEmpty());
+}
+
+TEST_F(DispatcherTest, AStreamsUnsentDeliveriesAreBoundedInBytes) {
+  options_.dispatcher.max_unsent_bytes = 3 * kMessageBytes;
+  Reopen();
+  auto slow = std::make_shared<FakeConsumer>();
+  slow->HoldWrites();
+  Subscribe("t", "g", slow, /*max_in_flight=*/100);
+  for (int i = 1; i <= 7; ++i) {
+    Publish("t", absl::StrCat("m", i), absl::ZeroDuration());
+  }
+  RunAt(absl::ZeroDuration());
+  EXPECT_THAT(Ids(slow->Take()), ElementsAre("m1@1", "m2@1", "m3@1"));
+  RunAt(absl::Milliseconds(1));
+  EXPECT_THAT(slow->Take(), IsEmpty());
+  slow->WriteHeld();  // And writes at once from now on.
+  RunAt(absl::Milliseconds(2));
+  EXPECT_THAT(Ids(slow->Take()), ElementsAre("m4@1", "m5@1", "m6@1", "m7@1"));
+}
+
+TEST_F(DispatcherTest, ADeliveryLargerThanTheOutboxLimitGoesAlone) {
+  options_.dispatcher.max_unsent_bytes = 10;
+  Reopen();
+  auto slow = std::make_shared<FakeConsumer>();
+  slow->HoldWrites();
+  Subscribe("t", "g", slow, /*max_in_flight=*/100);
+  Publish("t", "m1", absl::ZeroDuration());
+  Publish("t", "m2", absl::ZeroDuration());
+  RunAt(absl::ZeroDuration());
+  EXPECT_THAT(Ids(slow->Take()), ElementsAre("m1@1"));
+  slow->WriteHeld();
+  RunAt(absl::Milliseconds(1));
+  EXPECT_THAT(Ids(slow->Take()), ElementsAre("m2@1"));
+}
+
+TEST_F(DispatcherTest, AStreamThatWritesNothingForTheStallTimeoutIsEnded) {
+  options_.dispatcher.stall_timeout = absl::Seconds(60);
+  Reopen();
+  auto silent = std::make_shared<FakeConsumer>();
+  silent->HoldWrites();
+  Subscribe("t", "g", silent, 0, /*ack_timeout=*/absl::Hours(1));
+  Publish("t", "m1", absl::ZeroDuration());
+  RunAt(absl::ZeroDuration());
+  EXPECT_THAT(Ids(silent->Take()), ElementsAre("m1@1"));
+  auto reader = std::make_shared<FakeConsumer>();
+  Subscribe("t", "g", reader);
+  clock_.Set(kStart + absl::Seconds(1));
+  // The dispatcher's thread sleeps until the stall, and no longer.
+  absl::StatusOr<absl::Time> next = dispatcher().Step();
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_EQ(*next, kStart + absl::Seconds(60));
+  RunAt(absl::Milliseconds(59'999));
+  EXPECT_EQ(silent->aborted(), std::nullopt);
+  EXPECT_THAT(reader->Take(), IsEmpty());
+  RunAt(absl::Seconds(60));
+  EXPECT_EQ(silent->aborted(),
+            absl::DeadlineExceededError(
+                "the stream wrote nothing to the client for 1m "
+                "(--stream_stall_timeout) while 1 deliveries (19 bytes) "
+                "waited to be sent; its 1 unacknowledged deliveries went back "
+                "to group \"g\""));
+  EXPECT_EQ(silent->ended(), std::nullopt);
+  // At once, long before its ack timeout.
+  EXPECT_THAT(Ids(reader->Take()), ElementsAre("m1@2"));
+}
+
+TEST_F(DispatcherTest, AWriteRestartsTheStallTimeout) {
+  options_.dispatcher.stall_timeout = absl::Seconds(60);
+  Reopen();
+  auto slow = std::make_shared<FakeConsumer>();
+  slow->HoldWrites();
+  Subscribe("t", "g", slow, 0, /*ack_timeout=*/absl::Hours(1));
+  Publish("t", "m1", absl::ZeroDuration());
+  RunAt(absl::ZeroDuration());
+  clock_.Set(kStart + absl::Seconds(30));
+  slow->WriteHeld();
+  slow->HoldWrites();
+  Publish("t", "m2", absl::ZeroDuration());
+  RunAt(absl::Seconds(30));
+  EXPECT_THAT(Ids(slow->Take()), ElementsAre("m1@1", "m2@1"));
+  RunAt(absl::Milliseconds(89'999));
+  EXPECT_EQ(slow->aborted(), std::nullopt);
+  RunAt(absl::Seconds(90));
+  ASSERT_TRUE(slow->aborted().has_value());
+  EXPECT_EQ(slow->aborted()->code(), absl::StatusCode::kDeadlineExceeded);
+}
+
+TEST_F(DispatcherTest, TheStuckConsumerLineSaysWhatHappensToItsDeliveries) {
+  options_.dispatcher.stall_timeout = absl::Seconds(90);
+  Reopen();
+  testing::LogCapture log;
+  auto stuck = std::make_shared<FakeConsumer>();
+  stuck->HoldWrites();
+  const auto id = Subscribe("t", "g", stuck, /*max_in_flight=*/1,
+                            /*ack_timeout=*/absl::Minutes(2));
+  Publish("t", "m1", absl::ZeroDuration());
+  RunAt(absl::ZeroDuration());
+  EXPECT_THAT(Ids(stuck->Take()), ElementsAre("m1@1"));
+  RunAt(absl::Seconds(60));
+  EXPECT_THAT(
+      log.Lines(),
+      ::testing::Contains(absl::StrCat(
+          "warning consumer ", id,
+          " of group \"g\" on topic \"t\" is stuck: it has acked nothing for "
+          "1m and holds its whole credit (1 deliveries); each goes back to "
+          "the group 2m after it was handed to the stream (its ack timeout) "
+          "and is delivered again, to any consumer of the group; 1 "
+          "deliveries (19 bytes) wait to be written to it, and it is ended "
+          "if it writes nothing for 1m30s (--stream_stall_timeout)")));
+  // And so it is: ended at 90 s, its delivery goes to another consumer.
+  auto reader = std::make_shared<FakeConsumer>();
+  Subscribe("t", "g", reader);
+  RunAt(absl::Milliseconds(89'999));
+  EXPECT_THAT(reader->Take(), IsEmpty());
+  RunAt(absl::Seconds(90));
+  EXPECT_TRUE(stuck->aborted().has_value());
+  EXPECT_THAT(Ids(reader->Take()), ElementsAre("m1@2"));
+}
+
+TEST_F(DispatcherTest, AStuckConsumersDeliveriesGoElsewhereAfterTheAckTimeout) {
+  testing::LogCapture log;
+  auto stuck = std::make_shared<FakeConsumer>();
+  const auto id = Subscribe("t", "g", stuck, /*max_in_flight=*/1,
+                            /*ack_timeout=*/absl::Minutes(2));
+  Publish("t", "m1", absl::ZeroDuration());
+  RunAt(absl::ZeroDuration());
+  EXPECT_THAT(Ids(stuck->Take()), ElementsAre("m1@1"));
+  RunAt(absl::Seconds(60));
+  EXPECT_THAT(
+      log.Lines(),
+      ::testing::Contains(absl::StrCat(
+          "warning consumer ", id,
+          " of group \"g\" on topic \"t\" is stuck: it has acked nothing for "
+          "1m and holds its whole credit (1 deliveries); each goes back to "
+          "the group 2m after it was handed to the stream (its ack timeout) "
+          "and is delivered again, to any consumer of the group")));
+  auto reader = std::make_shared<FakeConsumer>();
+  Subscribe("t", "g", reader, /*max_in_flight=*/1);
+  RunAt(absl::Milliseconds(119'999));
+  EXPECT_THAT(reader->Take(), IsEmpty());
+  RunAt(absl::Minutes(2));
+  // Once, to either consumer (it is delivered again, and the stuck one
+  // has room for it again).
+  std::vector<std::string> again = Ids(stuck->Take());
+  for (std::string& d : Ids(reader->Take())) again.push_back(std::move(d));
+  EXPECT_THAT(again, ElementsAre("m1@2"));
 }
 
 TEST_F(DispatcherTest, MessagesDueBeforeAnyGroupWaitForTheFirstGroupOnly) {

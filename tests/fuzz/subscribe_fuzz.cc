@@ -428,8 +428,8 @@ class SubscribeFuzzer {
       for (ConsumerModel& c : consumers_) {
         for (Delivery& d : c.inbox->Take()) {
           CheckDelivery(c, d, now);
-          // The stream wrote it: its ack timeout runs from now.
-          dispatcher().Written(c.id, {d.id});
+          // The stream wrote it (its ack timeout ran from the hand-over).
+          dispatcher().Written(c.id, 1, DeliveryBytes(d));
         }
       }
       if (*tick > clock_.Now() && *step > clock_.Now()) {
