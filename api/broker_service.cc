@@ -96,11 +96,29 @@ BrokerService::PublishStream(grpc::CallbackServerContext* context) {
                             hourglass::v1::PublishStreamResponse>(
         ToGrpcStatus(grant.status()));
   }
+  if (absl::Status admitted = AdmitStream(); !admitted.ok()) {
+    return NewRefusedStream<hourglass::v1::PublishRequest,
+                            hourglass::v1::PublishStreamResponse>(
+        ToGrpcStatus(admitted));
+  }
+  PublishStreamOptions options;
+  options.on_finish = [this] { streams_.fetch_sub(1); };
   return NewPublishStream(
       [this, grant = *std::move(grant)](
           const hourglass::v1::PublishRequest& request, PublishDone done) {
         StartPublish(grant, request, std::move(done));
-      });
+      },
+      std::move(options));
+}
+
+absl::Status BrokerService::AdmitStream() {
+  const size_t open = streams_.fetch_add(1) + 1;
+  if (limits_.max_streams > 0 && open > limits_.max_streams) {
+    streams_.fetch_sub(1);
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "too many streams (limit ", limits_.max_streams, ", --max_streams)"));
+  }
+  return absl::OkStatus();
 }
 
 grpc::ServerUnaryReactor* BrokerService::Cancel(
@@ -137,13 +155,9 @@ BrokerService::StartStream(grpc::CallbackServerContext* context, Start start) {
     return NewRefusedStream<hourglass::v1::SubscribeRequest, Response>(
         ToGrpcStatus(grant.status()));
   }
-  const size_t open = streams_.fetch_add(1) + 1;
-  if (limits_.max_streams > 0 && open > limits_.max_streams) {
-    streams_.fetch_sub(1);
+  if (absl::Status admitted = AdmitStream(); !admitted.ok()) {
     return NewRefusedStream<hourglass::v1::SubscribeRequest, Response>(
-        ToGrpcStatus(absl::ResourceExhaustedError(
-            absl::StrCat("too many Subscribe streams (limit ",
-                         limits_.max_streams, ", --max_streams)"))));
+        ToGrpcStatus(admitted));
   }
   StreamHooks hooks;
   hooks.authorize = [grant = *std::move(grant)](absl::string_view topic) {

@@ -73,12 +73,18 @@ class BrokerService final : public hourglass::v1::Broker::CallbackService {
   grpc::ServerBidiReactor<hourglass::v1::SubscribeRequest, Response>*
   StartStream(grpc::CallbackServerContext* context, Start start);
 
+  // Counts a new stream against limits_.max_streams: OK, or
+  // RESOURCE_EXHAUSTED (and not counted). A counted stream's on_finish
+  // hook uncounts it.
+  absl::Status AdmitStream();
+
   broker::Engine* const engine_;
   broker::Clock* const clock_;
   const Limits limits_;
   const Authorizer* const authorizer_;
 
-  // Subscribe streams started and not yet finished (limits_.max_streams).
+  // Streams (Subscribe, SubscribeBatches, PublishStream) started and not
+  // yet finished (limits_.max_streams).
   std::atomic<size_t> streams_{0};
   // Bytes of Publish requests handed to the engine and not yet answered
   // (limits_.max_publish_queue_bytes).

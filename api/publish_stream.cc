@@ -1,5 +1,6 @@
 #include "api/publish_stream.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -17,6 +18,20 @@ namespace {
 using hourglass::v1::PublishAnswer;
 using hourglass::v1::PublishRequest;
 using hourglass::v1::PublishStreamResponse;
+
+// About the bytes of the answer to `request`: a receipt per message.
+size_t EstimateAnswerBytes(const PublishRequest& request) {
+  // A receipt holds its id (an assigned one has 19 bytes), a timestamp,
+  // the duplicate flag and framing; an error, its code and message.
+  constexpr size_t kAssignedIdBytes = 19;
+  constexpr size_t kReceiptBytes = 24;
+  constexpr size_t kAnswerBytes = 32;
+  size_t bytes = kAnswerBytes;
+  for (const hourglass::v1::Message& m : request.messages()) {
+    bytes += std::max(m.id().size(), kAssignedIdBytes) + kReceiptBytes;
+  }
+  return bytes;
+}
 
 PublishAnswer ToAnswer(
     absl::StatusOr<std::vector<broker::PublishReceipt>> receipts) {
@@ -40,8 +55,11 @@ PublishAnswer ToAnswer(
 class PublishStream final
     : public grpc::ServerBidiReactor<PublishRequest, PublishStreamResponse> {
  public:
-  PublishStream(PublishCall publish, size_t max_pending)
-      : publish_(std::move(publish)), max_pending_(max_pending) {
+  PublishStream(PublishCall publish, PublishStreamOptions options)
+      : publish_(std::move(publish)),
+        max_pending_(options.max_pending),
+        max_pending_bytes_(options.max_pending_bytes),
+        on_finish_(std::move(options.on_finish)) {
     // At once, not with the first answer: in tests, an earlier version's
     // first answer, which carried the metadata and a buffer hint, was never
     // sent.
@@ -71,6 +89,9 @@ class PublishStream final
 
   PublishCall publish_;  // Called by the read chain only.
   const size_t max_pending_;
+  const size_t max_pending_bytes_;
+  // Called by MaybeFinishLocked, once.
+  absl::AnyInvocable<void() &&> on_finish_;
   // Touched only by the read chain: StartRead and the OnReadDone it causes.
   PublishRequest request_;
 
@@ -78,7 +99,13 @@ class PublishStream final
   // The answers from request first_index_ on, in request order; unset until
   // known. While writing_, the first in_response_ are in response_ (moved
   // out), which gRPC holds until OnWriteDone.
-  std::deque<std::optional<PublishAnswer>> answers_ ABSL_GUARDED_BY(mu_);
+  struct Pending {
+    std::optional<PublishAnswer> answer;
+    size_t bytes = 0;  // Its size once known; until then, the estimate.
+  };
+  std::deque<Pending> answers_ ABSL_GUARDED_BY(mu_);
+  // The sum of their bytes (max_pending_bytes_).
+  size_t pending_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t first_index_ ABSL_GUARDED_BY(mu_) = 0;
   PublishStreamResponse response_ ABSL_GUARDED_BY(mu_);
   size_t in_response_ ABSL_GUARDED_BY(mu_) = 0;
@@ -104,7 +131,9 @@ void PublishStream::OnReadDone(bool ok) {
       return;
     }
     index = first_index_ + answers_.size();
-    answers_.emplace_back();
+    const size_t estimate = EstimateAnswerBytes(request_);
+    answers_.push_back({std::nullopt, estimate});
+    pending_bytes_ += estimate;
     ++publishing_;
   }
   // Outside mu_: the answer may come at once, on this thread. reading_
@@ -121,8 +150,12 @@ void PublishStream::OnReadDone(bool ok) {
 }
 
 void PublishStream::Answer(uint64_t index, PublishAnswer answer) {
+  const size_t bytes = answer.ByteSizeLong();
   absl::MutexLock lock(&mu_);
-  answers_[index - first_index_] = std::move(answer);
+  Pending& pending = answers_[index - first_index_];
+  pending_bytes_ = pending_bytes_ - pending.bytes + bytes;
+  pending.bytes = bytes;
+  pending.answer = std::move(answer);
   --publishing_;
   WriteNextLocked();
   MaybeFinishLocked();
@@ -132,14 +165,14 @@ void PublishStream::WriteNextLocked() {
   if (writing_ || cancelled_) return;
   response_.Clear();
   size_t bytes = 0;
-  for (std::optional<PublishAnswer>& answer : answers_) {
-    if (!answer.has_value()) break;
-    const size_t size = answer->ByteSizeLong();
-    if (response_.answers_size() > 0 && bytes + size > kMaxResponseBytes) {
+  for (Pending& pending : answers_) {
+    if (!pending.answer.has_value()) break;
+    if (response_.answers_size() > 0 &&
+        bytes + pending.bytes > kMaxResponseBytes) {
       break;
     }
-    bytes += size;
-    *response_.add_answers() = std::move(*answer);
+    bytes += pending.bytes;
+    *response_.add_answers() = std::move(*pending.answer);
   }
   if (response_.answers_size() == 0) return;
   in_response_ = static_cast<size_t>(response_.answers_size());
@@ -150,8 +183,10 @@ void PublishStream::WriteNextLocked() {
 void PublishStream::OnWriteDone(bool ok) {
   absl::MutexLock lock(&mu_);
   writing_ = false;
-  answers_.erase(answers_.begin(),
-                 answers_.begin() + static_cast<ptrdiff_t>(in_response_));
+  for (size_t i = 0; i < in_response_; ++i) {
+    pending_bytes_ -= answers_.front().bytes;
+    answers_.pop_front();
+  }
   first_index_ += in_response_;
   in_response_ = 0;
   if (!ok) {
@@ -165,7 +200,8 @@ void PublishStream::OnWriteDone(bool ok) {
 
 void PublishStream::ReadNextLocked() {
   if (reading_ || reads_done_ || cancelled_ ||
-      answers_.size() >= max_pending_) {
+      answers_.size() >= max_pending_ ||
+      (!answers_.empty() && pending_bytes_ >= max_pending_bytes_)) {
     return;
   }
   reading_ = true;
@@ -176,6 +212,8 @@ void PublishStream::MaybeFinishLocked() {
   if (finished_ || publishing_ > 0 || writing_) return;
   if (!cancelled_ && !(reads_done_ && answers_.empty())) return;
   finished_ = true;
+  // Before Finish: a client that saw the end may start the next stream.
+  if (on_finish_) std::move(on_finish_)();
   Finish(cancelled_ ? grpc::Status(grpc::StatusCode::CANCELLED, "cancelled")
                     : grpc::Status::OK);
 }
@@ -183,8 +221,8 @@ void PublishStream::MaybeFinishLocked() {
 }  // namespace
 
 grpc::ServerBidiReactor<PublishRequest, PublishStreamResponse>*
-NewPublishStream(PublishCall publish, size_t max_pending) {
-  return new PublishStream(std::move(publish), max_pending);
+NewPublishStream(PublishCall publish, PublishStreamOptions options) {
+  return new PublishStream(std::move(publish), std::move(options));
 }
 
 void AddReceipts(

@@ -27,8 +27,9 @@ struct Limits {
   // --max_credit: the largest max_in_flight a stream may ask for. Default:
   // 10,000.
   uint32_t max_credit = 10'000;
-  // --max_streams: most Subscribe streams open at once; the next one ends
-  // with RESOURCE_EXHAUSTED. 0 means no limit. Default: 10,000.
+  // --max_streams: most streams (Subscribe, SubscribeBatches and
+  // PublishStream) open at once; the next one ends with
+  // RESOURCE_EXHAUSTED. 0 means no limit. Default: 10,000.
   size_t max_streams = 10'000;
   // --max_publish_queue_bytes: most bytes of Publish requests accepted but
   // not yet answered (waiting for or being written to disk); a Publish that

@@ -94,7 +94,8 @@ ABSL_FLAG(std::string, auth_tokens, "",
           "and topic patterns, one per line (format in api/auth.h and the "
           "README); reloaded on SIGHUP. Default: no authentication.");
 ABSL_FLAG(uint64_t, max_streams, 10000,
-          "Most Subscribe streams open at once; the next is refused with "
+          "Most streams (Subscribe, SubscribeBatches, PublishStream) open at "
+          "once; the next is refused with "
           "RESOURCE_EXHAUSTED. 0: no limit.");
 ABSL_FLAG(int32_t, max_streams_per_connection, 1000,
           "Most concurrent calls on one client connection (HTTP/2 "

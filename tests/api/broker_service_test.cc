@@ -632,8 +632,11 @@ TEST_F(BrokerServiceTest, PublishStreamAnswersEachRequestInOrder) {
 class PublishStreamService final
     : public hourglass::v1::Broker::CallbackService {
  public:
-  PublishStreamService(PublishCall publish, size_t max_pending)
-      : publish_(std::move(publish)), max_pending_(max_pending) {}
+  PublishStreamService(PublishCall publish, size_t max_pending,
+                       size_t max_pending_bytes = kMaxPendingAnswerBytes)
+      : publish_(std::move(publish)),
+        max_pending_(max_pending),
+        max_pending_bytes_(max_pending_bytes) {}
 
   grpc::ServerBidiReactor<PublishRequest, hourglass::v1::PublishStreamResponse>*
   PublishStream(grpc::CallbackServerContext*) override {
@@ -641,12 +644,13 @@ class PublishStreamService final
         [this](const PublishRequest& r, PublishDone done) {
           publish_(r, std::move(done));
         },
-        max_pending_);
+        {.max_pending = max_pending_, .max_pending_bytes = max_pending_bytes_});
   }
 
  private:
   PublishCall publish_;
   const size_t max_pending_;
+  const size_t max_pending_bytes_;
 };
 
 // The answer a stand-in publish gives: one receipt, with the id of the
@@ -670,13 +674,14 @@ bool WriteOne(PublishStreamClient& stream, const std::string& id) {
 // its own whose publishes wait in a list until Answer.
 class HeldPublishes {
  public:
-  explicit HeldPublishes(size_t max_pending)
+  explicit HeldPublishes(size_t max_pending,
+                         size_t max_pending_bytes = kMaxPendingAnswerBytes)
       : service_(
             [this](const PublishRequest& request, PublishDone done) {
               absl::MutexLock lock(&mu_);
               held_.push_back({request.messages(0).id(), std::move(done)});
             },
-            max_pending) {
+            max_pending, max_pending_bytes) {
     auto server = Server::Start(
         {.listen_address = "127.0.0.1:0", .services = {&service_}});
     EXPECT_TRUE(server.ok()) << server.status();
@@ -774,6 +779,30 @@ TEST(PublishStreamTest, ReadsAtMostMaxPendingAheadAndAnswersInOrder) {
   publishes.Answer(3);
   publishes.Answer(2);
   const auto responses = ReadAnswerIds(*stream);
+  EXPECT_TRUE(stream->Finish().ok());
+  EXPECT_THAT(responses,
+              ::testing::ElementsAre(::testing::ElementsAre("m0", "m1"),
+                                     ::testing::ElementsAre("m2", "m3")));
+}
+
+// The answers a stream holds for its client are bounded in bytes too: an
+// answer counts at an estimate from its request (about 75 bytes for one
+// message with a short id) until it is known, then at its size.
+TEST(PublishStreamTest, ReadsAheadAtMostMaxPendingBytesOfAnswers) {
+  HeldPublishes publishes(/*max_pending=*/100, /*max_pending_bytes=*/150);
+  grpc::ClientContext context;
+  auto stream = publishes.Send(context, 4);
+  ASSERT_NE(stream, nullptr);
+  ASSERT_TRUE(publishes.WaitFor(2));
+  EXPECT_FALSE(publishes.WaitFor(3, absl::Milliseconds(300)));
+  // A large answer, once known, holds the stream back until it is sent.
+  publishes.Answer(1, /*padding=*/1000);
+  EXPECT_FALSE(publishes.WaitFor(3, absl::Milliseconds(300)));
+  publishes.Answer(0);  // Both are sent; the stream reads on.
+  ASSERT_TRUE(publishes.WaitFor(4));
+  publishes.Answer(3);
+  publishes.Answer(2);
+  const auto responses = ReadAnswerIds(*stream, /*prefix=*/2);
   EXPECT_TRUE(stream->Finish().ok());
   EXPECT_THAT(responses,
               ::testing::ElementsAre(::testing::ElementsAre("m0", "m1"),

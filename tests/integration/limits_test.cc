@@ -71,7 +71,7 @@ TEST_F(LimitsTest, StreamsPastTheLimitAreRefusedAndOpenOnesKeepWorking) {
   ASSERT_TRUE(refused.has_value());
   EXPECT_EQ(refused->error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_EQ(refused->error_message(),
-            "too many Subscribe streams (limit 2, --max_streams)");
+            "too many streams (limit 2, --max_streams)");
 
   // Both admitted streams still get what comes due, once per group.
   ASSERT_TRUE(client_->Publish("t", "one", absl::ZeroDuration()).ok());
@@ -90,6 +90,38 @@ TEST_F(LimitsTest, StreamsPastTheLimitAreRefusedAndOpenOnesKeepWorking) {
   const std::optional<grpc::Status> again = fifth->WaitEnd(kWait);
   ASSERT_TRUE(again.has_value());
   EXPECT_EQ(again->error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+}
+
+TEST_F(LimitsTest, PublishStreamsCountAgainstTheStreamLimit) {
+  using PublishStream =
+      grpc::ClientReaderWriter<hourglass::v1::PublishRequest,
+                               hourglass::v1::PublishStreamResponse>;
+  grpc::ClientContext open_context;
+  std::unique_ptr<PublishStream> open =
+      client_->stub()->PublishStream(&open_context);
+  open->WaitForInitialMetadata();  // Admitted: the stream sends it at once.
+  std::unique_ptr<testing::Subscription> subscribed =
+      client_->Subscribe("t", "g1");
+
+  // A third stream of either kind is refused.
+  grpc::ClientContext refused_context;
+  std::unique_ptr<PublishStream> refused =
+      client_->stub()->PublishStream(&refused_context);
+  const grpc::Status status = refused->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(status.error_message(),
+            "too many streams (limit 2, --max_streams)");
+  std::unique_ptr<testing::Subscription> third = client_->Subscribe("t", "g2");
+  const std::optional<grpc::Status> third_status = third->WaitEnd(kWait);
+  ASSERT_TRUE(third_status.has_value());
+  EXPECT_EQ(third_status->error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+
+  // The PublishStream's end frees its place.
+  open->WritesDone();
+  EXPECT_TRUE(open->Finish().ok());
+  std::unique_ptr<testing::Subscription> fourth = client_->Subscribe("t", "g3");
+  ASSERT_TRUE(client_->Publish("t", "one", absl::ZeroDuration()).ok());
+  EXPECT_EQ(TakeOne(*fourth), "one");
 }
 
 TEST_F(LimitsTest, APublishPastTheQueueLimitIsRefusedAndStoresNothing) {
