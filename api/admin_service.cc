@@ -400,8 +400,8 @@ grpc::ServerUnaryReactor* AdminService::GetMessage(
   if (absl::Status s = ValidateName("topic", request->topic()); !s.ok()) {
     return Done(context, s);
   }
-  if (request->id().empty()) {
-    return Done(context, absl::InvalidArgumentError("id is empty"));
+  if (absl::Status s = ValidateId("id", request->id(), limits_); !s.ok()) {
+    return Done(context, s);
   }
   if (request->preview_bytes() > kMaxPreviewBytes) {
     return Done(context, absl::InvalidArgumentError(absl::StrCat(
@@ -425,9 +425,7 @@ grpc::ServerUnaryReactor* AdminService::CancelMessage(
     return Done(context, s);
   }
   absl::Status valid = ValidateName("topic", request->topic());
-  if (valid.ok() && request->id().empty()) {
-    valid = absl::InvalidArgumentError("id is empty");
-  }
+  if (valid.ok()) valid = ValidateId("id", request->id(), limits_);
   if (!valid.ok()) return Done(context, valid);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   engine_->Cancel(request->topic(), request->id(),
@@ -444,9 +442,7 @@ grpc::ServerUnaryReactor* AdminService::Reschedule(
     return Done(context, s);
   }
   absl::Status valid = ValidateName("topic", request->topic());
-  if (valid.ok() && request->id().empty()) {
-    valid = absl::InvalidArgumentError("id is empty");
-  }
+  if (valid.ok()) valid = ValidateId("id", request->id(), limits_);
   const absl::Time now = clock_->Now();
   absl::Time deliver_at = now;
   if (valid.ok()) {
@@ -487,11 +483,18 @@ grpc::ServerUnaryReactor* AdminService::RedriveDeadLetters(
   if (absl::Status s = ValidateName("topic", request->topic()); !s.ok()) {
     return Done(context, s);
   }
+  if (static_cast<size_t>(request->ids_size()) > limits_.max_batch) {
+    return Done(context, absl::InvalidArgumentError(absl::StrCat(
+                             "the request has ", request->ids_size(),
+                             " ids; the limit is ", limits_.max_batch,
+                             " (--max_batch)")));
+  }
   std::vector<std::string> ids;
   for (const std::string& id : request->ids()) {
-    if (id.empty()) {
-      return Done(context, absl::InvalidArgumentError(
-                               absl::StrCat("ids[", ids.size(), "] is empty")));
+    if (absl::Status s =
+            ValidateId(absl::StrCat("ids[", ids.size(), "]"), id, limits_);
+        !s.ok()) {
+      return Done(context, s);
     }
     ids.push_back(id);
   }

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "api/proto_time.h"
@@ -23,9 +24,18 @@ void BrokerService::StartPublish(const Grant& grant,
     return;
   }
   for (int i = 0; i < request.messages_size(); ++i) {
-    if (absl::Status s =
-            grant.Check(Role::kProduce, request.messages(i).topic());
-        !s.ok()) {
+    const std::string& topic = request.messages(i).topic();
+    absl::Status s = grant.Check(Role::kProduce, topic);
+    // Dead letters are the broker's: a producer that planted some would
+    // have a redrive move them.
+    if (s.ok() && absl::EndsWith(topic, ".dlq") &&
+        !grant.Check(Role::kAdmin, topic).ok()) {
+      s = absl::PermissionDeniedError(
+          absl::StrCat("topic \"", topic,
+                       "\" is a dead-letter topic: publishing there needs "
+                       "role admin"));
+    }
+    if (!s.ok()) {
       std::move(done)(absl::Status(
           s.code(), absl::StrCat("message ", i, ": ", s.message())));
       return;
@@ -132,9 +142,7 @@ grpc::ServerUnaryReactor* BrokerService::Cancel(
     return reactor;
   }
   absl::Status valid = ValidateName("topic", request->topic());
-  if (valid.ok() && request->id().empty()) {
-    valid = absl::InvalidArgumentError("id is empty");
-  }
+  if (valid.ok()) valid = ValidateId("id", request->id(), limits_);
   if (valid.ok()) valid = grant->Check(Role::kProduce, request->topic());
   if (!valid.ok()) {
     reactor->Finish(ToGrpcStatus(valid));

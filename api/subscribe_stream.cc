@@ -233,13 +233,17 @@ bool SubscribeStream<Response>::HandleRequest() {
   }
   switch (request_.kind_case()) {
     case SubscribeRequest::kAck: {
+      if (absl::Status s = ValidateAck(request_.ack(), limits_); !s.ok()) {
+        FinishOnce(ToGrpcStatus(s));
+        return false;
+      }
       const std::vector<std::string_view> ids(request_.ack().ids().begin(),
                                               request_.ack().ids().end());
       dispatcher_->Ack(*consumer, ids);
       return true;
     }
     case SubscribeRequest::kNack: {
-      if (absl::Status s = ValidateNack(request_.nack()); !s.ok()) {
+      if (absl::Status s = ValidateNack(request_.nack(), limits_); !s.ok()) {
         FinishOnce(ToGrpcStatus(s));
         return false;
       }

@@ -1,6 +1,9 @@
 #include "api/validation.h"
 
+#include <algorithm>
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -47,6 +50,34 @@ absl::Status Invalid(size_t index, absl::string_view problem) {
       absl::StrCat("message ", index, ": ", problem));
 }
 
+// The headers of `m`: how many, their bytes, their keys.
+absl::Status ValidateHeaders(const hourglass::v1::Message& m,
+                             const Limits& limits) {
+  if (static_cast<size_t>(m.headers_size()) > limits.max_headers) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(m.headers_size(), " headers; the limit is ",
+                     limits.max_headers, " (--max_headers)"));
+  }
+  size_t bytes = 0;
+  std::vector<std::string_view> keys;
+  keys.reserve(m.headers_size());
+  for (const auto& [key, value] : m.headers()) {
+    bytes += key.size() + value.size();
+    keys.push_back(key);
+  }
+  if (bytes > limits.max_header_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "headers are ", bytes, " bytes (keys and values); the limit is ",
+        limits.max_header_bytes, " (--max_header_bytes)"));
+  }
+  // A map's order is unspecified: the least bad key is reported.
+  std::sort(keys.begin(), keys.end());
+  for (std::string_view key : keys) {
+    if (absl::Status s = ValidateName("header", key); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status ValidateName(std::string_view field, std::string_view name) {
@@ -71,6 +102,31 @@ absl::Status ValidateName(std::string_view field, std::string_view name) {
     return absl::InvalidArgumentError(
         absl::StrCat(f, " ", Quote(name), " has ", shown,
                      "; names may use only A-Z a-z 0-9 . _ -"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateNewTopic(std::string_view field, std::string_view name) {
+  if (absl::Status s = ValidateName(field, name); !s.ok()) return s;
+  if (name.size() > kMaxTopicBytes && !name.ends_with(".dlq")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(std::string(field), " ", Quote(name), " is ", name.size(),
+                     " bytes long; the limit is ", kMaxTopicBytes,
+                     " (room for the .dlq of its dead-letter topic)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateId(std::string_view field, std::string_view id,
+                        const Limits& limits) {
+  if (id.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(std::string(field), " is empty"));
+  }
+  if (id.size() > limits.max_id_bytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(std::string(field), " ", Quote(id), " is ", id.size(),
+                     " bytes long; the limit is ", limits.max_id_bytes));
   }
   return absl::OkStatus();
 }
@@ -147,7 +203,7 @@ absl::Status ValidatePublish(const hourglass::v1::PublishRequest& request,
   for (int i = 0; i < request.messages_size(); ++i) {
     const hourglass::v1::Message& m = request.messages(i);
     const size_t index = static_cast<size_t>(i);
-    if (absl::Status s = ValidateName("topic", m.topic()); !s.ok()) {
+    if (absl::Status s = ValidateNewTopic("topic", m.topic()); !s.ok()) {
       return Invalid(index, s.message());
     }
     if (m.payload().size() > limits.max_payload_bytes) {
@@ -156,16 +212,19 @@ absl::Status ValidatePublish(const hourglass::v1::PublishRequest& request,
                               " bytes; the limit is ", limits.max_payload_bytes,
                               " (--max_payload_bytes)"));
     }
-    if (m.id().size() > limits.max_id_bytes) {
-      return Invalid(
-          index,
-          absl::StrCat("id ", Quote(m.id()), " is ", m.id().size(),
-                       " bytes long; the limit is ", limits.max_id_bytes));
+    // An empty id asks the broker for one.
+    if (!m.id().empty()) {
+      if (absl::Status s = ValidateId("id", m.id(), limits); !s.ok()) {
+        return Invalid(index, s.message());
+      }
     }
     if (broker::IsAssignedIdForm(m.id())) {
       return Invalid(index, absl::StrCat("id ", Quote(m.id()),
                                          " has the form of the ids the broker "
                                          "assigns (hg- and 16 hex digits)"));
+    }
+    if (absl::Status s = ValidateHeaders(m, limits); !s.ok()) {
+      return Invalid(index, s.message());
     }
     if (m.has_delay()) {
       if (absl::Status s = ValidateDelay(m.delay(), limits); !s.ok()) {
@@ -183,7 +242,7 @@ absl::Status ValidatePublish(const hourglass::v1::PublishRequest& request,
 
 absl::Status ValidateOpen(const hourglass::v1::Open& open,
                           const Limits& limits) {
-  if (absl::Status s = ValidateName("open.topic", open.topic()); !s.ok()) {
+  if (absl::Status s = ValidateNewTopic("open.topic", open.topic()); !s.ok()) {
     return s;
   }
   if (absl::Status s = ValidateName("open.group", open.group()); !s.ok()) {
@@ -205,13 +264,37 @@ absl::Status ValidateOpen(const hourglass::v1::Open& open,
       return absl::InvalidArgumentError(absl::StrCat(
           "open.ack_timeout ", absl::FormatDuration(timeout), " is negative"));
     }
+    if (timeout > limits.max_ack_timeout) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("open.ack_timeout ", absl::FormatDuration(timeout),
+                       " is over the limit of ",
+                       absl::FormatDuration(limits.max_ack_timeout),
+                       " (--max_ack_timeout)"));
+    }
   }
   return absl::OkStatus();
 }
 
-absl::Status ValidateNack(const hourglass::v1::Nack& nack) {
-  if (nack.id().empty()) {
-    return absl::InvalidArgumentError("nack.id is empty");
+absl::Status ValidateAck(const hourglass::v1::Ack& ack, const Limits& limits) {
+  if (static_cast<size_t>(ack.ids_size()) > limits.max_credit) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ack has ", ack.ids_size(), " ids; the limit is ", limits.max_credit,
+        " (--max_credit: a stream never holds more deliveries)"));
+  }
+  for (int i = 0; i < ack.ids_size(); ++i) {
+    if (absl::Status s =
+            ValidateId(absl::StrCat("ack.ids[", i, "]"), ack.ids(i), limits);
+        !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateNack(const hourglass::v1::Nack& nack,
+                          const Limits& limits) {
+  if (absl::Status s = ValidateId("nack.id", nack.id(), limits); !s.ok()) {
+    return s;
   }
   if (nack.has_delay()) {
     if (absl::Status s = ValidateDuration("nack.delay", nack.delay());
@@ -222,6 +305,11 @@ absl::Status ValidateNack(const hourglass::v1::Nack& nack) {
     if (delay < absl::ZeroDuration()) {
       return absl::InvalidArgumentError(absl::StrCat(
           "nack.delay ", absl::FormatDuration(delay), " is negative"));
+    }
+    if (delay > limits.max_delay) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "nack.delay ", absl::FormatDuration(delay), " is over the limit of ",
+          absl::FormatDuration(limits.max_delay), " (--max_delay)"));
     }
   }
   return absl::OkStatus();

@@ -22,10 +22,20 @@ struct Limits {
   absl::Duration max_delay = absl::Hours(24 * 3650);
   // --max_batch: messages per Publish. Default: 10,000.
   size_t max_batch = 10'000;
-  // Longest idempotency key, in bytes.
+  // Longest message id, in bytes: an idempotency key in Publish, and any
+  // id a request names (Cancel, Ack, Nack, Admin calls).
   size_t max_id_bytes = 128;
-  // --max_credit: the largest max_in_flight a stream may ask for. Default:
-  // 10,000.
+  // --max_headers: most headers of one message. Default: 64.
+  size_t max_headers = 64;
+  // --max_header_bytes: most bytes of one message's header keys and values
+  // together. Default: 64 KiB.
+  size_t max_header_bytes = size_t{64} << 10;
+  // --max_ack_timeout: the longest ack_timeout a stream may ask for.
+  // Default: 24 h.
+  absl::Duration max_ack_timeout = absl::Hours(24);
+  // --max_credit: the largest max_in_flight a stream may ask for, and the
+  // most ids one Ack may carry (a stream never holds more deliveries).
+  // Default: 10,000.
   uint32_t max_credit = 10'000;
   // --max_streams: most streams (Subscribe, SubscribeBatches and
   // PublishStream) open at once; the next one ends with
@@ -40,11 +50,26 @@ struct Limits {
 
 // Longest topic or group name, in bytes.
 inline constexpr size_t kMaxNameBytes = 200;
+// Longest name of a topic that producers create, in bytes: room is left
+// for the ".dlq" of its dead-letter topic.
+inline constexpr size_t kMaxTopicBytes = kMaxNameBytes - 4;
 
 // OK if `name` is a valid topic or group name ([A-Za-z0-9._-], 1 to 200
 // bytes); else INVALID_ARGUMENT naming `field` and the value, e.g.
-// `topic "a b" has a space`.
+// `topic "a b" has a space`. Also for header keys.
 absl::Status ValidateName(std::string_view field, std::string_view name);
+
+// ValidateName, for a topic that a request may create (Publish, a
+// Subscribe's open): also at most kMaxTopicBytes long, unless it is a
+// dead-letter topic (ends in ".dlq"), so that every topic's dead letters
+// have a valid name.
+absl::Status ValidateNewTopic(std::string_view field, std::string_view name);
+
+// OK if `id` names a message: 1 to limits.max_id_bytes bytes. Else
+// INVALID_ARGUMENT naming `field`: `id is empty`, `id "..." is 300 bytes
+// long; the limit is 128`.
+absl::Status ValidateId(std::string_view field, std::string_view id,
+                        const Limits& limits);
 
 // OK if `duration` is a valid google.protobuf.Duration (seconds within
 // +-10,000 years, nanos within +-999,999,999 and of the same sign).
@@ -65,23 +90,32 @@ absl::Status ValidateDeliverAt(const google::protobuf::Timestamp& deliver_at,
                                const Limits& limits, absl::Time now);
 
 // Checks a whole Publish before anything is stored: an empty request, more
-// than limits.max_batch messages, and for each message its topic, payload
-// size, id (length; not of the form the broker assigns, see
-// broker::IsAssignedIdForm), delay (negative or over max_delay) and
-// deliver_at (more than max_delay after `now`). Returns the first problem as
-// INVALID_ARGUMENT, prefixed with the message index: `message 3: ...`.
+// than limits.max_batch messages, and for each message its topic
+// (ValidateNewTopic), payload size, id (length; not of the form the broker
+// assigns, see broker::IsAssignedIdForm), headers (at most
+// limits.max_headers, of limits.max_header_bytes in all, each key a valid
+// name), delay (negative or over max_delay) and deliver_at (more than
+// max_delay after `now`). Returns the first problem as INVALID_ARGUMENT,
+// prefixed with the message index: `message 3: ...`; of several bad
+// headers, the one with the least key.
 absl::Status ValidatePublish(const hourglass::v1::PublishRequest& request,
                              const Limits& limits, absl::Time now);
 
-// Checks the `open` of a Subscribe stream: topic and group names, an
-// ack_timeout that is a valid, non-negative Duration, and max_in_flight
-// within limits.max_credit. Returns INVALID_ARGUMENT naming the field.
+// Checks the `open` of a Subscribe stream: topic (ValidateNewTopic) and
+// group names, an ack_timeout that is a valid, non-negative Duration of at
+// most limits.max_ack_timeout, and max_in_flight within limits.max_credit.
+// Returns INVALID_ARGUMENT naming the field.
 absl::Status ValidateOpen(const hourglass::v1::Open& open,
                           const Limits& limits);
 
-// Checks a `nack`: a non-empty id and a delay that is a valid,
-// non-negative Duration (unset means none).
-absl::Status ValidateNack(const hourglass::v1::Nack& nack);
+// Checks an `ack`: at most limits.max_credit ids, each a valid id
+// (ValidateId). INVALID_ARGUMENT naming the field: `ack.ids[2] is empty`.
+absl::Status ValidateAck(const hourglass::v1::Ack& ack, const Limits& limits);
+
+// Checks a `nack`: a valid id and a delay that is a valid, non-negative
+// Duration of at most limits.max_delay (unset means none).
+absl::Status ValidateNack(const hourglass::v1::Nack& nack,
+                          const Limits& limits);
 
 // When `message` comes due, received at `now`: now + delay, the given
 // deliver_at (a past one means now), or now if neither is set. Truncated

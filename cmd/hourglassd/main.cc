@@ -55,7 +55,14 @@ ABSL_FLAG(uint64_t, max_payload_bytes, 1 << 20,
           "Largest message payload accepted, in bytes.");
 ABSL_FLAG(absl::Duration, max_delay, absl::Hours(24 * 3650),
           "Longest delay accepted (default 3650 days).");
-ABSL_FLAG(uint64_t, max_batch, 10000, "Most messages in one Publish.");
+ABSL_FLAG(uint64_t, max_batch, 10000,
+          "Most messages in one Publish (and ids in one dead-letter "
+          "redrive).");
+ABSL_FLAG(uint64_t, max_headers, 64, "Most headers of one message.");
+ABSL_FLAG(uint64_t, max_header_bytes, 64 << 10,
+          "Most bytes of one message's header keys and values together.");
+ABSL_FLAG(absl::Duration, max_ack_timeout, absl::Hours(24),
+          "Longest ack_timeout a Subscribe stream may ask for.");
 ABSL_FLAG(uint32_t, max_attempts, 16,
           "Deliveries of a message to one group before it moves to the "
           "dead-letter topic <topic>.dlq.");
@@ -249,6 +256,13 @@ int main(int argc, char** argv) {
     Fail(absl::StrCat("--ack_timeout must be at least 1ms, not ",
                       absl::FormatDuration(ack_timeout)));
   }
+  const absl::Duration max_ack_timeout = absl::GetFlag(FLAGS_max_ack_timeout);
+  if (max_ack_timeout < ack_timeout) {
+    Fail(absl::StrCat("--max_ack_timeout (",
+                      absl::FormatDuration(max_ack_timeout),
+                      ") must be at least --ack_timeout (",
+                      absl::FormatDuration(ack_timeout), ")"));
+  }
 
   const absl::Duration stall_timeout =
       absl::GetFlag(FLAGS_stream_stall_timeout);
@@ -371,6 +385,9 @@ int main(int argc, char** argv) {
   limits.max_payload_bytes = absl::GetFlag(FLAGS_max_payload_bytes);
   limits.max_delay = absl::GetFlag(FLAGS_max_delay);
   limits.max_batch = absl::GetFlag(FLAGS_max_batch);
+  limits.max_headers = absl::GetFlag(FLAGS_max_headers);
+  limits.max_header_bytes = absl::GetFlag(FLAGS_max_header_bytes);
+  limits.max_ack_timeout = absl::GetFlag(FLAGS_max_ack_timeout);
   limits.max_credit = absl::GetFlag(FLAGS_max_credit);
   limits.max_streams = absl::GetFlag(FLAGS_max_streams);
   limits.max_publish_queue_bytes = absl::GetFlag(FLAGS_max_publish_queue_bytes);
@@ -383,11 +400,14 @@ int main(int argc, char** argv) {
   hourglass::api::ServerOptions options;
   options.listen_address = absl::GetFlag(FLAGS_listen);
   options.services = {&broker_service, &admin_service};
-  // Room for the largest legal Publish (every message at the payload limit,
-  // plus headers and framing), but no more than --max_request_bytes.
+  // Room for the largest legal Publish (every message at the payload and
+  // header limits, plus ids and framing), but no more than
+  // --max_request_bytes.
   options.max_receive_bytes = static_cast<int>(std::min<uint64_t>(
       max_request_bytes,
-      limits.max_batch * (limits.max_payload_bytes + (16 << 10)) + (1 << 20)));
+      limits.max_batch *
+              (limits.max_payload_bytes + limits.max_header_bytes + (4 << 10)) +
+          (1 << 20)));
   options.tls_cert_file = absl::GetFlag(FLAGS_tls_cert);
   options.tls_key_file = absl::GetFlag(FLAGS_tls_key);
   options.tls_client_ca_file = absl::GetFlag(FLAGS_tls_client_ca);

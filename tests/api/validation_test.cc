@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -170,6 +171,111 @@ TEST(ValidatePublishTest, RejectsOutOfRangeDurationsAndTimestamps) {
   ExpectInvalid(Validate(at),
                 "message 0: deliver_at is not a valid Timestamp (seconds "
                 "253402300800, nanos 0)");
+}
+
+TEST(ValidatePublishTest, TopicsLeaveRoomForTheirDeadLetterTopic) {
+  EXPECT_TRUE(Validate(OneMessage(std::string(196, 't'))).ok());
+  ExpectInvalid(Validate(OneMessage(std::string(197, 't'))),
+                "message 0: topic \"" + std::string(64, 't') +
+                    "...\" is 197 bytes long; the limit is 196 (room for the "
+                    ".dlq of its dead-letter topic)");
+  // A dead-letter topic of a 196-byte topic is a valid name.
+  EXPECT_TRUE(Validate(OneMessage(std::string(196, 't') + ".dlq")).ok());
+}
+
+TEST(ValidatePublishTest, HeadersAreBoundedInCountAndBytes) {
+  PublishRequest request = OneMessage("t");
+  auto& headers = *request.mutable_messages(0)->mutable_headers();
+  for (int i = 0; i < 64; ++i) headers[absl::StrCat("k", i)] = "v";
+  EXPECT_TRUE(Validate(request).ok()) << Validate(request);
+  headers["k64"] = "v";
+  ExpectInvalid(Validate(request),
+                "message 0: 65 headers; the limit is 64 (--max_headers)");
+
+  PublishRequest large = OneMessage("t");
+  auto& big = *large.mutable_messages(0)->mutable_headers();
+  big["a"] = std::string(32 << 10, 'v');
+  big["b"] = std::string((32 << 10) - 2, 'v');
+  EXPECT_TRUE(Validate(large).ok()) << Validate(large);  // 65,536 bytes.
+  big["b"].push_back('v');
+  ExpectInvalid(Validate(large),
+                "message 0: headers are 65537 bytes (keys and values); the "
+                "limit is 65536 (--max_header_bytes)");
+}
+
+TEST(ValidatePublishTest, HeaderKeysAreNamesAndTheLeastBadOneIsNamed) {
+  PublishRequest request = OneMessage("t");
+  request.add_messages()->set_topic("t");
+  auto& headers = *request.mutable_messages(1)->mutable_headers();
+  headers["content-type"] = "any value, even with spaces: ok";
+  headers["z z"] = "v";
+  headers["x/y"] = "v";
+  ExpectInvalid(Validate(request),
+                "message 1: header \"x/y\" has '/'; names may use only A-Z "
+                "a-z 0-9 . _ -");
+  headers.erase("x/y");
+  ExpectInvalid(Validate(request), "message 1: header \"z z\" has a space");
+  headers.erase("z z");
+  headers[""] = "v";
+  ExpectInvalid(Validate(request), "message 1: header is empty");
+}
+
+TEST(ValidateIdTest, NamesTheFieldAndTheLimit) {
+  const Limits limits;
+  EXPECT_TRUE(ValidateId("id", std::string(128, 'k'), limits).ok());
+  ExpectInvalid(ValidateId("nack.id", "", limits), "nack.id is empty");
+  ExpectInvalid(ValidateId("ids[2]", std::string(129, 'k'), limits),
+                "ids[2] \"" + std::string(64, 'k') +
+                    "...\" is 129 bytes long; the limit is 128");
+}
+
+TEST(ValidateOpenTest, TheAckTimeoutIsBounded) {
+  hourglass::v1::Open open;
+  open.set_topic("t");
+  open.set_group("g");
+  open.mutable_ack_timeout()->set_seconds(24 * 3600);
+  EXPECT_TRUE(ValidateOpen(open, Limits()).ok());
+  open.mutable_ack_timeout()->set_seconds(24 * 3600 + 1);
+  ExpectInvalid(ValidateOpen(open, Limits()),
+                "open.ack_timeout 24h1s is over the limit of 24h "
+                "(--max_ack_timeout)");
+  open.clear_ack_timeout();
+  open.set_topic(std::string(197, 't'));
+  ExpectInvalid(ValidateOpen(open, Limits()),
+                "open.topic \"" + std::string(64, 't') +
+                    "...\" is 197 bytes long; the limit is 196 (room for the "
+                    ".dlq of its dead-letter topic)");
+}
+
+TEST(ValidateAckTest, BoundsTheIdsAndEachId) {
+  hourglass::v1::Ack ack;
+  ack.add_ids("a");
+  ack.add_ids("b");
+  EXPECT_TRUE(ValidateAck(ack, Limits{.max_credit = 2}).ok());
+  ack.add_ids("c");
+  ExpectInvalid(ValidateAck(ack, Limits{.max_credit = 2}),
+                "ack has 3 ids; the limit is 2 (--max_credit: a stream never "
+                "holds more deliveries)");
+  ack.set_ids(1, "");
+  ExpectInvalid(ValidateAck(ack, Limits()), "ack.ids[1] is empty");
+  ack.set_ids(1, std::string(129, 'k'));
+  ExpectInvalid(ValidateAck(ack, Limits()),
+                "ack.ids[1] \"" + std::string(64, 'k') +
+                    "...\" is 129 bytes long; the limit is 128");
+}
+
+TEST(ValidateNackTest, TheDelayIsBoundedByMaxDelay) {
+  hourglass::v1::Nack nack;
+  ExpectInvalid(ValidateNack(nack, Limits()), "nack.id is empty");
+  nack.set_id("m1");
+  nack.mutable_delay()->set_seconds(3650LL * 86400);
+  EXPECT_TRUE(ValidateNack(nack, Limits()).ok());
+  nack.mutable_delay()->set_seconds(3650LL * 86400 + 1);
+  ExpectInvalid(ValidateNack(nack, Limits()),
+                "nack.delay 87600h1s is over the limit of 87600h "
+                "(--max_delay)");
+  nack.mutable_delay()->set_seconds(-1);
+  ExpectInvalid(ValidateNack(nack, Limits()), "nack.delay -1s is negative");
 }
 
 TEST(DeliverAtTest, DelayDeliverAtOrNowToTheMillisecond) {

@@ -67,6 +67,8 @@ Limits FuzzLimits() {
   limits.max_payload_bytes = 64;
   limits.max_batch = 8;
   limits.max_id_bytes = 24;
+  limits.max_headers = 1;
+  limits.max_header_bytes = 10;
   return limits;
 }
 
@@ -96,12 +98,32 @@ bool BrokerFormId(const std::string& id) {
   return true;
 }
 
+// A topic a producer may create: a name with room for ".dlq", or a
+// dead-letter topic's name.
+bool ValidNewTopic(const std::string& topic) {
+  const bool dead_letters =
+      topic.size() >= 4 && topic.compare(topic.size() - 4, 4, ".dlq") == 0;
+  return ValidName(topic) && (topic.size() <= 196 || dead_letters);
+}
+
+bool ValidHeaders(const Message& m, const Limits& limits) {
+  if (static_cast<size_t>(m.headers_size()) > limits.max_headers) return false;
+  size_t bytes = 0;
+  for (const auto& [key, value] : m.headers()) {
+    if (!ValidName(key)) return false;
+    bytes += key.size() + value.size();
+  }
+  return bytes <= limits.max_header_bytes;
+}
+
 // A valid delay or deliver_at gives the message's due time in ms; an invalid
 // message gives nullopt.
 std::optional<int64_t> ExpectedDueMs(const Message& m, const Limits& limits,
                                      int64_t now_ms) {
-  if (!ValidName(m.topic()) || m.payload().size() > limits.max_payload_bytes ||
-      m.id().size() > limits.max_id_bytes || BrokerFormId(m.id())) {
+  if (!ValidNewTopic(m.topic()) ||
+      m.payload().size() > limits.max_payload_bytes ||
+      m.id().size() > limits.max_id_bytes || BrokerFormId(m.id()) ||
+      !ValidHeaders(m, limits)) {
     return std::nullopt;
   }
   const __int128 now_ns = static_cast<__int128>(now_ms) * kNanosPerMilli;
@@ -200,10 +222,11 @@ std::string ConsumeTopic(FuzzedDataProvider& in) {
       return "orders.dlq";
     case 2:
       return "a";
-    case 3:
-      return std::string(200, 'x');  // The longest valid name.
+    case 3:  // The longest topic, and the longest dead-letter topic.
+      return in.ConsumeBool() ? std::string(196, 'x')
+                              : std::string(196, 'x') + ".dlq";
     case 4:
-      return std::string(201, 'x');
+      return std::string(in.ConsumeBool() ? 197 : 201, 'x');
     case 5:
       return "";
     default:
@@ -273,8 +296,10 @@ Message ConsumeMessage(FuzzedDataProvider& in, const Limits& limits,
   m.set_payload(std::string(payload_size, 'p'));
   const int headers = in.ConsumeIntegralInRange(0, 2);
   for (int i = 0; i < headers; ++i) {
-    (*m.mutable_headers())[Utf8(in.ConsumeRandomLengthString(6))] =
-        Utf8(in.ConsumeRandomLengthString(6));
+    std::string key = in.ConsumeBool() ? std::string("k")
+                                       : Utf8(in.ConsumeRandomLengthString(6));
+    (*m.mutable_headers())[std::move(key)] =
+        Utf8(in.ConsumeRandomLengthString(10));
   }
   const int64_t max_delay_s = absl::ToInt64Seconds(limits.max_delay);
   switch (in.ConsumeIntegralInRange(0, 3)) {
