@@ -5,8 +5,10 @@
 //     deliver_at of its receipt, never before it;
 //   - nothing is delivered that was never published;
 //   - the store is consistent at the end: no message stored twice, every
-//     index entry points at a message, and what is left is only messages
-//     whose acks a kill or the final stop may have cut off.
+//     index entry points at a message, every message left is in a state
+//     (scheduled, ready or in flight: none is an orphan that nothing would
+//     ever deliver or delete), and what is left is only messages whose acks
+//     a kill or the final stop may have cut off.
 // Publishes cut off by a kill have an unknown outcome: they may or may not
 // be delivered, but at most as the one message they would have been.
 
@@ -23,9 +25,11 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "storage/keys.h"
 #include "storage/message_store.h"
@@ -277,44 +281,61 @@ TEST(CrashTest, NothingAcknowledgedIsLostAcrossKills) {
   EXPECT_EQ(counter(storage::ReadyCounter("crash", "g")) +
                 counter(storage::ReadyCounter("crash", "")),
             static_cast<int64_t>(count(storage::Table::kReady)));
-  // Where the messages left behind are, to diagnose a stall.
-  std::map<std::string, int> where;
-  for (const auto& [sequence, id] : messages) {
-    std::string state;
-    auto has = [&](storage::Table table, const std::string& key) {
-      auto v = (*store)->Get(table, key);
-      return v.ok() && v->has_value();
-    };
-    if (has(storage::Table::kInFlight,
-            storage::InFlightKey("crash", "g", sequence))) {
-      state += "inflight ";
-    }
-    bool ready = false;
-    const absl::Status scanned = (*store)->Scan(
-        storage::Table::kReady, "", "",
-        // `sequence` by an explicit capture: clang 14 cannot capture a
-        // structured binding implicitly.
-        [&, sequence = sequence](std::string_view key, std::string_view) {
-          if (storage::ReadU64(key.substr(key.size() - 8)) == sequence) {
-            ready = true;
-            return false;
-          }
-          return true;
-        });
-    if (!scanned.ok()) state += "unreadable ";
-    if (ready) state += "ready ";
-    ++where[state.empty() ? "nowhere" : state];
-  }
-  for (const auto& [state, n] : where) std::cout << n << " " << state << "\n";
-  EXPECT_EQ(count(storage::Table::kSchedule), 0u);  // All came due.
+  // Each message left is in a state of its topic: scheduled, ready (in
+  // group g, or in the waiting area) or in flight in g. One in none of them
+  // is an orphan: nothing would ever deliver, ack or delete it.
+  std::set<uint64_t> scheduled, ready, in_flight;
   ASSERT_TRUE((*store)
-                  ->Scan(storage::Table::kInFlight, "", "",
+                  ->Scan(storage::Table::kSchedule, "", "",
                          [&](std::string_view key, std::string_view) {
-                           auto parts = storage::DecodeInFlightKey(key);
-                           EXPECT_TRUE(messages.contains(parts->sequence));
+                           scheduled.insert(
+                               storage::DecodeScheduleKey(key)->sequence);
                            return true;
                          })
                   .ok());
+  ASSERT_TRUE((*store)
+                  ->Scan(storage::Table::kReady, "", "",
+                         [&](std::string_view key, std::string_view) {
+                           ready.insert(
+                               storage::ReadU64(key.substr(key.size() - 8)));
+                           return true;
+                         })
+                  .ok());
+  ASSERT_TRUE((*store)
+                  ->Scan(storage::Table::kInFlight, "", "",
+                         [&](std::string_view key, std::string_view) {
+                           in_flight.insert(
+                               storage::DecodeInFlightKey(key)->sequence);
+                           return true;
+                         })
+                  .ok());
+  for (const std::set<uint64_t>* index : {&scheduled, &ready, &in_flight}) {
+    for (uint64_t sequence : *index) {
+      EXPECT_TRUE(messages.contains(sequence))
+          << "an index entry points at sequence " << sequence
+          << ", which is not stored";
+    }
+  }
+  std::map<std::string, int> where;  // State -> how many, to diagnose.
+  std::vector<std::string> orphans;
+  for (const auto& [sequence, id] : messages) {
+    std::string state;
+    if (scheduled.contains(sequence)) state += "scheduled ";
+    if (ready.contains(sequence)) state += "ready ";
+    if (in_flight.contains(sequence)) state += "inflight ";
+    if (state.empty()) {
+      orphans.push_back(absl::StrCat(id, " (sequence ", sequence, ")"));
+    } else {
+      ++where[state];
+    }
+  }
+  for (const auto& [state, n] : where) std::cout << n << " " << state << "\n";
+  EXPECT_TRUE(orphans.empty())
+      << orphans.size() << " of the " << messages.size()
+      << " messages left in the store are in no state (not scheduled, ready "
+         "or in flight), so they would never be delivered or deleted: "
+      << absl::StrJoin(orphans, ", ");
+  EXPECT_THAT(scheduled, ::testing::IsEmpty());  // All came due.
   std::cout << messages.size() << " left in the store, acks cut off\n";
 }
 
