@@ -1,6 +1,9 @@
 // End to end: a real hourglassd child process and real gRPC clients over
 // loopback. Time is real here, so tests wait for conditions with deadlines
-// and check times against the broker's own deliver_at.
+// and check times against the broker's own deliver_at. Where a test shows
+// that something does not come, it waits for a condition that proves it
+// (a later message came first, or the broker's counts say what it holds),
+// not for a short stretch of time.
 
 #include <algorithm>
 #include <cstdint>
@@ -17,9 +20,12 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
+#include "grpcpp/client_context.h"
 #include "gtest/gtest.h"
+#include "hourglass/v1/admin.grpc.pb.h"
 #include "tests/testing/broker_client.h"
 #include "tests/testing/daemon.h"
+#include "tests/testing/eventually.h"
 #include "tests/testing/temp_dir.h"
 
 namespace hourglass {
@@ -62,7 +68,9 @@ class BrokerTest : public ::testing::Test {
                                {"--max_attempts=3", "--shutdown_grace=500ms"});
     ASSERT_TRUE(daemon.ok()) << daemon.status();
     daemon_ = *std::move(daemon);
-    client_ = std::make_unique<BrokerClient>(daemon_->Channel());
+    std::shared_ptr<grpc::Channel> channel = daemon_->Channel();
+    client_ = std::make_unique<BrokerClient>(channel);
+    admin_ = hourglass::v1::Admin::NewStub(channel);
   }
 
   // Publishes one message; returns its id.
@@ -74,9 +82,35 @@ class BrokerTest : public ::testing::Test {
     return receipt.ok() ? receipt->id() : "";
   }
 
+  // Whether the broker's statistics come to show `ready` messages waiting
+  // in `group` of `topic` and `in_flight` delivered and unacknowledged,
+  // within kWait: the broker has then done all it would with them.
+  bool EventuallyHolds(const std::string& topic, const std::string& group,
+                       uint64_t ready, uint64_t in_flight) {
+    return testing::Eventually(
+        [&] {
+          grpc::ClientContext context;
+          context.set_deadline(absl::ToChronoTime(absl::Now() + kWait));
+          hourglass::v1::GetStatsRequest request;
+          request.set_topic(topic);
+          hourglass::v1::GetStatsResponse stats;
+          if (!admin_->GetStats(&context, request, &stats).ok()) return false;
+          for (const hourglass::v1::TopicStats& t : stats.topics()) {
+            for (const hourglass::v1::GroupStats& g : t.groups()) {
+              if (g.group() == group) {
+                return g.ready() == ready && g.in_flight() == in_flight;
+              }
+            }
+          }
+          return false;
+        },
+        kWait);
+  }
+
   testing::TempDir dir_;
   std::unique_ptr<testing::Daemon> daemon_;
   std::unique_ptr<BrokerClient> client_;
+  std::unique_ptr<hourglass::v1::Admin::Stub> admin_;
 };
 
 // 10,000 messages with random delays in [0, 3 s], one consumer acking as
@@ -137,8 +171,15 @@ TEST_F(BrokerTest, TenThousandRandomDelaysArriveOnceAndNeverEarly) {
 TEST_F(BrokerTest, EveryGroupGetsEveryMessage) {
   auto audit = client_->Subscribe("orders", "audit");
   auto billing = client_->Subscribe("orders", "billing");
-  Publish("orders", absl::Milliseconds(200), "o-2");
-  Publish("orders", absl::Milliseconds(100), "o-1");
+  // One Publish: both delays count from the same instant, so o-1 is due
+  // first however long the call takes.
+  hourglass::v1::PublishRequest request;
+  *request.add_messages() =
+      testing::NewMessage("orders", "p", absl::Milliseconds(200), "o-2");
+  *request.add_messages() =
+      testing::NewMessage("orders", "p", absl::Milliseconds(100), "o-1");
+  hourglass::v1::PublishResponse response;
+  ASSERT_TRUE(client_->Publish(request, &response).ok());
   EXPECT_THAT(Ids(audit->Take(2, kWait)), ElementsAre("o-1@1", "o-2@1"));
   EXPECT_THAT(Ids(billing->Take(2, kWait)), ElementsAre("o-1@1", "o-2@1"));
 }
@@ -188,15 +229,19 @@ TEST_F(BrokerTest, AStreamNeverHoldsMoreThanItsCredit) {
   ASSERT_TRUE(client_->Publish(request, &response).ok());
   EXPECT_THAT(Ids(consumer->Take(5, kWait)),
               ElementsAre("c00@1", "c01@1", "c02@1", "c03@1", "c04@1"));
-  // A sixth would need credit: none comes while nothing is acked.
-  EXPECT_THAT(consumer->Take(1, absl::Milliseconds(300)), IsEmpty());
+  // A sixth would need credit: once all twelve have come due, the other
+  // seven wait in the group while nothing is acked.
+  ASSERT_TRUE(EventuallyHolds("credit", "g", /*ready=*/7, /*in_flight=*/5));
+  EXPECT_THAT(consumer->TakeQueued(), IsEmpty());
   consumer->Ack({"c00", "c01"});
   EXPECT_THAT(Ids(consumer->Take(2, kWait)), ElementsAre("c05@1", "c06@1"));
-  EXPECT_THAT(consumer->Take(1, absl::Milliseconds(300)), IsEmpty());
+  ASSERT_TRUE(EventuallyHolds("credit", "g", /*ready=*/5, /*in_flight=*/5));
+  EXPECT_THAT(consumer->TakeQueued(), IsEmpty());
 }
 
 TEST_F(BrokerTest, AnUnackedDeliveryComesAgainAfterTheAckTimeout) {
-  auto consumer = client_->Subscribe("retry", "g", 0, absl::Milliseconds(300));
+  constexpr absl::Duration kAckTimeout = absl::Seconds(1);
+  auto consumer = client_->Subscribe("retry", "g", 0, kAckTimeout);
   Publish("retry", absl::ZeroDuration(), "x");
   std::vector<Received> first = consumer->Take(1, kWait);
   ASSERT_THAT(Ids(first), ElementsAre("x@1"));
@@ -204,9 +249,11 @@ TEST_F(BrokerTest, AnUnackedDeliveryComesAgainAfterTheAckTimeout) {
   ASSERT_THAT(Ids(second), ElementsAre("x@2"));
   // The first was sent at or after its deliver_at, the second at least the
   // ack timeout after that.
-  EXPECT_GE(second[0].at, DeliverAt(first[0]) + absl::Milliseconds(300));
+  EXPECT_GE(second[0].at, DeliverAt(first[0]) + kAckTimeout);
   consumer->Ack({"x"});
-  EXPECT_THAT(consumer->Take(1, absl::Milliseconds(600)), IsEmpty());
+  // Due well after a third attempt would have been: it comes next.
+  Publish("retry", kAckTimeout + absl::Milliseconds(500), "after");
+  EXPECT_THAT(Ids(consumer->Take(1, kWait)), ElementsAre("after@1"));
 }
 
 TEST_F(BrokerTest, ANackComesBackAfterItsDelay) {
@@ -214,14 +261,14 @@ TEST_F(BrokerTest, ANackComesBackAfterItsDelay) {
   Publish("nack", absl::ZeroDuration(), "x");
   ASSERT_THAT(Ids(consumer->Take(1, kWait)), ElementsAre("x@1"));
   const absl::Time nacked = absl::Now();
-  consumer->Nack("x", absl::Milliseconds(400));
+  consumer->Nack("x", absl::Seconds(1));
   std::vector<Received> again = consumer->Take(1, kWait);
   ASSERT_THAT(Ids(again), ElementsAre("x@2"));
-  EXPECT_GE(again[0].at - nacked, absl::Milliseconds(400));
+  EXPECT_GE(again[0].at - nacked, absl::Seconds(1));
 }
 
 TEST_F(BrokerTest, AfterMaxAttemptsAMessageGoesToItsDeadLetterTopic) {
-  auto consumer = client_->Subscribe("pay", "g", 0, absl::Milliseconds(100));
+  auto consumer = client_->Subscribe("pay", "g", 0, absl::Seconds(1));
   Publish("pay", absl::ZeroDuration(), "p-1");
   EXPECT_THAT(Ids(consumer->Take(3, kWait)),
               ElementsAre("p-1@1", "p-1@2", "p-1@3"));  // --max_attempts=3
@@ -230,7 +277,9 @@ TEST_F(BrokerTest, AfterMaxAttemptsAMessageGoesToItsDeadLetterTopic) {
   ASSERT_THAT(Ids(letters), ElementsAre("p-1@4"));
   EXPECT_EQ(letters[0].delivery.topic(), "pay.dlq");
   EXPECT_EQ(letters[0].delivery.payload(), "payload");
-  EXPECT_THAT(consumer->Take(1, absl::Milliseconds(300)), IsEmpty());
+  // Due after a fourth attempt would have been: it comes next.
+  Publish("pay", absl::Seconds(1), "after");
+  EXPECT_THAT(Ids(consumer->Take(1, kWait)), ElementsAre("after@1"));
 }
 
 TEST_F(BrokerTest, ADisconnectHandsDeliveriesBackAtOnce) {
@@ -327,7 +376,10 @@ TEST_F(BrokerTest, APublishRepeatingAnIdGetsTheFirstReceiptAndOneDelivery) {
   ASSERT_THAT(Ids(got), ElementsAre("order-1@1"));
   EXPECT_EQ(got[0].delivery.payload(), "first");
   consumer->Ack({"order-1"});
-  EXPECT_THAT(consumer->Take(1, absl::Milliseconds(500)), IsEmpty());
+  // Due after a second message of the repeated publish would have been:
+  // it comes next.
+  Publish("orders", absl::Seconds(1), "after");
+  EXPECT_THAT(Ids(consumer->Take(1, kWait)), ElementsAre("after@1"));
 }
 
 TEST_F(BrokerTest, SigtermEndsStreamsWithUnavailable) {
