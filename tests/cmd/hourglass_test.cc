@@ -199,11 +199,11 @@ TEST(HourglassCliTest, ReportsASilentPeerAfterTheTimeout) {
   const std::string peer = absl::StrCat("127.0.0.1:", ntohs(address.sin_port));
 
   const testing::RunResult result = RunCli(
-      {"cancel", "--topic=t", "--id=x", "--addr=" + peer, "--timeout=300ms"});
+      {"cancel", "--topic=t", "--id=x", "--addr=" + peer, "--timeout=1s"});
   close(fd);
   EXPECT_EQ(result.exit_code, 1);
   EXPECT_EQ(result.output, absl::StrCat("hourglass: cannot reach ", peer,
-                                        ": no answer within 300ms "
+                                        ": no answer within 1s "
                                         "(--timeout)\n"));
 }
 
@@ -393,7 +393,7 @@ TEST_F(HourglassCliBrokerTest, SubscribeNeverAcksWithAckNone) {
   ASSERT_EQ(Run({"publish", "--topic=t", "--id=n1", "--data=x"}).exit_code, 0);
   const testing::RunResult received =
       Run({"subscribe", "--topic=t", "--group=g", "--ack=none",
-           "--ack-timeout=200ms", "--count=2"});
+           "--ack-timeout=1s", "--count=2"});
   EXPECT_EQ(received.exit_code, 0) << received.output;
   const std::vector<std::string> lines = Lines(received.output);
   ASSERT_EQ(lines.size(), 3u) << received.output;
