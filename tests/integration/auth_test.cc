@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -221,6 +222,63 @@ TEST_F(AuthTest, OnlyAnAdminPublishesToADeadLetterTopic) {
                     "publishing there needs role admin")));
   }
   EXPECT_THAT(Publish(*Client(kAll), {"orders.dlq"}), IsStatus(kOk));
+}
+
+// On a PublishStream each request is checked against the token's topic
+// patterns on its own: one that names a topic outside them gets
+// PERMISSION_DENIED in its answer, naming the message and the topic, and
+// stores nothing (not even its messages that are covered); the stream goes
+// on with the next request.
+TEST_F(AuthTest, PublishStreamAnswersEachRequestByTheTokensTopics) {
+  std::unique_ptr<testing::BrokerClient> client = Client(kOrdersOnly);
+  std::vector<hourglass::v1::PublishRequest> requests(4);
+  *requests[0].add_messages() =
+      testing::NewMessage("orders", "p", absl::Hours(1), "o-1");
+  *requests[1].add_messages() =
+      testing::NewMessage("payments", "p", absl::Hours(1), "pay-1");
+  *requests[2].add_messages() =
+      testing::NewMessage("orders.eu", "p", absl::Hours(1), "o-2");
+  *requests[2].add_messages() =
+      testing::NewMessage("payments", "p", absl::Hours(1), "pay-2");
+  *requests[3].add_messages() =
+      testing::NewMessage("orders.eu", "p", absl::Hours(1), "o-3");
+  std::vector<hourglass::v1::PublishAnswer> answers;
+  EXPECT_THAT(client->PublishStream(requests, &answers), IsStatus(kOk));
+  ASSERT_EQ(answers.size(), 4u);
+
+  EXPECT_EQ(answers[0].code(), grpc::StatusCode::OK);
+  ASSERT_EQ(answers[0].receipts_size(), 1);
+  EXPECT_EQ(answers[0].receipts(0).id(), "o-1");
+  EXPECT_EQ(answers[1].code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(answers[1].message(),
+            "message 0: token's produce role does not cover topic "
+            "\"payments\"");
+  EXPECT_EQ(answers[1].receipts_size(), 0);
+  EXPECT_EQ(answers[2].code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(answers[2].message(),
+            "message 1: token's produce role does not cover topic "
+            "\"payments\"");
+  EXPECT_EQ(answers[2].receipts_size(), 0);
+  EXPECT_EQ(answers[3].code(), grpc::StatusCode::OK);
+  ASSERT_EQ(answers[3].receipts_size(), 1);
+  EXPECT_EQ(answers[3].receipts(0).id(), "o-3");
+
+  // Stored: what was answered with a receipt, and nothing else.
+  std::unique_ptr<testing::BrokerClient> all = Client(kAll);
+  EXPECT_THAT(all->Cancel("orders", "o-1"), IsStatus(kOk));
+  EXPECT_THAT(all->Cancel("orders.eu", "o-3"), IsStatus(kOk));
+  for (const auto& [topic, id] :
+       std::vector<std::pair<std::string, std::string>>{
+           {"payments", "pay-1"},
+           {"orders.eu", "o-2"},
+           {"payments", "pay-2"}}) {
+    EXPECT_THAT(all->Cancel(topic, id),
+                IsStatus(grpc::Status(
+                    grpc::StatusCode::NOT_FOUND,
+                    absl::StrCat("no scheduled message with id \"", id,
+                                 "\" in topic \"", topic,
+                                 "\" (unknown, already due, or cancelled)"))));
+  }
 }
 
 TEST_F(AuthTest, SighupReloadsTokensWithoutDroppingStreams) {
