@@ -1,15 +1,25 @@
 // hourglassd's limits against overload: --max_streams, --max_request_bytes
 // and --max_publish_queue_bytes refuse with RESOURCE_EXHAUSTED and a clear
-// message, and what was admitted keeps working.
+// message, and what was admitted keeps working; --max_streams_per_connection
+// holds calls back; --grpc_memory_mb refuses what does not fit in it.
 
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
+#include "grpcpp/client_context.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "grpcpp/support/channel_arguments.h"
 #include "gtest/gtest.h"
 #include "tests/testing/broker_client.h"
 #include "tests/testing/daemon.h"
@@ -150,6 +160,108 @@ TEST_F(LimitsTest, ARequestPastMaxRequestBytesIsRefused) {
               HasSubstr(absl::StrCat(huge.ByteSizeLong(), " vs. 8192")));
   // The connection and the broker are fine.
   EXPECT_TRUE(Publish(Request("r", 100)).ok());
+}
+
+// A channel to `daemon` on a connection of its own: gRPC shares one
+// connection between channels with the same target and arguments.
+std::shared_ptr<grpc::Channel> OwnConnection(const testing::Daemon& daemon) {
+  grpc::ChannelArguments arguments;
+  arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  return grpc::CreateCustomChannel(
+      daemon.address(), grpc::InsecureChannelCredentials(), arguments);
+}
+
+// --max_streams_per_connection is HTTP/2's MAX_CONCURRENT_STREAMS: past it
+// a client's calls on that connection wait (gRPC's client holds them back;
+// the broker never sees them) and go on when one of its calls ends. Other
+// connections are not held back.
+TEST(StreamsPerConnectionTest, CallsPastTheLimitWaitUntilOneEnds) {
+  testing::TempDir dir;
+  auto daemon = testing::Daemon::Start(
+      HOURGLASSD_PATH, dir.path() + "/data",
+      {"--max_streams_per_connection=2", "--shutdown_grace=500ms"});
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  testing::BrokerClient client((*daemon)->Channel());
+  std::unique_ptr<testing::Subscription> first = client.Subscribe("t", "g1");
+  std::unique_ptr<testing::Subscription> second = client.Subscribe("t", "g2");
+  ASSERT_EQ(first->WaitEnd(absl::ZeroDuration()), std::nullopt);
+  ASSERT_EQ(second->WaitEnd(absl::ZeroDuration()), std::nullopt);
+
+  // A third call waits: given a second, it runs out of time unanswered.
+  hourglass::v1::PublishRequest request;
+  *request.add_messages() =
+      testing::NewMessage("t", "p", absl::Hours(1), "waited-out");
+  {
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
+    hourglass::v1::PublishResponse response;
+    const grpc::Status status =
+        client.stub()->Publish(&context, request, &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED)
+        << status.error_message();
+  }
+  // Another connection is not held back, and the broker never got the
+  // call that waited.
+  testing::BrokerClient other(OwnConnection(**daemon));
+  const grpc::Status never_stored = other.Cancel("t", "waited-out");
+  EXPECT_EQ(never_stored.error_code(), grpc::StatusCode::NOT_FOUND)
+      << never_stored.error_message();
+
+  // A call waiting when a stream ends goes on.
+  absl::StatusOr<hourglass::v1::Receipt> receipt =
+      absl::UnknownError("not answered");
+  absl::Notification answered;
+  std::thread waiting([&] {
+    receipt = client.Publish("t", "p", absl::Hours(1), "went-on");
+    answered.Notify();
+  });
+  EXPECT_EQ(first->Close().error_code(), grpc::StatusCode::OK);
+  EXPECT_TRUE(answered.WaitForNotificationWithTimeout(kWait));
+  waiting.join();
+  ASSERT_TRUE(receipt.ok()) << receipt.status();
+  EXPECT_EQ(receipt->id(), "went-on");
+  EXPECT_EQ(other.Cancel("t", "went-on").error_code(), grpc::StatusCode::OK);
+  EXPECT_EQ(second->WaitEnd(absl::ZeroDuration()), std::nullopt);
+}
+
+// --grpc_memory_mb is gRPC's resource quota for the server's connections
+// and calls. A request that does not fit in it cannot be taken in: gRPC
+// (1.51) resets the call's stream with ENHANCE_YOUR_CALM ("Buffers full"),
+// which the client sees as RESOURCE_EXHAUSTED, and the broker stores
+// nothing of it; the connection goes on. Without the quota the same
+// request is stored.
+TEST(GrpcMemoryTest, ARequestLargerThanTheQuotaIsRefused) {
+  const std::string large(4 << 20, 'p');
+  for (const bool quota : {true, false}) {
+    SCOPED_TRACE(quota ? "--grpc_memory_mb=1" : "no quota");
+    testing::TempDir dir;
+    std::vector<std::string> flags = {"--max_payload_bytes=8388608",
+                                      "--shutdown_grace=500ms"};
+    if (quota) flags.push_back("--grpc_memory_mb=1");
+    auto daemon =
+        testing::Daemon::Start(HOURGLASSD_PATH, dir.path() + "/data", flags);
+    ASSERT_TRUE(daemon.ok()) << daemon.status();
+    testing::BrokerClient client((*daemon)->Channel());
+
+    absl::StatusOr<hourglass::v1::Receipt> receipt =
+        client.Publish("m", large, absl::Hours(1), "large");
+    if (!quota) {
+      ASSERT_TRUE(receipt.ok()) << receipt.status();
+      EXPECT_EQ(receipt->id(), "large");
+      continue;
+    }
+    EXPECT_EQ(receipt.status().code(), absl::StatusCode::kResourceExhausted);
+    EXPECT_EQ(receipt.status().message(),
+              "Received RST_STREAM with error code 11");
+    const grpc::Status cancel = client.Cancel("m", "large");
+    EXPECT_EQ(cancel.error_code(), grpc::StatusCode::NOT_FOUND)
+        << cancel.error_message();
+    // What fits is taken, on the same connection.
+    receipt = client.Publish("m", std::string(64 << 10, 'p'), absl::Hours(1),
+                             "small");
+    ASSERT_TRUE(receipt.ok()) << receipt.status();
+    EXPECT_EQ(receipt->id(), "small");
+  }
 }
 
 TEST(LimitsFlagsTest, RefusesBadLimits) {
