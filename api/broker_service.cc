@@ -43,18 +43,21 @@ void BrokerService::StartPublish(const Grant& grant,
   }
   // Admitted only while the bytes being written stay within the limit, so
   // that a disk slower than the clients cannot grow memory without bound.
+  // A refused request never counts, not even for a moment: a concurrent
+  // one that fits is admitted, and `queued` is what is being written.
   const size_t bytes = request.ByteSizeLong();
-  const size_t queued = publish_queue_bytes_.fetch_add(bytes) + bytes;
-  if (limits_.max_publish_queue_bytes > 0 &&
-      queued > limits_.max_publish_queue_bytes) {
-    publish_queue_bytes_.fetch_sub(bytes);
-    std::move(done)(absl::ResourceExhaustedError(
-        absl::StrCat("publish queue full: ", queued - bytes,
-                     " bytes of publishes are being written and this one has ",
-                     bytes, "; the limit is ", limits_.max_publish_queue_bytes,
-                     " (--max_publish_queue_bytes); retry later")));
-    return;
-  }
+  size_t queued = publish_queue_bytes_.load();
+  do {
+    if (limits_.max_publish_queue_bytes > 0 &&
+        queued + bytes > limits_.max_publish_queue_bytes) {
+      std::move(done)(absl::ResourceExhaustedError(absl::StrCat(
+          "publish queue full: ", queued,
+          " bytes of publishes are being written and this one has ", bytes,
+          "; the limit is ", limits_.max_publish_queue_bytes,
+          " (--max_publish_queue_bytes); retry later")));
+      return;
+    }
+  } while (!publish_queue_bytes_.compare_exchange_weak(queued, queued + bytes));
   std::vector<broker::NewMessage> messages;
   messages.reserve(request.messages_size());
   for (const hourglass::v1::Message& m : request.messages()) {
