@@ -22,7 +22,9 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "api/broker_service.h"
@@ -186,8 +188,7 @@ class FaultTest : public ::testing::Test {
     ASSERT_TRUE(engine.ok()) << engine.status();
     engine_ = *std::move(engine);
     engine_->Start();
-    service_ =
-        std::make_unique<BrokerService>(engine_.get(), &clock_, Limits());
+    service_ = std::make_unique<BrokerService>(engine_.get(), &clock_, limits_);
     auto server = Server::Start(
         {.listen_address = "127.0.0.1:0", .services = {service_.get()}});
     ASSERT_TRUE(server.ok()) << server.status();
@@ -315,6 +316,9 @@ class FaultTest : public ::testing::Test {
 
   FaultyStore store_;
   FakeClock clock_{absl::FromUnixSeconds(1'900'000'000)};
+  // The Broker service's limits; a test that changes them restarts the
+  // broker.
+  Limits limits_;
   std::unique_ptr<broker::Engine> engine_;
   std::unique_ptr<BrokerService> service_;
   std::unique_ptr<Server> server_;
@@ -541,6 +545,93 @@ TEST_F(FaultTest, AStalledSyncHoldsPublishesButNotDeliveriesOrAcks) {
   EXPECT_EQ(got[0].delivery.id(), "during-stall");
   ledger.Delivered(got[0].delivery, clock_.Now());
   EXPECT_TRUE(sub->Ack({"during-stall"}));
+  Settle(*sub, ledger);
+  ledger.Check();
+}
+
+// The publish queue (--max_publish_queue_bytes) filled by many concurrent
+// requests while the log sync stalls: as many as fit are admitted and wait
+// for the sync; every other one is refused at once with RESOURCE_EXHAUSTED
+// and the documented message, and nothing of it is stored. Once the sync
+// completes, the admitted ones succeed and are delivered, and only they.
+TEST_F(FaultTest, PublishesPastAFullQueueAreRefusedAndStoreNothing) {
+  constexpr int kRequests = 12;
+  constexpr int kFit = 3;
+  // Requests of one size: ids of one length.
+  auto request = [](int i) {
+    hourglass::v1::PublishRequest r;
+    *r.add_messages() = hourglass::testing::NewMessage(
+        kTopic, "payload", absl::ZeroDuration(), absl::StrFormat("c%02d", i));
+    return r;
+  };
+  const size_t bytes = request(0).ByteSizeLong();
+  StopBroker();
+  limits_.max_publish_queue_bytes = kFit * bytes + bytes / 2;
+  StartBroker();
+  auto sub = Subscribe();
+  Ledger ledger;
+  // The broker's first publish reserves a block of sequences with a synced
+  // write of its own: made before the stall.
+  ASSERT_TRUE(Publish("first").ok());
+  ledger.Expect("first", Ledger::Fate::kDeliver);
+
+  store_.HoldSyncs();
+  absl::Mutex mu;
+  std::map<std::string, grpc::Status> answered;  // By id; guarded by mu.
+  std::vector<std::thread> producers;
+  for (int i = 0; i < kRequests; ++i) {
+    producers.emplace_back([&, i] {
+      hourglass::v1::PublishResponse response;
+      const grpc::Status status = client_->Publish(request(i), &response);
+      absl::MutexLock lock(&mu);
+      answered.emplace(request(i).messages(0).id(), status);
+    });
+  }
+  // The refusals come while the admitted publishes wait for the sync.
+  std::map<std::string, grpc::Status> refused;
+  {
+    absl::MutexLock lock(&mu);
+    auto all_refused = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+      return answered.size() >= kRequests - kFit;
+    };
+    mu.AwaitWithTimeout(absl::Condition(&all_refused), kWait);
+    refused = answered;
+  }
+  if (refused.size() < kRequests - kFit) {
+    store_.ReleaseSyncs();
+    for (std::thread& t : producers) t.join();
+    FAIL() << "only " << refused.size() << " publishes answered during the "
+           << "stall";
+  }
+  const std::string message =
+      absl::StrCat("publish queue full: ", kFit * bytes,
+                   " bytes of publishes are being written and this one has ",
+                   bytes, "; the limit is ", limits_.max_publish_queue_bytes,
+                   " (--max_publish_queue_bytes); retry later");
+  EXPECT_EQ(refused.size(), static_cast<size_t>(kRequests - kFit));
+  std::vector<std::string> admitted;
+  for (int i = 0; i < kRequests; ++i) {
+    const std::string id = request(i).messages(0).id();
+    auto it = refused.find(id);
+    if (it == refused.end()) {
+      admitted.push_back(id);
+      continue;
+    }
+    EXPECT_EQ(it->second.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
+        << id;
+    EXPECT_EQ(it->second.error_message(), message) << id;
+    EXPECT_FALSE(Stored(id)) << id;
+    ledger.Expect(id, Ledger::Fate::kNever);
+  }
+  ASSERT_EQ(admitted.size(), static_cast<size_t>(kFit));
+
+  store_.ReleaseSyncs();
+  for (std::thread& t : producers) t.join();
+  for (const std::string& id : admitted) {
+    EXPECT_TRUE(answered.at(id).ok())
+        << id << ": " << answered.at(id).error_message();
+    ledger.Expect(id, Ledger::Fate::kDeliver);
+  }
   Settle(*sub, ledger);
   ledger.Check();
 }
