@@ -16,7 +16,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/descriptor.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
+#include "grpc/reflection/v1alpha/reflection.grpc.pb.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -30,8 +32,10 @@
 namespace hourglass {
 namespace {
 
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Not;
+using ::testing::UnorderedElementsAre;
 
 constexpr absl::Duration kTimeout = absl::Seconds(30);
 
@@ -168,6 +172,72 @@ TEST(HourglassdTest, ServesHealthAndStopsCleanlyOnSigterm) {
   EXPECT_EQ((*daemon)->Wait(kTimeout), 0) << (*daemon)->output();
   EXPECT_THAT((*daemon)->output(), HasSubstr("received SIGTERM"));
   EXPECT_THAT((*daemon)->output(), HasSubstr("hourglassd stopped"));
+}
+
+// Server reflection, which grpcurl uses, lists every service hourglassd
+// serves and describes them.
+TEST(HourglassdTest, ServerReflectionListsAndDescribesItsServices) {
+  namespace reflection = grpc::reflection::v1alpha;
+  testing::TempDir dir;
+  auto daemon = testing::Subprocess::Start(
+      Daemon({"--listen=127.0.0.1:0", "--data_dir=" + dir.path() + "/data",
+              "--shutdown_grace=500ms"}));
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  ASSERT_TRUE((*daemon)->WaitForOutput("listening on", kTimeout))
+      << (*daemon)->output();
+  const int port = ListeningPort((*daemon)->output());
+  ASSERT_GT(port, 0) << (*daemon)->output();
+
+  auto stub = reflection::ServerReflection::NewStub(grpc::CreateChannel(
+      absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + kTimeout));
+  auto stream = stub->ServerReflectionInfo(&context);
+
+  reflection::ServerReflectionRequest request;
+  request.set_list_services("");
+  ASSERT_TRUE(stream->Write(request));
+  reflection::ServerReflectionResponse response;
+  ASSERT_TRUE(stream->Read(&response));
+  std::vector<std::string> services;
+  for (const reflection::ServiceResponse& service :
+       response.list_services_response().service()) {
+    services.push_back(service.name());
+  }
+  EXPECT_THAT(services,
+              UnorderedElementsAre("hourglass.v1.Broker", "hourglass.v1.Admin",
+                                   "grpc.health.v1.Health",
+                                   "grpc.reflection.v1alpha.ServerReflection"));
+
+  // The file that defines the Broker service, with its RPCs.
+  request.set_file_containing_symbol("hourglass.v1.Broker");
+  ASSERT_TRUE(stream->Write(request));
+  ASSERT_TRUE(stream->Read(&response));
+  ASSERT_EQ(response.message_response_case(),
+            reflection::ServerReflectionResponse::kFileDescriptorResponse)
+      << response.DebugString();
+  ASSERT_GE(response.file_descriptor_response().file_descriptor_proto_size(),
+            1);
+  google::protobuf::FileDescriptorProto file;
+  ASSERT_TRUE(file.ParseFromString(
+      response.file_descriptor_response().file_descriptor_proto(0)));
+  EXPECT_EQ(file.name(), "hourglass/v1/broker.proto");
+  EXPECT_EQ(file.package(), "hourglass.v1");
+  ASSERT_EQ(file.service_size(), 1);
+  EXPECT_EQ(file.service(0).name(), "Broker");
+  std::vector<std::string> methods;
+  for (const google::protobuf::MethodDescriptorProto& method :
+       file.service(0).method()) {
+    methods.push_back(method.name());
+  }
+  EXPECT_THAT(methods, ElementsAre("Publish", "PublishStream", "Cancel",
+                                   "Subscribe", "SubscribeBatches"));
+
+  EXPECT_TRUE(stream->WritesDone());
+  const grpc::Status status = stream->Finish();
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  (*daemon)->Signal(SIGTERM);
+  EXPECT_EQ((*daemon)->Wait(kTimeout), 0) << (*daemon)->output();
 }
 
 TEST(HourglassdTest, ServesMetricsOnAnOsChosenPort) {
