@@ -4,6 +4,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -26,6 +27,7 @@
 #include "httplib.h"
 #include "storage/keys.h"
 #include "storage/rocksdb_store.h"
+#include "tests/testing/daemon.h"
 #include "tests/testing/subprocess.h"
 #include "tests/testing/temp_dir.h"
 
@@ -238,6 +240,56 @@ TEST(HourglassdTest, ServerReflectionListsAndDescribesItsServices) {
   EXPECT_TRUE(status.ok()) << status.error_message();
   (*daemon)->Signal(SIGTERM);
   EXPECT_EQ((*daemon)->Wait(kTimeout), 0) << (*daemon)->output();
+}
+
+// An API or a /metrics endpoint that other machines can reach is announced
+// at start by one WARNING line for each thing that leaves it open: no TLS,
+// no authentication, /metrics off loopback. On loopback there is none.
+// (TLS and mutual TLS, which need certificates, are in tls_test.cc.)
+TEST(HourglassdTest, WarnsOfEachWayItIsExposedOffLoopback) {
+  testing::TempDir dir;
+  const std::string tokens = dir.path() + "/tokens.txt";
+  std::ofstream(tokens) << "all-roles-0123456789abcde produce,consume,admin\n";
+  ASSERT_EQ(chmod(tokens.c_str(), 0600), 0);
+  struct Case {
+    std::string name;
+    std::vector<std::string> flags;
+    std::vector<std::string> warnings;
+  };
+  const Case cases[] = {
+      {"loopback", {"--listen=127.0.0.1:0"}, {}},
+      {"plaintext without tokens",
+       {"--listen=0.0.0.0:0"},
+       {"warning WARNING: --listen=0.0.0.0:0 is not loopback and TLS is off "
+        "(--tls_cert, --tls_key): requests travel in plain text",
+        "warning WARNING: --listen=0.0.0.0:0 is not loopback and "
+        "authentication is off (--auth_tokens, --tls_client_ca): anyone who "
+        "can connect may publish, consume and cancel"}},
+      {"plaintext with tokens",
+       {"--listen=0.0.0.0:0", "--auth_tokens=" + tokens},
+       {"warning WARNING: --listen=0.0.0.0:0 is not loopback and TLS is off "
+        "(--tls_cert, --tls_key): requests and tokens travel in plain text"}},
+      {"metrics",
+       {"--listen=127.0.0.1:0", "--metrics_listen=0.0.0.0:0"},
+       {"warning WARNING: --metrics_listen=0.0.0.0:0 is not loopback: "
+        "/metrics is plain HTTP without authentication"}},
+  };
+  int run = 0;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    std::vector<std::string> flags = c.flags;
+    flags.push_back(absl::StrCat("--data_dir=", dir.path(), "/data-", ++run));
+    flags.push_back("--shutdown_grace=500ms");
+    auto daemon = testing::Subprocess::Start(Daemon(flags));
+    ASSERT_TRUE(daemon.ok()) << daemon.status();
+    // The warnings come before the "listening on" line.
+    ASSERT_TRUE((*daemon)->WaitForOutput("listening on", kTimeout))
+        << (*daemon)->output();
+    EXPECT_EQ(testing::Warnings((*daemon)->output()), c.warnings)
+        << (*daemon)->output();
+    (*daemon)->Signal(SIGTERM);
+    EXPECT_EQ((*daemon)->Wait(kTimeout), 0) << (*daemon)->output();
+  }
 }
 
 TEST(HourglassdTest, ServesMetricsOnAnOsChosenPort) {

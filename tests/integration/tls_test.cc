@@ -2,6 +2,8 @@
 // --tls_client_ca) against real clients: gRPC channels and the hourglass
 // CLI. Certificates are made for each test suite by the openssl command.
 
+#include <sys/stat.h>
+
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -110,12 +112,14 @@ class TlsTest : public ::testing::Test {
     certs_ = nullptr;
   }
 
-  // Starts hourglassd with TLS, and with mutual TLS if `mutual`.
-  void StartDaemon(bool mutual) {
+  // Starts hourglassd with TLS, and with mutual TLS if `mutual`, and
+  // `more` flags.
+  void StartDaemon(bool mutual, const std::vector<std::string>& more = {}) {
     std::vector<std::string> flags = {"--tls_cert=" + certs_->Pem("server"),
                                       "--tls_key=" + certs_->Key("server"),
                                       "--shutdown_grace=500ms"};
     if (mutual) flags.push_back("--tls_client_ca=" + certs_->Pem("ca"));
+    flags.insert(flags.end(), more.begin(), more.end());
     auto daemon =
         testing::Daemon::Start(HOURGLASSD_PATH, dir_.path() + "/data", flags);
     ASSERT_TRUE(daemon.ok()) << daemon.status();
@@ -282,6 +286,44 @@ TEST_F(TlsTest, RefusesToStartWithBadTlsFlags) {
     const testing::RunResult result = testing::Run(argv, kTimeout);
     EXPECT_EQ(result.exit_code, 1) << result.output;
     EXPECT_THAT(result.output, HasSubstr("hourglassd: " + c.message));
+  }
+}
+
+// Off loopback, TLS leaves only the warning that authentication is off;
+// mutual TLS, or tokens, remove that one too. (The plaintext cases are in
+// hourglassd_test.cc.)
+TEST_F(TlsTest, WarnsOffLoopbackOnlyOfWhatIsMissing) {
+  const std::string tokens = dir_.path() + "/tokens.txt";
+  std::ofstream(tokens) << "all-roles-0123456789abcde produce,consume,admin\n";
+  ASSERT_EQ(chmod(tokens.c_str(), 0600), 0);
+  struct Case {
+    std::string name;
+    bool mutual;
+    std::vector<std::string> flags;
+    std::vector<std::string> warnings;
+  };
+  const Case cases[] = {
+      {"TLS",
+       false,
+       {"--listen=0.0.0.0:0"},
+       {"warning WARNING: --listen=0.0.0.0:0 is not loopback and "
+        "authentication is off (--auth_tokens, --tls_client_ca): anyone who "
+        "can connect may publish, consume and cancel"}},
+      {"mutual TLS", true, {"--listen=0.0.0.0:0"}, {}},
+      {"TLS and tokens",
+       false,
+       {"--listen=0.0.0.0:0", "--auth_tokens=" + tokens},
+       {}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    StartDaemon(c.mutual, c.flags);
+    ASSERT_NE(daemon_, nullptr);
+    // Listening: the warnings, which come before, are in the log.
+    EXPECT_EQ(testing::Warnings(daemon_->process().output()), c.warnings)
+        << daemon_->process().output();
+    EXPECT_EQ(daemon_->Stop(), 0) << daemon_->process().output();
+    daemon_.reset();
   }
 }
 

@@ -7,8 +7,11 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "api/bearer_token.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -79,6 +82,17 @@ int Daemon::Stop(absl::Duration timeout) {
 void Daemon::Kill() {
   process_->Signal(SIGKILL);
   process_->Wait(kStartTimeout);
+}
+
+std::vector<std::string> Warnings(const std::string& output) {
+  std::vector<std::string> warnings;
+  for (absl::string_view line : absl::StrSplit(output, '\n')) {
+    if (!absl::StrContains(line, "WARNING")) continue;
+    const size_t level = line.find(' ');
+    warnings.emplace_back(
+        level == absl::string_view::npos ? line : line.substr(level + 1));
+  }
+  return warnings;
 }
 
 }  // namespace hourglass::testing

@@ -54,6 +54,10 @@ class Daemon {
   int port_;
 };
 
+// The WARNING lines of hourglassd's log `output`, each from its level on
+// ("warning WARNING: ..."; the timestamp before it varies), in order.
+std::vector<std::string> Warnings(const std::string& output);
+
 }  // namespace hourglass::testing
 
 #endif  // HOURGLASS_TESTS_TESTING_DAEMON_H_
