@@ -171,8 +171,14 @@ BrokerService::StartStream(grpc::CallbackServerContext* context, Start start) {
         ToGrpcStatus(admitted));
   }
   StreamHooks hooks;
-  hooks.authorize = [grant = *std::move(grant)](absl::string_view topic) {
+  hooks.authorize = [grant = *grant](absl::string_view topic) {
     return grant.Check(Role::kConsume, topic);
+  };
+  // Each group multiplies every later message of its topic: with tokens
+  // on, only an admin creates one.
+  hooks.may_create_group = [grant =
+                                *std::move(grant)](absl::string_view topic) {
+    return grant.Check(Role::kAdmin, topic).ok();
   };
   hooks.on_finish = [this] { streams_.fetch_sub(1); };
   return start(context, &engine_->dispatcher(), limits_, std::move(hooks));

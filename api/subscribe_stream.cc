@@ -213,6 +213,9 @@ void SubscribeStream<Response>::OnReadDone(bool ok) {
     if (open.has_ack_timeout()) {
       options.ack_timeout = FromProto(open.ack_timeout());
     }
+    if (hooks_.may_create_group) {
+      options.may_create_group = hooks_.may_create_group(open.topic());
+    }
     // The next read starts once the consumer is subscribed.
     dispatcher_->Subscribe(std::move(options), sink_,
                            [sink = sink_](absl::StatusOr<ConsumerId> id) {

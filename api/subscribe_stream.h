@@ -34,6 +34,10 @@ struct StreamHooks {
   // Checks that the client may consume `topic`, once `open` is valid; an
   // error ends the stream with it. Unset: every topic is allowed.
   absl::AnyInvocable<absl::Status(absl::string_view topic) const> authorize;
+  // Whether the client may create the group of `topic` it subscribes to
+  // if it does not exist yet (else the stream ends with NOT_FOUND). Unset:
+  // it may.
+  absl::AnyInvocable<bool(absl::string_view topic) const> may_create_group;
   // Runs once, as the stream finishes (before its status reaches the
   // client). Unset: nothing.
   absl::AnyInvocable<void() &&> on_finish;

@@ -220,26 +220,52 @@ void Dispatcher::CreateGroup(std::string topic, std::string group,
 void Dispatcher::Register(std::string topic, std::string group,
                           bool must_be_new,
                           absl::AnyInvocable<void(absl::Status) &&> done) {
+  std::optional<absl::Status> refused;
   {
     absl::MutexLock lock(&mu_);
     auto waiting = registering_.find({topic, group});
     if (FindGroupLocked(topic, group) == nullptr) {
       if (waiting == registering_.end()) {
-        SubmitRegistrationLocked(std::move(topic), std::move(group),
-                                 std::move(done));
-        return;
-      }
-      if (!must_be_new) {
+        refused = CheckGroupLimitLocked(topic);
+        if (!refused.has_value()) {
+          SubmitRegistrationLocked(std::move(topic), std::move(group),
+                                   std::move(done));
+          return;
+        }
+      } else if (!must_be_new) {
         waiting->second.push_back(std::move(done));
         return;
       }
     }
+  }
+  if (refused.has_value()) {
+    std::move(done)(*std::move(refused));
+    return;
   }
   // The group exists, or is being registered and must be new.
   std::move(done)(must_be_new ? absl::AlreadyExistsError(absl::StrCat(
                                     "group ", Quoted(group), " of topic ",
                                     Quoted(topic), " already exists"))
                               : absl::OkStatus());
+}
+
+std::optional<absl::Status> Dispatcher::CheckGroupLimitLocked(
+    const std::string& topic) {
+  if (options_.max_groups_per_topic == 0) return std::nullopt;
+  size_t groups = 0;
+  if (auto t = topics_.find(topic); t != topics_.end()) {
+    for (const auto& [name, group] : t->second) {
+      if (!group->deleting) ++groups;
+    }
+  }
+  for (auto r = registering_.lower_bound({topic, ""});
+       r != registering_.end() && r->first.first == topic; ++r) {
+    ++groups;
+  }
+  if (groups < options_.max_groups_per_topic) return std::nullopt;
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "topic ", Quoted(topic), " has ", groups, " groups; the limit is ",
+      options_.max_groups_per_topic, " (--max_groups_per_topic)"));
 }
 
 void Dispatcher::SubmitRegistrationLocked(
@@ -346,6 +372,14 @@ void Dispatcher::Subscribe(
   }
   if (registered) {
     std::move(done)(attach(options, std::move(consumer)));
+    return;
+  }
+  if (!options.may_create_group) {
+    std::move(done)(absl::NotFoundError(absl::StrCat(
+        "group ", Quoted(options.group), " of topic ", Quoted(options.topic),
+        " does not exist, and this token may not create it: an admin creates "
+        "it (hourglass groups create --topic=",
+        options.topic, " --group=", options.group, ")")));
     return;
   }
   std::string topic = options.topic, group = options.group;

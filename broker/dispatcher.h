@@ -123,6 +123,10 @@ class Dispatcher {
     // A stream below it may get one delivery that takes it past, so that
     // a delivery larger than the limit still goes out. Default: 16 MiB.
     size_t max_unsent_bytes = size_t{16} << 20;
+    // Most groups of one topic (each group multiplies every later message
+    // of the topic): registering one more is RESOURCE_EXHAUSTED. 0: no
+    // limit. Default: 64.
+    size_t max_groups_per_topic = 64;
     // A stream holding unsent deliveries that reports nothing written for
     // this long is ended (Consumer::Abort, DEADLINE_EXCEEDED) and its
     // deliveries go back to its group at once. Default: 60 s.
@@ -150,8 +154,9 @@ class Dispatcher {
   // Registers `group` on `topic`, durably; from then on every message of
   // the topic that comes due reaches it. The topic's first group also takes
   // the messages that came due while it had none. `done` gets OK (also if
-  // the group existed) or the store's error; it runs on the commit queue's
-  // thread or at once on this one, and must not block.
+  // the group existed), RESOURCE_EXHAUSTED if the topic has
+  // Options::max_groups_per_topic groups, or the store's error; it runs on
+  // the commit queue's thread or at once on this one, and must not block.
   void RegisterGroup(std::string topic, std::string group,
                      absl::AnyInvocable<void(absl::Status) &&> done);
   // The same, but ALREADY_EXISTS if the group exists or is being
@@ -171,10 +176,14 @@ class Dispatcher {
     uint32_t max_in_flight = 0;
     // Zero means Options::default_ack_timeout. REQUIRES: not negative.
     absl::Duration ack_timeout = absl::ZeroDuration();
+    // Whether subscribing may register the group if it does not exist.
+    bool may_create_group = true;
   };
 
-  // Adds `consumer` to its group, registering the group first if needed.
-  // `done` gets the consumer's id, or UNAVAILABLE after Shutdown, or the
+  // Adds `consumer` to its group, registering the group first if needed
+  // and allowed. `done` gets the consumer's id, or UNAVAILABLE after
+  // Shutdown, NOT_FOUND for a group that does not exist and may not be
+  // created, RESOURCE_EXHAUSTED past Options::max_groups_per_topic, or the
   // store's error; it runs on the commit queue's thread or at once on this
   // one, and must not block.
   void Subscribe(SubscribeOptions options, std::shared_ptr<Consumer> consumer,
@@ -306,6 +315,10 @@ class Dispatcher {
                                 absl::AnyInvocable<void(absl::Status) &&> done)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Group* FindGroupLocked(std::string_view topic, std::string_view group)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // RESOURCE_EXHAUSTED if `topic` has Options::max_groups_per_topic
+  // groups, counting those being registered; else nullopt.
+  std::optional<absl::Status> CheckGroupLimitLocked(const std::string& topic)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Group* AddGroupLocked(const std::string& topic, const std::string& group,
                         absl::Time created_at, bool owns_waiting_area,

@@ -66,6 +66,9 @@ ABSL_FLAG(absl::Duration, max_ack_timeout, absl::Hours(24),
 ABSL_FLAG(uint32_t, max_attempts, 16,
           "Deliveries of a message to one group before it moves to the "
           "dead-letter topic <topic>.dlq.");
+ABSL_FLAG(uint64_t, max_groups_per_topic, 64,
+          "Most consumer groups of one topic (each group gets every message "
+          "of its topic). 0: no limit.");
 ABSL_FLAG(uint32_t, max_credit, 10000,
           "Largest max_in_flight (credit) a Subscribe stream may ask for.");
 ABSL_FLAG(absl::Duration, ack_timeout, absl::Seconds(30),
@@ -364,6 +367,8 @@ int main(int argc, char** argv) {
   engine_options.scheduler.horizon = horizon;
   engine_options.metrics = &registry;
   engine_options.dispatcher.max_attempts = max_attempts;
+  engine_options.dispatcher.max_groups_per_topic =
+      absl::GetFlag(FLAGS_max_groups_per_topic);
   engine_options.dispatcher.default_ack_timeout = ack_timeout;
   engine_options.dispatcher.stall_timeout = stall_timeout;
   engine_options.dispatcher.max_unsent_bytes = outbox_bytes;

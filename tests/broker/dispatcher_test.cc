@@ -720,6 +720,66 @@ TEST_F(DispatcherTest, UnsubscribingHandsDeliveriesBackAtOnce) {
   EXPECT_EQ(dispatcher().Ack(first_id, {"a"}), 1u);  // Gone with its stream.
 }
 
+// ---- Groups.
+
+TEST_F(DispatcherTest, GroupsPerTopicAreCapped) {
+  options_.dispatcher.max_groups_per_topic = 2;
+  Reopen();
+  EXPECT_TRUE(engine_->RegisterGroup("t", "g1").ok());
+  EXPECT_TRUE(engine_->RegisterGroup("t", "g2").ok());
+  EXPECT_TRUE(engine_->RegisterGroup("t", "g2").ok());  // It exists.
+  const absl::Status full = absl::ResourceExhaustedError(
+      "topic \"t\" has 2 groups; the limit is 2 (--max_groups_per_topic)");
+  EXPECT_EQ(engine_->RegisterGroup("t", "g3"), full);
+  absl::Notification created;
+  absl::Status create;
+  dispatcher().CreateGroup("t", "g3", [&](absl::Status s) {
+    create = std::move(s);
+    created.Notify();
+  });
+  created.WaitForNotification();
+  EXPECT_EQ(create, full);
+  absl::Notification subscribed;
+  absl::StatusOr<Dispatcher::ConsumerId> id;
+  dispatcher().Subscribe({"t", "g3"}, std::make_shared<FakeConsumer>(),
+                         [&](absl::StatusOr<Dispatcher::ConsumerId> r) {
+                           id = std::move(r);
+                           subscribed.Notify();
+                         });
+  subscribed.WaitForNotification();
+  EXPECT_EQ(id.status(), full);
+  EXPECT_TRUE(engine_->RegisterGroup("other", "g3").ok());  // Per topic.
+  std::vector<std::string> groups;
+  for (const Dispatcher::GroupInfo& g : dispatcher().Groups()) {
+    groups.push_back(absl::StrCat(g.topic, "/", g.group));
+  }
+  EXPECT_THAT(groups, ElementsAre("other/g3", "t/g1", "t/g2"));
+}
+
+TEST_F(DispatcherTest, ASubscriberThatMayNotCreateGroupsFindsOnlyExistingOnes) {
+  auto subscribe = [&](const std::string& group) {
+    absl::Notification done;
+    absl::StatusOr<Dispatcher::ConsumerId> id;
+    Dispatcher::SubscribeOptions options{"t", group};
+    options.may_create_group = false;
+    dispatcher().Subscribe(options, std::make_shared<FakeConsumer>(),
+                           [&](absl::StatusOr<Dispatcher::ConsumerId> r) {
+                             id = std::move(r);
+                             done.Notify();
+                           });
+    done.WaitForNotification();
+    return id;
+  };
+  EXPECT_EQ(subscribe("new").status(),
+            absl::NotFoundError(
+                "group \"new\" of topic \"t\" does not exist, and this token "
+                "may not create it: an admin creates it (hourglass groups "
+                "create --topic=t --group=new)"));
+  EXPECT_TRUE(engine_->RegisterGroup("t", "made").ok());
+  EXPECT_TRUE(subscribe("made").ok());
+  EXPECT_THAT(dispatcher().Groups(), ::testing::SizeIs(1));
+}
+
 // ---- Streams whose client stops reading.
 
 // Each message Publish makes in these tests costs a stream's outbox 19

@@ -17,6 +17,7 @@
 #include "gmock/gmock.h"
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
+#include "hourglass/v1/admin.grpc.pb.h"
 #include "tests/testing/broker_client.h"
 #include "tests/testing/daemon.h"
 #include "tests/testing/subprocess.h"
@@ -71,6 +72,24 @@ class AuthTest : public ::testing::Test {
         {"--auth_tokens=" + tokens_, "--shutdown_grace=500ms"});
     ASSERT_TRUE(daemon.ok()) << daemon.status();
     daemon_ = *std::move(daemon);
+    // Groups the tests subscribe to with tokens that may not create them.
+    for (const char* topic : {"orders", "orders.eu", "reload"}) {
+      ASSERT_TRUE(CreateGroup(kAll, topic, "g").ok());
+    }
+  }
+
+  // Admin.CreateGroup with `token`.
+  grpc::Status CreateGroup(const std::string& token, const std::string& topic,
+                           const std::string& group) {
+    auto admin = hourglass::v1::Admin::NewStub(
+        daemon_->Channel(grpc::InsecureChannelCredentials(), token));
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + kWait));
+    hourglass::v1::CreateGroupRequest request;
+    request.set_topic(topic);
+    request.set_group(group);
+    hourglass::v1::Group created;
+    return admin->CreateGroup(&context, request, &created);
   }
 
   void TearDown() override {
@@ -208,6 +227,40 @@ TEST_F(AuthTest, TopicPatternsLimitEveryCall) {
               IsStatus(PermissionDenied(
                   "token's consume role does not cover topic \"ordersX\"")));
   EXPECT_EQ(Subscribe(*client, "orders.eu"), std::nullopt);
+}
+
+// Each group multiplies every later message of its topic: a consume token
+// subscribes to groups that exist, and only an admin creates one, by
+// subscribing or with Admin.CreateGroup.
+TEST_F(AuthTest, OnlyAnAdminCreatesAGroup) {
+  std::unique_ptr<testing::BrokerClient> consumer = Client(kConsumer);
+  std::unique_ptr<testing::Subscription> refused =
+      consumer->Subscribe("orders", "new");
+  const std::optional<grpc::Status> status = refused->WaitEnd(kWait);
+  ASSERT_TRUE(status.has_value());
+  EXPECT_THAT(*status,
+              IsStatus(grpc::Status(
+                  grpc::StatusCode::NOT_FOUND,
+                  "group \"new\" of topic \"orders\" does not exist, and this "
+                  "token may not create it: an admin creates it (hourglass "
+                  "groups create --topic=orders --group=new)")));
+  EXPECT_THAT(CreateGroup(kConsumer, "orders", "new"),
+              IsStatus(PermissionDenied(
+                  "token lacks role admin for topic \"orders\"")));
+  // An admin that consumes creates it by subscribing.
+  std::unique_ptr<testing::Subscription> created =
+      Client(kAll)->Subscribe("orders", "new");
+  EXPECT_THAT(created->Close(), IsStatus(kOk));
+  EXPECT_EQ(CreateGroup(kAll, "orders", "new").error_code(),
+            grpc::StatusCode::ALREADY_EXISTS);
+  // Now the consume token subscribes, and gets what comes due.
+  std::unique_ptr<testing::Subscription> admitted =
+      consumer->Subscribe("orders", "new");
+  ASSERT_TRUE(
+      Client(kAll)->Publish("orders", "p", absl::ZeroDuration(), "m1").ok());
+  const std::vector<testing::Received> got = admitted->Take(1, kWait);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].delivery.id(), "m1");
 }
 
 // A producer cannot plant dead letters, which a redrive would then move
