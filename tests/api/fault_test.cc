@@ -58,9 +58,11 @@ using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
 constexpr absl::Duration kWait = absl::Seconds(30);
-// Longer than any test runs on the fake clock: no delivery times out unless
-// a test says so.
+// Longer than any test runs on the fake clock: no delivery times out, and
+// no stream counts as stalled, unless a test says so. (The fake clock jumps
+// by minutes while streams write in real time.)
 constexpr absl::Duration kAckTimeout = absl::Hours(1);
+constexpr absl::Duration kStallTimeout = absl::Hours(1);
 constexpr char kTopic[] = "orders";
 constexpr char kGroup[] = "billing";
 
@@ -183,8 +185,9 @@ class FaultTest : public ::testing::Test {
   void TearDown() override { StopBroker(); }
 
   void StartBroker() {
-    auto engine =
-        broker::Engine::Open(&store_, &clock_, broker::Engine::Options());
+    broker::Engine::Options options;
+    options.dispatcher.stall_timeout = kStallTimeout;
+    auto engine = broker::Engine::Open(&store_, &clock_, options);
     ASSERT_TRUE(engine.ok()) << engine.status();
     engine_ = *std::move(engine);
     engine_->Start();
