@@ -1,18 +1,22 @@
 #include "api/auth.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
-#include <fstream>
 #include <map>
-#include <sstream>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "api/validation.h"
@@ -66,6 +70,18 @@ bool ValidPattern(absl::string_view pattern) {
   }
   return true;
 }
+
+// Closes a file descriptor when it goes out of scope.
+class FileCloser {
+ public:
+  explicit FileCloser(int fd) : fd_(fd) {}
+  ~FileCloser() { close(fd_); }
+  FileCloser(const FileCloser&) = delete;
+  FileCloser& operator=(const FileCloser&) = delete;
+
+ private:
+  const int fd_;
+};
 
 }  // namespace
 
@@ -138,6 +154,30 @@ struct Authorizer::Token {
 struct Authorizer::TokenSet {
   std::vector<Token> tokens;
 };
+
+absl::Status CheckTokenFileMode(absl::string_view path, mode_t mode,
+                                uid_t owner, uid_t euid) {
+  const bool root_shares = owner == 0 && euid != 0;
+  const mode_t refused =
+      root_shares ? (S_IWGRP | S_IXGRP | S_IRWXO) : (S_IRWXG | S_IRWXO);
+  const mode_t open_to = mode & refused;
+  if (open_to == 0) return absl::OkStatus();
+  std::vector<absl::string_view> how;
+  if ((open_to & (S_IRGRP | S_IROTH)) != 0) how.push_back("readable");
+  if ((open_to & (S_IWGRP | S_IWOTH)) != 0) how.push_back("writable");
+  if ((open_to & (S_IXGRP | S_IXOTH)) != 0) how.push_back("executable");
+  std::string hows(how.back());
+  if (how.size() > 1) {
+    hows = absl::StrCat(absl::StrJoin(how.begin(), how.end() - 1, ", "),
+                        " and ", hows);
+  }
+  const bool group = (open_to & S_IRWXG) != 0;
+  const bool others = (open_to & S_IRWXO) != 0;
+  return absl::FailedPreconditionError(absl::StrFormat(
+      "%s is %s by %s (mode %04o); chmod %s it", path, hows,
+      group && others ? "group and others" : (group ? "group" : "others"),
+      mode & 07777, root_shares ? "640" : "600"));
+}
 
 Authorizer::Authorizer(bool enabled, std::string origin, bool from_file,
                        std::shared_ptr<const TokenSet> tokens)
@@ -232,21 +272,44 @@ absl::StatusOr<std::shared_ptr<const Authorizer::TokenSet>> Authorizer::Parse(
 
 absl::StatusOr<std::shared_ptr<const Authorizer::TokenSet>>
 Authorizer::ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
+  // O_NONBLOCK: opening a FIFO must not hang; it is refused below.
+  const int fd =
+      open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+  if (fd < 0) {
     const int error = errno;
     const std::string why = absl::StrCat("cannot read token file \"", path,
                                          "\": ", std::strerror(error));
     if (error == EACCES) return absl::PermissionDeniedError(why);
     return absl::NotFoundError(why);
   }
-  std::stringstream text;
-  text << in.rdbuf();
-  if (in.bad()) {
-    return absl::DataLossError(
-        absl::StrCat("cannot read token file \"", path, "\""));
+  FileCloser closer(fd);
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    return absl::DataLossError(absl::StrCat("cannot read token file \"", path,
+                                            "\": ", std::strerror(errno)));
   }
-  return Parse(text.str(), path);
+  if (!S_ISREG(st.st_mode)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("token file \"", path, "\" is not a regular file"));
+  }
+  if (absl::Status mode =
+          CheckTokenFileMode(path, st.st_mode, st.st_uid, geteuid());
+      !mode.ok()) {
+    return mode;
+  }
+  std::string text;
+  char buffer[16 << 10];
+  while (true) {
+    const ssize_t n = read(fd, buffer, sizeof(buffer));
+    if (n == 0) break;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return absl::DataLossError(absl::StrCat("cannot read token file \"", path,
+                                              "\": ", std::strerror(errno)));
+    }
+    text.append(buffer, static_cast<size_t>(n));
+  }
+  return Parse(text, path);
 }
 
 absl::StatusOr<std::unique_ptr<Authorizer>> Authorizer::FromFile(

@@ -1,6 +1,8 @@
 #ifndef HOURGLASS_API_AUTH_H_
 #define HOURGLASS_API_AUTH_H_
 
+#include <sys/types.h>
+
 #include <memory>
 #include <string>
 #include <utility>
@@ -91,9 +93,12 @@ bool TopicMatches(absl::string_view pattern, absl::string_view topic);
 // authenticated before keeps its Grant (an open stream is not cut off).
 class Authorizer {
  public:
-  // Reads and parses the token file at `path`. Errors: NOT_FOUND or
-  // PERMISSION_DENIED if it cannot be read, INVALID_ARGUMENT for a bad line
-  // (`tokens.txt:3: unknown role "prodce"`) or a file without tokens.
+  // Reads and parses the token file at `path` (following symbolic links).
+  // Errors: NOT_FOUND or PERMISSION_DENIED if it cannot be opened,
+  // DATA_LOSS if reading it fails; FAILED_PRECONDITION if it is not a
+  // regular file, or group or others may use it (CheckTokenFileMode);
+  // INVALID_ARGUMENT for a bad line (`tokens.txt:3: unknown role "prodce"`)
+  // or a file without tokens.
   static absl::StatusOr<std::unique_ptr<Authorizer>> FromFile(std::string path);
 
   // Parses `text` in the file format; `origin` names it in errors. Reload
@@ -159,6 +164,19 @@ class Authorizer {
   // Replaced whole by Reload; readers take a reference and let go of mu_.
   std::shared_ptr<const TokenSet> tokens_ ABSL_GUARDED_BY(mu_);
 };
+
+// OK if a token file with permission bits `mode` (st_mode), owned by user
+// `owner`, may be used by a process whose effective user is `euid`; else
+// FAILED_PRECONDITION with a one-line reason naming `path`, e.g.
+// `tokens.txt is readable by group and others (mode 0644); chmod 600 it`.
+//
+// A token file may be open to its owner only, with one exception taken
+// from PostgreSQL's rule for its TLS key: a file owned by root, used by
+// another user, may also be readable (not writable) by its group, so that
+// root can share it with the broker's group alone (root:hourglass, mode
+// 0640; a Kubernetes Secret mounted with an fsGroup, mode 0440).
+absl::Status CheckTokenFileMode(absl::string_view path, mode_t mode,
+                                uid_t owner, uid_t euid);
 
 }  // namespace hourglass::api
 

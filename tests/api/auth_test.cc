@@ -1,5 +1,8 @@
 #include "api/auth.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -58,8 +61,10 @@ absl::Status ParseError(absl::string_view text) {
   return authorizer.ok() ? absl::OkStatus() : authorizer.status();
 }
 
+// Writes a token file as it should be: readable by its owner only.
 void WriteFile(const std::string& path, absl::string_view text) {
   std::ofstream(path, std::ios::trunc) << text;
+  ASSERT_EQ(chmod(path.c_str(), 0600), 0);
 }
 
 TEST(TopicMatchesTest, GlobsWithStar) {
@@ -209,6 +214,80 @@ TEST(AuthorizerTest, BadFilesNameTheLineButNeverTheToken) {
   }
 }
 
+TEST(CheckTokenFileModeTest, OnlyTheOwnerOrRootsGroupMayUseTheFile) {
+  constexpr uid_t kRoot = 0;
+  constexpr uid_t kUser = 1000;
+  struct Case {
+    mode_t mode;
+    uid_t owner;
+    uid_t euid;
+    std::string message;  // Empty: OK.
+  };
+  const Case cases[] = {
+      {S_IFREG | 0600, kUser, kUser, ""},
+      {S_IFREG | 0400, kUser, kUser, ""},
+      {S_IFREG | 0700, kUser, kUser, ""},
+      {S_IFREG | 0644, kUser, kUser,
+       "t.txt is readable by group and others (mode 0644); chmod 600 it"},
+      {S_IFREG | 0640, kUser, kUser,
+       "t.txt is readable by group (mode 0640); chmod 600 it"},
+      {S_IFREG | 0604, kUser, kUser,
+       "t.txt is readable by others (mode 0604); chmod 600 it"},
+      {S_IFREG | 0620, kUser, kUser,
+       "t.txt is writable by group (mode 0620); chmod 600 it"},
+      {S_IFREG | 0610, kUser, kUser,
+       "t.txt is executable by group (mode 0610); chmod 600 it"},
+      {S_IFREG | 0666, kUser, kUser,
+       "t.txt is readable and writable by group and others (mode 0666); "
+       "chmod 600 it"},
+      {S_IFREG | 0777, kUser, kUser,
+       "t.txt is readable, writable and executable by group and others "
+       "(mode 0777); chmod 600 it"},
+      // Root may share a file it owns with its group, read-only.
+      {S_IFREG | 0640, kRoot, kUser, ""},
+      {S_IFREG | 0440, kRoot, kUser, ""},
+      {S_IFREG | 0644, kRoot, kUser,
+       "t.txt is readable by others (mode 0644); chmod 640 it"},
+      {S_IFREG | 0660, kRoot, kUser,
+       "t.txt is writable by group (mode 0660); chmod 640 it"},
+      // Not when hourglassd itself runs as root.
+      {S_IFREG | 0640, kRoot, kRoot,
+       "t.txt is readable by group (mode 0640); chmod 600 it"},
+      // Nor for a file of another user.
+      {S_IFREG | 0640, kUser + 1, kUser,
+       "t.txt is readable by group (mode 0640); chmod 600 it"},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(CheckTokenFileMode("t.txt", c.mode, c.owner, c.euid),
+              c.message.empty() ? absl::OkStatus()
+                                : absl::FailedPreconditionError(c.message))
+        << std::oct << c.mode << " owner " << std::dec << c.owner << " euid "
+        << c.euid;
+  }
+}
+
+TEST(AuthorizerTest, FromFileRefusesAFileOthersMayRead) {
+  testing::TempDir dir;
+  const std::string path = dir.path() + "/tokens.txt";
+  WriteFile(path, "first-token-0123456789 produce\n");
+  ASSERT_EQ(chmod(path.c_str(), 0644), 0);
+  // Whoever runs the test owns the file, so the strict rule applies.
+  EXPECT_EQ(Authorizer::FromFile(path).status(),
+            absl::FailedPreconditionError(
+                absl::StrCat(path,
+                             " is readable by group and others (mode "
+                             "0644); chmod 600 it")));
+  ASSERT_EQ(chmod(path.c_str(), 0600), 0);
+  EXPECT_TRUE(Authorizer::FromFile(path).ok());
+}
+
+TEST(AuthorizerTest, FromFileRefusesADirectory) {
+  testing::TempDir dir;
+  EXPECT_EQ(Authorizer::FromFile(dir.path()).status(),
+            absl::FailedPreconditionError(absl::StrCat(
+                "token file \"", dir.path(), "\" is not a regular file")));
+}
+
 TEST(AuthorizerTest, FromFileNamesAMissingFile) {
   testing::TempDir dir;
   const std::string path = dir.path() + "/none.txt";
@@ -246,6 +325,16 @@ TEST(AuthorizerTest, ReloadSwapsTheTokensAndKeepsThemOnABadFile) {
                 ":1: unknown role \"reader\" (roles are produce, consume, "
                 "admin)")));
   EXPECT_TRUE(Present(auth, "Bearer third-token-0123456789").ok());
+
+  // A file others may read is refused, and changes nothing.
+  WriteFile(path, "fourth-token-0123456789 consume\n");
+  ASSERT_EQ(chmod(path.c_str(), 0640), 0);
+  EXPECT_EQ(auth.Reload().status(),
+            absl::FailedPreconditionError(absl::StrCat(
+                path, " is readable by group (mode 0640); chmod 600 it")));
+  EXPECT_TRUE(Present(auth, "Bearer third-token-0123456789").ok());
+  EXPECT_EQ(Present(auth, "Bearer fourth-token-0123456789").status(),
+            absl::UnauthenticatedError("unknown token"));
 
   std::remove(path.c_str());
   EXPECT_EQ(auth.Reload().status().code(), absl::StatusCode::kNotFound);

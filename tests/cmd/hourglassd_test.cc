@@ -126,6 +126,24 @@ TEST(HourglassdTest, RefusesADataDirInUseAndLeavesItAlone) {
   EXPECT_THAT(result.output, Not(HasSubstr("listening")));
 }
 
+TEST(HourglassdTest, RefusesATokenFileOthersMayReadWithOneLine) {
+  testing::TempDir dir;
+  const std::string tokens = dir.path() + "/tokens.txt";
+  std::ofstream(tokens) << "producer-0123456789abcdef produce\n";
+  ASSERT_EQ(chmod(tokens.c_str(), 0644), 0);
+  const testing::RunResult result =
+      testing::Run(Daemon({"--listen=127.0.0.1:0", "--auth_tokens=" + tokens,
+                           "--data_dir=" + dir.path() + "/data"}),
+                   kTimeout);
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_THAT(result.output,
+              HasSubstr(absl::StrCat("hourglassd: ", tokens,
+                                     " is readable by group and others (mode "
+                                     "0644); chmod 600 it\n")));
+  EXPECT_EQ(std::count(result.output.begin(), result.output.end(), '\n'), 1)
+      << result.output;
+}
+
 TEST(HourglassdTest, RefusesAnUnknownFormatVersion) {
   testing::TempDir dir;
   {

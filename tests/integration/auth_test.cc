@@ -4,6 +4,7 @@
 
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include <fstream>
 #include <memory>
@@ -101,8 +102,11 @@ class AuthTest : public ::testing::Test {
     }
   }
 
+  // Writes the token file, readable by its owner only (hourglassd refuses
+  // it otherwise).
   void WriteTokens(const std::string& text) {
     std::ofstream(tokens_, std::ios::trunc) << text;
+    ASSERT_EQ(chmod(tokens_.c_str(), 0600), 0);
   }
 
   // A client sending `token` ("" for none).
@@ -408,10 +412,25 @@ TEST_F(AuthTest, TheCliSendsItsToken) {
   EXPECT_EQ(result.output, "SERVING\n");
 }
 
+TEST_F(AuthTest, SighupRefusesATokenFileOthersMayRead) {
+  WriteTokens(absl::StrCat(kProducer, " produce\n"));
+  ASSERT_EQ(chmod(tokens_.c_str(), 0644), 0);
+  daemon_->process().Signal(SIGHUP);
+  ASSERT_TRUE(daemon_->process().WaitForOutput(
+      absl::StrCat("hourglassd kept its tokens: reload failed: ", tokens_,
+                   " is readable by group and others (mode 0644); chmod 600 "
+                   "it\n"),
+      kWait))
+      << daemon_->process().output();
+  // The consumer's token, gone from the refused file, still works.
+  EXPECT_EQ(Subscribe(*Client(kConsumer), "still"), std::nullopt);
+}
+
 TEST(AuthStartTest, RefusesToStartWithABadTokenFile) {
   testing::TempDir dir;
   const std::string tokens = dir.path() + "/tokens.txt";
   std::ofstream(tokens) << "# none yet\n";
+  ASSERT_EQ(chmod(tokens.c_str(), 0600), 0);
   const testing::RunResult result = testing::Run(
       {HOURGLASSD_PATH, "--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0",
        "--data_dir=" + dir.path() + "/data", "--auth_tokens=" + tokens},
