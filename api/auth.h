@@ -3,6 +3,7 @@
 
 #include <sys/types.h>
 
+#include <cstddef>
 #include <memory>
 #include <string>
 #include <utility>
@@ -13,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
 
 namespace grpc {
 class ServerContextBase;
@@ -31,8 +33,9 @@ enum class Role {
 // "produce", "consume" or "admin".
 absl::string_view RoleName(Role role);
 
-// What one token grants: its roles and the topics they cover. A cheap,
-// immutable value; thread-safe.
+// What one line of the token file grants, to a token or to a client
+// certificate: its roles and the topics they cover. A cheap, immutable
+// value; thread-safe.
 class Grant {
  public:
   // A grant of every role on every topic: what everyone has when
@@ -40,23 +43,29 @@ class Grant {
   static Grant Everything();
 
   // OK if the grant has `role` on `topic`, else PERMISSION_DENIED naming
-  // both, e.g. `token lacks role consume (topic "orders")` or `token's role
-  // produce does not cover topic "payments"`.
+  // both and who holds the grant ("token" or "client certificate"), e.g.
+  // `token lacks role consume for topic "orders"` or `client certificate's
+  // produce role does not cover topic "payments"`.
   //
   // `topic` is a valid topic name, or "" for a call that is not about one
-  // topic (an Admin call over all topics): only a token whose roles cover
+  // topic (an Admin call over all topics): only a grant whose roles cover
   // every topic may make those.
   absl::Status Check(Role role, absl::string_view topic) const;
 
  private:
   friend class Authorizer;
-  Grant(unsigned roles, std::shared_ptr<const std::vector<std::string>> topics)
-      : roles_(roles), topics_(std::move(topics)) {}
+  // Who presented the grant, as error messages name it.
+  enum class Holder { kToken, kCertificate };
+
+  Grant(unsigned roles, std::shared_ptr<const std::vector<std::string>> topics,
+        Holder holder)
+      : roles_(roles), topics_(std::move(topics)), holder_(holder) {}
 
   // Bit 1 << Role.
   unsigned roles_;
   // Topic patterns; null means every topic.
   std::shared_ptr<const std::vector<std::string>> topics_;
+  Holder holder_;
 };
 
 // True if `topic` matches the glob `pattern`, where `*` matches any run of
@@ -64,45 +73,75 @@ class Grant {
 // `orders.*` matches `orders.eu` and `orders.eu.dlq` but not `orders`.
 bool TopicMatches(absl::string_view pattern, absl::string_view topic);
 
-// Bearer-token authentication and role-based authorisation of gRPC calls.
+// Bearer-token and client-certificate authentication, and role-based
+// authorisation, of gRPC calls.
 //
-// Tokens come from a file (hourglassd's --auth_tokens), one per line:
+// Grants come from a file (hourglassd's --auth_tokens), one per line:
 //
 //   # Comments start with '#'; blank lines are ignored.
 //   <token> <role>[,<role>...] [<topic-pattern>[,<topic-pattern>...]]
+//   cert <name> <role>[,<role>...] [<topic-pattern>[,<topic-pattern>...]]
 //
 //   3f9c0a61d2b84e7f9a51c0d7e6b2a418  produce           orders,orders.*
 //   a71e55c2b09f4d6c8e3b1f0a9d7c6e52  consume,produce
 //   d0c4b1e8f7a2495c86b3e1d0f9a7c254  admin,produce,consume *
+//   cert worker-1                     produce           orders.*
+//   cert spiffe://example.org/billing consume           billing
 //
 // Fields are separated by spaces or tabs. A token is 16 to 512 printable
 // ASCII characters other than '#' and ','. Roles are produce, consume and
 // admin. Topic patterns are globs (see TopicMatches); none, or `*`, means
-// every topic. Tokens must be unique. A bad line fails the whole file with
-// INVALID_ARGUMENT naming the file and the line, never the token.
+// every topic. Tokens must be unique.
 //
-// Clients send `authorization: Bearer <token>` metadata on every call.
+// A line whose first field is `cert` grants its roles to client
+// certificates (mutual TLS, hourglassd's --tls_client_ca) whose common name
+// or one of whose subject alternative names is exactly <name>: 1 to 512
+// printable ASCII characters other than '#' and ',', compared byte for
+// byte (a DNS name as written in the certificate, an IP address in its
+// usual text form, a URI in full). A token is never 4 characters long, so
+// no token line starts with `cert`. Names must be unique; a certificate
+// whose common name has other characters (a space) is granted through one
+// of its subject alternative names.
+//
+// A bad line fails the whole file with INVALID_ARGUMENT naming the file
+// and the line, never the token: `tokens.txt:3: unknown role "prodce" ...`.
+//
+// Clients send `authorization: Bearer <token>` metadata on every call. A
+// call that sends an authorization header is judged by it alone, whatever
+// certificate it presents. A call without one, over mutual TLS, gets the
+// grant of the first `cert` line (in file order) that names its
+// certificate; none is UNAUTHENTICATED. A certificate alone grants
+// nothing unless a `cert` line names it.
 //
 // Tokens are compared in constant time: every known token is compared in
 // full, over a fixed width, whatever the one presented, so that the time
 // taken tells nothing about how much of a token matched. Tokens are never
 // logged nor put in error messages.
 //
-// Thread-safe: Authenticate, Authorize and Reload may be called from any
-// thread at once. A reload swaps the whole set atomically; what was
-// authenticated before keeps its Grant (an open stream is not cut off).
+// Thread-safe: the Authenticate functions, Authorize, counts and Reload may
+// be called from any thread at once. A reload swaps the whole set atomically;
+// what was authenticated before keeps its Grant (an open stream is not cut
+// off).
 class Authorizer {
  public:
+  // How many grants of each kind a token file holds.
+  struct Counts {
+    size_t tokens = 0;
+    size_t certificates = 0;  // `cert` lines.
+
+    friend bool operator==(const Counts&, const Counts&) = default;
+  };
+
   // Reads and parses the token file at `path` (following symbolic links).
   // Errors: NOT_FOUND or PERMISSION_DENIED if it cannot be opened,
   // DATA_LOSS if reading it fails; FAILED_PRECONDITION if it is not a
   // regular file, or group or others may use it (CheckTokenFileMode);
   // INVALID_ARGUMENT for a bad line (`tokens.txt:3: unknown role "prodce"`)
-  // or a file without tokens.
+  // or a file with neither tokens nor cert lines.
   static absl::StatusOr<std::unique_ptr<Authorizer>> FromFile(std::string path);
 
   // Parses `text` in the file format; `origin` names it in errors. Reload
-  // is a no-op returning the current count.
+  // is a no-op returning the current counts.
   static absl::StatusOr<std::unique_ptr<Authorizer>> FromText(
       absl::string_view text, std::string origin = "tokens");
 
@@ -118,19 +157,39 @@ class Authorizer {
   // Where the tokens come from: the file's path, or FromText's origin.
   const std::string& origin() const { return origin_; }
 
-  // Re-reads the file. On success the new tokens take effect for calls
+  // Re-reads the file. On success the new grants take effect for calls
   // that start from now on, and it returns how many there are; on error
-  // (as FromFile) the tokens in use stay as they were.
-  absl::StatusOr<size_t> Reload() ABSL_LOCKS_EXCLUDED(mu_);
+  // (as FromFile) the grants in use stay as they were.
+  absl::StatusOr<Counts> Reload() ABSL_LOCKS_EXCLUDED(mu_);
 
-  // The grant of the call's `authorization: Bearer <token>` metadata.
-  // Errors: UNAUTHENTICATED `missing "authorization: Bearer <token>"
-  // metadata` when there is none or it is not a Bearer token, and
-  // UNAUTHENTICATED `unknown token` when no token matches.
+  // How many grants are in use.
+  Counts counts() const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // The grant of the call: that of its `authorization: Bearer <token>`
+  // metadata if it has an authorization header, else that of its client
+  // certificate (AuthenticateCredentials). The certificate's names are
+  // its `x509_common_name` and `x509_subject_alternative_name` properties
+  // in the call's AuthContext, taken only from a peer gRPC authenticated.
+  // REQUIRES: the server verifies client certificates when it asks for
+  // them (hourglassd asks only with --tls_client_ca, and then requires and
+  // verifies them).
   absl::StatusOr<Grant> Authenticate(
       const grpc::ServerContextBase& context) const ABSL_LOCKS_EXCLUDED(mu_);
-  // As above, from the value of the authorization header; nullptr when
-  // the call has none.
+  // As Authenticate, from the value of the authorization header (nullptr
+  // when the call has none) and the names of the client certificate
+  // verified by mutual TLS, common name first (empty without one).
+  // Errors, all UNAUTHENTICATED:
+  //   `unknown token`: a Bearer token that matches none;
+  //   `missing "authorization: Bearer <token>" metadata`: a header that is
+  //     not a Bearer token, or neither header nor certificate;
+  //   `no cert line names the client certificate ("worker-9") and the call
+  //     has no "authorization: Bearer <token>" metadata`: a certificate
+  //     without a grant (up to four of its names are listed).
+  absl::StatusOr<Grant> AuthenticateCredentials(
+      const absl::string_view* authorization,
+      absl::Span<const std::string> certificate_names) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // AuthenticateCredentials without a certificate.
   absl::StatusOr<Grant> AuthenticateHeader(
       const absl::string_view* authorization) const ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -145,6 +204,7 @@ class Authorizer {
 
  private:
   struct Token;
+  struct Certificate;
   struct TokenSet;
 
   Authorizer(bool enabled, std::string origin, bool from_file,
@@ -154,6 +214,10 @@ class Authorizer {
       absl::string_view text, absl::string_view origin);
   static absl::StatusOr<std::shared_ptr<const TokenSet>> ReadFile(
       const std::string& path);
+  static Counts CountsOf(const TokenSet& set);
+  // The grant of a Bearer token in `credentials` (non-empty).
+  static absl::StatusOr<Grant> AuthenticateToken(const TokenSet& set,
+                                                 absl::string_view credentials);
 
   // Constant after construction.
   const bool enabled_;

@@ -98,11 +98,15 @@ ABSL_FLAG(std::string, tls_cert, "",
 ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert.");
 ABSL_FLAG(std::string, tls_client_ca, "",
           "PEM CA certificates of clients: turns on mutual TLS, refusing "
-          "clients without a certificate they signed. Needs --tls_cert.");
+          "clients without a certificate they signed. Needs --tls_cert. With "
+          "--auth_tokens, a certificate gets roles only from a `cert` line "
+          "naming it.");
 ABSL_FLAG(std::string, auth_tokens, "",
-          "File of bearer tokens with their roles (produce, consume, admin) "
-          "and topic patterns, one per line (format in api/auth.h and the "
-          "README); reloaded on SIGHUP. Default: no authentication.");
+          "File of bearer tokens, and of client certificate names (`cert` "
+          "lines), with their roles (produce, consume, admin) and topic "
+          "patterns, one per line (format in api/auth.h and the README); "
+          "refused if group or others may read it; reloaded on SIGHUP. "
+          "Default: no authentication.");
 ABSL_FLAG(uint64_t, max_streams, 10000,
           "Most streams (Subscribe, SubscribeBatches, PublishStream) open at "
           "once; the next is refused with "
@@ -161,11 +165,23 @@ absl::Status AddProcessMetrics(hourglass::metrics::Registry& registry,
   return absl::OkStatus();
 }
 
+// A loud warning when the token file's cert lines can grant nothing:
+// without --tls_client_ca no client presents a certificate.
+void WarnIfCertLinesUnused(const hourglass::api::Authorizer& authorizer,
+                           size_t cert_lines, bool mutual_tls) {
+  if (cert_lines == 0 || mutual_tls) return;
+  spdlog::warn(
+      "WARNING: the cert lines of {} grant nothing: without --tls_client_ca "
+      "no client presents a certificate",
+      authorizer.origin());
+}
+
 // Waits for SIGTERM or SIGINT and returns it. Each SIGHUP meanwhile
 // reloads `authorizer`'s token file (if any), logging the outcome; a bad
 // file leaves the tokens as they were.
 int WaitForTerminationSignal(const sigset_t& signals,
-                             hourglass::api::Authorizer* authorizer) {
+                             hourglass::api::Authorizer* authorizer,
+                             bool mutual_tls) {
   while (true) {
     int signal = 0;
     if (sigwait(&signals, &signal) != 0) continue;
@@ -174,13 +190,15 @@ int WaitForTerminationSignal(const sigset_t& signals,
       spdlog::info("hourglassd received SIGHUP: nothing to reload");
       continue;
     }
-    absl::StatusOr<size_t> tokens = authorizer->Reload();
-    if (tokens.ok()) {
-      spdlog::info("hourglassd reloaded {} tokens from {}", *tokens,
-                   authorizer->origin());
+    absl::StatusOr<hourglass::api::Authorizer::Counts> counts =
+        authorizer->Reload();
+    if (counts.ok()) {
+      spdlog::info("hourglassd reloaded {} tokens and {} cert lines from {}",
+                   counts->tokens, counts->certificates, authorizer->origin());
+      WarnIfCertLinesUnused(*authorizer, counts->certificates, mutual_tls);
     } else {
       spdlog::error("hourglassd kept its tokens: reload failed: {}",
-                    std::string(tokens.status().message()));
+                    std::string(counts.status().message()));
     }
   }
 }
@@ -426,6 +444,10 @@ int main(int argc, char** argv) {
   const bool mutual_tls = !options.tls_client_ca_file.empty();
   WarnIfExposed(options.listen_address, tls, mutual_tls, authorizer != nullptr,
                 metrics_listen);
+  if (authorizer != nullptr) {
+    WarnIfCertLinesUnused(*authorizer, authorizer->counts().certificates,
+                          mutual_tls);
+  }
   spdlog::info("hourglassd listening on {} (port {}): {}, {}",
                options.listen_address, (*server)->port(),
                mutual_tls ? "mutual TLS" : (tls ? "TLS" : "plaintext"),
@@ -435,7 +457,8 @@ int main(int argc, char** argv) {
   spdlog::info("hourglassd serving metrics on {} (port {})", metrics_listen,
                (*metrics_server)->port());
 
-  const int signal = WaitForTerminationSignal(signals, authorizer.get());
+  const int signal =
+      WaitForTerminationSignal(signals, authorizer.get(), mutual_tls);
   spdlog::info("hourglassd received {}, shutting down",
                signal == SIGTERM ? "SIGTERM" : "SIGINT");
   // Scrapes stop first: collectors may read the broker.

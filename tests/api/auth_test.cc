@@ -7,6 +7,7 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -65,6 +66,18 @@ absl::Status ParseError(absl::string_view text) {
 void WriteFile(const std::string& path, absl::string_view text) {
   std::ofstream(path, std::ios::trunc) << text;
   ASSERT_EQ(chmod(path.c_str(), 0600), 0);
+}
+
+// The status of a call with `header` (none if nullptr) and a client
+// certificate with `names` asking for `role` on `topic`.
+absl::Status AskWith(const Authorizer& authorizer, const char* header,
+                     const std::vector<std::string>& names, Role role,
+                     absl::string_view topic) {
+  const absl::string_view value = header == nullptr ? "" : header;
+  absl::StatusOr<Grant> grant = authorizer.AuthenticateCredentials(
+      header == nullptr ? nullptr : &value, names);
+  if (!grant.ok()) return grant.status();
+  return grant->Check(role, topic);
 }
 
 TEST(TopicMatchesTest, GlobsWithStar) {
@@ -181,7 +194,9 @@ TEST(AuthorizerTest, BadFilesNameTheLineButNeverTheToken) {
     std::string message;
   };
   const Case cases[] = {
-      {"# nothing\n\n", "tokens.txt: no tokens (every call would be refused)"},
+      {"# nothing\n\n",
+       "tokens.txt: no tokens and no cert lines (every call would be "
+       "refused)"},
       {"short produce\n",
        "tokens.txt:1: token is 5 bytes; it must be 16 to 512"},
       {"\n" + std::string(513, 'a') + " produce\n",
@@ -206,12 +221,165 @@ TEST(AuthorizerTest, BadFilesNameTheLineButNeverTheToken) {
       {"abcdefghij\x01klmnop produce\n",
        "tokens.txt:1: token has a character other than printable ASCII, '#' "
        "or ','"},
+      // The keyword is lower case; anything else is a (short) token.
+      {"Cert worker-1 produce\n",
+       "tokens.txt:1: token is 4 bytes; it must be 16 to 512"},
   };
   for (const Case& c : cases) {
     const absl::Status status = ParseError(c.text);
     EXPECT_EQ(status, absl::InvalidArgumentError(c.message)) << c.text;
     EXPECT_THAT(status.message(), Not(HasSubstr("abcdefghij"))) << c.text;
   }
+}
+
+TEST(AuthorizerTest, BadCertLinesNameTheLine) {
+  struct Case {
+    std::string text;
+    std::string message;
+  };
+  const Case cases[] = {
+      {"cert\n", "tokens.txt:1: cert line has no certificate name"},
+      {"cert   # worker-1 produce\n",
+       "tokens.txt:1: cert line has no certificate name"},
+      {"abcdefghijklmnop produce\ncert worker-1\n",
+       "tokens.txt:2: cert line for \"worker-1\" has no roles"},
+      {"cert worker-1 produce orders consume\n",
+       "tokens.txt:1: expected \"cert <name> <roles> [<topic-patterns>]\", "
+       "found 5 fields (separate roles and patterns with commas)"},
+      {"cert " + std::string(513, 'w') + " produce\n",
+       "tokens.txt:1: certificate name is 513 bytes; it must be 1 to 512"},
+      {"cert wor\x01ker produce\n",
+       "tokens.txt:1: certificate name has a character other than printable "
+       "ASCII, '#' or ','"},
+      {"cert worker-1,worker-2 produce\n",
+       "tokens.txt:1: certificate name has a character other than printable "
+       "ASCII, '#' or ','"},
+      {"cert worker-1 prodce\n",
+       "tokens.txt:1: unknown role \"prodce\" (roles are produce, consume, "
+       "admin)"},
+      {"cert worker-1 produce ord/ers\n",
+       "tokens.txt:1: bad topic pattern \"ord/ers\" (1 to 200 characters of "
+       "[A-Za-z0-9._-] and *)"},
+      {"cert worker-1 produce\n\ncert worker-1 consume orders\n",
+       "tokens.txt:3: the same certificate name \"worker-1\" as line 1"},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(ParseError(c.text), absl::InvalidArgumentError(c.message))
+        << c.text;
+  }
+  // A certificate name 512 bytes long is fine.
+  EXPECT_TRUE(ParseError("cert " + std::string(512, 'w') + " produce\n").ok());
+}
+
+constexpr char kCertificates[] = R"(# Tokens and certificates.
+cert worker-1                      produce  orders,orders.*
+cert spiffe://example.org/billing  consume  billing
+cert 10.0.0.7                      admin    orders
+certificate-token-0123             consume  # a token, not a cert line
+)";
+
+TEST(AuthorizerTest, CertLinesGrantToCertificatesThatTheyName) {
+  std::unique_ptr<Authorizer> auth = Tokens(kCertificates);
+  ASSERT_NE(auth, nullptr);
+  EXPECT_EQ(auth->counts(), (Authorizer::Counts{1, 3}));
+
+  // Named by the common name (listed first) or by any other name.
+  const std::vector<std::string> worker = {"worker-1", "worker-1.example.org"};
+  EXPECT_TRUE(AskWith(*auth, nullptr, worker, Role::kProduce, "orders").ok());
+  EXPECT_TRUE(
+      AskWith(*auth, nullptr, worker, Role::kProduce, "orders.eu").ok());
+  EXPECT_EQ(AskWith(*auth, nullptr, worker, Role::kProduce, "payments"),
+            absl::PermissionDeniedError("client certificate's produce role "
+                                        "does not cover topic \"payments\""));
+  EXPECT_EQ(AskWith(*auth, nullptr, worker, Role::kConsume, "orders"),
+            absl::PermissionDeniedError(
+                "client certificate lacks role consume for topic \"orders\""));
+  EXPECT_EQ(AskWith(*auth, nullptr, worker, Role::kAdmin, ""),
+            absl::PermissionDeniedError("client certificate lacks role admin"));
+
+  const std::vector<std::string> billing = {"billing-7",
+                                            "spiffe://example.org/billing"};
+  EXPECT_TRUE(AskWith(*auth, nullptr, billing, Role::kConsume, "billing").ok());
+  EXPECT_EQ(AskWith(*auth, nullptr, billing, Role::kProduce, "billing"),
+            absl::PermissionDeniedError("client certificate lacks role "
+                                        "produce for topic \"billing\""));
+
+  const std::vector<std::string> ip = {"10.0.0.7"};
+  EXPECT_TRUE(AskWith(*auth, nullptr, ip, Role::kAdmin, "orders").ok());
+  EXPECT_EQ(AskWith(*auth, nullptr, ip, Role::kAdmin, ""),
+            absl::PermissionDeniedError(
+                "client certificate's admin role covers only topics orders; "
+                "this call is about every topic"));
+
+  // Names of two lines: the first line of the file wins, whatever the
+  // order of the names.
+  const std::vector<std::string> both = {"spiffe://example.org/billing",
+                                         "worker-1"};
+  EXPECT_TRUE(AskWith(*auth, nullptr, both, Role::kProduce, "orders").ok());
+  EXPECT_EQ(AskWith(*auth, nullptr, both, Role::kConsume, "billing"),
+            absl::PermissionDeniedError("client certificate lacks role "
+                                        "consume for topic \"billing\""));
+}
+
+TEST(AuthorizerTest, ACertificateWithoutACertLineGetsNothing) {
+  std::unique_ptr<Authorizer> auth = Tokens(kCertificates);
+  ASSERT_NE(auth, nullptr);
+  // Names are compared byte for byte.
+  EXPECT_EQ(AskWith(*auth, nullptr, {"Worker-1", "worker-1."}, Role::kProduce,
+                    "orders"),
+            absl::UnauthenticatedError(
+                "no cert line names the client certificate (\"Worker-1\", "
+                "\"worker-1.\") and the call has no \"authorization: Bearer "
+                "<token>\" metadata"));
+  // Each name once, escaped, four at most.
+  EXPECT_EQ(
+      AskWith(*auth, nullptr, {"a", "a", "b\nc", "d", "e", "f", "g"},
+              Role::kProduce, "orders"),
+      absl::UnauthenticatedError(
+          "no cert line names the client certificate (\"a\", \"b\\nc\", "
+          "\"d\", \"e\", and 2 more) and the call has no \"authorization: "
+          "Bearer <token>\" metadata"));
+  // Neither a token nor a certificate.
+  EXPECT_EQ(AskWith(*auth, nullptr, {}, Role::kProduce, "orders"),
+            absl::UnauthenticatedError(
+                "missing \"authorization: Bearer <token>\" metadata"));
+}
+
+TEST(AuthorizerTest, ATokenDecidesWhateverTheCertificate) {
+  std::unique_ptr<Authorizer> auth = Tokens(kCertificates);
+  ASSERT_NE(auth, nullptr);
+  const std::vector<std::string> worker = {"worker-1"};
+  // The token's grant, not the certificate's.
+  EXPECT_TRUE(AskWith(*auth, "Bearer certificate-token-0123", worker,
+                      Role::kConsume, "payments")
+                  .ok());
+  EXPECT_EQ(AskWith(*auth, "Bearer certificate-token-0123", worker,
+                    Role::kProduce, "orders"),
+            absl::PermissionDeniedError(
+                "token lacks role produce for topic \"orders\""));
+  // A bad or unknown token does not fall back on the certificate.
+  EXPECT_EQ(AskWith(*auth, "Bearer nope-nope-nope-nope", worker, Role::kProduce,
+                    "orders"),
+            absl::UnauthenticatedError("unknown token"));
+  EXPECT_EQ(
+      AskWith(*auth, "Basic d29ya2VyLTE6", worker, Role::kProduce, "orders"),
+      absl::UnauthenticatedError(
+          "missing \"authorization: Bearer <token>\" metadata"));
+  // AuthenticateHeader has no certificate.
+  EXPECT_EQ(auth->AuthenticateHeader(nullptr).status(),
+            absl::UnauthenticatedError(
+                "missing \"authorization: Bearer <token>\" metadata"));
+}
+
+TEST(AuthorizerTest, AFileOfCertLinesAloneIsValid) {
+  std::unique_ptr<Authorizer> auth = Tokens("cert worker-1 produce\n");
+  ASSERT_NE(auth, nullptr);
+  EXPECT_EQ(auth->counts(), (Authorizer::Counts{0, 1}));
+  EXPECT_TRUE(
+      AskWith(*auth, nullptr, {"worker-1"}, Role::kProduce, "anything").ok());
+  EXPECT_EQ(AskWith(*auth, "Bearer abcdefghijklmnop", {"worker-1"},
+                    Role::kProduce, "anything"),
+            absl::UnauthenticatedError("unknown token"));
 }
 
 TEST(CheckTokenFileModeTest, OnlyTheOwnerOrRootsGroupMayUseTheFile) {
@@ -311,7 +479,8 @@ TEST(AuthorizerTest, ReloadSwapsTheTokensAndKeepsThemOnABadFile) {
 
   WriteFile(path,
             "second-token-0123456789 consume\nthird-token-0123456789 admin\n");
-  EXPECT_EQ(auth.Reload(), absl::StatusOr<size_t>(2));
+  EXPECT_EQ(auth.Reload(),
+            absl::StatusOr<Authorizer::Counts>(Authorizer::Counts{2, 0}));
   EXPECT_EQ(Present(auth, "Bearer first-token-0123456789").status(),
             absl::UnauthenticatedError("unknown token"));
   EXPECT_TRUE(Present(auth, "Bearer second-token-0123456789").ok());

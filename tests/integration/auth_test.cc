@@ -349,7 +349,7 @@ TEST_F(AuthTest, SighupReloadsTokensWithoutDroppingStreams) {
                            " produce,consume\n"));
   daemon_->process().Signal(SIGHUP);
   ASSERT_TRUE(daemon_->process().WaitForOutput(
-      absl::StrCat("reloaded 2 tokens from ", tokens_), kWait))
+      absl::StrCat("reloaded 2 tokens and 0 cert lines from ", tokens_), kWait))
       << daemon_->process().output();
 
   EXPECT_THAT(Publish(*Client(kAll), {"reload"}),
@@ -438,8 +438,8 @@ TEST(AuthStartTest, RefusesToStartWithABadTokenFile) {
   EXPECT_EQ(result.exit_code, 1) << result.output;
   EXPECT_THAT(result.output,
               HasSubstr(absl::StrCat("hourglassd: ", tokens,
-                                     ": no tokens (every call would be "
-                                     "refused)")));
+                                     ": no tokens and no cert lines (every "
+                                     "call would be refused)")));
   EXPECT_THAT(result.output, Not(HasSubstr("listening")));
 }
 
