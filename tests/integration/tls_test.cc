@@ -1,11 +1,15 @@
 // hourglassd with TLS and mutual TLS (--tls_cert, --tls_key,
 // --tls_client_ca) against real clients: gRPC channels and the hourglass
-// CLI. Certificates are made for each test suite by the openssl command.
+// CLI; and client certificates granted roles by `cert` lines of the token
+// file. Certificates are made for each test suite by the openssl command.
+
+#include <sys/stat.h>
 
 #include <sys/stat.h>
 
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -44,8 +48,10 @@ void OpenSsl(std::vector<std::string> args) {
 }
 
 // A CA, and certificates it signs: the broker's (for localhost and
-// 127.0.0.1) and a client's; and a client certificate from another CA.
-// Files in dir: NAME.pem, NAME.key.
+// 127.0.0.1) and clients' (one with only a common name, and two known by
+// the token file of CertLinesGrantRolesToClientCertificates: by common
+// name, and by a URI among subject alternative names); and a client
+// certificate from another CA. Files in dir: NAME.pem, NAME.key.
 class Certificates {
  public:
   Certificates() {
@@ -54,6 +60,11 @@ class Certificates {
              "subjectAltName=DNS:localhost,IP:127.0.0.1\n"
              "extendedKeyUsage=serverAuth\n");
     MakeCert("client", "ca", "hourglass-client",
+             "extendedKeyUsage=clientAuth\n");
+    MakeCert("worker", "ca", "worker-1", "extendedKeyUsage=clientAuth\n");
+    MakeCert("billing", "ca", "Billing Service",
+             "subjectAltName=DNS:billing.hourglass.test,"
+             "URI:spiffe://hourglass.test/billing\n"
              "extendedKeyUsage=clientAuth\n");
     MakeCa("other-ca", "Another CA");
     MakeCert("stranger", "other-ca", "stranger",
@@ -253,6 +264,112 @@ TEST_F(TlsTest, MutualTlsServesOnlyClientsWithACertificateFromItsCa) {
   EXPECT_EQ(cli.exit_code, 2);
   EXPECT_EQ(cli.output,
             "hourglass: --tls-cert: --tls-cert and --tls-key go together\n");
+}
+
+// Code and message of a gRPC status, to compare and print.
+std::string Describe(const grpc::Status& status) {
+  return absl::StrCat(status.error_code(), " ", status.error_message());
+}
+std::string Describe(grpc::StatusCode code, const std::string& message) {
+  return absl::StrCat(code, " ", message);
+}
+
+TEST_F(TlsTest, CertLinesGrantRolesToClientCertificates) {
+  constexpr char kAdmin[] = "admin-token-0123456789ab";
+  constexpr char kConsumer[] = "consumer-token-012345678";
+  const std::string tokens = dir_.path() + "/tokens.txt";
+  std::ofstream(tokens)
+      << "cert worker-1 produce orders,orders.*\n"
+      << "cert spiffe://hourglass.test/billing consume orders\n"
+      << kAdmin << " admin,produce,consume\n"
+      << kConsumer << " consume\n";
+  ASSERT_EQ(chmod(tokens.c_str(), 0600), 0);
+  ASSERT_NO_FATAL_FAILURE(
+      StartDaemon(/*mutual=*/true, {"--auth_tokens=" + tokens}));
+  EXPECT_THAT(daemon_->process().output(),
+              HasSubstr("): mutual TLS, tokens from " + tokens));
+
+  // Granted by its common name: exactly its role and topics.
+  testing::BrokerClient worker(daemon_->Channel(certs_->Credentials("worker")));
+  EXPECT_EQ(Describe(Publish(daemon_->Channel(certs_->Credentials("worker")))),
+            Describe(grpc::Status::OK));
+  EXPECT_TRUE(worker.Publish("orders.eu", "p", absl::Hours(1)).ok());
+  EXPECT_EQ(worker.Publish("payments", "p", absl::Hours(1)).status(),
+            absl::PermissionDeniedError(
+                "message 0: client certificate's produce role does not cover "
+                "topic \"payments\""));
+  std::unique_ptr<testing::Subscription> refused =
+      worker.Subscribe("orders", "g");
+  EXPECT_EQ(Describe(refused->WaitEnd(kTimeout).value_or(grpc::Status::OK)),
+            Describe(grpc::StatusCode::PERMISSION_DENIED,
+                     "client certificate lacks role consume for topic "
+                     "\"orders\""));
+
+  // Granted by a URI among its alternative names (its common name has a
+  // space): it consumes what the worker publishes, and may not publish.
+  testing::BrokerClient billing(
+      daemon_->Channel(certs_->Credentials("billing")));
+  std::unique_ptr<testing::Subscription> stream =
+      billing.Subscribe("orders", "g");
+  ASSERT_TRUE(
+      worker.Publish("orders", "to billing", absl::ZeroDuration()).ok());
+  std::vector<testing::Received> got = stream->Take(1, kTimeout);
+  ASSERT_EQ(got.size(), 1u) << Describe(
+      stream->WaitEnd(absl::ZeroDuration()).value_or(grpc::Status::OK));
+  EXPECT_EQ(got[0].delivery.payload(), "to billing");
+  EXPECT_EQ(billing.Publish("orders", "p", absl::Hours(1)).status(),
+            absl::PermissionDeniedError("message 0: client certificate lacks "
+                                        "role produce for topic \"orders\""));
+
+  // A certificate of the CA that no line names gets nothing.
+  const std::string no_grant =
+      "no cert line names the client certificate (\"hourglass-client\") and "
+      "the call has no \"authorization: Bearer <token>\" metadata";
+  EXPECT_EQ(Describe(Publish(daemon_->Channel(certs_->Credentials("client")))),
+            Describe(grpc::StatusCode::UNAUTHENTICATED, no_grant));
+
+  // A token decides, whatever the certificate: the admin's works with a
+  // certificate that has no grant, the consumer's limits the worker.
+  EXPECT_EQ(Describe(Publish(
+                daemon_->Channel(certs_->Credentials("client"), kAdmin))),
+            Describe(grpc::Status::OK));
+  testing::BrokerClient worker_with_token(
+      daemon_->Channel(certs_->Credentials("worker"), kConsumer));
+  EXPECT_EQ(worker_with_token.Publish("orders", "p", absl::Hours(1)).status(),
+            absl::PermissionDeniedError(
+                "message 0: token lacks role produce for topic \"orders\""));
+  EXPECT_EQ(Describe(stream->Close()), Describe(grpc::Status::OK));
+
+  // The CLI, with a certificate and no token.
+  const std::vector<std::string> tls = {"--tls-ca=" + certs_->Pem("ca"),
+                                        "publish", "--topic=orders",
+                                        "--delay=1h", "--data=x"};
+  std::vector<std::string> args = tls;
+  args.insert(args.begin(), {"--tls-cert=" + certs_->Pem("worker"),
+                             "--tls-key=" + certs_->Key("worker")});
+  testing::RunResult cli = Cli(args);
+  EXPECT_EQ(cli.exit_code, 0) << cli.output;
+  args = tls;
+  args.insert(args.begin(), {"--tls-cert=" + certs_->Pem("client"),
+                             "--tls-key=" + certs_->Key("client")});
+  cli = Cli(args);
+  EXPECT_EQ(cli.exit_code, 1);
+  EXPECT_EQ(cli.output, "hourglass: UNAUTHENTICATED: " + no_grant + "\n");
+}
+
+TEST_F(TlsTest, CertLinesWithoutMutualTlsAreWarnedAbout) {
+  const std::string tokens = dir_.path() + "/tokens.txt";
+  std::ofstream(tokens) << "cert worker-1 produce\n";
+  ASSERT_EQ(chmod(tokens.c_str(), 0600), 0);
+  ASSERT_NO_FATAL_FAILURE(
+      StartDaemon(/*mutual=*/false, {"--auth_tokens=" + tokens}));
+  EXPECT_THAT(daemon_->process().output(),
+              HasSubstr(absl::StrCat("WARNING: the cert lines of ", tokens,
+                                     " grant nothing: without --tls_client_ca "
+                                     "no client presents a certificate\n")));
+  EXPECT_EQ(Describe(Publish(Channel(certs_->Credentials()))),
+            Describe(grpc::StatusCode::UNAUTHENTICATED,
+                     "missing \"authorization: Bearer <token>\" metadata"));
 }
 
 TEST_F(TlsTest, RefusesToStartWithBadTlsFlags) {
