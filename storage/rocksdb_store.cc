@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <array>
@@ -229,20 +230,67 @@ rocksdb::ColumnFamilyOptions TableOptions(
   return cf;
 }
 
+// The error for a symbolic link found where a lock file goes: following
+// it would let whoever planted it have a file of their choosing created or
+// locked.
+absl::Status SymlinkRefused(const std::string& path) {
+  return absl::FailedPreconditionError(
+      absl::StrCat("cannot open ", path,
+                   ": it is a symbolic link, which hourglassd does not follow "
+                   "(remove it; the lock file is made afresh)"));
+}
+
+// Creates data dir `path` with mode 0700 if it does not exist, and its
+// missing parents as the umask says; an existing one keeps its mode.
+// Errors: PERMISSION_DENIED, or FAILED_PRECONDITION (say, a parent or the
+// path itself is a file), naming the path.
+absl::Status CreateDataDir(const std::string& path) {
+  std::filesystem::path dir = std::filesystem::path(path).lexically_normal();
+  if (!dir.has_filename()) dir = dir.parent_path();  // "data/"
+  std::error_code error;
+  if (const std::filesystem::path parent = dir.parent_path(); !parent.empty()) {
+    std::filesystem::create_directories(parent, error);
+  }
+  if (!error && mkdir(dir.c_str(), 0700) != 0) {
+    error = std::error_code(errno, std::generic_category());
+    struct stat st;
+    if (error == std::errc::file_exists && stat(dir.c_str(), &st) == 0) {
+      error = S_ISDIR(st.st_mode)
+                  ? std::error_code()
+                  : std::make_error_code(std::errc::not_a_directory);
+    }
+  }
+  if (!error) return absl::OkStatus();
+  const std::string message =
+      absl::StrCat("cannot create data dir ", path, ": ", error.message());
+  return error == std::errc::permission_denied
+             ? absl::PermissionDeniedError(message)
+             : absl::FailedPreconditionError(message);
+}
+
+// Whether `path` is a symbolic link (false if it does not exist).
+bool IsSymlink(const std::string& path) {
+  struct stat st;
+  return lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode);
+}
+
 // Holds an exclusive flock on <data dir>/hourglassd.lock for its lifetime.
 class DataDirLock {
  public:
   // FAILED_PRECONDITION if another process (or another store in this one)
-  // holds the lock; PERMISSION_DENIED or UNAVAILABLE if the file cannot be
-  // opened.
+  // holds the lock, or the lock file is a symbolic link (never followed);
+  // PERMISSION_DENIED or UNAVAILABLE if the file cannot be opened.
   static absl::StatusOr<std::unique_ptr<DataDirLock>> Acquire(
       const std::string& dir) {
     const std::string path = dir + "/hourglassd.lock";
-    const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    const int fd =
+        open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0) {
+      const int error = errno;
+      if (error == ELOOP) return SymlinkRefused(path);
       const std::string message =
-          absl::StrCat("cannot open ", path, ": ", std::strerror(errno));
-      return errno == EACCES ? absl::PermissionDeniedError(message)
+          absl::StrCat("cannot open ", path, ": ", std::strerror(error));
+      return error == EACCES ? absl::PermissionDeniedError(message)
                              : absl::UnavailableError(message);
     }
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
@@ -465,14 +513,8 @@ absl::StatusOr<std::unique_ptr<MessageStore>> RocksDbStore::Open(
   if (options.path.empty()) {
     return absl::InvalidArgumentError("data dir path is empty");
   }
-  std::error_code error;
-  std::filesystem::create_directories(options.path, error);
-  if (error) {
-    const std::string message = absl::StrCat(
-        "cannot create data dir ", options.path, ": ", error.message());
-    return error == std::errc::permission_denied
-               ? absl::PermissionDeniedError(message)
-               : absl::FailedPreconditionError(message);
+  if (absl::Status created = CreateDataDir(options.path); !created.ok()) {
+    return created;
   }
 
   // Our own lock, taken before RocksDB touches the directory: RocksDB
@@ -481,6 +523,14 @@ absl::StatusOr<std::unique_ptr<MessageStore>> RocksDbStore::Open(
   absl::StatusOr<std::unique_ptr<DataDirLock>> lock =
       DataDirLock::Acquire(options.path);
   if (!lock.ok()) return lock.status();
+  // RocksDB opens its LOCK following links: refuse one planted there. A
+  // process that may write into the directory could still plant one
+  // between this check and RocksDB's open; the directory's mode (0700 when
+  // hourglassd creates it) is what keeps such processes out.
+  if (const std::string rocksdb_lock = options.path + "/LOCK";
+      IsSymlink(rocksdb_lock)) {
+    return SymlinkRefused(rocksdb_lock);
+  }
 
   rocksdb::DBOptions db_options;
   db_options.create_if_missing = true;

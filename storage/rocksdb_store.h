@@ -11,7 +11,8 @@
 namespace hourglass::storage {
 
 struct RocksDbStoreOptions {
-  // Data directory; created if missing. Required.
+  // Data directory; created with mode 0700 if missing (its missing parents
+  // as the umask says). An existing one keeps its mode. Required.
   std::string path;
 
   // true (--durability=sync, the default): SyncLog fsyncs the write-ahead
@@ -34,8 +35,10 @@ class RocksDbStore {
 
   // Opens or creates the database in options.path. Errors name the path:
   //   FAILED_PRECONDITION  another process holds the directory's lock
-  //                        (<path>/hourglassd.lock), the
-  //                        data has another format version, or the
+  //                        (<path>/hourglassd.lock), that lock file or
+  //                        RocksDB's <path>/LOCK is a symbolic link (never
+  //                        followed), the data has another format version,
+  //                        the path or a parent is not a directory, or the
   //                        directory is not an Hourglass store.
   //   PERMISSION_DENIED    the directory cannot be read or written.
   //   DATA_LOSS            the data is corrupt.

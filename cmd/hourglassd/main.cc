@@ -39,7 +39,8 @@
 ABSL_FLAG(std::string, listen, "127.0.0.1:7070",
           "host:port of the gRPC API. Loopback only by default.");
 ABSL_FLAG(std::string, data_dir, "./data",
-          "Directory of the embedded RocksDB store.");
+          "Directory of the embedded RocksDB store; created with mode 0700 "
+          "if missing.");
 ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9464",
           "host:port of the Prometheus endpoint, /metrics. Port 0 lets the "
           "OS choose one.");

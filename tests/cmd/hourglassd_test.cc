@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -142,6 +143,24 @@ TEST(HourglassdTest, RefusesATokenFileOthersMayReadWithOneLine) {
                                      "0644); chmod 600 it\n")));
   EXPECT_EQ(std::count(result.output.begin(), result.output.end(), '\n'), 1)
       << result.output;
+}
+
+TEST(HourglassdTest, RefusesASymlinkAtItsLockFileWithOneLine) {
+  testing::TempDir dir;
+  const std::string lock = dir.path() + "/hourglassd.lock";
+  const std::string target = dir.path() + "/elsewhere";
+  ASSERT_EQ(symlink(target.c_str(), lock.c_str()), 0);
+  const testing::RunResult result = testing::Run(
+      Daemon({"--listen=127.0.0.1:0", "--data_dir=" + dir.path()}), kTimeout);
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_THAT(result.output,
+              HasSubstr(absl::StrCat(
+                  "hourglassd: cannot open ", lock,
+                  ": it is a symbolic link, which hourglassd does not follow "
+                  "(remove it; the lock file is made afresh)\n")));
+  EXPECT_EQ(std::count(result.output.begin(), result.output.end(), '\n'), 1)
+      << result.output;
+  EXPECT_FALSE(std::filesystem::exists(target));
 }
 
 TEST(HourglassdTest, RefusesAnUnknownFormatVersion) {

@@ -4,6 +4,10 @@
 
 #include "storage/message_store.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -437,6 +441,67 @@ TEST(RocksDbStoreTest, UncreatableDataDirIsRefusedNamingIt) {
   EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(store.status().message()),
               HasSubstr("cannot create data dir " + path));
+}
+
+// The permission bits of `path`, or -1 if it cannot be stat'ed.
+int ModeOf(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 ? static_cast<int>(st.st_mode & 07777)
+                                      : -1;
+}
+
+TEST(RocksDbStoreTest, ANewDataDirIsOpenToItsOwnerOnly) {
+  testing::TempDir dir;
+  for (const std::string& path :
+       {dir.path() + "/data", dir.path() + "/parent/data",
+        dir.path() + "/slash/data/"}) {
+    auto store = RocksDbStore::Open({.path = path});
+    ASSERT_TRUE(store.ok()) << store.status();
+    EXPECT_EQ(ModeOf(path), 0700) << path;
+  }
+}
+
+TEST(RocksDbStoreTest, AnExistingDataDirKeepsItsMode) {
+  testing::TempDir dir;
+  const std::string path = dir.path() + "/data";
+  ASSERT_EQ(mkdir(path.c_str(), 0700), 0);
+  ASSERT_EQ(chmod(path.c_str(), 0750), 0);
+  auto store = RocksDbStore::Open({.path = path});
+  ASSERT_TRUE(store.ok()) << store.status();
+  EXPECT_EQ(ModeOf(path), 0750);
+}
+
+TEST(RocksDbStoreTest, ADataDirThatIsAFileIsRefusedNamingIt) {
+  testing::TempDir dir;
+  const std::string path = dir.path() + "/data";
+  ASSERT_EQ(close(open(path.c_str(), O_CREAT | O_WRONLY, 0600)), 0);
+  EXPECT_EQ(RocksDbStore::Open({.path = path}).status(),
+            absl::FailedPreconditionError(absl::StrCat(
+                "cannot create data dir ", path, ": Not a directory")));
+}
+
+TEST(RocksDbStoreTest, ASymlinkAtEitherLockFileIsRefusedAndNotFollowed) {
+  for (const char* lock : {"hourglassd.lock", "LOCK"}) {
+    SCOPED_TRACE(lock);
+    testing::TempDir dir;
+    const std::string data = dir.path() + "/data";
+    const std::string planted = absl::StrCat(data, "/", lock);
+    // Where the link points: nothing yet, which following it would create.
+    const std::string target = dir.path() + "/elsewhere";
+    ASSERT_EQ(mkdir(data.c_str(), 0700), 0);
+    ASSERT_EQ(symlink(target.c_str(), planted.c_str()), 0);
+
+    EXPECT_EQ(RocksDbStore::Open({.path = data}).status(),
+              absl::FailedPreconditionError(absl::StrCat(
+                  "cannot open ", planted,
+                  ": it is a symbolic link, which hourglassd does not follow "
+                  "(remove it; the lock file is made afresh)")));
+    EXPECT_EQ(ModeOf(target), -1) << "the link was followed";
+
+    // Once the link is gone, the store opens.
+    ASSERT_EQ(unlink(planted.c_str()), 0);
+    EXPECT_TRUE(RocksDbStore::Open({.path = data}).ok());
+  }
 }
 
 TEST(RocksDbStoreTest, EmptyPathIsInvalid) {
