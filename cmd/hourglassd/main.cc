@@ -4,6 +4,7 @@
 // --help lists them all.
 
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <climits>
@@ -204,6 +205,19 @@ int WaitForTerminationSignal(const sigset_t& signals,
   }
 }
 
+// A loud warning for a data dir that group or others may enter: it holds
+// every message. hourglassd creates a missing one with mode 0700 but leaves
+// the mode of an existing one alone (a mounted volume's root may belong to
+// root and its group, as a Kubernetes fsGroup makes it).
+void WarnIfDataDirOpen(const std::string& data_dir) {
+  struct stat st;
+  if (stat(data_dir.c_str(), &st) != 0 || (st.st_mode & 077) == 0) return;
+  spdlog::warn(
+      "WARNING: data dir {} has mode {:04o}: group or others may read its "
+      "messages; chmod 700 it",
+      data_dir, st.st_mode & 07777);
+}
+
 // Loud warnings for a gRPC API reachable from other machines without TLS
 // or without authentication, and for metrics off loopback.
 void WarnIfExposed(const std::string& listen, bool tls, bool mutual_tls,
@@ -380,6 +394,7 @@ int main(int argc, char** argv) {
       "hourglassd opened data dir {} (durability={}, block cache {} MiB) in {}",
       absl::GetFlag(FLAGS_data_dir), durability, block_cache_mb,
       absl::FormatDuration(absl::Now() - open_start));
+  WarnIfDataDirOpen(absl::GetFlag(FLAGS_data_dir));
 
   hourglass::broker::SystemClock clock;
   hourglass::broker::Engine::Options engine_options;

@@ -329,6 +329,34 @@ TEST(HourglassdTest, WarnsOfEachWayItIsExposedOffLoopback) {
   }
 }
 
+TEST(HourglassdTest, WarnsAboutADataDirGroupOrOthersMayEnter) {
+  testing::TempDir dir;
+  const std::string data = dir.path() + "/data";
+  const std::string warning = "WARNING: data dir " + data + " has mode ";
+  for (const bool open_to_others : {false, true}) {
+    SCOPED_TRACE(open_to_others ? "mode 0755" : "made by hourglassd");
+    // The first run makes the data dir; the second finds it opened up.
+    if (open_to_others) {
+      ASSERT_EQ(chmod(data.c_str(), 0755), 0);
+    }
+    auto daemon = testing::Subprocess::Start(
+        Daemon({"--listen=127.0.0.1:0", "--data_dir=" + data}));
+    ASSERT_TRUE(daemon.ok()) << daemon.status();
+    ASSERT_TRUE((*daemon)->WaitForOutput("listening on", kTimeout))
+        << (*daemon)->output();
+    if (open_to_others) {
+      EXPECT_THAT(
+          (*daemon)->output(),
+          HasSubstr(warning + "0755: group or others may read its messages; "
+                              "chmod 700 it\n"));
+    } else {
+      EXPECT_THAT((*daemon)->output(), Not(HasSubstr(warning)));
+    }
+    (*daemon)->Signal(SIGTERM);
+    EXPECT_EQ((*daemon)->Wait(kTimeout), 0) << (*daemon)->output();
+  }
+}
+
 TEST(HourglassdTest, ServesMetricsOnAnOsChosenPort) {
   testing::TempDir dir;
   const absl::Time before = absl::Now();
