@@ -179,6 +179,13 @@ absl::StatusOr<unsigned> ParseRoles(absl::string_view field) {
       roles |= Bit(Role::kConsume);
     } else if (role == "admin") {
       roles |= Bit(Role::kAdmin);
+    } else if (role.size() >= kMinTokenBytes) {
+      // Two tokens on one line (a lost newline) put one where the roles
+      // go: never echo what could be a token.
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown role of ", role.size(),
+                       " bytes, not shown: it may be a token (roles are "
+                       "produce, consume, admin)"));
     } else {
       return absl::InvalidArgumentError(absl::StrCat(
           "unknown role \"", role, "\" (roles are produce, consume, admin)"));

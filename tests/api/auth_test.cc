@@ -232,6 +232,28 @@ TEST(AuthorizerTest, BadFilesNameTheLineButNeverTheToken) {
   }
 }
 
+TEST(AuthorizerTest, ATokenWhereRolesGoIsNotShown) {
+  // Two tokens on one line, as when a newline is lost; and one after the
+  // roles of a cert line.
+  for (const char* text :
+       {"abcdefghijklmnop qrstuvwxyz0123456789\n",
+        "abcdefghijklmnop produce,qrstuvwxyz0123456789 orders\n",
+        "cert worker-1 qrstuvwxyz0123456789\n"}) {
+    const absl::Status status = ParseError(text);
+    EXPECT_EQ(status, absl::InvalidArgumentError(
+                          "tokens.txt:1: unknown role of 20 bytes, not shown: "
+                          "it may be a token (roles are produce, consume, "
+                          "admin)"))
+        << text;
+    EXPECT_THAT(status.message(), Not(HasSubstr("qrstuvwxyz"))) << text;
+  }
+  // 15 bytes cannot be a token: shown.
+  EXPECT_EQ(ParseError("abcdefghijklmnop produce-and-all\n"),
+            absl::InvalidArgumentError(
+                "tokens.txt:1: unknown role \"produce-and-all\" (roles are "
+                "produce, consume, admin)"));
+}
+
 TEST(AuthorizerTest, BadCertLinesNameTheLine) {
   struct Case {
     std::string text;
