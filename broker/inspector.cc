@@ -4,6 +4,7 @@
 #include <set>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "broker/publisher.h"
 #include "storage/records.pb.h"
@@ -61,15 +62,6 @@ absl::StatusOr<bool> Inspector::ReadMessage(uint64_t sequence,
   // A dead letter keeps the attempts made in its original topic.
   view.attempt = record.dead_letter_attempts();
   return true;
-}
-
-absl::StatusOr<uint64_t> Inspector::Counter(const std::string& key) {
-  absl::StatusOr<std::optional<std::string>> value =
-      store_->Get(Table::kCounters, key);
-  if (!value.ok()) return value.status();
-  if (!value->has_value()) return 0;
-  return static_cast<uint64_t>(
-      std::max<int64_t>(0, storage::DecodeCounter(**value)));
 }
 
 absl::StatusOr<Inspector::MessageView> Inspector::GetMessage(
@@ -357,21 +349,35 @@ absl::StatusOr<Inspector::ListPage> Inspector::ListInFlight(
 
 absl::StatusOr<std::vector<Inspector::TopicStats>> Inspector::Stats(
     std::optional<std::string_view> only) {
-  // Topics: those with pending messages, and those with groups.
+  // Every count, from the counters that are not 0 (kept in memory by the
+  // store: reading them reads no table).
+  absl::flat_hash_map<std::string, int64_t> counters;
   std::map<std::string, TopicStats> topics;
-  const std::string prefix(storage::kMessagesCounterPrefix);
-  absl::Status scanned = store_->Scan(
-      Table::kCounters, prefix, storage::PrefixEnd(prefix),
-      [&](std::string_view key, std::string_view value) {
-        std::optional<std::string> topic = storage::DecodeMessagesCounter(key);
-        if (topic.has_value() && storage::DecodeCounter(value) > 0) {
-          topics[*topic].topic = *topic;
-        }
-        return true;
-      });
-  if (!scanned.ok()) return scanned;
-  const std::vector<Dispatcher::GroupInfo> groups = dispatcher_->Groups();
-  for (const Dispatcher::GroupInfo& g : groups) topics[g.topic].topic = g.topic;
+  for (auto& [key, value] : store_->NonZeroCounters()) {
+    // Topics: those with pending messages, and those with groups.
+    std::optional<std::string> topic = storage::DecodeMessagesCounter(key);
+    if (topic.has_value() && value > 0) topics[*topic].topic = *topic;
+    counters.emplace(std::move(key), value);
+  }
+  // A counter's value, 0 if absent (never below 0).
+  auto counter = [&](const std::string& key) -> uint64_t {
+    auto it = counters.find(key);
+    return it == counters.end() ? 0 : std::max<int64_t>(0, it->second);
+  };
+  // Groups come by topic and name, so each topic's list is in name order.
+  for (Dispatcher::GroupInfo& g : dispatcher_->Groups()) {
+    if (only.has_value() && g.topic != *only) continue;
+    TopicStats& stats = topics[g.topic];
+    stats.topic = g.topic;
+    GroupStats group;
+    group.ready = counter(storage::ReadyCounter(g.topic, g.group));
+    group.ack_rate = activity_->AckRate(g.topic, g.group);
+    group.group = std::move(g.group);
+    group.created_at = g.created_at;
+    group.in_flight = g.in_flight;
+    group.consumers = static_cast<uint32_t>(g.consumers);
+    stats.groups.push_back(std::move(group));
+  }
   if (only.has_value()) {
     auto it = topics.find(std::string(*only));
     if (it == topics.end()) {
@@ -383,32 +389,16 @@ absl::StatusOr<std::vector<Inspector::TopicStats>> Inspector::Stats(
   }
 
   std::vector<TopicStats> out;
+  out.reserve(topics.size());
   for (auto& [name, stats] : topics) {
-    absl::StatusOr<uint64_t> n = Counter(storage::ScheduledCounter(name));
-    if (!n.ok()) return n.status();
-    stats.scheduled = *n;
-    if (!(n = Counter(storage::MessagesCounter(name))).ok()) return n.status();
-    stats.messages = *n;
-    n = Counter(storage::MessagesCounter(absl::StrCat(name, ".dlq")));
-    if (!n.ok()) return n.status();
-    stats.dead_lettered = *n;
-    if (!(n = Counter(storage::ReadyCounter(name, ""))).ok()) return n.status();
-    stats.ready = *n;
-    for (const Dispatcher::GroupInfo& g : groups) {
-      if (g.topic != name) continue;
-      GroupStats group;
-      group.group = g.group;
-      group.created_at = g.created_at;
-      if (!(n = Counter(storage::ReadyCounter(name, g.group))).ok()) {
-        return n.status();
-      }
-      group.ready = *n;
-      group.in_flight = g.in_flight;
-      group.consumers = static_cast<uint32_t>(g.consumers);
-      group.ack_rate = activity_->AckRate(name, g.group);
+    stats.scheduled = counter(storage::ScheduledCounter(name));
+    stats.messages = counter(storage::MessagesCounter(name));
+    stats.dead_lettered =
+        counter(storage::MessagesCounter(absl::StrCat(name, ".dlq")));
+    stats.ready = counter(storage::ReadyCounter(name, ""));
+    for (const GroupStats& group : stats.groups) {
       stats.ready += group.ready;
       stats.in_flight += group.in_flight;
-      stats.groups.push_back(std::move(group));
     }
     stats.activity = activity_->Topic(name);
     out.push_back(std::move(stats));

@@ -26,12 +26,12 @@ enum class MessageState {
   kDead = 4
 };
 
-// Read-only views of what the broker holds, for the Admin service: one
-// message, pages of a topic's messages by state, and stats. Reads the store
-// and the dispatcher's view of groups and consumers; counts come from the
-// exact counters (storage/README.md).
+// Read-only views of what the broker holds, for the Admin service and the
+// metrics: one message, pages of a topic's messages by state, and stats.
+// Reads the store and the dispatcher's view of groups and consumers; counts
+// come from the exact counters (storage/README.md).
 //
-// Thread-safe; calls block on store reads.
+// Thread-safe; GetMessage and List block on store reads.
 class Inspector {
  public:
   // REQUIRES: the pointers outlive the inspector.
@@ -118,7 +118,10 @@ class Inspector {
     std::vector<GroupStats> groups;  // In name order.
   };
   // Every topic with pending messages or groups, in name order; or only
-  // `topic` (NOT_FOUND if it has neither).
+  // `topic` (NOT_FOUND if it has neither). Reads no table: the counts are
+  // the store's non-zero counters, kept in memory
+  // (MessageStore::NonZeroCounters), so a call costs the topics and groups
+  // that hold messages plus the groups, however many topics ever existed.
   absl::StatusOr<std::vector<TopicStats>> Stats(
       std::optional<std::string_view> topic);
 
@@ -126,8 +129,6 @@ class Inspector {
   // Fills `view` from the stored message `sequence`; false if it is gone.
   absl::StatusOr<bool> ReadMessage(uint64_t sequence, size_t preview_bytes,
                                    MessageView& view);
-  // A counter's value, 0 if absent (never below 0).
-  absl::StatusOr<uint64_t> Counter(const std::string& key);
   absl::StatusOr<ListPage> ListScheduledOrDead(const ListQuery& query);
   absl::StatusOr<ListPage> ListReady(const ListQuery& query);
   absl::StatusOr<ListPage> ListInFlight(const ListQuery& query);

@@ -129,6 +129,18 @@ class MemoryStoreImpl final : public MessageStore {
     return map.rbegin()->first;
   }
 
+  std::vector<std::pair<std::string, int64_t>> NonZeroCounters() override {
+    absl::ReaderMutexLock lock(&mu_);
+    std::vector<std::pair<std::string, int64_t>> counters;
+    for (const auto& [key, value] :
+         tables_[static_cast<int>(Table::kCounters)]) {
+      if (const int64_t n = DecodeCounter(value); n != 0) {
+        counters.emplace_back(key, n);
+      }
+    }
+    return counters;
+  }
+
   StoreStats Stats() override {
     absl::ReaderMutexLock lock(&mu_);
     StoreStats stats;

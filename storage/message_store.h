@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/functional/function_ref.h"
@@ -181,6 +182,17 @@ class MessageStore {
 
   // The greatest key of `table`, or nullopt if it is empty.
   virtual absl::StatusOr<std::optional<std::string>> LastKey(Table table) = 0;
+
+  // Every counter of Table::kCounters whose value is not 0, with its value,
+  // in key order: what a Scan of the table shows, without the zeros. Sees
+  // every Write that returned before the call, and each concurrent Write's
+  // counters all or none. Cannot fail: RocksDbStore keeps these counters in
+  // memory (read once when it opens, changed by each Write), so a call
+  // costs the number of non-zero counters (the topics and groups holding
+  // messages), not a read of every counter ever written, most of which end
+  // at 0 and stay in the table. Exact as long as counters change only by
+  // WriteBatch::Add, as the table's contract says.
+  virtual std::vector<std::pair<std::string, int64_t>> NonZeroCounters() = 0;
 
   virtual StoreStats Stats() = 0;
 };

@@ -10,6 +10,8 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -17,9 +19,11 @@
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "rocksdb/cache.h"
 #include "rocksdb/convenience.h"
 #include "rocksdb/db.h"
@@ -348,7 +352,9 @@ class RocksDbStoreImpl final : public MessageStore {
       needs_resume_.store(false, std::memory_order_release);
     }
     rocksdb::WriteBatch rocks_batch(batch.ByteSize() + 16 * batch.size());
+    bool changes_counters = false;
     for (const WriteBatch::Operation& op : batch.operations()) {
+      changes_counters |= op.table == Table::kCounters;
       rocksdb::ColumnFamilyHandle* cf = Handle(op.table);
       rocksdb::Status s;
       switch (op.kind) {
@@ -370,6 +376,12 @@ class RocksDbStoreImpl final : public MessageStore {
     if (!s.ok()) {
       needs_resume_.store(true, std::memory_order_release);
       return ToStatus(s, Context("write"));
+    }
+    if (changes_counters) {
+      absl::MutexLock lock(&counters_mu_);
+      for (const WriteBatch::Operation& op : batch.operations()) {
+        if (op.table == Table::kCounters) ApplyToCountersLocked(op);
+      }
     }
     return absl::OkStatus();
   }
@@ -440,6 +452,29 @@ class RocksDbStoreImpl final : public MessageStore {
     return it->key().ToString();
   }
 
+  std::vector<std::pair<std::string, int64_t>> NonZeroCounters() override {
+    absl::MutexLock lock(&counters_mu_);
+    return {counters_.begin(), counters_.end()};
+  }
+
+  // Reads the counters table into memory, for NonZeroCounters. Called once,
+  // by Open, before anything writes.
+  absl::Status LoadCounters() {
+    std::map<std::string, int64_t, std::less<>> counters;
+    absl::Status scanned =
+        Scan(Table::kCounters, "", "",
+             [&](std::string_view key, std::string_view value) {
+               if (const int64_t n = DecodeCounter(value); n != 0) {
+                 counters.emplace(key, n);
+               }
+               return true;
+             });
+    if (!scanned.ok()) return scanned;
+    absl::MutexLock lock(&counters_mu_);
+    counters_ = std::move(counters);
+    return absl::OkStatus();
+  }
+
   StoreStats Stats() override {
     StoreStats stats;
     uint64_t value = 0;
@@ -468,6 +503,34 @@ class RocksDbStoreImpl final : public MessageStore {
     return absl::StrCat(what, " in data dir ", path_);
   }
 
+  // Applies one written operation on Table::kCounters to counters_.
+  void ApplyToCountersLocked(const WriteBatch::Operation& op)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(counters_mu_) {
+    auto it = counters_.find(op.key);
+    int64_t n = it == counters_.end() ? 0 : it->second;
+    switch (op.kind) {
+      case WriteBatch::Operation::Kind::kPut:
+        n = DecodeCounter(op.value);
+        break;
+      case WriteBatch::Operation::Kind::kDelete:
+        n = 0;
+        break;
+      case WriteBatch::Operation::Kind::kAdd:
+        // In uint64_t, so that an overflow wraps instead of being undefined.
+        n = static_cast<int64_t>(
+            static_cast<uint64_t>(n) +
+            static_cast<uint64_t>(DecodeCounter(op.value)));
+        break;
+    }
+    if (n == 0) {
+      if (it != counters_.end()) counters_.erase(it);
+    } else if (it != counters_.end()) {
+      it->second = n;
+    } else {
+      counters_.emplace(op.key, n);
+    }
+  }
+
   // Constant after construction.
   const std::string path_;
   const bool sync_;
@@ -479,6 +542,16 @@ class RocksDbStoreImpl final : public MessageStore {
 
   // Set after a failed write; the next write calls Resume first.
   std::atomic<bool> needs_resume_{false};
+
+  // The non-zero counters of Table::kCounters, as the table holds them once
+  // the Writes that returned are applied. A Write changes them after the
+  // database took it, under the lock: concurrent Writes may reach them in
+  // another order than the database's, which leaves the same sums since
+  // Adds commute (a Put or Delete of a counter, which the contract rules
+  // out, would not).
+  absl::Mutex counters_mu_;
+  std::map<std::string, int64_t, std::less<>> counters_
+      ABSL_GUARDED_BY(counters_mu_);
 };
 
 // Checks the format version of an opened store, writing it if the store is
@@ -572,6 +645,9 @@ absl::StatusOr<std::unique_ptr<MessageStore>> RocksDbStore::Open(
   if (absl::Status version = CheckFormatVersion(*store, options.path);
       !version.ok()) {
     return version;
+  }
+  if (absl::Status counters = store->LoadCounters(); !counters.ok()) {
+    return counters;
   }
   return store;
 }

@@ -4,8 +4,9 @@
 // topics that once held a message and hold none now (each got one message,
 // which was cancelled), then times
 // Registry::Render, which runs the engine's collector as a scrape does.
-// Counters per scrape: the store reads it made (Get and MultiGet calls,
-// keys visited by Scan).
+// Counters per scrape: the store reads it made (keys read by Get and
+// MultiGet, keys visited by Scan) and the counters it took from the store's
+// memory (NonZeroCounters).
 //
 //   build/dev/tests/bench/metrics_scrape_bench
 
@@ -68,15 +69,25 @@ class CountingStore final : public storage::MessageStore {
   absl::StatusOr<std::optional<std::string>> LastKey(Table table) override {
     return inner_->LastKey(table);
   }
+  std::vector<std::pair<std::string, int64_t>> NonZeroCounters() override {
+    std::vector<std::pair<std::string, int64_t>> counters =
+        inner_->NonZeroCounters();
+    from_memory_.fetch_add(counters.size(), std::memory_order_relaxed);
+    return counters;
+  }
   storage::StoreStats Stats() override { return inner_->Stats(); }
 
   uint64_t gets() const { return gets_.load(std::memory_order_relaxed); }
   uint64_t scanned() const { return scanned_.load(std::memory_order_relaxed); }
+  uint64_t from_memory() const {
+    return from_memory_.load(std::memory_order_relaxed);
+  }
 
  private:
   const std::unique_ptr<storage::MessageStore> inner_;
   std::atomic<uint64_t> gets_{0};
   std::atomic<uint64_t> scanned_{0};
+  std::atomic<uint64_t> from_memory_{0};
 };
 
 struct Fixture {
@@ -135,11 +146,14 @@ void BM_Scrape(benchmark::State& state) {
   auto f = Build(state.range(0), state.range(1));
   const uint64_t gets = f->store->gets();
   const uint64_t scanned = f->store->scanned();
+  const uint64_t from_memory = f->store->from_memory();
   size_t bytes = 0;
   for (auto _ : state) bytes = f->registry.Render().size();
   const double scrapes = static_cast<double>(state.iterations());
   state.counters["gets"] = (f->store->gets() - gets) / scrapes;
   state.counters["scanned"] = (f->store->scanned() - scanned) / scrapes;
+  state.counters["from_memory"] =
+      (f->store->from_memory() - from_memory) / scrapes;
   state.counters["bytes"] = static_cast<double>(bytes);
   f->engine.reset();  // Stops collecting before the registry goes.
 }

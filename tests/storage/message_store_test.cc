@@ -314,6 +314,62 @@ TEST_P(MessageStoreTest, CountersAddUpAcrossBatchesAndReopen) {
                           Pair("other", EncodeCounter(7))));
 }
 
+TEST_P(MessageStoreTest, NonZeroCountersListsCountersNotAt0InKeyOrder) {
+  EXPECT_THAT(store_->NonZeroCounters(), IsEmpty());
+  WriteBatch first;
+  first.Add(MessagesCounter("b"), 2);
+  first.Add(MessagesCounter("a"), 1);
+  first.Add(ReadyCounter("a", "g"), 1);
+  first.Put(Table::kMessages, "m", EncodeCounter(7));  // Not a counter.
+  ASSERT_TRUE(store_->Write(first).ok());
+  WriteBatch second;
+  second.Add(MessagesCounter("a"), -1);  // Back to 0: left out.
+  second.Add(ReadyCounter("a", "g"), -3);
+  ASSERT_TRUE(store_->Write(second).ok());
+  EXPECT_THAT(store_->NonZeroCounters(),
+              ElementsAre(Pair(MessagesCounter("b"), 2),
+                          Pair(ReadyCounter("a", "g"), -2)));
+  // A counter at 0 stays in the table, and out of NonZeroCounters after a
+  // reopen too.
+  EXPECT_THAT(Get(Table::kCounters, MessagesCounter("a")),
+              Optional(EncodeCounter(0)));
+  Reopen();
+  EXPECT_THAT(store_->NonZeroCounters(),
+              ElementsAre(Pair(MessagesCounter("b"), 2),
+                          Pair(ReadyCounter("a", "g"), -2)));
+  WriteBatch third;
+  third.Add(MessagesCounter("a"), 5);
+  third.Add(MessagesCounter("b"), -2);
+  ASSERT_TRUE(store_->Write(third).ok());
+  EXPECT_THAT(store_->NonZeroCounters(),
+              ElementsAre(Pair(MessagesCounter("a"), 5),
+                          Pair(ReadyCounter("a", "g"), -2)));
+}
+
+// Writes from many threads at once: the counters in memory end where the
+// table does.
+TEST_P(MessageStoreTest, NonZeroCountersMatchTheTableAfterConcurrentWrites) {
+  std::vector<std::thread> writers;
+  for (int t = 0; t < 4; ++t) {
+    writers.emplace_back([&, t] {
+      for (int i = 0; i < 200; ++i) {
+        WriteBatch batch;
+        batch.Add(MessagesCounter("shared"), i % 2 == 0 ? 3 : -1);
+        batch.Add(MessagesCounter(absl::StrCat("own-", t)), 1);
+        ASSERT_TRUE(store_->Write(batch).ok());
+      }
+    });
+  }
+  for (std::thread& writer : writers) writer.join();
+  std::vector<std::pair<std::string, int64_t>> scanned;
+  for (const auto& [key, value] : ScanAll(*store_, Table::kCounters)) {
+    scanned.emplace_back(key, DecodeCounter(value));
+  }
+  EXPECT_EQ(store_->NonZeroCounters(), scanned);
+  EXPECT_THAT(scanned, ::testing::Contains(
+                           Pair(MessagesCounter("shared"), 4 * 100 * (3 - 1))));
+}
+
 // Operations as (key, value) pairs, counter values decoded.
 std::vector<std::pair<std::string, std::string>> KeysAndValues(
     const WriteBatch& batch) {

@@ -1,6 +1,7 @@
 #ifndef HOURGLASS_TESTS_TESTING_FORWARDING_STORE_H_
 #define HOURGLASS_TESTS_TESTING_FORWARDING_STORE_H_
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -37,6 +38,9 @@ class ForwardingStore : public storage::MessageStore {
   absl::StatusOr<std::optional<std::string>> LastKey(
       storage::Table table) override {
     return inner_->LastKey(table);
+  }
+  std::vector<std::pair<std::string, int64_t>> NonZeroCounters() override {
+    return inner_->NonZeroCounters();
   }
   storage::StoreStats Stats() override { return inner_->Stats(); }
 
