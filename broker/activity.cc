@@ -157,6 +157,7 @@ Activity::TopicState& Activity::StateLocked(std::string_view topic,
     }
   }
   it->second.last_active = now_second;
+  it->second.last_event = ++events_;
   return it->second;
 }
 
@@ -221,6 +222,43 @@ Activity::TopicView Activity::Topic(std::string_view topic) {
   view.delivery_rate = it->second.delivered.PerSecond(now);
   view.lateness = it->second.lateness.Get(now / 10);
   return view;
+}
+
+uint64_t Activity::EventMark() {
+  absl::MutexLock lock(&mu_);
+  return events_;
+}
+
+size_t Activity::ForgetTopicsExcept(
+    const absl::flat_hash_set<std::string>& live, uint64_t mark) {
+  absl::MutexLock lock(&mu_);
+  // Topics with events after `mark`; never erased below, so the views stay
+  // valid.
+  absl::flat_hash_set<absl::string_view> recent;
+  for (const auto& [topic, state] : topics_) {
+    if (state.last_event > mark) recent.insert(topic);
+  }
+  auto gone = [&](const std::string& topic) {
+    return !live.contains(topic) && !recent.contains(topic);
+  };
+  // Every family has a child for the same topics (StateLocked adds them
+  // together). Totals outlive the states of idle topics, so the families,
+  // not topics_, list them.
+  size_t removed = 0;
+  for (metrics::CounterFamily* family :
+       {families_.published, families_.delivered, families_.redelivered,
+        families_.acked, families_.nacked, families_.dead_lettered,
+        families_.cancelled}) {
+    if (family == nullptr) continue;
+    removed = std::max(
+        removed, family->RemoveIf([&](absl::Span<const std::string> labels) {
+          return gone(labels[0]);
+        }));
+  }
+  // The states of gone topics hold the removed children: drop them, so
+  // that a later event makes new ones.
+  std::erase_if(topics_, [&](const auto& entry) { return gone(entry.first); });
+  return removed;
 }
 
 double Activity::AckRate(std::string_view topic, std::string_view group) {

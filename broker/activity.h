@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
@@ -28,7 +29,8 @@ namespace hourglass::broker {
 // Counts go into one-second buckets and lateness into ten-second
 // histograms with buckets 10% apart, so a percentile is within 10% of the
 // true value and memory per topic is a few kilobytes, however busy it is.
-// Topics idle for a minute are forgotten.
+// Topics idle for a minute are forgotten by the first view, but their
+// Prometheus totals stay until ForgetTopicsExcept says the topic is gone.
 //
 // Thread-safe.
 class Activity {
@@ -60,6 +62,19 @@ class Activity {
   // Acks per second over the last minute.
   double AckRate(std::string_view topic, std::string_view group);
 
+  // Where the sequence of events (the calls above that count) stands, for
+  // ForgetTopicsExcept.
+  uint64_t EventMark();
+  // Forgets every topic that is not in `live` and had no event after `mark`
+  // (EventMark's result when `live` was read): its rates and lateness, and
+  // its Prometheus totals, which stop being rendered. A topic that has an
+  // event later starts again from zero (a counter reset, to Prometheus).
+  // Events after `mark` keep a topic, so that one whose first message was
+  // published while `live` was read is not forgotten with its count.
+  // Returns how many topics' totals were removed.
+  size_t ForgetTopicsExcept(const absl::flat_hash_set<std::string>& live,
+                            uint64_t mark);
+
  private:
   static constexpr int kSeconds = 60;
   // Lateness buckets: bucket b holds values up to kBase * 1.1^b.
@@ -90,6 +105,7 @@ class Activity {
     Rate delivered;
     Lateness lateness;
     int64_t last_active = 0;
+    uint64_t last_event = 0;  // In the sequence of events_.
     TopicCounters counters;
   };
   // Prometheus families; null without a registry.
@@ -118,6 +134,8 @@ class Activity {
   std::map<std::string, TopicState, std::less<>> topics_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<std::string, std::string>, Rate> acks_
       ABSL_GUARDED_BY(mu_);
+  // Events counted so far.
+  uint64_t events_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace hourglass::broker

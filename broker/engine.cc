@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "storage/keys.h"
 #include "storage/records.pb.h"
@@ -103,11 +104,17 @@ void Engine::Publish(std::vector<NewMessage> messages, PublishCallback done) {
 }
 
 std::optional<EngineMetrics::Snapshot> Engine::MetricsSnapshot() {
+  // Taken first: a topic with events from here on keeps its totals, even if
+  // the stats below were read before its first message was.
+  const uint64_t mark = activity_.EventMark();
   absl::StatusOr<std::vector<Inspector::TopicStats>> stats =
       inspector_->Stats(std::nullopt);
   if (!stats.ok()) return std::nullopt;
   EngineMetrics::Snapshot s;
+  absl::flat_hash_set<std::string> live;
+  live.reserve(stats->size());
   for (const Inspector::TopicStats& t : *stats) {
+    live.insert(t.topic);
     s.scheduled.emplace_back(t.topic, t.scheduled);
     uint64_t in_groups = 0;
     for (const Inspector::GroupStats& g : t.groups) {
@@ -128,6 +135,9 @@ std::optional<EngineMetrics::Snapshot> Engine::MetricsSnapshot() {
   s.live_data_bytes = store.live_data_bytes;
   s.pending_compaction_bytes = store.pending_compaction_bytes;
   s.disk_bytes = store.disk_bytes;
+  // The gauges show only what `stats` lists; the totals of topics that are
+  // gone (no pending message, no group) go too.
+  activity_.ForgetTopicsExcept(live, mark);
   return s;
 }
 

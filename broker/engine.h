@@ -141,7 +141,8 @@ class Engine {
          uint64_t next_sequence);
 
   absl::Status Dispatch(const std::vector<ScheduledEntry>& chunk);
-  // What the metrics gauges show, read at scrape time.
+  // What the metrics gauges show, read at scrape time. Also removes the
+  // per-topic totals of topics that are gone (EngineMetrics says when).
   std::optional<EngineMetrics::Snapshot> MetricsSnapshot();
   // Finds the scheduled message (topic, id) and starts changing it
   // (Scheduler::BeginCancel): its key, NOT_FOUND, ABORTED, or the store's

@@ -31,6 +31,33 @@ namespace hourglass::broker {
 // hourglass_store_{live_data,pending_compaction,disk}_bytes. The waiting
 // area of a topic with no group is reported as group "".
 //
+// Series per topic and group exist only while their topic or group does,
+// so their number follows what the broker holds, not its history. A topic
+// exists while it holds a pending message (scheduled, ready in a group or
+// its waiting area, in flight, or dead-lettered into it: its `messages`
+// counter is above 0) or has a registered group; a group exists from its
+// registration until it is deleted. Each scrape shows the topics and groups
+// that exist when it reads them (Inspector::Stats):
+//   per topic: hourglass_scheduled, and the seven hourglass_*_total
+//              counters of Activity (removed with the topic,
+//              Activity::ForgetTopicsExcept; one that comes back starts
+//              them at 0, which Prometheus reads as a counter reset);
+//   per group: hourglass_ready, hourglass_in_flight, hourglass_consumers;
+//              the same three for a waiting area while it holds messages.
+// A deleted group's series are gone from the next scrape, and so are those
+// of a topic left without messages and groups (purged, cancelled, drained),
+// except that a topic with an event while a scrape reads keeps its totals
+// until the scrape after. So a scrape renders at most
+//   8 T + 3 (G + W)
+// labelled series, T topics that exist (dead-letter topics count), G groups
+// and W <= T waiting areas holding messages, besides a fixed set of
+// unlabelled ones. Series of topics that were gone by the last scrape take
+// no memory; those that went since stay in memory until the next.
+//
+// A scrape reads no table: counts come from the store's non-zero counters
+// in memory and from the dispatcher (Inspector::Stats), so it costs
+// O(T + G), however many topics ever existed.
+//
 // Thread-safe.
 class EngineMetrics {
  public:

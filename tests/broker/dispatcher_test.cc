@@ -11,6 +11,9 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "broker/engine.h"
@@ -462,6 +465,140 @@ TEST_F(DispatcherTest, MetricsCountEveryDeliveryOfAStep) {
        }) {
     EXPECT_THAT(text, ::testing::HasSubstr(line));
   }
+  engine_.reset();  // Stops collecting before the registry goes.
+}
+
+// The lines of a scrape that hold `labels` (such as `topic="t"`), in order.
+std::vector<std::string> SeriesWith(const std::string& text,
+                                    std::string_view labels) {
+  std::vector<std::string> lines;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    if (absl::StrContains(line,
+                          absl::string_view(labels.data(), labels.size()))) {
+      lines.emplace_back(line);
+    }
+  }
+  return lines;
+}
+
+// A deleted group's series leave the scrape; its topic's and the other
+// group's stay.
+TEST_F(DispatcherTest, MetricsDropTheSeriesOfADeletedGroup) {
+  metrics::Registry registry;
+  options_.metrics = &registry;
+  Reopen();
+  auto consumer = std::make_shared<FakeConsumer>();
+  Subscribe("t", "kept", consumer, /*max_in_flight=*/1);
+  ASSERT_TRUE(dispatcher().RegisterGroup("t", "doomed").ok());
+  Publish("t", "a", absl::ZeroDuration());
+  RunAt(absl::Milliseconds(1));
+  ASSERT_THAT(Ids(consumer->Take()), ElementsAre("a@1"));
+  EXPECT_THAT(SeriesWith(registry.Render(), "topic=\"t\""),
+              ElementsAre("hourglass_acked_total{topic=\"t\"} 0",
+                          "hourglass_cancelled_total{topic=\"t\"} 0",
+                          "hourglass_consumers{topic=\"t\",group=\"doomed\"} 0",
+                          "hourglass_consumers{topic=\"t\",group=\"kept\"} 1",
+                          "hourglass_dead_lettered_total{topic=\"t\"} 0",
+                          "hourglass_delivered_total{topic=\"t\"} 1",
+                          "hourglass_in_flight{topic=\"t\",group=\"doomed\"} 0",
+                          "hourglass_in_flight{topic=\"t\",group=\"kept\"} 1",
+                          "hourglass_nacked_total{topic=\"t\"} 0",
+                          "hourglass_published_total{topic=\"t\"} 1",
+                          "hourglass_ready{topic=\"t\",group=\"doomed\"} 1",
+                          "hourglass_ready{topic=\"t\",group=\"kept\"} 0",
+                          "hourglass_redelivered_total{topic=\"t\"} 0",
+                          "hourglass_scheduled{topic=\"t\"} 0"));
+
+  std::optional<absl::StatusOr<uint64_t>> removed;
+  dispatcher().DeleteGroup("t", "doomed",
+                           [&](absl::StatusOr<uint64_t> n) { removed = n; });
+  RunAt(absl::Milliseconds(2));
+  ASSERT_TRUE(removed.has_value());
+  ASSERT_TRUE(removed->ok()) << removed->status();
+  EXPECT_EQ(**removed, 1u);
+  EXPECT_THAT(SeriesWith(registry.Render(), "topic=\"t\""),
+              ElementsAre("hourglass_acked_total{topic=\"t\"} 0",
+                          "hourglass_cancelled_total{topic=\"t\"} 0",
+                          "hourglass_consumers{topic=\"t\",group=\"kept\"} 1",
+                          "hourglass_dead_lettered_total{topic=\"t\"} 0",
+                          "hourglass_delivered_total{topic=\"t\"} 1",
+                          "hourglass_in_flight{topic=\"t\",group=\"kept\"} 1",
+                          "hourglass_nacked_total{topic=\"t\"} 0",
+                          "hourglass_published_total{topic=\"t\"} 1",
+                          "hourglass_ready{topic=\"t\",group=\"kept\"} 0",
+                          "hourglass_redelivered_total{topic=\"t\"} 0",
+                          "hourglass_scheduled{topic=\"t\"} 0"));
+  engine_.reset();  // Stops collecting before the registry goes.
+}
+
+// A topic left without messages and groups is gone: its series leave the
+// scrape, whether its messages were cancelled or purged; topics that hold
+// messages or have a group keep theirs. A gone topic that comes back
+// starts its totals at 0.
+TEST_F(DispatcherTest, MetricsDropTheSeriesOfTopicsThatAreGone) {
+  metrics::Registry registry;
+  options_.metrics = &registry;
+  Reopen();
+  Publish("cancelled", "x", absl::Hours(1));
+  Publish("cancelled", "y", absl::Hours(1));
+  Publish("purged", "p", absl::ZeroDuration());
+  Publish("live", "l", absl::Hours(1));
+  ASSERT_TRUE(dispatcher().RegisterGroup("grouped", "g").ok());
+  RunAt(absl::Milliseconds(1));  // p waits in its topic's waiting area.
+  const std::string before = registry.Render();
+  EXPECT_THAT(
+      SeriesWith(before, "topic=\"cancelled\""),
+      ::testing::Contains("hourglass_scheduled{topic=\"cancelled\"} 2"));
+  EXPECT_THAT(
+      SeriesWith(before, "topic=\"purged\""),
+      ::testing::Contains("hourglass_ready{topic=\"purged\",group=\"\"} 1"));
+
+  for (const char* id : {"x", "y"}) {
+    absl::Notification cancelled;
+    engine_->Cancel("cancelled", id, [&](absl::Status s) {
+      EXPECT_TRUE(s.ok()) << s;
+      cancelled.Notify();
+    });
+    cancelled.WaitForNotification();
+  }
+  std::optional<absl::StatusOr<uint64_t>> purged;
+  dispatcher().PurgeReady("purged",
+                          [&](absl::StatusOr<uint64_t> n) { purged = n; });
+  RunAt(absl::Milliseconds(2));
+  ASSERT_TRUE(purged.has_value());
+  ASSERT_TRUE(purged->ok()) << purged->status();
+  EXPECT_EQ(**purged, 1u);
+
+  const std::string after = registry.Render();
+  EXPECT_THAT(SeriesWith(after, "topic=\"cancelled\""), IsEmpty());
+  EXPECT_THAT(SeriesWith(after, "topic=\"purged\""), IsEmpty());
+  EXPECT_THAT(SeriesWith(after, "topic=\"live\""),
+              ElementsAre("hourglass_acked_total{topic=\"live\"} 0",
+                          "hourglass_cancelled_total{topic=\"live\"} 0",
+                          "hourglass_dead_lettered_total{topic=\"live\"} 0",
+                          "hourglass_delivered_total{topic=\"live\"} 0",
+                          "hourglass_nacked_total{topic=\"live\"} 0",
+                          "hourglass_published_total{topic=\"live\"} 1",
+                          "hourglass_redelivered_total{topic=\"live\"} 0",
+                          "hourglass_scheduled{topic=\"live\"} 1"));
+  EXPECT_THAT(
+      SeriesWith(after, "topic=\"grouped\""),
+      ElementsAre("hourglass_consumers{topic=\"grouped\",group=\"g\"} 0",
+                  "hourglass_in_flight{topic=\"grouped\",group=\"g\"} 0",
+                  "hourglass_ready{topic=\"grouped\",group=\"g\"} 0",
+                  "hourglass_scheduled{topic=\"grouped\"} 0"));
+
+  Publish("cancelled", "z", absl::Hours(1));
+  EXPECT_THAT(
+      SeriesWith(registry.Render(), "topic=\"cancelled\""),
+      ElementsAre("hourglass_acked_total{topic=\"cancelled\"} 0",
+                  "hourglass_cancelled_total{topic=\"cancelled\"} 0",
+                  "hourglass_dead_lettered_total{topic=\"cancelled\"} 0",
+                  "hourglass_delivered_total{topic=\"cancelled\"} 0",
+                  "hourglass_nacked_total{topic=\"cancelled\"} 0",
+                  "hourglass_published_total{topic=\"cancelled\"} 1",
+                  "hourglass_redelivered_total{topic=\"cancelled\"} 0",
+                  "hourglass_scheduled{topic=\"cancelled\"} 1"));
   engine_.reset();  // Stops collecting before the registry goes.
 }
 
