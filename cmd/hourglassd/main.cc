@@ -45,6 +45,13 @@ ABSL_FLAG(std::string, data_dir, "./data",
 ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9464",
           "host:port of the Prometheus endpoint, /metrics. Port 0 lets the "
           "OS choose one.");
+ABSL_FLAG(absl::Duration, metrics_request_timeout, absl::Seconds(5),
+          "Longest a /metrics connection may take once a worker serves it "
+          "(reading the request, writing the answer); past it the connection "
+          "is closed, so slow clients cannot hold the workers.");
+ABSL_FLAG(uint32_t, metrics_max_queued_connections, 4,
+          "/metrics connections that may wait while all 4 workers are busy; "
+          "past them a connection is answered 503 at once.");
 ABSL_FLAG(std::string, durability, "sync",
           "sync: Publish answers after fsync; async: after the write-ahead "
           "log write, without fsync.");
@@ -320,6 +327,16 @@ int main(int argc, char** argv) {
     }
   }
 
+  hourglass::api::MetricsServer::Options metrics_options;
+  metrics_options.request_timeout =
+      absl::GetFlag(FLAGS_metrics_request_timeout);
+  metrics_options.max_queued =
+      absl::GetFlag(FLAGS_metrics_max_queued_connections);
+  if (metrics_options.request_timeout < absl::Milliseconds(100)) {
+    Fail(absl::StrCat("--metrics_request_timeout must be at least 100ms, not ",
+                      absl::FormatDuration(metrics_options.request_timeout)));
+  }
+
   const uint64_t max_request_bytes = absl::GetFlag(FLAGS_max_request_bytes);
   if (max_request_bytes < 1024 || max_request_bytes > INT32_MAX) {
     Fail(absl::StrCat("--max_request_bytes must be between 1024 and ",
@@ -354,8 +371,8 @@ int main(int argc, char** argv) {
   // and no broker work is started only to be dropped; announced after the
   // gRPC address, which tools read first.
   const std::string metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
-  auto metrics_server =
-      hourglass::api::MetricsServer::Start(metrics_listen, &registry);
+  auto metrics_server = hourglass::api::MetricsServer::Start(
+      metrics_listen, &registry, metrics_options);
   if (!metrics_server.ok())
     Fail(std::string(metrics_server.status().message()));
 
@@ -372,15 +389,17 @@ int main(int argc, char** argv) {
   // line each).
   spdlog::info(
       "hourglassd {} running with --listen={} --data_dir={} "
-      "--metrics_listen={} "
+      "--metrics_listen={} --metrics_request_timeout={} "
+      "--metrics_max_queued_connections={} "
       "--durability={} --horizon={} --block_cache_mb={} "
       "--max_payload_bytes={} --max_delay={} --max_batch={} "
       "--max_attempts={} --ack_timeout={} --max_credit={} --max_streams={} "
       "--shutdown_grace={} --tls={} --auth_tokens={}",
       HOURGLASS_VERSION, absl::GetFlag(FLAGS_listen),
       absl::GetFlag(FLAGS_data_dir), absl::GetFlag(FLAGS_metrics_listen),
-      durability, absl::FormatDuration(horizon), block_cache_mb,
-      absl::GetFlag(FLAGS_max_payload_bytes),
+      absl::FormatDuration(metrics_options.request_timeout),
+      metrics_options.max_queued, durability, absl::FormatDuration(horizon),
+      block_cache_mb, absl::GetFlag(FLAGS_max_payload_bytes),
       absl::FormatDuration(absl::GetFlag(FLAGS_max_delay)),
       absl::GetFlag(FLAGS_max_batch), max_attempts,
       absl::FormatDuration(ack_timeout), absl::GetFlag(FLAGS_max_credit),

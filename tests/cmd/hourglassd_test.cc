@@ -438,6 +438,21 @@ TEST(HourglassdTest, RefusesAMalformedMetricsAddressWithOneLine) {
       << result.output;
 }
 
+TEST(HourglassdTest, RefusesAMetricsRequestTimeoutBelow100msWithOneLine) {
+  testing::TempDir dir;
+  const testing::RunResult result = testing::Run(
+      Daemon({"--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0",
+              "--metrics_request_timeout=50ms",
+              "--data_dir=" + dir.path() + "/data"}),
+      kTimeout);
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_THAT(result.output,
+              HasSubstr("hourglassd: --metrics_request_timeout must be at "
+                        "least 100ms, not 50ms\n"));
+  EXPECT_EQ(std::count(result.output.begin(), result.output.end(), '\n'), 1)
+      << result.output;
+}
+
 TEST(HourglassdTest, ReadsAFlagFile) {
   testing::TempDir dir;
   const std::string flagfile = dir.path() + "/hourglassd.flags";
