@@ -29,8 +29,9 @@ namespace hourglass::broker {
 // Counts go into one-second buckets and lateness into ten-second
 // histograms with buckets 10% apart, so a percentile is within 10% of the
 // true value and memory per topic is a few kilobytes, however busy it is.
-// Topics idle for a minute are forgotten by the first view, but their
-// Prometheus totals stay until ForgetTopicsExcept says the topic is gone.
+// Topics idle for a minute are forgotten when another topic first counts
+// something; their Prometheus totals stay until ForgetTopicsExcept removes
+// them, once the topic is gone.
 //
 // Thread-safe.
 class Activity {
