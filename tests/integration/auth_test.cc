@@ -74,7 +74,7 @@ class AuthTest : public ::testing::Test {
     ASSERT_TRUE(daemon.ok()) << daemon.status();
     daemon_ = *std::move(daemon);
     // Groups the tests subscribe to with tokens that may not create them.
-    for (const char* topic : {"orders", "orders.eu", "reload"}) {
+    for (const char* topic : {"orders", "orders.eu", "reload", "still"}) {
       ASSERT_TRUE(CreateGroup(kAll, topic, "g").ok());
     }
   }

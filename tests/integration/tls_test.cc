@@ -5,8 +5,6 @@
 
 #include <sys/stat.h>
 
-#include <sys/stat.h>
-
 #include <fstream>
 #include <memory>
 #include <optional>
@@ -21,6 +19,7 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
+#include "hourglass/v1/admin.grpc.pb.h"
 #include "tests/testing/broker_client.h"
 #include "tests/testing/daemon.h"
 #include "tests/testing/subprocess.h"
@@ -306,7 +305,20 @@ TEST_F(TlsTest, CertLinesGrantRolesToClientCertificates) {
                      "\"orders\""));
 
   // Granted by a URI among its alternative names (its common name has a
-  // space): it consumes what the worker publishes, and may not publish.
+  // space): it consumes what the worker publishes, and may not publish. Its
+  // group is an admin's to create.
+  {
+    auto admin = hourglass::v1::Admin::NewStub(
+        daemon_->Channel(certs_->Credentials("client"), kAdmin));
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + kTimeout));
+    hourglass::v1::CreateGroupRequest request;
+    request.set_topic("orders");
+    request.set_group("g");
+    hourglass::v1::Group created;
+    EXPECT_EQ(Describe(admin->CreateGroup(&context, request, &created)),
+              Describe(grpc::Status::OK));
+  }
   testing::BrokerClient billing(
       daemon_->Channel(certs_->Credentials("billing")));
   std::unique_ptr<testing::Subscription> stream =
