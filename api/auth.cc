@@ -120,9 +120,12 @@ bool TopicMatches(absl::string_view pattern, absl::string_view topic) {
 
 Grant Grant::Everything() { return Grant(kAllRoles, nullptr, Holder::kToken); }
 
+absl::string_view Grant::holder() const {
+  return holder_ == Holder::kToken ? "token" : "client certificate";
+}
+
 absl::Status Grant::Check(Role role, absl::string_view topic) const {
-  const absl::string_view holder =
-      holder_ == Holder::kToken ? "token" : "client certificate";
+  const absl::string_view holder = this->holder();
   if ((roles_ & Bit(role)) == 0) {
     if (topic.empty()) {
       return absl::PermissionDeniedError(
@@ -441,9 +444,37 @@ absl::StatusOr<Authorizer::Counts> Authorizer::Reload() {
   absl::StatusOr<std::shared_ptr<const TokenSet>> tokens = ReadFile(origin_);
   if (!tokens.ok()) return tokens.status();
   const Counts counts = CountsOf(**tokens);
-  absl::MutexLock lock(&mu_);
-  tokens_ = *std::move(tokens);
+  {
+    absl::MutexLock lock(&mu_);
+    tokens_ = *std::move(tokens);
+  }
+  generation_.fetch_add(1, std::memory_order_release);
   return counts;
+}
+
+CallGrant::CallGrant(const Authorizer& authorizer,
+                     const grpc::ServerContextBase& context, Grant grant)
+    : authorizer_(authorizer),
+      context_(context),
+      grant_(std::move(grant)),
+      generation_(authorizer.generation()) {}
+
+absl::StatusOr<Grant> CallGrant::Current() const {
+  // Read before authenticating: a reload meanwhile makes the next call
+  // authenticate again.
+  const uint64_t generation = authorizer_.generation();
+  absl::MutexLock lock(&mu_);
+  if (generation != generation_) {
+    grant_ = authorizer_.Authenticate(context_);
+    generation_ = generation;
+  }
+  return grant_;
+}
+
+absl::Status CallGrant::Check(Role role, absl::string_view topic) const {
+  absl::StatusOr<Grant> grant = Current();
+  if (!grant.ok()) return grant.status();
+  return grant->Check(role, topic);
 }
 
 absl::StatusOr<Grant> Authorizer::AuthenticateToken(

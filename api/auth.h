@@ -3,7 +3,9 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <utility>
@@ -51,6 +53,12 @@ class Grant {
   // topic (an Admin call over all topics): only a grant whose roles cover
   // every topic may make those.
   absl::Status Check(Role role, absl::string_view topic) const;
+  // Whether the grant has `role` on some topic.
+  bool Has(Role role) const {
+    return (roles_ & (1u << static_cast<int>(role))) != 0;
+  }
+  // "token" or "client certificate", as error messages name the holder.
+  absl::string_view holder() const;
 
  private:
   friend class Authorizer;
@@ -119,9 +127,9 @@ bool TopicMatches(absl::string_view pattern, absl::string_view topic);
 // logged nor put in error messages.
 //
 // Thread-safe: the Authenticate functions, Authorize, counts and Reload may
-// be called from any thread at once. A reload swaps the whole set atomically;
-// what was authenticated before keeps its Grant (an open stream is not cut
-// off).
+// be called from any thread at once. A reload swaps the whole set
+// atomically; a Grant taken before keeps what it granted, and long-lived
+// calls (streams) hold a CallGrant, which follows reloads.
 class Authorizer {
  public:
   // How many grants of each kind a token file holds.
@@ -164,6 +172,11 @@ class Authorizer {
 
   // How many grants are in use.
   Counts counts() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Counts the successful reloads: a grant taken when it was different may
+  // be stale.
+  uint64_t generation() const {
+    return generation_.load(std::memory_order_acquire);
+  }
 
   // The grant of the call: that of its `authorization: Bearer <token>`
   // metadata if it has an authorization header, else that of its client
@@ -227,6 +240,40 @@ class Authorizer {
   mutable absl::Mutex mu_;
   // Replaced whole by Reload; readers take a reference and let go of mu_.
   std::shared_ptr<const TokenSet> tokens_ ABSL_GUARDED_BY(mu_);
+  // Incremented by each Reload that replaced tokens_, after it did.
+  std::atomic<uint64_t> generation_{0};
+};
+
+// The grant of a long-lived call (a stream), kept current: it judges by the
+// grants in use now, authenticating the call again (its token, or its
+// client certificate) only when the token file was reloaded since it last
+// did. So a stream whose token was removed, or lost a role, is refused at
+// its next check.
+//
+// Thread-safe.
+class CallGrant {
+ public:
+  // `grant` is what `authorizer` gave the call when it started.
+  // REQUIRES: `authorizer` and `context` outlive the CallGrant (a stream's
+  // context lives until its reactor's OnDone).
+  CallGrant(const Authorizer& authorizer,
+            const grpc::ServerContextBase& context, Grant grant);
+
+  // The call's grant under the grants in use now; UNAUTHENTICATED (as
+  // Authorizer::Authenticate) if its credentials no longer grant anything.
+  absl::StatusOr<Grant> Current() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Current, then Grant::Check(role, topic).
+  absl::Status Check(Role role, absl::string_view topic) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  const Authorizer& authorizer_;
+  const grpc::ServerContextBase& context_;
+
+  mutable absl::Mutex mu_;
+  // The last authentication's outcome, and the generation it was under.
+  mutable absl::StatusOr<Grant> grant_ ABSL_GUARDED_BY(mu_);
+  mutable uint64_t generation_ ABSL_GUARDED_BY(mu_);
 };
 
 // OK if a token file with permission bits `mode` (st_mode), owned by user

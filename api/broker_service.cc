@@ -1,5 +1,7 @@
 #include "api/broker_service.h"
 
+#include <algorithm>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -116,12 +118,40 @@ BrokerService::PublishStream(grpc::CallbackServerContext* context) {
   }
   PublishStreamOptions options;
   options.on_finish = [this] { streams_.fetch_sub(1); };
+  // Each request is judged by the tokens in use when it arrives. A stream
+  // whose token was removed, or lost role produce, ends; one whose token
+  // never had it gets an answer per request, as Publish does.
+  auto call = std::make_shared<CallGrant>(*authorizer_, *context, *grant);
+  const bool may_produce = grant->Has(Role::kProduce);
   return NewPublishStream(
-      [this, grant = *std::move(grant)](
-          const hourglass::v1::PublishRequest& request, PublishDone done) {
-        StartPublish(grant, request, std::move(done));
+      [this, call, may_produce](const hourglass::v1::PublishRequest& request,
+                                PublishDone done) -> absl::Status {
+        absl::StatusOr<Grant> current = call->Current();
+        if (!current.ok()) return current.status();
+        if (may_produce && !current->Has(Role::kProduce)) {
+          return absl::PermissionDeniedError(
+              absl::StrCat(current->holder(), " lacks role produce"));
+        }
+        StartPublish(*current, request, std::move(done));
+        return absl::OkStatus();
       },
       std::move(options));
+}
+
+void BrokerService::RecheckStreams() {
+  std::vector<std::shared_ptr<StreamHandle>> open;
+  {
+    absl::MutexLock lock(&open_mu_);
+    std::erase_if(open_, [](const std::weak_ptr<StreamHandle>& handle) {
+      return handle.expired();
+    });
+    for (const std::weak_ptr<StreamHandle>& handle : open_) {
+      if (std::shared_ptr<StreamHandle> stream = handle.lock()) {
+        open.push_back(std::move(stream));
+      }
+    }
+  }
+  for (const std::shared_ptr<StreamHandle>& stream : open) stream->Recheck();
 }
 
 absl::Status BrokerService::AdmitStream() {
@@ -171,15 +201,31 @@ BrokerService::StartStream(grpc::CallbackServerContext* context, Start start) {
         ToGrpcStatus(admitted));
   }
   StreamHooks hooks;
-  hooks.authorize = [grant = *grant](absl::string_view topic) {
-    return grant.Check(Role::kConsume, topic);
+  // Judged by the tokens in use: at open, at each request, and when
+  // RecheckStreams runs after a reload.
+  auto call = std::make_shared<CallGrant>(*authorizer_, *context, *grant);
+  hooks.authorize = [call](absl::string_view topic) {
+    return call->Check(Role::kConsume, topic);
   };
   // Each group multiplies every later message of its topic: with tokens
   // on, only an admin creates one.
-  hooks.may_create_group = [grant =
-                                *std::move(grant)](absl::string_view topic) {
-    return grant.Check(Role::kAdmin, topic).ok();
+  hooks.may_create_group = [call](absl::string_view topic) {
+    return call->Check(Role::kAdmin, topic).ok();
   };
+  if (authorizer_->enabled()) {
+    hooks.opened = [this](std::shared_ptr<StreamHandle> stream) {
+      absl::MutexLock lock(&open_mu_);
+      // Forget the streams that ended now and then, so that the list
+      // stays within about twice those open.
+      if (open_.size() >= 2 * open_high_water_) {
+        std::erase_if(open_, [](const std::weak_ptr<StreamHandle>& handle) {
+          return handle.expired();
+        });
+        open_high_water_ = std::max<size_t>(open_.size(), 64);
+      }
+      open_.push_back(stream);
+    };
+  }
   hooks.on_finish = [this] { streams_.fetch_sub(1); };
   return start(context, &engine_->dispatcher(), limits_, std::move(hooks));
 }

@@ -3,9 +3,14 @@
 
 #include <atomic>
 #include <cstddef>
+#include <memory>
+#include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "api/auth.h"
 #include "api/publish_stream.h"
+#include "api/subscribe_stream.h"
 #include "api/validation.h"
 #include "broker/clock.h"
 #include "broker/engine.h"
@@ -58,6 +63,13 @@ class BrokerService final : public hourglass::v1::Broker::CallbackService {
                           hourglass::v1::DeliveryBatch>*
   SubscribeBatches(grpc::CallbackServerContext* context) override;
 
+  // After the token file was reloaded: checks every open Subscribe and
+  // SubscribeBatches stream against the grants now in use, and ends those
+  // whose token was removed (UNAUTHENTICATED) or no longer covers their
+  // topic with role consume (PERMISSION_DENIED). (PublishStreams check
+  // each request as it arrives.) Does not block on the streams.
+  void RecheckStreams() ABSL_LOCKS_EXCLUDED(open_mu_);
+
  private:
   // Checks `request` (ValidatePublish, the grant's produce role for each
   // topic, --max_publish_queue_bytes) and publishes it; `done` gets the
@@ -89,6 +101,12 @@ class BrokerService final : public hourglass::v1::Broker::CallbackService {
   // Bytes of Publish requests handed to the engine and not yet answered
   // (limits_.max_publish_queue_bytes).
   std::atomic<size_t> publish_queue_bytes_{0};
+
+  absl::Mutex open_mu_;
+  // With authentication on: the Subscribe streams opened, for
+  // RecheckStreams; ended ones expire and are dropped as the list grows.
+  std::vector<std::weak_ptr<StreamHandle>> open_ ABSL_GUARDED_BY(open_mu_);
+  size_t open_high_water_ ABSL_GUARDED_BY(open_mu_) = 64;
 };
 
 }  // namespace hourglass::api

@@ -117,6 +117,8 @@ class PublishStream final
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  // Why publish_ refused a request, if it did: the stream's end status.
+  std::optional<absl::Status> refused_ ABSL_GUARDED_BY(mu_);
 };
 
 void PublishStream::OnReadDone(bool ok) {
@@ -139,13 +141,25 @@ void PublishStream::OnReadDone(bool ok) {
   // Outside mu_: the answer may come at once, on this thread. reading_
   // stays set until publish_ returns: request_ is its until then, and an
   // OnWriteDone meanwhile must not start the next read into it.
-  publish_(request_,
-           [this, index](
-               absl::StatusOr<std::vector<broker::PublishReceipt>> receipts) {
-             Answer(index, ToAnswer(std::move(receipts)));
-           });
+  absl::Status taken = publish_(
+      request_,
+      [this,
+       index](absl::StatusOr<std::vector<broker::PublishReceipt>> receipts) {
+        Answer(index, ToAnswer(std::move(receipts)));
+      });
   absl::MutexLock lock(&mu_);
   reading_ = false;
+  if (!taken.ok()) {
+    // Refused whole: no answer for it (its place is the last, as no read
+    // came after it), and no more requests.
+    pending_bytes_ -= answers_.back().bytes;
+    answers_.pop_back();
+    --publishing_;
+    refused_ = std::move(taken);
+    reads_done_ = true;
+    MaybeFinishLocked();
+    return;
+  }
   ReadNextLocked();
 }
 
@@ -214,8 +228,13 @@ void PublishStream::MaybeFinishLocked() {
   finished_ = true;
   // Before Finish: a client that saw the end may start the next stream.
   if (on_finish_) std::move(on_finish_)();
-  Finish(cancelled_ ? grpc::Status(grpc::StatusCode::CANCELLED, "cancelled")
-                    : grpc::Status::OK);
+  if (cancelled_) {
+    Finish(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled"));
+  } else if (refused_.has_value()) {
+    Finish(ToGrpcStatus(*refused_));
+  } else {
+    Finish(grpc::Status::OK);
+  }
 }
 
 }  // namespace

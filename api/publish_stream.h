@@ -18,9 +18,12 @@ using PublishDone = absl::AnyInvocable<
     void(absl::StatusOr<std::vector<broker::PublishReceipt>>) &&>;
 
 // Publishes one request as Broker.Publish would (checks, limits, the
-// engine) and calls `done` once, on any thread, possibly before it returns.
-// It does not keep the request.
-using PublishCall = absl::AnyInvocable<void(
+// engine) and calls `done` once, on any thread, possibly before it returns;
+// it does not keep the request. Or, when the stream may publish nothing
+// more (its token was revoked or lost the produce role), returns why
+// without calling `done`: the stream then reads no more, and ends with that
+// status once the answers before are sent.
+using PublishCall = absl::AnyInvocable<absl::Status(
     const hourglass::v1::PublishRequest& request, PublishDone done)>;
 
 // Requests a PublishStream reads ahead of the answers it has sent.
@@ -57,9 +60,9 @@ struct PublishStreamOptions {
 // reading until answers have been sent, so a client that does not read its
 // answers is held back by gRPC's flow control, and its stream's memory is
 // bounded. The stream finishes OK once the client ended its side and every
-// answer is written, or CANCELLED when the client goes away; either way
-// only after every `publish` has called its `done`, so no answer outlives
-// the stream.
+// answer is written, with the status `publish` refused a request with, or
+// CANCELLED when the client goes away; always only after every `publish`
+// has called its `done`, so no answer outlives the stream.
 grpc::ServerBidiReactor<hourglass::v1::PublishRequest,
                         hourglass::v1::PublishStreamResponse>*
 NewPublishStream(PublishCall publish, PublishStreamOptions options = {});

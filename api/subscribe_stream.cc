@@ -41,7 +41,7 @@ class SubscribeStream;
 // reactor: once the reactor is done, what arrives here is dropped (the
 // dispatcher hands those deliveries back when the stream unsubscribes).
 template <typename Response>
-class StreamSink final : public broker::Consumer {
+class StreamSink final : public broker::Consumer, public StreamHandle {
  public:
   StreamSink(SubscribeStream<Response>* stream, broker::Dispatcher* dispatcher)
       : stream_(stream), dispatcher_(dispatcher) {}
@@ -49,6 +49,7 @@ class StreamSink final : public broker::Consumer {
   void Send(std::vector<broker::Delivery> deliveries) override;
   void End(absl::Status status) override;
   void Abort(absl::Status status) override;
+  void Recheck() override;
   // The answer to the stream's Dispatcher::Subscribe.
   void Subscribed(absl::StatusOr<ConsumerId> id);
   // The reactor is done; nothing reaches it any more.
@@ -84,6 +85,7 @@ class SubscribeStream final : public SubscribeReactor<Response> {
         limits_(limits),
         hooks_(std::move(hooks)),
         sink_(std::make_shared<StreamSink<Response>>(this, dispatcher)) {
+    if (hooks_.opened) std::move(hooks_.opened)(sink_);
     this->StartRead(&request_);
   }
 
@@ -100,6 +102,7 @@ class SubscribeStream final : public SubscribeReactor<Response> {
   // From the sink.
   void Enqueue(std::vector<broker::Delivery> deliveries);
   void OnSubscribed(absl::StatusOr<ConsumerId> id);
+  void Recheck();
 
   // Ends the stream with `status` unless it is ending already. Unsent
   // deliveries are dropped; the dispatcher takes every unacknowledged one
@@ -119,7 +122,8 @@ class SubscribeStream final : public SubscribeReactor<Response> {
   grpc::CallbackServerContext* const context_;
   broker::Dispatcher* const dispatcher_;
   const Limits limits_;
-  // authorize is called by the read chain; on_finish by FinishOnce, once.
+  // authorize is called by the read chain and by Recheck (it is
+  // thread-safe); opened by the constructor; on_finish by FinishOnce, once.
   StreamHooks hooks_;
   const std::shared_ptr<StreamSink<Response>> sink_;
   // Touched only by the read chain: StartRead and the OnReadDone it causes.
@@ -127,6 +131,8 @@ class SubscribeStream final : public SubscribeReactor<Response> {
   bool opened_ = false;
 
   absl::Mutex mu_;
+  // The topic of a valid `open`; empty before.
+  std::string topic_ ABSL_GUARDED_BY(mu_);
   // Set once subscribed, until the stream finishes; writes wait for it.
   std::optional<ConsumerId> consumer_ ABSL_GUARDED_BY(mu_);
   // A response waiting to be written, on an arena of its own: the
@@ -176,6 +182,12 @@ void StreamSink<Response>::Abort(absl::Status status) {
 }
 
 template <typename Response>
+void StreamSink<Response>::Recheck() {
+  absl::MutexLock lock(&mu_);
+  if (stream_ != nullptr) stream_->Recheck();
+}
+
+template <typename Response>
 void StreamSink<Response>::Subscribed(absl::StatusOr<ConsumerId> id) {
   absl::MutexLock lock(&mu_);
   if (stream_ != nullptr) {
@@ -206,6 +218,10 @@ void SubscribeStream<Response>::OnReadDone(bool ok) {
       return;
     }
     opened_ = true;
+    {
+      absl::MutexLock lock(&mu_);
+      topic_ = open.topic();
+    }
     broker::Dispatcher::SubscribeOptions options;
     options.topic = open.topic();
     options.group = open.group();
@@ -227,12 +243,35 @@ void SubscribeStream<Response>::OnReadDone(bool ok) {
 }
 
 template <typename Response>
+void SubscribeStream<Response>::Recheck() {
+  std::string topic;
+  {
+    absl::MutexLock lock(&mu_);
+    if (finishing_ || topic_.empty()) return;
+    topic = topic_;
+  }
+  if (!hooks_.authorize) return;
+  if (absl::Status s = hooks_.authorize(topic); !s.ok()) {
+    FinishOnce(ToGrpcStatus(s));
+  }
+}
+
+template <typename Response>
 bool SubscribeStream<Response>::HandleRequest() {
   std::optional<ConsumerId> consumer;
+  std::string topic;
   {
     absl::MutexLock lock(&mu_);
     if (finishing_) return false;
     consumer = consumer_;
+    topic = topic_;
+  }
+  // The token may have been revoked since the stream opened.
+  if (hooks_.authorize) {
+    if (absl::Status s = hooks_.authorize(topic); !s.ok()) {
+      FinishOnce(ToGrpcStatus(s));
+      return false;
+    }
   }
   switch (request_.kind_case()) {
     case SubscribeRequest::kAck: {

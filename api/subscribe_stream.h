@@ -2,6 +2,7 @@
 #define HOURGLASS_API_SUBSCRIBE_STREAM_H_
 
 #include <cstddef>
+#include <memory>
 
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
@@ -29,11 +30,25 @@ namespace hourglass::api {
 // broker logs why); its unacknowledged deliveries then go back to the
 // group at once.
 //
+// A handle on an open Subscribe or SubscribeBatches stream that may
+// outlive it (then it does nothing). Thread-safe.
+class StreamHandle {
+ public:
+  virtual ~StreamHandle() = default;
+  // Checks the stream's authorization again (StreamHooks::authorize), and
+  // ends the stream with the error if there is one. Does not block.
+  virtual void Recheck() = 0;
+};
+
 // What a stream asks of its service.
 struct StreamHooks {
-  // Checks that the client may consume `topic`, once `open` is valid; an
-  // error ends the stream with it. Unset: every topic is allowed.
+  // Checks that the client may consume `topic`: once `open` is valid,
+  // before each later request, and on StreamHandle::Recheck (so from any
+  // thread); an error ends the stream with it. Unset: every topic is
+  // allowed.
   absl::AnyInvocable<absl::Status(absl::string_view topic) const> authorize;
+  // Called once, as the stream starts, with its handle. Unset: nothing.
+  absl::AnyInvocable<void(std::shared_ptr<StreamHandle>) &&> opened;
   // Whether the client may create the group of `topic` it subscribes to
   // if it does not exist yet (else the stream ends with NOT_FOUND). Unset:
   // it may.

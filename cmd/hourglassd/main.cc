@@ -186,11 +186,13 @@ void WarnIfCertLinesUnused(const hourglass::api::Authorizer& authorizer,
 }
 
 // Waits for SIGTERM or SIGINT and returns it. Each SIGHUP meanwhile
-// reloads `authorizer`'s token file (if any), logging the outcome; a bad
-// file leaves the tokens as they were.
+// reloads `authorizer`'s token file (if any), logging the outcome, and has
+// `broker` end the open streams the new file no longer grants; a bad file
+// leaves the tokens as they were.
 int WaitForTerminationSignal(const sigset_t& signals,
                              hourglass::api::Authorizer* authorizer,
-                             bool mutual_tls) {
+                             bool mutual_tls,
+                             hourglass::api::BrokerService& broker) {
   while (true) {
     int signal = 0;
     if (sigwait(&signals, &signal) != 0) continue;
@@ -205,6 +207,7 @@ int WaitForTerminationSignal(const sigset_t& signals,
       spdlog::info("hourglassd reloaded {} tokens and {} cert lines from {}",
                    counts->tokens, counts->certificates, authorizer->origin());
       WarnIfCertLinesUnused(*authorizer, counts->certificates, mutual_tls);
+      broker.RecheckStreams();
     } else {
       spdlog::error("hourglassd kept its tokens: reload failed: {}",
                     std::string(counts.status().message()));
@@ -492,8 +495,8 @@ int main(int argc, char** argv) {
   spdlog::info("hourglassd serving metrics on {} (port {})", metrics_listen,
                (*metrics_server)->port());
 
-  const int signal =
-      WaitForTerminationSignal(signals, authorizer.get(), mutual_tls);
+  const int signal = WaitForTerminationSignal(signals, authorizer.get(),
+                                              mutual_tls, broker_service);
   spdlog::info("hourglassd received {}, shutting down",
                signal == SIGTERM ? "SIGTERM" : "SIGINT");
   // Scrapes stop first: collectors may read the broker.

@@ -642,7 +642,7 @@ class PublishStreamService final
   PublishStream(grpc::CallbackServerContext*) override {
     return NewPublishStream(
         [this](const PublishRequest& r, PublishDone done) {
-          publish_(r, std::move(done));
+          return publish_(r, std::move(done));
         },
         {.max_pending = max_pending_, .max_pending_bytes = max_pending_bytes_});
   }
@@ -680,6 +680,7 @@ class HeldPublishes {
             [this](const PublishRequest& request, PublishDone done) {
               absl::MutexLock lock(&mu_);
               held_.push_back({request.messages(0).id(), std::move(done)});
+              return absl::OkStatus();
             },
             max_pending, max_pending_bytes) {
     auto server = Server::Start(
@@ -846,9 +847,10 @@ TEST(PublishStreamTest, APublishOwnsItsRequestUntilItReturns) {
           published.push_back(id);
         }
         std::move(done)(ReceiptFor(id));
-        if (id != "m0") return;
+        if (id != "m0") return absl::OkStatus();
         release_first.WaitForNotification();
         first_request_at_return = request.messages(0).id();
+        return absl::OkStatus();
       },
       kMaxPendingPublishes);
   auto server =

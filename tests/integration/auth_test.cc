@@ -338,32 +338,72 @@ TEST_F(AuthTest, PublishStreamAnswersEachRequestByTheTokensTopics) {
   }
 }
 
-TEST_F(AuthTest, SighupReloadsTokensWithoutDroppingStreams) {
+// A reload takes effect for new calls at once, and for the streams already
+// open too: a Subscribe stream whose token was removed, or lost role
+// consume, ends at once (without a request of its own); a PublishStream
+// whose token was removed ends at its next request. Streams whose token
+// still grants what they do go on.
+TEST_F(AuthTest, SighupReloadsTokensAndEndsStreamsTheyNoLongerGrant) {
   constexpr char kNew[] = "new-token-0123456789abcde";
-  std::unique_ptr<testing::BrokerClient> consumer = Client(kConsumer);
-  std::unique_ptr<testing::Subscription> stream =
-      consumer->Subscribe("reload", "g");
+  std::unique_ptr<testing::Subscription> removed =
+      Client(kConsumer)->Subscribe("reload", "g");
+  hourglass::v1::Open demoted_open;
+  demoted_open.set_topic("orders");
+  demoted_open.set_group("g");
+  std::unique_ptr<testing::Subscription> demoted =
+      Client(kOrdersOnly)
+          ->Subscribe(demoted_open, testing::SubscribeRpc::kSubscribeBatches);
+  std::unique_ptr<testing::Subscription> kept =
+      Client(kAll)->Subscribe("reload", "kept");
+  std::unique_ptr<testing::BrokerClient> producer = Client(kProducer);
+  grpc::ClientContext publish_context;
+  publish_context.set_deadline(absl::ToChronoTime(absl::Now() + kWait));
+  auto publishing = producer->stub()->PublishStream(&publish_context);
+  hourglass::v1::PublishRequest request;
+  *request.add_messages() =
+      testing::NewMessage("reload", "p", absl::Hours(1), "before");
+  ASSERT_TRUE(publishing->Write(request));
+  hourglass::v1::PublishStreamResponse answered;
+  ASSERT_TRUE(publishing->Read(&answered));
+  ASSERT_EQ(answered.answers_size(), 1);
+  EXPECT_EQ(answered.answers(0).code(), grpc::StatusCode::OK);
 
-  // The consumer's token goes, a new one comes.
-  WriteTokens(absl::StrCat("producer-0123456789abcdef produce\n", kNew,
+  // The consumer's, producer's and admin's tokens go, orders-only loses
+  // role consume, a new one comes.
+  WriteTokens(absl::StrCat(kOrdersOnly, " produce orders,orders.*\n", kAll,
+                           " produce,consume,admin\n", kNew,
                            " produce,consume\n"));
   daemon_->process().Signal(SIGHUP);
   ASSERT_TRUE(daemon_->process().WaitForOutput(
-      absl::StrCat("reloaded 2 tokens and 0 cert lines from ", tokens_), kWait))
+      absl::StrCat("reloaded 3 tokens and 0 cert lines from ", tokens_), kWait))
       << daemon_->process().output();
 
-  EXPECT_THAT(Publish(*Client(kAll), {"reload"}),
+  EXPECT_THAT(removed->WaitEnd(kWait).value_or(kOk),
               IsStatus(Unauthenticated("unknown token")));
+  EXPECT_THAT(demoted->WaitEnd(kWait).value_or(kOk),
+              IsStatus(PermissionDenied(
+                  "token lacks role consume for topic \"orders\"")));
+  *request.mutable_messages(0) =
+      testing::NewMessage("reload", "p", absl::Hours(1), "after");
+  publishing->Write(request);  // May fail: the stream is ending.
+  EXPECT_FALSE(publishing->Read(&answered));
+  EXPECT_THAT(publishing->Finish(), IsStatus(Unauthenticated("unknown token")));
+  EXPECT_THAT(Client(kAll)->Cancel("reload", "after"),
+              IsStatus(grpc::Status(
+                  grpc::StatusCode::NOT_FOUND,
+                  "no scheduled message with id \"after\" in topic \"reload\" "
+                  "(unknown, already due, or cancelled)")));
+
+  // New calls: the new token works, the removed ones do not.
   std::unique_ptr<testing::BrokerClient> fresh = Client(kNew);
   EXPECT_THAT(Publish(*fresh, {"reload"}, absl::ZeroDuration()), IsStatus(kOk));
-  EXPECT_THAT(Subscribe(*Client(kConsumer), "other").value_or(kOk),
-              IsStatus(Unauthenticated("unknown token")));
-
-  // The stream opened with the removed token still receives and acks.
-  std::vector<testing::Received> got = stream->Take(1, kWait);
+  EXPECT_THAT(
+      Client(kConsumer)->Subscribe("reload", "g")->WaitEnd(kWait).value_or(kOk),
+      IsStatus(Unauthenticated("unknown token")));
+  // The stream whose token stays receives and acks.
+  std::vector<testing::Received> got = kept->Take(1, kWait);
   ASSERT_EQ(got.size(), 1u);
-  EXPECT_TRUE(stream->Ack({got[0].delivery.id()}));
-  EXPECT_EQ(stream->WaitEnd(absl::ZeroDuration()), std::nullopt);
+  EXPECT_TRUE(kept->Ack({got[0].delivery.id()}));
 
   // A bad file changes nothing.
   WriteTokens("new-token-0123456789abcde produce,consume,root\n");
@@ -375,7 +415,7 @@ TEST_F(AuthTest, SighupReloadsTokensWithoutDroppingStreams) {
       kWait))
       << daemon_->process().output();
   EXPECT_THAT(Publish(*fresh, {"reload"}), IsStatus(kOk));
-  EXPECT_EQ(stream->Close().error_code(), grpc::StatusCode::OK);
+  EXPECT_EQ(kept->Close().error_code(), grpc::StatusCode::OK);
 }
 
 TEST_F(AuthTest, TheCliSendsItsToken) {
