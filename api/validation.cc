@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "api/proto_time.h"
-#include "broker/publisher.h"
+#include "storage/keys.h"
 
 namespace hourglass::api {
 namespace {
@@ -218,7 +218,7 @@ absl::Status ValidatePublish(const hourglass::v1::PublishRequest& request,
         return Invalid(index, s.message());
       }
     }
-    if (broker::IsAssignedIdForm(m.id())) {
+    if (storage::IsAssignedIdForm(m.id())) {
       return Invalid(index, absl::StrCat("id ", Quote(m.id()),
                                          " has the form of the ids the broker "
                                          "assigns (hg- and 16 hex digits)"));

@@ -12,6 +12,8 @@
 #include "absl/synchronization/notification.h"
 #include "broker/background_write.h"
 #include "broker/dispatcher_internal.h"
+#include "broker/lifecycle.h"
+#include "broker/lifecycle_reads.h"
 #include "broker/ready_window.h"
 #include "spdlog/spdlog.h"
 #include "storage/keys.h"
@@ -21,18 +23,11 @@ namespace hourglass::broker {
 namespace {
 
 using storage::DueKey;
-using storage::Table;
 
 // Debian's abseil has its own string_view type: hashed-container lookups by
 // std::string_view go through it to avoid building a std::string.
 absl::string_view AbslView(std::string_view s) {
   return absl::string_view(s.data(), s.size());
-}
-
-std::string AttemptValue(uint32_t attempt) {
-  std::string value;
-  storage::AppendU32(value, attempt);
-  return value;
 }
 
 // A timer set `delay` from now fires at the first whole millisecond at or
@@ -88,25 +83,14 @@ absl::StatusOr<std::unique_ptr<Dispatcher>> Dispatcher::Open(
 
 absl::Status Dispatcher::Recover() {
   absl::MutexLock lock(&mu_);
-  const std::string prefix(storage::kGroupKeyPrefix);
-  absl::Status corrupt;
+  absl::StatusOr<std::vector<lifecycle::StoredGroup>> stored =
+      lifecycle::ReadGroups(*store_);
+  if (!stored.ok()) return stored.status();
   // Registered groups by topic, then name.
   std::map<std::string, std::map<std::string, storage::GroupRecord>> groups;
-  absl::Status scanned = store_->Scan(
-      Table::kMeta, prefix, storage::PrefixEnd(prefix),
-      [&](std::string_view key, std::string_view value) {
-        std::optional<std::pair<std::string, std::string>> names =
-            storage::DecodeGroupKey(key);
-        storage::GroupRecord record;
-        if (!names.has_value() || !record.ParseFromString(std::string(value))) {
-          corrupt = absl::DataLossError("meta holds a malformed group entry");
-          return false;
-        }
-        groups[names->first][names->second] = std::move(record);
-        return true;
-      });
-  if (!scanned.ok()) return scanned;
-  if (!corrupt.ok()) return corrupt;
+  for (lifecycle::StoredGroup& g : *stored) {
+    groups[g.topic][g.group] = std::move(g.record);
+  }
   for (auto& [topic, records] : groups) {
     // A topic whose groups own no waiting area (its owner was deleted, or
     // its registration failed while a later one's did not) hands it to its
@@ -131,28 +115,21 @@ absl::Status Dispatcher::Recover() {
   // Deliveries in flight when the last run stopped: their streams are gone,
   // so they are due again at once, unless a nack's delay still runs.
   const int64_t now_ms = absl::ToUnixMillis(clock_->Now());
-  scanned = store_->Scan(
-      Table::kInFlight, "", "",
-      [&](std::string_view key, std::string_view value) {
-        std::optional<storage::InFlightKeyParts> parts =
-            storage::DecodeInFlightKey(key);
-        storage::InFlightRecord record;
-        if (!parts.has_value() || !record.ParseFromString(std::string(value))) {
-          corrupt = absl::DataLossError("inflight holds a malformed entry");
-          return false;
-        }
-        Group* group = FindGroupLocked(parts->topic, parts->group);
+  return lifecycle::ScanInFlight(
+      *store_, [&](lifecycle::StoredInFlight&& stored) {
+        Group* group = FindGroupLocked(stored.topic, stored.group);
         if (group == nullptr) return true;  // Its group is gone.
+        const storage::InFlightRecord& record = stored.record;
         InFlight entry;
-        entry.key = DueKey{record.deliver_at_ms(), parts->sequence};
+        entry.key = DueKey{record.deliver_at_ms(), stored.sequence};
         entry.attempt = record.attempt();
         entry.token = next_token_++;
-        InFlight& stored =
-            group->in_flight.insert_or_assign(parts->sequence, entry)
+        InFlight& in_flight =
+            group->in_flight.insert_or_assign(stored.sequence, entry)
                 .first->second;
         if (record.waiting() && record.redeliver_at_ms() > now_ms) {
-          stored.waiting = true;
-          SetTimerLocked(*group, stored, record.redeliver_at_ms());
+          in_flight.waiting = true;
+          SetTimerLocked(*group, in_flight, record.redeliver_at_ms());
           ++recovery_.waiting;
         } else {
           group->redeliverable.insert(entry.key);
@@ -160,8 +137,6 @@ absl::Status Dispatcher::Recover() {
         }
         return true;
       });
-  if (!scanned.ok()) return scanned;
-  return corrupt;
 }
 
 Dispatcher::~Dispatcher() {
@@ -287,27 +262,26 @@ void Dispatcher::SubmitRegistrationLocked(
   storage::GroupRecord record;
   record.set_created_at_ms(absl::ToUnixMillis(created_at));
   record.set_owns_waiting_area(owns_waiting_area);
-  storage::WriteBatch batch;
-  batch.Put(Table::kMeta, storage::GroupKey(topic, group),
-            record.SerializeAsString());
-  commits_->Submit(std::move(batch), [this, topic = std::move(topic),
-                                      group = std::move(group), created_at,
-                                      owns_waiting_area](absl::Status status) {
-    std::vector<absl::AnyInvocable<void(absl::Status) &&>> waiters;
-    {
-      absl::MutexLock lock(&mu_);
-      auto it = registering_.find({topic, group});
-      waiters = std::move(it->second);
-      registering_.erase(it);
-      if (status.ok()) {
-        // A group that owns the waiting area may find entries there.
-        AddGroupLocked(topic, group, created_at, owns_waiting_area,
-                       /*queue_empty=*/!owns_waiting_area);
-        WakeLocked();
-      }
-    }
-    for (auto& waiter : waiters) std::move(waiter)(status);
-  });
+  Changes changes;
+  lifecycle::RegisterGroup(changes, topic, group, record);
+  commits_->Submit(
+      changes.Take(), [this, topic = std::move(topic), group = std::move(group),
+                       created_at, owns_waiting_area](absl::Status status) {
+        std::vector<absl::AnyInvocable<void(absl::Status) &&>> waiters;
+        {
+          absl::MutexLock lock(&mu_);
+          auto it = registering_.find({topic, group});
+          waiters = std::move(it->second);
+          registering_.erase(it);
+          if (status.ok()) {
+            // A group that owns the waiting area may find entries there.
+            AddGroupLocked(topic, group, created_at, owns_waiting_area,
+                           /*queue_empty=*/!owns_waiting_area);
+            WakeLocked();
+          }
+        }
+        for (auto& waiter : waiters) std::move(waiter)(status);
+      });
 }
 
 absl::Status Dispatcher::RegisterGroup(std::string_view topic,
@@ -541,43 +515,28 @@ bool Dispatcher::Nack(ConsumerId id, std::string_view message_id,
 // ---- Dispatch from the scheduler.
 
 uint64_t Dispatcher::BeginDispatch(const std::vector<ScheduledEntry>& due,
-                                   storage::WriteBatch& batch) {
-  const std::string zero = AttemptValue(0);
-  // Ready entries added, by (topic, group): views of `due` and of group
-  // names, which outlive this call. A chunk is mostly one topic, so this
-  // stays small and makes one counter key per queue rather than per entry.
-  absl::flat_hash_map<std::pair<std::string_view, std::string_view>, int64_t>
-      added;
+                                   Changes& changes) {
+  std::vector<std::string_view> groups;
   absl::MutexLock lock(&mu_);
   const uint64_t ticket = next_ticket_++;
   std::vector<PendingDispatch>& pending = dispatching_[ticket];
   pending.reserve(due.size());
-  batch.Reserve(batch.size() + 2 * due.size() + 8);
-  auto add = [&](Group* group, const ScheduledEntry& entry,
-                 std::string_view group_name) {
-    batch.Put(Table::kReady,
-              storage::ReadyKey(entry.topic, group_name, entry.key), zero);
-    ++added[{entry.topic, group_name}];
-    // Only the waiting area needs the topic at EndDispatch.
-    pending.push_back(
-        {group, group == nullptr ? entry.topic : std::string(), entry.key});
-  };
+  changes.Reserve(2 * due.size() + 8);
   for (const ScheduledEntry& entry : due) {
     pending_ready_.insert(entry.key.sequence);
     // A group being deleted takes nothing new: a dispatch naming it could
     // still be in progress when its last chunk is written.
-    bool taken = false;
+    groups.clear();
     if (auto t = topics_.find(entry.topic); t != topics_.end()) {
       for (auto& [name, group] : t->second) {
         if (group->deleting) continue;
-        add(group.get(), entry, name);
-        taken = true;
+        groups.push_back(name);
+        pending.push_back({group.get(), std::string(), entry.key});
       }
     }
-    if (!taken) add(nullptr, entry, "");
-  }
-  for (const auto& [queue, n] : added) {
-    batch.Add(storage::ReadyCounter(queue.first, queue.second), n);
+    // Only the waiting area needs the topic at EndDispatch.
+    if (groups.empty()) pending.push_back({nullptr, entry.topic, entry.key});
+    lifecycle::ComeDue(changes, entry.topic, entry.key, groups);
   }
   return ticket;
 }
@@ -630,18 +589,24 @@ absl::StatusOr<absl::Time> Dispatcher::StepImpl(bool deliver) {
     // power cut loses are redelivered (at least once); the client waits on
     // none.
     storage::WriteBatch acks = std::exchange(unwritten_acks_, {});
-    BuildAckBatch(work, acks);
+    {
+      Changes ack_changes;
+      BuildAckBatch(work, ack_changes);
+      acks.Append(ack_changes.Take());
+    }
     if (!acks.empty()) {
       acks.set_needs_sync(false);
       ack_writer_->Start(std::move(acks));
     }
-    storage::WriteBatch batch;
-    absl::Status status = BuildBatch(now_ms, work, batch);
-    batch.set_needs_sync(false);
+    Changes changes;
+    absl::Status status = BuildBatch(now_ms, work, changes);
+    changes.set_needs_sync(false);
     // Written on this thread, beside the commit queue: the step waits for
     // it anyway, and every write it builds on (publishes, dispatches,
     // registrations, earlier steps) has completed.
-    if (status.ok() && !batch.empty()) status = commits_->WriteDirect(batch);
+    if (status.ok() && !changes.empty()) {
+      status = commits_->WriteDirect(changes.Take());
+    }
     for (StepWork::DeadLetter& dead : work.dead_letters) {
       if (!dead.prepared.has_value()) continue;
       absl::StatusOr<std::vector<PublishReceipt>> finished =
@@ -892,30 +857,21 @@ absl::Status Dispatcher::RefillLocked(Group& group) {
   const DueKey from = *group.window.frontier();
   std::vector<ReadyItem> read;
   std::optional<DueKey> next;  // Nullopt: the disk holds nothing more.
-  auto scan = [&](std::string_view group_name, bool waiting_area) {
-    const std::string prefix = storage::ReadyPrefix(group.topic, group_name);
+  auto scan = [&](std::string_view stored_under, bool waiting_area) {
     size_t count = 0;
-    absl::Status corrupt;
-    absl::Status s = store_->Scan(
-        Table::kReady, storage::ReadyKey(group.topic, group_name, from),
-        storage::PrefixEnd(prefix),
-        [&](std::string_view key, std::string_view value) {
-          std::optional<DueKey> due = storage::DecodeReadySuffix(key, prefix);
-          if (!due.has_value() || value.size() != 4) {
-            corrupt = absl::DataLossError("ready holds a malformed entry");
-            return false;
-          }
+    return lifecycle::ScanReady(
+        *store_, group.topic, stored_under, from,
+        [&](const DueKey& due, uint32_t attempt) {
           ++count;
-          if (!pending_ready_.contains(due->sequence) &&
-              !group.in_flight.contains(due->sequence)) {
-            read.push_back({*due, waiting_area, storage::ReadU32(value)});
+          if (!pending_ready_.contains(due.sequence) &&
+              !group.in_flight.contains(due.sequence)) {
+            read.push_back({due, waiting_area, attempt});
           }
           if (count < want) return true;
-          const DueKey bound{due->deliver_at_ms, due->sequence + 1};
+          const DueKey bound{due.deliver_at_ms, due.sequence + 1};
           if (!next.has_value() || bound < *next) next = bound;
           return false;
         });
-    return s.ok() ? corrupt : s;
   };
   if (absl::Status s = scan(group.name, false); !s.ok()) return s;
   if (group.owns_waiting_area) {
@@ -950,8 +906,8 @@ absl::StatusOr<bool> Dispatcher::HeldLocked(
   // here. A read under the lock keeps the answer consistent with refills.
   auto on_disk = [&](const std::string& stored_under) -> absl::StatusOr<bool> {
     if (removed(stored_under)) return false;
-    absl::StatusOr<std::optional<std::string>> ready =
-        store_->Get(Table::kReady, storage::ReadyKey(topic, stored_under, key));
+    absl::StatusOr<std::optional<uint32_t>> ready =
+        lifecycle::ReadReady(*store_, topic, ReadyPlace{stored_under, key});
     if (!ready.ok()) return ready.status();
     return ready->has_value();
   };
@@ -981,27 +937,18 @@ absl::StatusOr<bool> Dispatcher::HeldLocked(
   return false;
 }
 
-void Dispatcher::BuildAckBatch(StepWork& work, storage::WriteBatch& batch) {
+void Dispatcher::BuildAckBatch(StepWork& work, Changes& changes) {
   std::vector<Finished> nacks;
-  // Messages deleted, by topic: a counter key per topic, not per ack.
-  absl::flat_hash_map<std::string_view, int64_t> deleted;
-  batch.Reserve(batch.size() + 3 * work.finished.size() + 4);
+  changes.Reserve(3 * work.finished.size() + 4);
   for (Finished& f : work.finished) {
     if (f.kind != Finished::Kind::kAck) {
       nacks.push_back(std::move(f));
       continue;
     }
     const Group& group = *f.group;
-    batch.Delete(Table::kInFlight, storage::InFlightKey(group.topic, group.name,
-                                                        f.entry.key.sequence));
-    if (f.delete_message) {
-      DeleteMessage(batch, group.topic, f.entry.key, f.entry.id);
-      --deleted[group.topic];
-    }
+    lifecycle::Ack(changes, group.topic, group.name, f.entry.key, f.entry.id,
+                   /*last_holder=*/f.delete_message);
     work.acked.push_back(std::move(f));
-  }
-  for (const auto& [topic, n] : deleted) {
-    batch.Add(storage::MessagesCounter(topic), n);
   }
   work.finished = std::move(nacks);
   // Whatever happens to the rest of the step, the acks are not taken back.
@@ -1014,19 +961,17 @@ absl::Status Dispatcher::FinishAckWrite() {
 }
 
 absl::Status Dispatcher::BuildBatch(int64_t now_ms, StepWork& work,
-                                    storage::WriteBatch& batch) {
+                                    Changes& changes) {
   // The records of the deliveries, then of the dead letters, in one read.
-  std::vector<std::string> keys;
-  keys.reserve(work.deliveries.size() + work.dead_letters.size());
-  for (const Assignment& a : work.deliveries) {
-    keys.push_back(storage::MessageKey(a.sequence));
-  }
+  std::vector<uint64_t> sequences;
+  sequences.reserve(work.deliveries.size() + work.dead_letters.size());
+  for (const Assignment& a : work.deliveries) sequences.push_back(a.sequence);
   for (const StepWork::DeadLetter& dead : work.dead_letters) {
-    keys.push_back(storage::MessageKey(dead.entry.key.sequence));
+    sequences.push_back(dead.entry.key.sequence);
   }
   absl::StatusOr<std::vector<std::optional<std::string>>> values;
-  if (!keys.empty()) {
-    values = store_->MultiGet(Table::kMessages, keys);
+  if (!sequences.empty()) {
+    values = lifecycle::ReadMessageValues(*store_, sequences);
     if (!values.ok()) return values.status();
   }
   size_t next_value = 0;
@@ -1045,26 +990,9 @@ absl::Status Dispatcher::BuildBatch(int64_t now_ms, StepWork& work,
     }
     return record;
   };
-  auto in_flight_key = [](const Group& group, uint64_t sequence) {
-    return storage::InFlightKey(group.topic, group.name, sequence);
-  };
   // One operation per nack, up to three per delivery.
-  batch.Reserve(work.finished.size() + 3 * work.deliveries.size() +
-                8 * work.dead_letters.size() + 16);
-  // Counter changes by group, turned into counter keys once at the end:
-  // messages deleted, and ready entries taken from the group's own queue
-  // and from its topic's waiting area.
-  struct GroupCounts {
-    int64_t messages = 0;
-    int64_t ready = 0;
-    int64_t waiting_area = 0;
-  };
-  absl::flat_hash_map<const Group*, GroupCounts> group_counts;
-  auto delete_message = [&](const Group& group, const DueKey& key,
-                            const std::string& id) {
-    DeleteMessage(batch, group.topic, key, id);
-    --group_counts[&group].messages;
-  };
+  changes.Reserve(work.finished.size() + 3 * work.deliveries.size() +
+                  8 * work.dead_letters.size() + 16);
 
   // Nacks: BuildAckBatch took the acks.
   for (const Finished& f : work.finished) {
@@ -1073,8 +1001,8 @@ absl::Status Dispatcher::BuildBatch(int64_t now_ms, StepWork& work,
     record.set_deliver_at_ms(f.entry.key.deliver_at_ms);
     record.set_redeliver_at_ms(f.redeliver_at_ms);
     record.set_waiting(true);
-    batch.Put(Table::kInFlight, in_flight_key(*f.group, f.entry.key.sequence),
-              record.SerializeAsString());
+    lifecycle::Nack(changes, f.group->topic, f.group->name,
+                    f.entry.key.sequence, record);
   }
 
   for (Assignment& a : work.deliveries) {
@@ -1090,18 +1018,17 @@ absl::Status Dispatcher::BuildBatch(int64_t now_ms, StepWork& work,
       }
       room -= std::min(room, RecordBytes(**record));
     }
+    std::optional<ReadyPlace> from;
     if (a.from_window.has_value()) {
-      const std::string_view group_name = a.from_window->waiting_area
-                                              ? std::string_view()
-                                              : std::string_view(a.group->name);
-      batch.Delete(Table::kReady, storage::ReadyKey(a.group->topic, group_name,
-                                                    a.from_window->key));
-      GroupCounts& c = group_counts[a.group];
-      --(a.from_window->waiting_area ? c.waiting_area : c.ready);
+      from = ReadyPlace{a.from_window->waiting_area
+                            ? std::string_view()
+                            : std::string_view(a.group->name),
+                        a.from_window->key};
     }
     if (*record == nullptr) {
       // Gone (purged): nothing to deliver.
-      batch.Delete(Table::kInFlight, in_flight_key(*a.group, a.sequence));
+      lifecycle::DeliveryOfGone(changes, a.group->topic, a.group->name,
+                                a.sequence, from ? &*from : nullptr);
       continue;
     }
     a.record = *record;
@@ -1110,8 +1037,13 @@ absl::Status Dispatcher::BuildBatch(int64_t now_ms, StepWork& work,
     in_flight.set_deliver_at_ms(a.record->deliver_at_ms());
     in_flight.set_redeliver_at_ms(now_ms +
                                   absl::ToInt64Milliseconds(a.ack_timeout));
-    batch.Put(Table::kInFlight, in_flight_key(*a.group, a.sequence),
-              in_flight.SerializeAsString());
+    if (from.has_value()) {
+      lifecycle::Deliver(changes, a.group->topic, a.group->name, *from,
+                         in_flight);
+    } else {
+      lifecycle::Redeliver(changes, a.group->topic, a.group->name, a.sequence,
+                           in_flight);
+    }
   }
 
   // Several groups may dead-letter one message in one step: the first
@@ -1123,39 +1055,31 @@ absl::Status Dispatcher::BuildBatch(int64_t now_ms, StepWork& work,
     const uint64_t sequence = dead.entry.key.sequence;
     absl::StatusOr<storage::MessageRecord*> record = read_record(sequence);
     if (!record.ok()) return record.status();
-    batch.Delete(Table::kInFlight, in_flight_key(*dead.group, sequence));
-    if (*record == nullptr) continue;
-    storage::MessageRecord& r = **record;
-    if (!lettered.emplace(dead.group->topic, r.id()).second) {
-      if (dead.delete_message)
-        delete_message(*dead.group, dead.entry.key, r.id());
+    const Group& group = *dead.group;
+    if (*record == nullptr) {
+      lifecycle::DropInFlight(changes, group.topic, group.name, sequence);
       continue;
     }
+    storage::MessageRecord& r = **record;
+    lifecycle::DeadLetter(changes, group.topic, group.name, dead.entry.key,
+                          r.id(), /*last_holder=*/dead.delete_message);
+    if (!lettered.emplace(group.topic, r.id()).second) continue;
     NewMessage letter;
-    letter.topic = absl::StrCat(dead.group->topic, ".dlq");
+    letter.topic = absl::StrCat(group.topic, ".dlq");
     letter.id = r.id();
     letter.payload = std::move(*r.mutable_payload());
     letter.headers.insert(r.headers().begin(), r.headers().end());
     letter.deliver_at = absl::FromUnixMillis(now_ms);
     letter.dead_letter_attempts = r.dead_letter_attempts() + dead.entry.attempt;
-    letter.dead_letter_group = dead.group->name;
+    letter.dead_letter_group = group.name;
     std::vector<NewMessage> letters;
     letters.push_back(std::move(letter));
     absl::StatusOr<PreparedPublish> prepared =
         publisher_->Prepare(std::move(letters));
     if (!prepared.ok()) return prepared.status();
-    batch.Append(std::move(prepared->batch));
+    changes.Append(std::move(prepared->changes));
     dead.prepared = *std::move(prepared);
-    if (dead.delete_message)
-      delete_message(*dead.group, dead.entry.key, r.id());
   }
-  storage::CounterDeltas counts;
-  for (const auto& [group, c] : group_counts) {
-    counts.Add(storage::MessagesCounter(group->topic), c.messages);
-    counts.Add(storage::ReadyCounter(group->topic, group->name), c.ready);
-    counts.Add(storage::ReadyCounter(group->topic, ""), c.waiting_area);
-  }
-  counts.AppendTo(batch);
   return absl::OkStatus();
 }
 

@@ -24,6 +24,7 @@
 #include "absl/types/span.h"
 #include "broker/activity.h"
 #include "broker/clock.h"
+#include "broker/lifecycle.h"
 #include "broker/loader.h"
 #include "broker/publisher.h"
 #include "broker/timing_wheel.h"
@@ -242,7 +243,7 @@ class Dispatcher {
   // and returns a ticket for EndDispatch. Between the two, the entries are
   // pending: the dispatcher never reads them from the store.
   uint64_t BeginDispatch(const std::vector<ScheduledEntry>& due,
-                         storage::WriteBatch& batch);
+                         Changes& changes);
   // Ends the dispatch of `ticket`; `written`: the batch is durable.
   void EndDispatch(uint64_t ticket, bool written);
 
@@ -338,10 +339,9 @@ class Dispatcher {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Moves the step's acks from work.finished to work.acked and adds their
   // deletes to `batch`.
-  void BuildAckBatch(StepWork& work, storage::WriteBatch& batch);
+  void BuildAckBatch(StepWork& work, Changes& changes);
   // The rest of the step's changes: nacks, deliveries, dead letters.
-  absl::Status BuildBatch(int64_t now_ms, StepWork& work,
-                          storage::WriteBatch& batch);
+  absl::Status BuildBatch(int64_t now_ms, StepWork& work, Changes& changes);
   // Waits for the step's ack write, if one is in progress; its status. A
   // failed batch is kept in unwritten_acks_ for the next step.
   absl::Status FinishAckWrite();

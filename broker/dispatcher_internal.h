@@ -182,8 +182,9 @@ struct Dispatcher::Task {
 
 // What one chunk of a task changed in memory, to undo if its write fails.
 struct Dispatcher::TaskChunk {
-  storage::WriteBatch batch;
-  storage::CounterDeltas counts;
+  Changes changes;
+  // Due keys of the ready entries removed, in the order removed.
+  std::vector<DueKey> removed_ready;
   // Window entries taken out, by the group whose window held them.
   std::vector<std::pair<Group*, ReadyItem>> from_windows;
   // In-flight entries taken out (kDeleteGroup).

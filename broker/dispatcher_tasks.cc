@@ -10,28 +10,16 @@
 #include "absl/strings/str_cat.h"
 #include "broker/dispatcher.h"
 #include "broker/dispatcher_internal.h"
+#include "broker/lifecycle.h"
+#include "broker/lifecycle_reads.h"
 #include "storage/keys.h"
 #include "storage/records.pb.h"
 
 namespace hourglass::broker {
 namespace {
 
-using storage::Table;
-
 // Ready entries, in-flight entries or dead letters handled per chunk.
 constexpr size_t kChunk = 1024;
-
-// The due keys of the ready entries `batch` deletes.
-std::vector<DueKey> RemovedReadyKeys(const storage::WriteBatch& batch) {
-  std::vector<DueKey> keys;
-  for (const storage::WriteBatch::Operation& op : batch.operations()) {
-    if (op.table != Table::kReady) continue;
-    const std::string_view key = op.key;
-    keys.push_back(
-        *storage::DecodeReadySuffix(key, key.substr(0, key.size() - 16)));
-  }
-  return keys;
-}
 
 }  // namespace
 
@@ -98,7 +86,8 @@ void Dispatcher::Redrive(std::string topic, std::vector<std::string> ids,
   const std::string dead_topic = absl::StrCat(topic, ".dlq");
   std::vector<std::pair<DueKey, std::string>> chosen;
   for (std::string& id : ids) {
-    absl::StatusOr<std::optional<DueKey>> key = FindId(*store_, dead_topic, id);
+    absl::StatusOr<std::optional<DueKey>> key =
+        lifecycle::FindId(*store_, dead_topic, id);
     if (!key.ok()) {
       std::move(done)(key.status());
       return;
@@ -132,9 +121,8 @@ absl::StatusOr<bool> Dispatcher::RunTask() {
       return s;
     }
   }
-  chunk.counts.AppendTo(chunk.batch);
   absl::Status status = absl::OkStatus();
-  if (!chunk.batch.empty()) status = commits_->Commit(std::move(chunk.batch));
+  if (!chunk.changes.empty()) status = commits_->Commit(chunk.changes.Take());
   for (PreparedPublish& prepared : chunk.publishes) {
     (void)publisher_->Finish(std::move(prepared), status);
   }
@@ -179,38 +167,29 @@ absl::Status Dispatcher::BuildChunkLocked(Task& task, TaskChunk& chunk) {
 absl::StatusOr<size_t> Dispatcher::RemoveReadyLocked(
     Task& task, TaskChunk& chunk, const std::string& stored_under,
     Group* holder, size_t limit) {
-  const std::string prefix = storage::ReadyPrefix(task.topic, stored_under);
   DueKey& position = task.positions[stored_under];
   std::vector<DueKey> keys;
-  absl::Status corrupt;
-  absl::Status scanned = store_->Scan(
-      Table::kReady, storage::ReadyKey(task.topic, stored_under, position),
-      storage::PrefixEnd(prefix), [&](std::string_view key, std::string_view) {
-        std::optional<DueKey> due = storage::DecodeReadySuffix(key, prefix);
-        if (!due.has_value()) {
-          corrupt = absl::DataLossError("ready holds a malformed entry");
-          return false;
-        }
-        // A dispatch still being written: it came due after the task
-        // started, and is left alone.
-        if (!pending_ready_.contains(due->sequence)) {
-          keys.push_back(*due);
-        }
-        position = {due->deliver_at_ms, due->sequence + 1};
-        return keys.size() < limit;
-      });
+  absl::Status scanned =
+      lifecycle::ScanReady(*store_, task.topic, stored_under, position,
+                           [&](const DueKey& due, uint32_t) {
+                             // A dispatch still being written: it came due
+                             // after the task started, and is left alone.
+                             if (!pending_ready_.contains(due.sequence))
+                               keys.push_back(due);
+                             position = {due.deliver_at_ms, due.sequence + 1};
+                             return keys.size() < limit;
+                           });
   if (!scanned.ok()) return scanned;
-  if (!corrupt.ok()) return corrupt;
   for (const DueKey& key : keys) {
     if (holder != nullptr) {
       if (std::optional<ReadyItem> item = holder->window.Erase(key)) {
         chunk.from_windows.emplace_back(holder, *item);
       }
     }
-    chunk.batch.Delete(Table::kReady,
-                       storage::ReadyKey(task.topic, stored_under, key));
-    chunk.counts.Add(storage::ReadyCounter(task.topic, stored_under), -1);
+    lifecycle::PurgeReady(chunk.changes, task.topic,
+                          ReadyPlace{stored_under, key});
     chunk.removing.insert({stored_under, key.sequence});
+    chunk.removed_ready.push_back(key);
   }
   return keys.size();
 }
@@ -223,14 +202,12 @@ absl::StatusOr<bool> Dispatcher::DeleteIfUnheldLocked(const std::string& topic,
   absl::StatusOr<bool> held = HeldLocked(topic, key, except, &chunk.removing);
   if (!held.ok()) return held.status();
   if (*held) return false;
-  // Another path (an ack) may have deleted it already; topic_due tells, and
-  // holds the id.
+  // Another path (an ack) may have deleted it already; IdAt tells.
   absl::StatusOr<std::optional<std::string>> id =
-      store_->Get(Table::kTopicDue, storage::TopicDueKey(topic, key));
+      lifecycle::IdAt(*store_, topic, key);
   if (!id.ok()) return id.status();
   if (!id->has_value()) return false;
-  DeleteMessage(chunk.batch, topic, key, **id);
-  chunk.counts.Add(storage::MessagesCounter(topic), -1);
+  lifecycle::DeleteUnheld(chunk.changes, topic, key, **id);
   chunk.deleted.insert(key.sequence);
   return true;
 }
@@ -258,7 +235,7 @@ absl::Status Dispatcher::PurgeChunkLocked(Task& task, TaskChunk& chunk) {
   }
   chunk.finished = read < kChunk;
   // Messages the purge leaves unheld go too.
-  std::vector<DueKey> keys = RemovedReadyKeys(chunk.batch);
+  std::vector<DueKey> keys = chunk.removed_ready;
   std::sort(keys.begin(), keys.end());
   keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
   for (const DueKey& key : keys) {
@@ -277,9 +254,7 @@ absl::Status Dispatcher::DeleteGroupChunkLocked(Task& task, TaskChunk& chunk) {
   for (auto it = group.in_flight.begin();
        it != group.in_flight.end() && keys.size() < kChunk;) {
     keys.push_back(it->second.key);
-    chunk.batch.Delete(
-        Table::kInFlight,
-        storage::InFlightKey(group.topic, group.name, it->first));
+    lifecycle::DropInFlight(chunk.changes, group.topic, group.name, it->first);
     chunk.from_in_flight.emplace_back(&group, std::move(it->second));
     group.in_flight.erase(it++);
   }
@@ -294,7 +269,7 @@ absl::Status Dispatcher::DeleteGroupChunkLocked(Task& task, TaskChunk& chunk) {
       if (!n.ok()) return n.status();
       read += *n;
     }
-    for (const DueKey& key : RemovedReadyKeys(chunk.batch)) keys.push_back(key);
+    for (const DueKey& key : chunk.removed_ready) keys.push_back(key);
   }
   chunk.count = read;
   for (const DueKey& key : keys) {
@@ -316,7 +291,7 @@ absl::Status Dispatcher::DeleteGroupChunkLocked(Task& task, TaskChunk& chunk) {
     if (f.group == &group) return absl::OkStatus();
   }
   if (!group.finishing.empty()) return absl::OkStatus();
-  chunk.batch.Delete(Table::kMeta, storage::GroupKey(group.topic, group.name));
+  lifecycle::UnregisterGroup(chunk.changes, group.topic, group.name);
   chunk.finished = true;
   return absl::OkStatus();
 }
@@ -325,18 +300,14 @@ absl::Status Dispatcher::RedriveChunkLocked(Task& task, TaskChunk& chunk) {
   const std::string dead_topic = absl::StrCat(task.topic, ".dlq");
   if (task.all && task.chosen.empty()) {
     // The next letters, in due order.
-    const std::string prefix = storage::TopicDuePrefix(dead_topic);
     DueKey& position = task.positions[""];
-    absl::Status s = store_->Scan(
-        Table::kTopicDue, storage::TopicDueKey(dead_topic, position),
-        storage::PrefixEnd(prefix),
-        [&](std::string_view key, std::string_view id) {
-          std::optional<DueKey> due = storage::DecodeReadySuffix(key, prefix);
-          if (!due.has_value()) return false;
-          task.chosen.emplace_back(*due, std::string(id));
-          position = {due->deliver_at_ms, due->sequence + 1};
-          return task.chosen.size() < kChunk;
-        });
+    absl::Status s =
+        lifecycle::ScanTopic(*store_, dead_topic, position,
+                             [&](const DueKey& due, std::string_view id) {
+                               task.chosen.emplace_back(due, std::string(id));
+                               position = {due.deliver_at_ms, due.sequence + 1};
+                               return task.chosen.size() < kChunk;
+                             });
     if (!s.ok()) return s;
     if (task.chosen.empty()) {
       chunk.finished = true;
@@ -350,10 +321,9 @@ absl::Status Dispatcher::RedriveChunkLocked(Task& task, TaskChunk& chunk) {
     const auto& [key, id] = task.chosen[i];
     // A letter just published (still scheduled), coming due (its dispatch
     // being written) or with an ack being written waits for a later chunk.
-    absl::StatusOr<std::optional<std::string>> scheduled =
-        store_->Get(Table::kSchedule, storage::ScheduleKey(key));
+    absl::StatusOr<bool> scheduled = lifecycle::IsScheduled(*store_, key);
     if (!scheduled.ok()) return scheduled.status();
-    bool wait = scheduled->has_value() || pending_ready_.contains(key.sequence);
+    bool wait = *scheduled || pending_ready_.contains(key.sequence);
     if (t != topics_.end()) {
       for (auto& [name, group] : t->second) {
         wait = wait || group->finishing.contains(key.sequence);
@@ -363,15 +333,11 @@ absl::Status Dispatcher::RedriveChunkLocked(Task& task, TaskChunk& chunk) {
       busy.emplace_back(key, id);
       continue;
     }
-    absl::StatusOr<std::optional<std::string>> value =
-        store_->Get(Table::kMessages, storage::MessageKey(key.sequence));
-    if (!value.ok()) return value.status();
-    if (!value->has_value()) continue;  // Acked or purged meanwhile.
-    storage::MessageRecord record;
-    if (!record.ParseFromString(**value)) {
-      return absl::DataLossError(
-          absl::StrCat("message ", key.sequence, " is malformed"));
-    }
+    absl::StatusOr<std::optional<storage::MessageRecord>> stored =
+        lifecycle::ReadMessage(*store_, key.sequence);
+    if (!stored.ok()) return stored.status();
+    if (!stored->has_value()) continue;  // Acked or purged meanwhile.
+    storage::MessageRecord& record = **stored;
     // Back to the topic, due now, as the original message was.
     NewMessage message;
     message.topic = task.topic;
@@ -384,14 +350,15 @@ absl::Status Dispatcher::RedriveChunkLocked(Task& task, TaskChunk& chunk) {
     absl::StatusOr<PreparedPublish> prepared =
         publisher_->Prepare(std::move(messages));
     if (!prepared.ok()) return prepared.status();
-    if (prepared->batch.empty()) {
+    if (prepared->changes.empty()) {
       // Pending in the topic again: the letter stays.
       chunk.publishes.push_back(*std::move(prepared));
       continue;
     }
-    chunk.batch.Append(std::move(prepared->batch));
+    chunk.changes.Append(std::move(prepared->changes));
     chunk.publishes.push_back(*std::move(prepared));
     // Out of every group of the dead-letter topic, then deleted.
+    std::vector<std::string_view> groups;
     if (t != topics_.end()) {
       for (auto& [name, group_ptr] : t->second) {
         Group& group = *group_ptr;
@@ -406,29 +373,22 @@ absl::Status Dispatcher::RedriveChunkLocked(Task& task, TaskChunk& chunk) {
           chunk.from_in_flight.emplace_back(&group, std::move(entry->second));
           group.in_flight.erase(entry);
         }
-        chunk.batch.Delete(
-            Table::kInFlight,
-            storage::InFlightKey(dead_topic, name, key.sequence));
+        groups.push_back(name);
       }
     }
     // Ready entries: under each group's name and the waiting area. Deleting
     // an absent key is harmless, but the counters must only count present
     // ones.
-    std::vector<std::string> names = {""};
-    if (t != topics_.end()) {
-      for (auto& [name, group] : t->second) names.push_back(name);
-    }
-    for (const std::string& name : names) {
-      const std::string ready_key = storage::ReadyKey(dead_topic, name, key);
-      absl::StatusOr<std::optional<std::string>> ready =
-          store_->Get(Table::kReady, ready_key);
+    std::vector<std::string_view> ready_under = {""};
+    ready_under.insert(ready_under.end(), groups.begin(), groups.end());
+    std::vector<std::string_view> present;
+    for (std::string_view name : ready_under) {
+      absl::StatusOr<std::optional<uint32_t>> ready =
+          lifecycle::ReadReady(*store_, dead_topic, ReadyPlace{name, key});
       if (!ready.ok()) return ready.status();
-      if (!ready->has_value()) continue;
-      chunk.batch.Delete(Table::kReady, ready_key);
-      chunk.counts.Add(storage::ReadyCounter(dead_topic, name), -1);
+      if (ready->has_value()) present.push_back(name);
     }
-    DeleteMessage(chunk.batch, dead_topic, key, id);
-    chunk.counts.Add(storage::MessagesCounter(dead_topic), -1);
+    lifecycle::Redrive(chunk.changes, dead_topic, key, id, present, groups);
     ++chunk.count;
   }
   task.chosen.erase(task.chosen.begin(), task.chosen.begin() + n);

@@ -785,11 +785,10 @@ TEST_F(DispatcherTest, ARedriveWaitsForALetterComingDue) {
   Publish("t.dlq", "x", absl::Hours(1));
   // The letter comes due: its dispatch is written but not yet ended.
   const storage::DueKey key{kStartMs + 3600000, 1};
-  storage::WriteBatch batch;
+  Changes changes;
   const uint64_t ticket =
-      dispatcher().BeginDispatch({ScheduledEntry{key, "t.dlq"}}, batch);
-  batch.Delete(Table::kSchedule, storage::ScheduleKey(key));
-  ASSERT_TRUE(store_->Write(batch).ok());
+      dispatcher().BeginDispatch({ScheduledEntry{key, "t.dlq"}}, changes);
+  ASSERT_TRUE(store_->Write(changes.Take()).ok());
 
   std::optional<absl::StatusOr<uint64_t>> redriven;
   dispatcher().Redrive("t", {"x"},
