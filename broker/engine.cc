@@ -311,21 +311,11 @@ absl::StatusOr<absl::Time> Engine::Tick() {
 // persists the loader cursor: the safe cursor, but never past a message
 // that came due and is still waiting in due_.
 absl::Status Engine::Dispatch(const std::vector<ScheduledEntry>& chunk) {
-  Changes changes;
-  const uint64_t ticket = dispatcher_->BeginDispatch(chunk, changes);
   DueKey cursor = scheduler_.SafeCursor();
   if (std::optional<DueKey> waiting = due_.Least()) {
     cursor = std::min(cursor, *waiting);
   }
-  lifecycle::MoveLoaderCursor(changes, cursor);
-  // No fsync: if a power cut loses this move, the schedule entries and the
-  // old cursor come back, and the messages come due again.
-  changes.set_needs_sync(false);
-  // Written on this thread, beside the commit queue: the publishes of these
-  // messages have completed, and a cancel in the queue holds its message
-  // back from dispatch (Scheduler::BeginCancel).
-  const absl::Status s = commits_->WriteDirect(changes.Take());
-  dispatcher_->EndDispatch(ticket, s.ok());
+  const absl::Status s = dispatcher_->MoveToReady(chunk, cursor);
   if (s.ok() && options_.on_dispatched) options_.on_dispatched(chunk);
   return s;
 }

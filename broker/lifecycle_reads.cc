@@ -168,9 +168,8 @@ absl::StatusOr<std::optional<DueKey>> FindId(storage::MessageStore& store,
   if (!value->has_value()) return std::nullopt;
   std::optional<DueKey> key = storage::DecodeIdValue(**value);
   if (!key.has_value()) {
-    return Malformed(
-        absl::StrCat("ids entry of \"", std::string(id), "\" in topic \"",
-                     std::string(topic), "\""));
+    return Malformed(absl::StrCat("ids entry of \"", std::string(id),
+                                  "\" in topic \"", std::string(topic), "\""));
   }
   return key;
 }

@@ -1,180 +1,185 @@
-// The dispatcher's admin tasks: purging ready messages, deleting a group,
-// redriving dead letters. Each runs a chunk per step on the dispatcher's
-// thread, so it never races deliveries, refills or ack decisions; a chunk
-// changes memory under the lock, writes one batch, and is undone if the
-// write fails.
+#include "broker/admin_tasks.h"
 
 #include <algorithm>
-#include <utility>
+#include <optional>
+#include <string_view>
 
 #include "absl/strings/str_cat.h"
-#include "broker/dispatcher.h"
-#include "broker/dispatcher_internal.h"
-#include "broker/lifecycle.h"
 #include "broker/lifecycle_reads.h"
-#include "storage/keys.h"
 #include "storage/records.pb.h"
 
 namespace hourglass::broker {
 namespace {
+
+using storage::DueKey;
 
 // Ready entries, in-flight entries or dead letters handled per chunk.
 constexpr size_t kChunk = 1024;
 
 }  // namespace
 
-void Dispatcher::PurgeReady(std::string topic, CountCallback done) {
+struct AdminTasks::Task {
+  enum class Kind { kPurgeReady, kDeleteGroup, kRedrive };
+  Kind kind;
+  std::string topic;            // The topic purged, or redriven from its .dlq.
+  GroupState* group = nullptr;  // kDeleteGroup.
+  // Where each ready queue read has got to, by the name keys are stored
+  // under ("" is the waiting area); absent: the start.
+  std::map<std::string, DueKey> positions;
+  // kRedrive: the dead letters still to move (all of `<topic>.dlq` when
+  // `all`, read as the task goes).
+  bool all = false;
+  std::vector<std::pair<DueKey, std::string>> chosen;
+  int deferrals = 0;  // Chunks that found every remaining letter busy.
+  uint64_t count = 0;
+  CountCallback done;
+};
+
+// What one chunk of a task changed in the delivery state, to undo if its
+// write fails.
+struct AdminTasks::Chunk {
+  Changes changes;
+  // Due keys of the ready entries removed, in the order removed.
+  std::vector<DueKey> removed_ready;
+  // Window entries taken out, by the group whose window held them.
+  std::vector<std::pair<GroupState*, ReadyItem>> from_windows;
+  // In-flight entries taken out (kDeleteGroup, kRedrive).
+  std::vector<std::pair<GroupState*, InFlight>> from_in_flight;
+  // Messages deleted in this chunk (by sequence), so that no later entry
+  // of the chunk deletes one twice.
+  absl::flat_hash_set<uint64_t> deleted;
+  // Ready entries removed in this chunk: (stored-under name, sequence).
+  absl::flat_hash_set<std::pair<std::string, uint64_t>> removing;
+  std::vector<PreparedPublish> publishes;  // kRedrive.
+  uint64_t count = 0;
+  bool finished = false;
+};
+
+AdminTasks::AdminTasks(DeliveryState* state, storage::MessageStore* store,
+                       storage::CommitQueue* commits, Publisher* publisher,
+                       GroupRegistry* registry, StepInbox* inbox)
+    : state_(state),
+      store_(store),
+      commits_(commits),
+      publisher_(publisher),
+      registry_(registry),
+      inbox_(inbox) {}
+
+AdminTasks::~AdminTasks() = default;
+
+void AdminTasks::PurgeReady(std::string topic, CountCallback done) {
   auto task = std::make_unique<Task>();
   task->kind = Task::Kind::kPurgeReady;
   task->topic = std::move(topic);
   task->done = std::move(done);
-  absl::MutexLock lock(&mu_);
   tasks_.push_back(std::move(task));
-  WakeLocked();
 }
 
-void Dispatcher::DeleteGroup(std::string topic, std::string group,
-                             CountCallback done) {
-  std::vector<std::shared_ptr<Consumer>> ended;
-  std::optional<absl::Status> refused;
-  {
-    absl::MutexLock lock(&mu_);
-    Group* g = FindGroupLocked(topic, group);
-    if (g == nullptr || g->deleting) {
-      refused = absl::NotFoundError(absl::StrCat("no group ", Quoted(group),
-                                                 " in topic ", Quoted(topic)));
-    } else {
-      // From now on the group holds nothing and takes no consumers; its
-      // streams end, and the task removes its entries.
-      g->deleting = true;
-      for (ConsumerState* consumer : g->consumers) {
-        const std::vector<uint64_t> owned(consumer->owned.begin(),
-                                          consumer->owned.end());
-        for (uint64_t sequence : owned) {
-          auto entry = g->in_flight.find(sequence);
-          if (entry == g->in_flight.end()) continue;
-          ReleaseFromOwnerLocked(entry->second);
-          ClearTimerLocked(entry->second);
-        }
-        ended.push_back(consumer->sink);
-        consumers_.erase(consumer->id);
-      }
-      g->consumers.clear();
-      g->redeliverable.clear();
-      for (auto& [sequence, entry] : g->in_flight) ClearTimerLocked(entry);
-      auto task = std::make_unique<Task>();
-      task->kind = Task::Kind::kDeleteGroup;
-      task->topic = std::move(topic);
-      task->group = g;
-      task->done = std::move(done);
-      tasks_.push_back(std::move(task));
-      WakeLocked();
-    }
-  }
-  if (refused.has_value()) {
-    std::move(done)(*refused);
+void AdminTasks::DeleteGroup(GroupRegistry::GroupId id, CountCallback done) {
+  GroupState* group = state_->FindGroup(id);
+  if (group == nullptr) {
+    std::move(done)(absl::NotFoundError("no such group"));
     return;
   }
+  // From now on the group holds nothing and takes no consumers; its
+  // streams end, and the task removes its entries.
+  group->deleting = true;
   const absl::Status gone = absl::NotFoundError(
-      absl::StrCat("group ", Quoted(group), " was deleted"));
-  for (const std::shared_ptr<Consumer>& sink : ended) sink->End(gone);
+      absl::StrCat("group ", Quoted(group->name), " was deleted"));
+  const std::vector<ConsumerState*> consumers = group->consumers;
+  for (ConsumerState* consumer : consumers) {
+    const std::vector<uint64_t> owned(consumer->owned.begin(),
+                                      consumer->owned.end());
+    for (uint64_t sequence : owned) {
+      auto entry = group->in_flight.find(sequence);
+      if (entry == group->in_flight.end()) continue;
+      state_->ReleaseFromOwner(entry->second);
+    }
+    state_->RemoveConsumer(*consumer)->End(gone);
+  }
+  group->redeliverable.clear();
+  for (auto& [sequence, entry] : group->in_flight) state_->ClearTimer(entry);
+  auto task = std::make_unique<Task>();
+  task->kind = Task::Kind::kDeleteGroup;
+  task->topic = group->topic;
+  task->group = group;
+  task->done = std::move(done);
+  tasks_.push_back(std::move(task));
 }
 
-void Dispatcher::Redrive(std::string topic, std::vector<std::string> ids,
+void AdminTasks::Redrive(std::string topic,
+                         std::vector<std::pair<DueKey, std::string>> chosen,
                          CountCallback done) {
-  // The letters named must all exist before anything moves.
-  const std::string dead_topic = absl::StrCat(topic, ".dlq");
-  std::vector<std::pair<DueKey, std::string>> chosen;
-  for (std::string& id : ids) {
-    absl::StatusOr<std::optional<DueKey>> key =
-        lifecycle::FindId(*store_, dead_topic, id);
-    if (!key.ok()) {
-      std::move(done)(key.status());
-      return;
-    }
-    if (!key->has_value()) {
-      std::move(done)(absl::NotFoundError(
-          absl::StrCat("no dead letter with id ", Quoted(id), " of topic ",
-                       Quoted(topic), " (in ", Quoted(dead_topic), ")")));
-      return;
-    }
-    chosen.emplace_back(**key, std::move(id));
-  }
   auto task = std::make_unique<Task>();
   task->kind = Task::Kind::kRedrive;
   task->topic = std::move(topic);
   task->all = chosen.empty();
   task->chosen = std::move(chosen);
   task->done = std::move(done);
-  absl::MutexLock lock(&mu_);
   tasks_.push_back(std::move(task));
-  WakeLocked();
 }
 
-absl::StatusOr<bool> Dispatcher::RunTask() {
-  TaskChunk chunk;
-  {
-    absl::MutexLock lock(&mu_);
-    if (tasks_.empty()) return false;
-    if (absl::Status s = BuildChunkLocked(*tasks_.front(), chunk); !s.ok()) {
-      UndoChunkLocked(chunk);
-      return s;
-    }
+void AdminTasks::Abandon(const absl::Status& status) {
+  for (std::unique_ptr<Task>& task : tasks_) std::move(task->done)(status);
+  tasks_.clear();
+}
+
+absl::StatusOr<bool> AdminTasks::RunChunk() {
+  if (tasks_.empty()) return false;
+  Chunk chunk;
+  if (absl::Status s = BuildChunk(*tasks_.front(), chunk); !s.ok()) {
+    Undo(chunk);
+    return s;
   }
   absl::Status status = absl::OkStatus();
   if (!chunk.changes.empty()) status = commits_->Commit(chunk.changes.Take());
   for (PreparedPublish& prepared : chunk.publishes) {
     (void)publisher_->Finish(std::move(prepared), status);
   }
-  std::unique_ptr<Task> finished;
-  {
-    absl::MutexLock lock(&mu_);
-    if (!status.ok()) {
-      UndoChunkLocked(chunk);
-      return status;
-    }
-    Task& task = *tasks_.front();
-    task.count += chunk.count;
-    if (chunk.finished) {
-      finished = std::move(tasks_.front());
-      tasks_.pop_front();
-      if (finished->kind == Task::Kind::kDeleteGroup) {
-        // Nothing of it is left: no entries, no dispatch or ack in progress.
-        Group* group = finished->group;
-        for (auto& [sequence, entry] : group->in_flight)
-          ClearTimerLocked(entry);
-        topics_[group->topic].erase(group->name);
-        if (topics_[finished->topic].empty()) topics_.erase(finished->topic);
-      }
-    }
+  if (!status.ok()) {
+    Undo(chunk);
+    return status;
   }
-  if (finished != nullptr) std::move(finished->done)(finished->count);
+  Task& task = *tasks_.front();
+  task.count += chunk.count;
+  if (!chunk.finished) return true;
+  std::unique_ptr<Task> finished = std::move(tasks_.front());
+  tasks_.pop_front();
+  if (finished->kind == Task::Kind::kDeleteGroup) {
+    // Nothing of it is left: no entries, no move to ready or ack in
+    // progress.
+    const GroupRegistry::GroupId id = finished->group->id;
+    state_->RemoveGroup(*finished->group);
+    registry_->EndDelete(id);
+  }
+  std::move(finished->done)(finished->count);
   return true;
 }
 
-absl::Status Dispatcher::BuildChunkLocked(Task& task, TaskChunk& chunk) {
+absl::Status AdminTasks::BuildChunk(Task& task, Chunk& chunk) {
   switch (task.kind) {
     case Task::Kind::kPurgeReady:
-      return PurgeChunkLocked(task, chunk);
+      return PurgeChunk(task, chunk);
     case Task::Kind::kDeleteGroup:
-      return DeleteGroupChunkLocked(task, chunk);
+      return DeleteGroupChunk(task, chunk);
     case Task::Kind::kRedrive:
-      return RedriveChunkLocked(task, chunk);
+      return RedriveChunk(task, chunk);
   }
   return absl::InternalError("unknown task");
 }
 
-absl::StatusOr<size_t> Dispatcher::RemoveReadyLocked(
-    Task& task, TaskChunk& chunk, const std::string& stored_under,
-    Group* holder, size_t limit) {
+absl::StatusOr<size_t> AdminTasks::RemoveReady(Task& task, Chunk& chunk,
+                                               const std::string& stored_under,
+                                               GroupState* holder,
+                                               size_t limit) {
   DueKey& position = task.positions[stored_under];
   std::vector<DueKey> keys;
   absl::Status scanned =
       lifecycle::ScanReady(*store_, task.topic, stored_under, position,
                            [&](const DueKey& due, uint32_t) {
-                             // A dispatch still being written: it came due
+                             // A move to ready still being written: it came due
                              // after the task started, and is left alone.
-                             if (!pending_ready_.contains(due.sequence))
+                             if (!inbox_->IsPending(due.sequence))
                                keys.push_back(due);
                              position = {due.deliver_at_ms, due.sequence + 1};
                              return keys.size() < limit;
@@ -194,12 +199,12 @@ absl::StatusOr<size_t> Dispatcher::RemoveReadyLocked(
   return keys.size();
 }
 
-absl::StatusOr<bool> Dispatcher::DeleteIfUnheldLocked(const std::string& topic,
-                                                      const DueKey& key,
-                                                      const Group* except,
-                                                      TaskChunk& chunk) {
+absl::StatusOr<bool> AdminTasks::DeleteIfUnheld(const std::string& topic,
+                                                const DueKey& key,
+                                                const GroupState* except,
+                                                Chunk& chunk) {
   if (chunk.deleted.contains(key.sequence)) return false;
-  absl::StatusOr<bool> held = HeldLocked(topic, key, except, &chunk.removing);
+  absl::StatusOr<bool> held = state_->Held(topic, key, except, &chunk.removing);
   if (!held.ok()) return held.status();
   if (*held) return false;
   // Another path (an ack) may have deleted it already; IdAt tells.
@@ -212,14 +217,13 @@ absl::StatusOr<bool> Dispatcher::DeleteIfUnheldLocked(const std::string& topic,
   return true;
 }
 
-absl::Status Dispatcher::PurgeChunkLocked(Task& task, TaskChunk& chunk) {
+absl::Status AdminTasks::PurgeChunk(Task& task, Chunk& chunk) {
   // Every place ready entries of the topic live: each group's own name and
   // the waiting area, with the group whose window holds them.
-  std::vector<std::pair<std::string, Group*>> queues;
-  Group* area_holder = nullptr;
-  auto t = topics_.find(task.topic);
-  if (t != topics_.end()) {
-    for (auto& [name, group] : t->second) {
+  std::vector<std::pair<std::string, GroupState*>> queues;
+  GroupState* area_holder = nullptr;
+  if (auto* groups = state_->GroupsOf(task.topic)) {
+    for (auto& [name, group] : *groups) {
       queues.emplace_back(name, group.get());
       if (group->owns_waiting_area) area_holder = group.get();
     }
@@ -228,7 +232,7 @@ absl::Status Dispatcher::PurgeChunkLocked(Task& task, TaskChunk& chunk) {
   size_t read = 0;
   for (const auto& [stored_under, holder] : queues) {
     absl::StatusOr<size_t> n =
-        RemoveReadyLocked(task, chunk, stored_under, holder, kChunk - read);
+        RemoveReady(task, chunk, stored_under, holder, kChunk - read);
     if (!n.ok()) return n.status();
     read += *n;
     if (read == kChunk) break;
@@ -240,15 +244,15 @@ absl::Status Dispatcher::PurgeChunkLocked(Task& task, TaskChunk& chunk) {
   keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
   for (const DueKey& key : keys) {
     absl::StatusOr<bool> deleted =
-        DeleteIfUnheldLocked(task.topic, key, nullptr, chunk);
+        DeleteIfUnheld(task.topic, key, nullptr, chunk);
     if (!deleted.ok()) return deleted.status();
     if (*deleted) ++chunk.count;
   }
   return absl::OkStatus();
 }
 
-absl::Status Dispatcher::DeleteGroupChunkLocked(Task& task, TaskChunk& chunk) {
-  Group& group = *task.group;
+absl::Status AdminTasks::DeleteGroupChunk(Task& task, Chunk& chunk) {
+  GroupState& group = *task.group;
   // First the in-flight entries, then the ready ones.
   std::vector<DueKey> keys;
   for (auto it = group.in_flight.begin();
@@ -261,11 +265,11 @@ absl::Status Dispatcher::DeleteGroupChunkLocked(Task& task, TaskChunk& chunk) {
   size_t read = keys.size();
   if (read < kChunk) {
     absl::StatusOr<size_t> n =
-        RemoveReadyLocked(task, chunk, group.name, &group, kChunk - read);
+        RemoveReady(task, chunk, group.name, &group, kChunk - read);
     if (!n.ok()) return n.status();
     read += *n;
     if (group.owns_waiting_area && read < kChunk) {
-      n = RemoveReadyLocked(task, chunk, "", &group, kChunk - read);
+      n = RemoveReady(task, chunk, "", &group, kChunk - read);
       if (!n.ok()) return n.status();
       read += *n;
     }
@@ -276,18 +280,14 @@ absl::Status Dispatcher::DeleteGroupChunkLocked(Task& task, TaskChunk& chunk) {
     // Acks of the group still queued decide for their messages.
     if (group.finishing.contains(key.sequence)) continue;
     absl::StatusOr<bool> deleted =
-        DeleteIfUnheldLocked(group.topic, key, &group, chunk);
+        DeleteIfUnheld(group.topic, key, &group, chunk);
     if (!deleted.ok()) return deleted.status();
   }
   if (read > 0) return absl::OkStatus();
-  // Nothing left on disk or in memory. The group goes once no dispatch or
-  // ack in progress still refers to it.
-  for (const auto& [ticket, pending] : dispatching_) {
-    for (const PendingDispatch& p : pending) {
-      if (p.group == &group) return absl::OkStatus();  // Next step.
-    }
-  }
-  for (const Finished& f : finished_) {
+  // Nothing left on disk or in memory. The group goes once no move to
+  // ready or ack in progress still refers to it.
+  if (inbox_->NamesGroup(group.id)) return absl::OkStatus();  // Next step.
+  for (const Finished& f : state_->finished()) {
     if (f.group == &group) return absl::OkStatus();
   }
   if (!group.finishing.empty()) return absl::OkStatus();
@@ -296,7 +296,7 @@ absl::Status Dispatcher::DeleteGroupChunkLocked(Task& task, TaskChunk& chunk) {
   return absl::OkStatus();
 }
 
-absl::Status Dispatcher::RedriveChunkLocked(Task& task, TaskChunk& chunk) {
+absl::Status AdminTasks::RedriveChunk(Task& task, Chunk& chunk) {
   const std::string dead_topic = absl::StrCat(task.topic, ".dlq");
   if (task.all && task.chosen.empty()) {
     // The next letters, in due order.
@@ -316,16 +316,17 @@ absl::Status Dispatcher::RedriveChunkLocked(Task& task, TaskChunk& chunk) {
   }
   const size_t n = std::min(task.chosen.size(), kChunk);
   std::vector<std::pair<DueKey, std::string>> busy;
-  auto t = topics_.find(dead_topic);
+  auto* dead_groups = state_->GroupsOf(dead_topic);
   for (size_t i = 0; i < n; ++i) {
     const auto& [key, id] = task.chosen[i];
-    // A letter just published (still scheduled), coming due (its dispatch
-    // being written) or with an ack being written waits for a later chunk.
+    // A letter just published (still scheduled), coming due (its move to
+    // ready being written) or with an ack being written waits for a later
+    // chunk.
     absl::StatusOr<bool> scheduled = lifecycle::IsScheduled(*store_, key);
     if (!scheduled.ok()) return scheduled.status();
-    bool wait = *scheduled || pending_ready_.contains(key.sequence);
-    if (t != topics_.end()) {
-      for (auto& [name, group] : t->second) {
+    bool wait = *scheduled || inbox_->IsPending(key.sequence);
+    if (dead_groups != nullptr) {
+      for (auto& [name, group] : *dead_groups) {
         wait = wait || group->finishing.contains(key.sequence);
       }
     }
@@ -344,7 +345,7 @@ absl::Status Dispatcher::RedriveChunkLocked(Task& task, TaskChunk& chunk) {
     message.id = record.id();
     message.payload = std::move(*record.mutable_payload());
     message.headers.insert(record.headers().begin(), record.headers().end());
-    message.deliver_at = clock_->Now();
+    message.deliver_at = state_->clock()->Now();
     std::vector<NewMessage> messages;
     messages.push_back(std::move(message));
     absl::StatusOr<PreparedPublish> prepared =
@@ -359,16 +360,16 @@ absl::Status Dispatcher::RedriveChunkLocked(Task& task, TaskChunk& chunk) {
     chunk.publishes.push_back(*std::move(prepared));
     // Out of every group of the dead-letter topic, then deleted.
     std::vector<std::string_view> groups;
-    if (t != topics_.end()) {
-      for (auto& [name, group_ptr] : t->second) {
-        Group& group = *group_ptr;
+    if (dead_groups != nullptr) {
+      for (auto& [name, group_ptr] : *dead_groups) {
+        GroupState& group = *group_ptr;
         if (std::optional<ReadyItem> item = group.window.Erase(key)) {
           chunk.from_windows.emplace_back(&group, *item);
         }
         auto entry = group.in_flight.find(key.sequence);
         if (entry != group.in_flight.end()) {
-          ReleaseFromOwnerLocked(entry->second);
-          ClearTimerLocked(entry->second);
+          state_->ReleaseFromOwner(entry->second);
+          state_->ClearTimer(entry->second);
           group.redeliverable.erase(key);
           chunk.from_in_flight.emplace_back(&group, std::move(entry->second));
           group.in_flight.erase(entry);
@@ -376,9 +377,8 @@ absl::Status Dispatcher::RedriveChunkLocked(Task& task, TaskChunk& chunk) {
         groups.push_back(name);
       }
     }
-    // Ready entries: under each group's name and the waiting area. Deleting
-    // an absent key is harmless, but the counters must only count present
-    // ones.
+    // Ready entries: under each group's name and the waiting area. The
+    // counters must only count present ones.
     std::vector<std::string_view> ready_under = {""};
     ready_under.insert(ready_under.end(), groups.begin(), groups.end());
     std::vector<std::string_view> present;
@@ -405,19 +405,18 @@ absl::Status Dispatcher::RedriveChunkLocked(Task& task, TaskChunk& chunk) {
   return absl::OkStatus();
 }
 
-void Dispatcher::UndoChunkLocked(TaskChunk& chunk) {
+void AdminTasks::Undo(Chunk& chunk) {
   for (auto& [group, item] : chunk.from_windows) group->window.Add(item);
   for (auto& [group, entry] : chunk.from_in_flight) {
     const DueKey key = entry.key;
     entry.owner = nullptr;
     entry.timer.reset();
-    entry.token = next_token_++;
+    entry.token = state_->NextToken();
     group->in_flight.insert_or_assign(key.sequence, std::move(entry));
     if (!group->deleting) group->redeliverable.insert(key);
   }
   chunk.from_windows.clear();
   chunk.from_in_flight.clear();
-  WakeLocked();
 }
 
 }  // namespace hourglass::broker
