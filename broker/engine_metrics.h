@@ -94,10 +94,11 @@ class EngineMetrics {
 
  private:
   metrics::Registry* const registry_;
-  std::shared_ptr<metrics::Histogram> write_seconds_;
-  std::shared_ptr<metrics::Histogram> write_batches_;
-  std::shared_ptr<metrics::Histogram> sync_seconds_;
-  std::shared_ptr<metrics::Histogram> publish_latency_;
+  // Null without a registry.
+  prometheus::Histogram* write_seconds_ = nullptr;
+  prometheus::Histogram* write_batches_ = nullptr;
+  prometheus::Histogram* sync_seconds_ = nullptr;
+  prometheus::Histogram* publish_latency_ = nullptr;
   std::optional<metrics::Registry::CollectorId> collector_;
 
   absl::Mutex mu_;
