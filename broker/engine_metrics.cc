@@ -20,7 +20,7 @@ constexpr absl::Duration kSlowDrain = absl::Seconds(5);
 }  // namespace
 
 EngineMetrics::EngineMetrics(metrics::Registry* registry)
-    : registry_(registry) {
+    : registry_(registry), store_errors_(registry) {
   if (registry_ == nullptr) return;
   using metrics::Metric;
   write_seconds_ = &registry_->Histograms(Metric::kStoreWriteSeconds).Add({});
@@ -84,6 +84,7 @@ void EngineMetrics::Collect(std::function<std::optional<Snapshot>()> snapshot) {
 }
 
 void EngineMetrics::StoreWrite(const storage::CommitQueue::WriteInfo& info) {
+  if (!info.status.ok()) store_errors_.Count("write", info.status);
   if (write_seconds_ != nullptr) {
     write_seconds_->Observe(absl::ToDoubleSeconds(info.latency));
     write_batches_->Observe(static_cast<double>(info.batches));
@@ -93,6 +94,7 @@ void EngineMetrics::StoreWrite(const storage::CommitQueue::WriteInfo& info) {
 }
 
 void EngineMetrics::StoreSync(const storage::CommitQueue::SyncInfo& info) {
+  if (!info.status.ok()) store_errors_.Count("sync", info.status);
   if (sync_seconds_ != nullptr) {
     sync_seconds_->Observe(absl::ToDoubleSeconds(info.latency));
   }

@@ -13,6 +13,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "broker/metrics.h"
+#include "broker/store_errors.h"
 #include "storage/commit_queue.h"
 
 namespace hourglass::broker {
@@ -84,13 +85,18 @@ class EngineMetrics {
   void StopCollecting();
 
   // After each group commit's write (on the commit queue's writer thread)
-  // and each log sync (on its syncer thread).
+  // and each log sync (on its syncer thread); a failure counts in
+  // store_errors() as op "write" or "sync".
   void StoreWrite(const storage::CommitQueue::WriteInfo& info);
   void StoreSync(const storage::CommitQueue::SyncInfo& info);
   void PublishLatency(absl::Duration latency);
   // From the timer thread after each step: how many due messages wait to
   // be moved to ready.
   void DueBacklog(size_t waiting, absl::Time now);
+
+  // Where the broker's background loops count (and log) failed store
+  // operations.
+  StoreErrors& store_errors() { return store_errors_; }
 
  private:
   metrics::Registry* const registry_;
@@ -100,6 +106,7 @@ class EngineMetrics {
   prometheus::Histogram* sync_seconds_ = nullptr;
   prometheus::Histogram* publish_latency_ = nullptr;
   std::optional<metrics::Registry::CollectorId> collector_;
+  StoreErrors store_errors_;
 
   absl::Mutex mu_;
   // Warns that a store write or sync took `latency`, at most every 10 s.

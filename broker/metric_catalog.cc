@@ -154,6 +154,15 @@ const std::vector<MetricInfo>& Catalog() {
            {},
            {},
            "Bytes of table and blob files."},
+          {Metric::kStoreErrorsTotal,
+           "hourglass_store_errors_total",
+           kCounter,
+           {"op"},
+           {},
+           "Failed store operations of the broker's background work, by "
+           "operation (write and sync: the commit queue's group commits). "
+           "Each is also logged as an ERROR, at most once every 10 s per "
+           "operation."},
           {Metric::kStoreLiveDataBytes,
            "hourglass_store_live_data_bytes",
            kGauge,

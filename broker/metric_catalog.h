@@ -37,6 +37,7 @@ enum class Metric {
   kScheduled,
   kStartTimeSeconds,
   kStoreDiskBytes,
+  kStoreErrorsTotal,
   kStoreLiveDataBytes,
   kStorePendingCompactionBytes,
   kStoreSyncSeconds,

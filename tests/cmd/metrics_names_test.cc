@@ -57,6 +57,7 @@ const std::vector<std::string> kExported = {
     "hourglass_scheduled gauge topic",
     "hourglass_start_time_seconds gauge ",
     "hourglass_store_disk_bytes gauge ",
+    "hourglass_store_errors_total counter op",
     "hourglass_store_live_data_bytes gauge ",
     "hourglass_store_pending_compaction_bytes gauge ",
     "hourglass_store_sync_seconds histogram ",
