@@ -25,6 +25,8 @@ enum class Metric {
   kDeliveredTotal,
   kDeliveryLatenessSeconds,
   kDueBacklog,
+  kGrpcCallSeconds,
+  kGrpcCallsTotal,
   kInFlight,
   kLoaderLagSeconds,
   kMetricsHttpRefusedTotal,

@@ -463,6 +463,7 @@ int main(int argc, char** argv) {
   options.grpc_memory_bytes = absl::GetFlag(FLAGS_grpc_memory_mb) << 20;
   options.keepalive_time = keepalive_time;
   options.keepalive_timeout = keepalive_timeout;
+  options.metrics = &registry;
   auto server = hourglass::api::Server::Start(options);
   if (!server.ok()) Fail(std::string(server.status().message()));
   const bool tls = !options.tls_cert_file.empty();
