@@ -25,16 +25,18 @@
 // histograms, and its text serializer for what GET /metrics serves
 // (api/metrics_http.h). What is ours: metrics are registered by their id in
 // the catalog (broker/metric_catalog.h), which holds every name, label
-// name, bucket and help text; collectors that set gauges when scraped; and
-// a stable order of the text.
+// name, bucket and help text; collectors that set gauges when scraped, and
+// sources that hand a scrape whole families; and a stable order of the
+// text. A family comes either from the registry or from one source, never
+// both (the text would name it twice).
 //
 // There is no global registry: hourglassd owns one Registry and passes it to
 // whatever records metrics. Typical use:
 //
-//   metrics::CounterFamily published =
-//       registry->Counters(metrics::Metric::kPublishedTotal);
-//   prometheus::Counter& orders = published.Add({"orders"});  // keep it
-//   orders.Increment();
+//   metrics::CounterFamily errors =
+//       registry->Counters(metrics::Metric::kStoreErrorsTotal);
+//   prometheus::Counter& writes = errors.Add({"write"});  // keep it
+//   writes.Increment();
 //
 // Recording (Counter::Increment, Gauge::Set, Histogram::Observe) takes no
 // lock of ours: a counter or gauge is an atomic double, a histogram takes
