@@ -94,9 +94,8 @@ std::vector<prometheus::MetricFamily> Activity::CollectTotals() {
         families.emplace_back(metrics::NewFamily(metric));
     family.metric.reserve(totals.size());
     for (const auto& [topic, t] : totals) {
-      prometheus::ClientMetric& sample = family.metric.emplace_back();
-      sample.label.push_back({"topic", topic});
-      sample.counter.value = static_cast<double>(t.*which);
+      metrics::AddSample(family, {topic}).counter.value =
+          static_cast<double>(t.*which);
     }
   }
   return families;

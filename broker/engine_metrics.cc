@@ -4,6 +4,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "absl/time/clock.h"
 #include "spdlog/spdlog.h"
@@ -34,53 +35,68 @@ EngineMetrics::~EngineMetrics() { StopCollecting(); }
 
 void EngineMetrics::StopCollecting() {
   if (collector_.has_value()) registry_->RemoveCollector(*collector_);
+  if (source_.has_value()) registry_->RemoveCollector(*source_);
   collector_.reset();
+  source_.reset();
 }
 
 void EngineMetrics::Collect(std::function<std::optional<Snapshot>()> snapshot) {
   if (registry_ == nullptr) return;
   using metrics::Metric;
-  // The collector's own state: it alone touches these children.
-  struct Gauges {
-    metrics::ScrapedGauges scheduled, ready, in_flight, consumers;
+  // What the collector read, for the source after it; scrapes are
+  // serialised, so only one of them touches it at a time.
+  struct State {
     prometheus::Gauge *backlog, *lag, *live, *pending, *disk;
+    std::optional<Snapshot> last;
   };
-  auto gauges = std::make_shared<Gauges>(Gauges{
-      metrics::ScrapedGauges(registry_->Gauges(Metric::kScheduled)),
-      metrics::ScrapedGauges(registry_->Gauges(Metric::kReady)),
-      metrics::ScrapedGauges(registry_->Gauges(Metric::kInFlight)),
-      metrics::ScrapedGauges(registry_->Gauges(Metric::kConsumers)),
+  auto state = std::make_shared<State>(State{
       &registry_->Gauges(Metric::kDueBacklog).Add({}),
       &registry_->Gauges(Metric::kLoaderLagSeconds).Add({}),
       &registry_->Gauges(Metric::kStoreLiveDataBytes).Add({}),
       &registry_->Gauges(Metric::kStorePendingCompactionBytes).Add({}),
       &registry_->Gauges(Metric::kStoreDiskBytes).Add({}),
+      std::nullopt,
   });
-  collector_ =
-      registry_->AddCollector([gauges, snapshot = std::move(snapshot)] {
-        std::optional<Snapshot> s = snapshot();
-        if (!s.has_value()) return;  // Left as the last scrape saw it.
-        Gauges& g = *gauges;
-        for (const auto& [topic, n] : s->scheduled) {
-          g.scheduled.Set({topic}, static_cast<double>(n));
-        }
-        for (const Snapshot::Group& group : s->groups) {
-          const std::string_view labels[] = {group.topic, group.group};
-          g.ready.Set(labels, static_cast<double>(group.ready));
-          g.in_flight.Set(labels, static_cast<double>(group.in_flight));
-          g.consumers.Set(labels, static_cast<double>(group.consumers));
-        }
-        // Deleted topics and groups disappear.
-        g.scheduled.Sweep();
-        g.ready.Sweep();
-        g.in_flight.Sweep();
-        g.consumers.Sweep();
-        g.backlog->Set(static_cast<double>(s->due_backlog));
-        g.lag->Set(absl::ToDoubleSeconds(s->loader_lag));
-        g.live->Set(static_cast<double>(s->live_data_bytes));
-        g.pending->Set(static_cast<double>(s->pending_compaction_bytes));
-        g.disk->Set(static_cast<double>(s->disk_bytes));
-      });
+  collector_ = registry_->AddCollector([state, snapshot = std::move(snapshot)] {
+    std::optional<Snapshot> s = snapshot();
+    if (!s.has_value()) return;  // Left as the last scrape saw it.
+    state->backlog->Set(static_cast<double>(s->due_backlog));
+    state->lag->Set(absl::ToDoubleSeconds(s->loader_lag));
+    state->live->Set(static_cast<double>(s->live_data_bytes));
+    state->pending->Set(static_cast<double>(s->pending_compaction_bytes));
+    state->disk->Set(static_cast<double>(s->disk_bytes));
+    state->last = std::move(s);
+  });
+  // The series per topic and group, built whole from what the collector
+  // read, so that those of deleted topics and groups are simply not there
+  // (removing prometheus-cpp children one by one searches the family each
+  // time: quadratic when thousands go at once).
+  source_ = registry_->AddSource([state] {
+    std::vector<prometheus::MetricFamily> families;
+    if (!state->last.has_value()) return families;
+    const Snapshot& s = *state->last;
+    prometheus::MetricFamily scheduled = metrics::NewFamily(Metric::kScheduled);
+    for (const auto& [topic, n] : s.scheduled) {
+      metrics::AddSample(scheduled, {topic}).gauge.value =
+          static_cast<double>(n);
+    }
+    prometheus::MetricFamily ready = metrics::NewFamily(Metric::kReady);
+    prometheus::MetricFamily in_flight = metrics::NewFamily(Metric::kInFlight);
+    prometheus::MetricFamily consumers = metrics::NewFamily(Metric::kConsumers);
+    for (const Snapshot::Group& g : s.groups) {
+      metrics::AddSample(ready, {g.topic, g.group}).gauge.value =
+          static_cast<double>(g.ready);
+      metrics::AddSample(in_flight, {g.topic, g.group}).gauge.value =
+          static_cast<double>(g.in_flight);
+      metrics::AddSample(consumers, {g.topic, g.group}).gauge.value =
+          static_cast<double>(g.consumers);
+    }
+    for (prometheus::MetricFamily* family :
+         {&scheduled, &ready, &in_flight, &consumers}) {
+      families.push_back(std::move(*family));
+    }
+    return families;
+  });
 }
 
 void EngineMetrics::StoreWrite(const storage::CommitQueue::WriteInfo& info) {

@@ -106,6 +106,7 @@ class EngineMetrics {
   prometheus::Histogram* sync_seconds_ = nullptr;
   prometheus::Histogram* publish_latency_ = nullptr;
   std::optional<metrics::Registry::CollectorId> collector_;
+  std::optional<metrics::Registry::CollectorId> source_;
   StoreErrors store_errors_;
 
   absl::Mutex mu_;

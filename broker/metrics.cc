@@ -160,32 +160,20 @@ std::string Registry::Render() {
   return prometheus::TextSerializer().Serialize(families);
 }
 
-void ScrapedGauges::Set(absl::Span<const std::string_view> label_values,
-                        double value) {
-  // Each value with its length before it, so that no two tuples share a
-  // key whatever bytes they hold.
-  std::string key;
-  for (std::string_view v : label_values) {
-    const uint32_t size = static_cast<uint32_t>(v.size());
-    key.append(reinterpret_cast<const char*>(&size), sizeof(size));
-    key.append(v);
+prometheus::ClientMetric& AddSample(
+    prometheus::MetricFamily& family,
+    std::initializer_list<std::string_view> label_values) {
+  const MetricInfo* info = FindInfo(family.name);
+  assert(info != nullptr && info->labels.size() == label_values.size() &&
+         "AddSample: a family outside the catalog, or wrong label values");
+  prometheus::ClientMetric& sample = family.metric.emplace_back();
+  if (info == nullptr) return sample;
+  size_t i = 0;
+  for (std::string_view value : label_values) {
+    if (i == info->labels.size()) break;
+    sample.label.push_back({info->labels[i++], std::string(value)});
   }
-  auto [it, added] = children_.try_emplace(std::move(key), Child{nullptr});
-  if (added) it->second.gauge = &family_.Add(label_values);
-  it->second.gauge->Set(value);
-  it->second.set = true;
-}
-
-void ScrapedGauges::Sweep() {
-  for (auto it = children_.begin(); it != children_.end();) {
-    if (it->second.set) {
-      it->second.set = false;
-      ++it;
-    } else {
-      family_.Remove(it->second.gauge);
-      children_.erase(it++);
-    }
-  }
+  return sample;
 }
 
 }  // namespace hourglass::metrics

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <string>
 #include <string_view>
@@ -10,10 +11,10 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "broker/metric_catalog.h"
+#include "prometheus/client_metric.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
 #include "prometheus/gauge.h"
@@ -152,35 +153,15 @@ class Registry {
 };
 
 // An empty family of the catalog's `metric` (name, help, type), for a
-// source to fill.
+// source to fill with AddSample.
 prometheus::MetricFamily NewFamily(Metric metric);
 
-// The children of a gauge family that a collector sets at each scrape from
-// what exists then: Set those that exist, then Sweep removes the rest, so
-// that the series of deleted topics and groups leave the next scrape.
-//
-// Not thread-safe: used by one collector (collectors run one at a time).
-class ScrapedGauges {
- public:
-  explicit ScrapedGauges(GaugeFamily family) : family_(family) {}
-
-  // Sets the child for `label_values` (catalog order), adding it if new.
-  void Set(absl::Span<const std::string_view> label_values, double value);
-  void Set(std::initializer_list<std::string_view> label_values, double value) {
-    Set(absl::MakeConstSpan(label_values.begin(), label_values.size()), value);
-  }
-  // Removes the children not Set since the last Sweep.
-  void Sweep();
-
- private:
-  struct Child {
-    prometheus::Gauge* gauge;
-    bool set;
-  };
-  GaugeFamily family_;
-  // By label values, encoded as Set says.
-  absl::flat_hash_map<std::string, Child> children_;
-};
+// Appends a sample to `family` (one NewFamily made) with the catalog's label
+// names and `label_values`, in the catalog's order; the caller sets its
+// value. REQUIRES: as many values as the catalog has labels (asserted).
+prometheus::ClientMetric& AddSample(
+    prometheus::MetricFamily& family,
+    std::initializer_list<std::string_view> label_values);
 
 }  // namespace hourglass::metrics
 

@@ -5,6 +5,7 @@
 #include <limits>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -213,63 +214,69 @@ TEST(MetricsTest, RemovedChildrenStopRenderingAndComeBackAtZero) {
   EXPECT_EQ(registry.Render(), "");
 }
 
-// A collector sets what exists at each scrape; the series of what went
-// away since leave the scrape.
-TEST(MetricsTest, ScrapedGaugesRemoveWhatWasNotSetSinceTheLastSweep) {
-  Registry registry;
-  ScrapedGauges scheduled(registry.Gauges(Metric::kScheduled));
-  scheduled.Set({"orders"}, 5);
-  scheduled.Set({"carts"}, 1);
-  scheduled.Sweep();
-  const std::string head =
-      "# HELP hourglass_scheduled Messages published and not yet due.\n"
-      "# TYPE hourglass_scheduled gauge\n";
-  EXPECT_EQ(registry.Render(), head +
-                                   "hourglass_scheduled{topic=\"carts\"} 1\n"
-                                   "hourglass_scheduled{topic=\"orders\"} 5\n");
-  scheduled.Set({"reminders"}, 9);
-  scheduled.Set({"orders"}, 4);
-  scheduled.Sweep();
-  EXPECT_EQ(registry.Render(),
-            head +
-                "hourglass_scheduled{topic=\"orders\"} 4\n"
-                "hourglass_scheduled{topic=\"reminders\"} 9\n");
-  scheduled.Sweep();
-  EXPECT_EQ(registry.Render(), "");
-}
-
 TEST(MetricsTest, CollectorsRunAtEachScrapeUntilRemoved) {
   Registry registry;
-  ScrapedGauges scheduled(registry.Gauges(Metric::kScheduled));
-  // State the collector reads, as the broker's would be.
-  std::vector<std::pair<std::string, int>> state = {{"orders", 5}};
+  prometheus::Gauge& backlog = registry.Gauges(Metric::kDueBacklog).Add({});
+  int state = 5;  // What the collector reads, as the broker's would be.
   int runs = 0;
   const Registry::CollectorId id = registry.AddCollector([&] {
     ++runs;
-    for (const auto& [topic, count] : state) scheduled.Set({topic}, count);
-    scheduled.Sweep();
+    backlog.Set(state);
   });
   const std::string head =
-      "# HELP hourglass_scheduled Messages published and not yet due.\n"
-      "# TYPE hourglass_scheduled gauge\n";
-  EXPECT_EQ(registry.Render(),
-            head + "hourglass_scheduled{topic=\"orders\"} 5\n");
-
-  state = {{"carts", 2}, {"reminders", 9}};
-  EXPECT_EQ(registry.Render(),
-            head +
-                "hourglass_scheduled{topic=\"carts\"} 2\n"
-                "hourglass_scheduled{topic=\"reminders\"} 9\n");
+      "# HELP hourglass_due_backlog Messages that came due and wait to be "
+      "moved to ready.\n"
+      "# TYPE hourglass_due_backlog gauge\n";
+  EXPECT_EQ(registry.Render(), head + "hourglass_due_backlog 5\n");
+  state = 2;
+  EXPECT_EQ(registry.Render(), head + "hourglass_due_backlog 2\n");
   EXPECT_EQ(runs, 2);
 
   registry.RemoveCollector(id);
   registry.RemoveCollector(id);  // Unknown ids are ignored.
-  state = {};
-  EXPECT_EQ(registry.Render(),
-            head +
-                "hourglass_scheduled{topic=\"carts\"} 2\n"
-                "hourglass_scheduled{topic=\"reminders\"} 9\n");
+  state = 9;
+  EXPECT_EQ(registry.Render(), head + "hourglass_due_backlog 2\n");
   EXPECT_EQ(runs, 2);
+}
+
+// A source hands each scrape whole families, built from what exists then:
+// what went away since is simply not in them. They render among the
+// registry's, in name order, their samples in label value order.
+TEST(MetricsTest, SourcesRenderWholeFamiliesAtEachScrapeUntilRemoved) {
+  Registry registry;
+  registry.Gauges(Metric::kStoreDiskBytes).Add({}).Set(4096);
+  std::vector<std::pair<std::string, int>> state = {{"orders", 5},
+                                                    {"carts", 1}};
+  const Registry::CollectorId id = registry.AddSource([&] {
+    prometheus::MetricFamily scheduled = NewFamily(Metric::kScheduled);
+    for (const auto& [topic, n] : state) {
+      AddSample(scheduled, {topic}).gauge.value = n;
+    }
+    prometheus::MetricFamily ready = NewFamily(Metric::kReady);
+    AddSample(ready, {"orders", "billing"}).gauge.value = 2;
+    return std::vector<prometheus::MetricFamily>{scheduled, ready};
+  });
+  const std::string ready =
+      "# HELP hourglass_ready Due messages waiting in a group.\n"
+      "# TYPE hourglass_ready gauge\n"
+      "hourglass_ready{topic=\"orders\",group=\"billing\"} 2\n";
+  const std::string scheduled_head =
+      "# HELP hourglass_scheduled Messages published and not yet due.\n"
+      "# TYPE hourglass_scheduled gauge\n";
+  const std::string disk =
+      "# HELP hourglass_store_disk_bytes Bytes of table and blob files.\n"
+      "# TYPE hourglass_store_disk_bytes gauge\n"
+      "hourglass_store_disk_bytes 4096\n";
+  EXPECT_EQ(registry.Render(), ready + scheduled_head +
+                                   "hourglass_scheduled{topic=\"carts\"} 1\n"
+                                   "hourglass_scheduled{topic=\"orders\"} 5\n" +
+                                   disk);
+  state = {{"reminders", 9}};
+  EXPECT_EQ(registry.Render(),
+            ready + scheduled_head +
+                "hourglass_scheduled{topic=\"reminders\"} 9\n" + disk);
+  registry.RemoveCollector(id);
+  EXPECT_EQ(registry.Render(), disk);
 }
 
 TEST(MetricsTest, CollectorsRunInTheOrderAddedAndMayRegisterFamilies) {
