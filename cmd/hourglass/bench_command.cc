@@ -18,6 +18,10 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "cmd/common/connection.h"
+#include "cmd/common/duration.h"
+#include "cmd/common/errors.h"
+#include "cmd/common/signal_watcher.h"
 #include "cmd/hourglass/bench_consumer.h"
 #include "cmd/hourglass/bench_histogram.h"
 #include "cmd/hourglass/bench_producer.h"
@@ -25,10 +29,6 @@
 #include "cmd/hourglass/bench_stats.h"
 #include "cmd/hourglass/bench_workload.h"
 #include "cmd/hourglass/command.h"
-#include "cmd/hourglass/connection.h"
-#include "cmd/hourglass/duration.h"
-#include "cmd/hourglass/errors.h"
-#include "cmd/hourglass/signal_watcher.h"
 #include "hourglass/v1/broker.pb.h"
 
 namespace hourglass::cli {

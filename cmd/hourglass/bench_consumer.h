@@ -4,9 +4,9 @@
 #include <memory>
 
 #include "absl/time/time.h"
+#include "cmd/common/connection.h"
 #include "cmd/hourglass/bench_histogram.h"
 #include "cmd/hourglass/bench_stats.h"
-#include "cmd/hourglass/connection.h"
 #include "grpcpp/support/status.h"
 #include "hourglass/v1/broker.pb.h"
 

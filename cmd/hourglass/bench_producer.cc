@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "cmd/hourglass/errors.h"
+#include "cmd/common/errors.h"
 #include "grpcpp/support/client_callback.h"
 #include "hourglass/v1/broker.grpc.pb.h"
 

@@ -6,8 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "cmd/hourglass/duration.h"
-#include "cmd/hourglass/output.h"
+#include "cmd/common/duration.h"
+#include "cmd/common/output.h"
 
 namespace hourglass::cli {
 namespace {

@@ -9,7 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "cmd/hourglass/duration.h"
+#include "cmd/common/duration.h"
 
 namespace hourglass::cli {
 

@@ -17,9 +17,9 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "cmd/common/connection.h"
+#include "cmd/common/errors.h"
 #include "cmd/hourglass/command.h"
-#include "cmd/hourglass/connection.h"
-#include "cmd/hourglass/errors.h"
 #include "grpc/support/log.h"
 
 namespace {

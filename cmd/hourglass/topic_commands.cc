@@ -14,11 +14,11 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "cmd/common/connection.h"
+#include "cmd/common/duration.h"
+#include "cmd/common/errors.h"
+#include "cmd/common/output.h"
 #include "cmd/hourglass/command.h"
-#include "cmd/hourglass/connection.h"
-#include "cmd/hourglass/duration.h"
-#include "cmd/hourglass/errors.h"
-#include "cmd/hourglass/output.h"
 #include "hourglass/v1/admin.pb.h"
 
 namespace hourglass::cli {

@@ -9,7 +9,7 @@
 
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
-#include "cmd/hourglass/connection.h"
+#include "cmd/common/connection.h"
 #include "grpcpp/support/status.h"
 #include "tests/soak/ledger.h"
 

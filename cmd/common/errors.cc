@@ -1,4 +1,4 @@
-#include "cmd/hourglass/errors.h"
+#include "cmd/common/errors.h"
 
 #include <cstring>
 

@@ -1,4 +1,4 @@
-#include "cmd/hourglass/connection.h"
+#include "cmd/common/connection.h"
 
 #include <netdb.h>
 #include <poll.h>
@@ -23,8 +23,8 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "api/bearer_token.h"
-#include "cmd/hourglass/duration.h"
-#include "cmd/hourglass/errors.h"
+#include "cmd/common/duration.h"
+#include "cmd/common/errors.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "grpc/grpc.h"

@@ -1,4 +1,4 @@
-#include "cmd/hourglass/output.h"
+#include "cmd/common/output.h"
 
 #include <algorithm>
 #include <iostream>

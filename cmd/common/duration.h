@@ -1,5 +1,5 @@
-#ifndef HOURGLASS_CMD_HOURGLASS_DURATION_H_
-#define HOURGLASS_CMD_HOURGLASS_DURATION_H_
+#ifndef HOURGLASS_CMD_COMMON_DURATION_H_
+#define HOURGLASS_CMD_COMMON_DURATION_H_
 
 #include <string>
 
@@ -45,4 +45,4 @@ absl::Time FromProto(const google::protobuf::Timestamp& timestamp);
 
 }  // namespace hourglass::cli
 
-#endif  // HOURGLASS_CMD_HOURGLASS_DURATION_H_
+#endif  // HOURGLASS_CMD_COMMON_DURATION_H_

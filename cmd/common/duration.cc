@@ -1,4 +1,4 @@
-#include "cmd/hourglass/duration.h"
+#include "cmd/common/duration.h"
 
 #include <cstdint>
 #include <utility>

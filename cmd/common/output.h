@@ -1,5 +1,5 @@
-#ifndef HOURGLASS_CMD_HOURGLASS_OUTPUT_H_
-#define HOURGLASS_CMD_HOURGLASS_OUTPUT_H_
+#ifndef HOURGLASS_CMD_COMMON_OUTPUT_H_
+#define HOURGLASS_CMD_COMMON_OUTPUT_H_
 
 #include <ostream>
 #include <string>
@@ -65,4 +65,4 @@ inline const char* YesNo(bool value) { return value ? "yes" : "no"; }
 
 }  // namespace hourglass::cli
 
-#endif  // HOURGLASS_CMD_HOURGLASS_OUTPUT_H_
+#endif  // HOURGLASS_CMD_COMMON_OUTPUT_H_

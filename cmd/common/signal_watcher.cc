@@ -1,4 +1,4 @@
-#include "cmd/hourglass/signal_watcher.h"
+#include "cmd/common/signal_watcher.h"
 
 #include <pthread.h>
 #include <signal.h>

@@ -1,5 +1,5 @@
-#ifndef HOURGLASS_CMD_HOURGLASS_CONNECTION_H_
-#define HOURGLASS_CMD_HOURGLASS_CONNECTION_H_
+#ifndef HOURGLASS_CMD_COMMON_CONNECTION_H_
+#define HOURGLASS_CMD_COMMON_CONNECTION_H_
 
 #include <memory>
 #include <string>
@@ -69,7 +69,7 @@ class Connection {
   // Gives `context` the deadline of one call: now plus --timeout.
   void SetDeadline(grpc::ClientContext& context) const;
 
-  // A call's status as FromGrpc (cmd/hourglass/errors.h) makes it, naming
+  // A call's status as FromGrpc (cmd/common/errors.h) makes it, naming
   // the address and the timeout when the deadline passed, and the address
   // when the broker does not know the call.
   absl::Status Check(const grpc::Status& status) const;
@@ -110,4 +110,4 @@ void AwaitGrpcShutdown(absl::Duration limit);
 
 }  // namespace hourglass::cli
 
-#endif  // HOURGLASS_CMD_HOURGLASS_CONNECTION_H_
+#endif  // HOURGLASS_CMD_COMMON_CONNECTION_H_

@@ -1,5 +1,5 @@
-#ifndef HOURGLASS_CMD_HOURGLASS_ERRORS_H_
-#define HOURGLASS_CMD_HOURGLASS_ERRORS_H_
+#ifndef HOURGLASS_CMD_COMMON_ERRORS_H_
+#define HOURGLASS_CMD_COMMON_ERRORS_H_
 
 #include <string>
 
@@ -36,4 +36,4 @@ absl::Status FromGrpc(const grpc::Status& status);
 
 }  // namespace hourglass::cli
 
-#endif  // HOURGLASS_CMD_HOURGLASS_ERRORS_H_
+#endif  // HOURGLASS_CMD_COMMON_ERRORS_H_

@@ -1,5 +1,5 @@
-#ifndef HOURGLASS_CMD_HOURGLASS_SIGNAL_WATCHER_H_
-#define HOURGLASS_CMD_HOURGLASS_SIGNAL_WATCHER_H_
+#ifndef HOURGLASS_CMD_COMMON_SIGNAL_WATCHER_H_
+#define HOURGLASS_CMD_COMMON_SIGNAL_WATCHER_H_
 
 #include <functional>
 #include <thread>
@@ -36,4 +36,4 @@ class SignalWatcher {
 
 }  // namespace hourglass::cli
 
-#endif  // HOURGLASS_CMD_HOURGLASS_SIGNAL_WATCHER_H_
+#endif  // HOURGLASS_CMD_COMMON_SIGNAL_WATCHER_H_
