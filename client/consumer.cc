@@ -151,9 +151,10 @@ void ConsumerState::Received(
   taken.reserve(deliveries.size());
   for (hourglass::v1::Delivery* d : deliveries) {
     taken.push_back(FromProto(std::move(*d)));
+    taken.back().received_at = received_at;
   }
   if (handler != nullptr) {
-    handler(std::move(taken), received_at);
+    handler(std::move(taken));
     return;
   }
   absl::MutexLock lock(&mu);

@@ -67,10 +67,8 @@ struct ConsumerOptions {
 // not destroy it inside the handler.
 class Consumer {
  public:
-  // Deliveries of one response and when they arrived (for latency
-  // measurements: before any queueing of the consumer's).
-  using Handler = absl::AnyInvocable<void(std::vector<Delivery> deliveries,
-                                          absl::Time received_at)>;
+  // The deliveries of one response of the stream.
+  using Handler = absl::AnyInvocable<void(std::vector<Delivery> deliveries)>;
 
   // Opens the stream and waits, at most the channel's call_timeout, until
   // the broker accepts it (the group exists from then on). With a

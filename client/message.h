@@ -59,6 +59,9 @@ struct Delivery {
   absl::Time published_at;
   // 1 for the first delivery to the group, then one more each time.
   uint32_t attempt = 0;
+  // When this client read it from its stream, on this machine's clock:
+  // before any queueing of the consumer's, for measuring lateness.
+  absl::Time received_at;
 };
 
 }  // namespace hourglass::client

@@ -242,11 +242,14 @@ TEST_F(ConsumerTest, AHandlerGetsBatchesAndAcksFromThem) {
                     return r;
                   }())
                   .ok());
-  std::unique_ptr<Consumer> consumer = Subscribe(
-      options, [&](std::vector<Delivery> deliveries, absl::Time received_at) {
-        EXPECT_LE(received_at, absl::Now());
+  std::unique_ptr<Consumer> consumer =
+      Subscribe(options, [&](std::vector<Delivery> deliveries) {
         std::vector<std::string> acks;
-        for (const Delivery& d : deliveries) acks.push_back(d.id);
+        for (const Delivery& d : deliveries) {
+          EXPECT_LE(d.received_at, absl::Now());
+          EXPECT_GE(d.received_at, d.deliver_at);
+          acks.push_back(d.id);
+        }
         absl::MutexLock lock(&mu);
         // Deliveries may come before Subscribe has returned the consumer.
         mu.Await(absl::Condition(
