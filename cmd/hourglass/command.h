@@ -51,7 +51,6 @@ void AddSubscribeCommand(Registry& registry);  // subscribe_command.cc
 void AddMessageCommands(Registry& registry);
 // stats, topics, groups, dlq, purge: topic_commands.cc
 void AddTopicCommands(Registry& registry);
-void AddBenchCommand(Registry& registry);  // bench_command.cc
 
 }  // namespace hourglass::cli
 

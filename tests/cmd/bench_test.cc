@@ -1,4 +1,4 @@
-// The parts of `hourglass bench` that need no broker: the latency
+// The parts of hourglass-bench that need no broker: the latency
 // histogram and the --delay syntax.
 
 #include <algorithm>
@@ -7,12 +7,12 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "cmd/hourglass/bench_histogram.h"
-#include "cmd/hourglass/bench_workload.h"
+#include "cmd/hourglass-bench/histogram.h"
+#include "cmd/hourglass-bench/workload.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace hourglass::cli {
+namespace hourglass::bench {
 namespace {
 
 TEST(LatencyHistogramTest, EmptyReportsZero) {
@@ -141,4 +141,4 @@ TEST(PublishPlanTest, PacesToTheRateAndCarriesTheSequence) {
 }
 
 }  // namespace
-}  // namespace hourglass::cli
+}  // namespace hourglass::bench

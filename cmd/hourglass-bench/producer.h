@@ -9,16 +9,16 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "cmd/common/connection.h"
-#include "cmd/hourglass/bench_histogram.h"
-#include "cmd/hourglass/bench_stats.h"
-#include "cmd/hourglass/bench_workload.h"
+#include "cmd/hourglass-bench/histogram.h"
+#include "cmd/hourglass-bench/stats.h"
+#include "cmd/hourglass-bench/workload.h"
 #include "grpcpp/alarm.h"
 #include "grpcpp/client_context.h"
 #include "hourglass/v1/broker.pb.h"
 
-namespace hourglass::cli {
+namespace hourglass::bench {
 
-// One producer of `hourglass bench`: a connection of its own and a number
+// One producer of hourglass-bench: a connection of its own and a number
 // of slots, each a chain of publishes on gRPC's callback API, so that
 // `slots` requests are in flight at once without a thread each: a Publish
 // call each, or requests on one PublishStream. A slot claims its next
@@ -38,7 +38,7 @@ class BenchProducer {
 
   // Tells `control` when its last request is answered. REQUIRES: `plan`,
   // `counters` and `control` outlive this object; slots >= 1.
-  BenchProducer(std::unique_ptr<Connection> connection, PublishPlan& plan,
+  BenchProducer(std::unique_ptr<cli::Connection> connection, PublishPlan& plan,
                 BenchCounters& counters, BenchControl& control, int slots,
                 Rpc rpc = Rpc::kPublish);
   // REQUIRES: Wait has returned (no call or alarm is pending).
@@ -91,7 +91,7 @@ class BenchProducer {
   void SlotDone();
 
   // Constant after construction.
-  const std::unique_ptr<Connection> connection_;
+  const std::unique_ptr<cli::Connection> connection_;
   PublishPlan& plan_;
   BenchCounters& counters_;
   BenchControl& control_;
@@ -104,6 +104,6 @@ class BenchProducer {
   LatencyHistogram latency_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace hourglass::cli
+}  // namespace hourglass::bench
 
 #endif  // HOURGLASS_CMD_HOURGLASS_BENCH_PRODUCER_H_

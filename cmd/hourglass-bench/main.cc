@@ -1,7 +1,9 @@
-// hourglass bench: a load generator. Publishes a workload to a fresh topic
-// while consumers take and ack what comes due, prints a progress line every
-// second and, at the end, publish and delivery throughput, lateness
-// percentiles, early deliveries, duplicates and errors.
+// hourglass-bench: Hourglass's load generator. Publishes a workload to a
+// fresh topic while consumers take and ack what comes due, prints a progress
+// line every second and, at the end, publish and delivery throughput,
+// lateness percentiles, early deliveries, duplicates and errors.
+//
+//   hourglass-bench [--addr=127.0.0.1:7070] [--timeout=10s] [--json] [FLAGS]
 
 #include <algorithm>
 #include <atomic>
@@ -12,8 +14,10 @@
 #include <string>
 #include <vector>
 
+#include "CLI/CLI.hpp"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
@@ -21,18 +25,26 @@
 #include "cmd/common/connection.h"
 #include "cmd/common/duration.h"
 #include "cmd/common/errors.h"
+#include "cmd/common/flags.h"
 #include "cmd/common/signal_watcher.h"
-#include "cmd/hourglass/bench_consumer.h"
-#include "cmd/hourglass/bench_histogram.h"
-#include "cmd/hourglass/bench_producer.h"
-#include "cmd/hourglass/bench_report.h"
-#include "cmd/hourglass/bench_stats.h"
-#include "cmd/hourglass/bench_workload.h"
-#include "cmd/hourglass/command.h"
+#include "cmd/hourglass-bench/consumer.h"
+#include "cmd/hourglass-bench/histogram.h"
+#include "cmd/hourglass-bench/producer.h"
+#include "cmd/hourglass-bench/report.h"
+#include "cmd/hourglass-bench/stats.h"
+#include "cmd/hourglass-bench/workload.h"
 #include "hourglass/v1/broker.pb.h"
 
-namespace hourglass::cli {
+namespace hourglass::bench {
 namespace {
+
+using cli::Connection;
+using cli::GlobalOptions;
+using cli::HumanDuration;
+using cli::ParseDuration;
+using cli::ParseTimeout;
+using cli::SignalWatcher;
+using cli::UsageError;
 
 // Messages published when neither --count nor --duration is given.
 constexpr uint64_t kDefaultCount = 100000;
@@ -355,12 +367,7 @@ absl::Status Bench(const GlobalOptions& globals, const BenchOptions& options) {
   return absl::OkStatus();
 }
 
-}  // namespace
-
-void AddBenchCommand(Registry& registry) {
-  auto options = std::make_shared<BenchOptions>();
-  CLI::App* bench = registry.app().add_subcommand(
-      "bench", "Load the broker: publish, consume and measure lateness");
+void AddFlags(CLI::App* bench, BenchOptions* options) {
   bench->add_option("--topic", options->topic,
                     "Topic to use (default: a new one, bench-<unix ms>)");
   bench->add_option("--group", options->group, "Consumer group")
@@ -459,16 +466,58 @@ undelivered messages; errors. --json prints the same as one JSON object.
 Exit status 1 when a delivery came early, a call failed, or messages were
 not delivered in time; the summary is printed all the same.
 
+Global options (--addr, --timeout, --json, --tls*, --token) are those of
+the hourglass CLI; the token and TLS files may come from HOURGLASS_TOKEN,
+HOURGLASS_TLS_CA, HOURGLASS_TLS_CERT and HOURGLASS_TLS_KEY.
+
 Examples:
-  hourglass bench --batch=100 --count=1000000 --consumers=0
-  hourglass bench --batch=1 --concurrency=64 --duration=30s --consumers=0
-  hourglass bench --batch=1 --concurrency=64 --publish=stream --consumers=0
-  hourglass bench --rate=10000 --duration=60s --delay=1s..10s --batch=10
-  hourglass bench --count=1000000 --batch=1000 --delay=hot:20s --consumers=2
-  hourglass --json bench --count=10000 --durability=sync)");
-  registry.SetAction(bench, [&globals = registry.globals(), options] {
-    return Bench(globals, *options);
-  });
+  hourglass-bench --batch=100 --count=1000000 --consumers=0
+  hourglass-bench --batch=1 --concurrency=64 --duration=30s --consumers=0
+  hourglass-bench --batch=1 --concurrency=64 --publish=stream --consumers=0
+  hourglass-bench --rate=10000 --duration=60s --delay=1s..10s --batch=10
+  hourglass-bench --count=1000000 --batch=1000 --delay=hot:20s --consumers=2
+  hourglass-bench --json --count=10000 --durability=sync)");
 }
 
-}  // namespace hourglass::cli
+}  // namespace
+}  // namespace hourglass::bench
+
+int main(int argc, char** argv) {
+  hourglass::cli::QuietGrpcLogs();
+  hourglass::cli::GlobalOptions globals;
+  hourglass::bench::BenchOptions options;
+  CLI::App app(
+      "hourglass-bench: load an Hourglass broker: publish, consume and "
+      "measure throughput and lateness.",
+      "hourglass-bench");
+  app.failure_message([](const CLI::App* app, const CLI::Error& error) {
+    return hourglass::cli::UsageFailure("hourglass-bench", app, error);
+  });
+  app.set_version_flag("--version", "hourglass-bench " HOURGLASS_VERSION);
+  hourglass::cli::AddGlobalFlags(app, globals);
+  for (CLI::Option* option : app.get_options({})) {
+    if (option->get_name() == "--addr") option->type_name("HOST:PORT");
+    if (option->get_name() == "--timeout") option->type_name("DURATION");
+    if (option->get_name() == "--token") option->type_name("TOKEN");
+    if (absl::StartsWith(option->get_name(), "--tls-")) {
+      option->type_name(option->get_name() == "--tls-server-name" ? "NAME"
+                                                                  : "FILE");
+    }
+  }
+  hourglass::bench::AddFlags(&app, &options);
+  app.get_formatter()->column_width(34);
+
+  // CLI11 reports parse errors and --help by exceptions; they stop here.
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : hourglass::cli::kExitUsage;
+  }
+  const absl::Status status = hourglass::bench::Bench(globals, options);
+  if (!status.ok()) {
+    std::cerr << "hourglass-bench: " << status.message() << std::endl;
+  }
+  // The run's channels are gone; gRPC may still be tearing them down.
+  hourglass::cli::AwaitGrpcShutdown(absl::Seconds(5));
+  return hourglass::cli::ExitCode(status);
+}

@@ -1,4 +1,4 @@
-#include "cmd/hourglass/bench_workload.h"
+#include "cmd/hourglass-bench/workload.h"
 
 #include <algorithm>
 #include <cstring>
@@ -11,16 +11,17 @@
 #include "absl/strings/strip.h"
 #include "cmd/common/duration.h"
 
-namespace hourglass::cli {
+namespace hourglass::bench {
 
 std::string DelaySpec::ToString() const {
   switch (kind) {
     case Kind::kFixed:
-      return HumanDuration(min);
+      return cli::HumanDuration(min);
     case Kind::kUniform:
-      return absl::StrCat(HumanDuration(min), "..", HumanDuration(max));
+      return absl::StrCat(cli::HumanDuration(min), "..",
+                          cli::HumanDuration(max));
     case Kind::kHot:
-      return absl::StrCat("hot:", HumanDuration(min));
+      return absl::StrCat("hot:", cli::HumanDuration(min));
   }
   return "";
 }
@@ -33,7 +34,7 @@ absl::StatusOr<DelaySpec> ParseDelaySpec(absl::string_view text) {
   DelaySpec spec;
   absl::string_view rest = text;
   if (absl::ConsumePrefix(&rest, "hot:")) {
-    absl::StatusOr<absl::Duration> at = ParseDuration(rest);
+    absl::StatusOr<absl::Duration> at = cli::ParseDuration(rest);
     if (!at.ok()) return bad;
     spec.kind = DelaySpec::Kind::kHot;
     spec.min = spec.max = *at;
@@ -41,13 +42,14 @@ absl::StatusOr<DelaySpec> ParseDelaySpec(absl::string_view text) {
   }
   const size_t dots = rest.find("..");
   if (dots == absl::string_view::npos) {
-    absl::StatusOr<absl::Duration> delay = ParseDuration(rest);
+    absl::StatusOr<absl::Duration> delay = cli::ParseDuration(rest);
     if (!delay.ok()) return bad;
     spec.min = spec.max = *delay;
     return spec;
   }
-  absl::StatusOr<absl::Duration> min = ParseDuration(rest.substr(0, dots));
-  absl::StatusOr<absl::Duration> max = ParseDuration(rest.substr(dots + 2));
+  absl::StatusOr<absl::Duration> min = cli::ParseDuration(rest.substr(0, dots));
+  absl::StatusOr<absl::Duration> max =
+      cli::ParseDuration(rest.substr(dots + 2));
   if (!min.ok() || !max.ok()) return bad;
   if (*max < *min) {
     return absl::InvalidArgumentError(
@@ -124,20 +126,20 @@ void PublishPlan::Fill(const Claim& claim, absl::BitGen& random,
     payload += filler_;
     switch (options_.delay.kind) {
       case DelaySpec::Kind::kFixed:
-        *message.mutable_delay() = ToProto(options_.delay.min);
+        *message.mutable_delay() = cli::ToProto(options_.delay.min);
         break;
       case DelaySpec::Kind::kUniform:
         *message.mutable_delay() =
-            ToProto(absl::Milliseconds(absl::Uniform<int64_t>(
+            cli::ToProto(absl::Milliseconds(absl::Uniform<int64_t>(
                 absl::IntervalClosed, random,
                 absl::ToInt64Milliseconds(options_.delay.min),
                 absl::ToInt64Milliseconds(options_.delay.max))));
         break;
       case DelaySpec::Kind::kHot:
-        *message.mutable_deliver_at() = ToProto(hot_instant_);
+        *message.mutable_deliver_at() = cli::ToProto(hot_instant_);
         break;
     }
   }
 }
 
-}  // namespace hourglass::cli
+}  // namespace hourglass::bench

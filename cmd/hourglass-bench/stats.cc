@@ -1,6 +1,6 @@
-#include "cmd/hourglass/bench_stats.h"
+#include "cmd/hourglass-bench/stats.h"
 
-namespace hourglass::cli {
+namespace hourglass::bench {
 
 SeenSet::~SeenSet() {
   for (auto& chunk : chunks_) delete[] chunk.load(std::memory_order_relaxed);
@@ -77,4 +77,4 @@ void BenchControl::Reach() {
   reached_ = true;
 }
 
-}  // namespace hourglass::cli
+}  // namespace hourglass::bench

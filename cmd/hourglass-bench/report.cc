@@ -1,4 +1,4 @@
-#include "cmd/hourglass/bench_report.h"
+#include "cmd/hourglass-bench/report.h"
 
 #include <string>
 #include <utility>
@@ -9,7 +9,7 @@
 #include "cmd/common/duration.h"
 #include "cmd/common/output.h"
 
-namespace hourglass::cli {
+namespace hourglass::bench {
 namespace {
 
 std::string Plural(uint64_t n, const char* one, const char* many) {
@@ -60,25 +60,26 @@ std::string HumanReport(const BenchResult& r) {
                       "p99 %s max %s",
                       r.published, r.publish_calls,
                       r.publish_rpc == "PublishStream" ? "requests" : "calls",
-                      HumanDuration(r.publish_time),
+                      cli::HumanDuration(r.publish_time),
                       Rate(r.published, r.publish_time),
                       r.publish_rpc == "PublishStream" ? "request" : "call",
-                      HumanDuration(r.call_latency.Percentile(50)),
-                      HumanDuration(r.call_latency.Percentile(99)),
-                      HumanDuration(r.call_latency.max())));
+                      cli::HumanDuration(r.call_latency.Percentile(50)),
+                      cli::HumanDuration(r.call_latency.Percentile(99)),
+                      cli::HumanDuration(r.call_latency.max())));
   if (r.consumers > 0) {
     lines.emplace_back(
         "delivered",
         absl::StrFormat("%d of %d in %s = %.0f msg/s", r.delivered, r.published,
-                        HumanDuration(r.delivery_time),
+                        cli::HumanDuration(r.delivery_time),
                         Rate(r.delivered, r.delivery_time)));
     const LatencyHistogram& l = r.lateness;
     lines.emplace_back(
-        "lateness", absl::StrCat("p50 ", HumanDuration(l.Percentile(50)),
-                                 " p90 ", HumanDuration(l.Percentile(90)),
-                                 " p99 ", HumanDuration(l.Percentile(99)),
-                                 " p99.9 ", HumanDuration(l.Percentile(99.9)),
-                                 " max ", HumanDuration(l.max())));
+        "lateness",
+        absl::StrCat("p50 ", cli::HumanDuration(l.Percentile(50)), " p90 ",
+                     cli::HumanDuration(l.Percentile(90)), " p99 ",
+                     cli::HumanDuration(l.Percentile(99)), " p99.9 ",
+                     cli::HumanDuration(l.Percentile(99.9)), " max ",
+                     cli::HumanDuration(l.max())));
   } else {
     lines.emplace_back("delivered", "- (no consumers)");
     lines.emplace_back("lateness", "-");
@@ -111,15 +112,16 @@ std::string JsonReport(const BenchResult& r) {
   const LatencyHistogram& c = r.call_latency;
   const LatencyHistogram& l = r.lateness;
   return absl::StrCat(
-      "{\"topic\":", JsonQuote(r.topic), ",\"group\":", JsonQuote(r.group),
-      ",\"durability\":", JsonQuote(r.durability),
+      "{\"topic\":", cli::JsonQuote(r.topic),
+      ",\"group\":", cli::JsonQuote(r.group),
+      ",\"durability\":", cli::JsonQuote(r.durability),
       ",\"producers\":", r.producers,
-      ",\"publish_rpc\":", JsonQuote(r.publish_rpc),
+      ",\"publish_rpc\":", cli::JsonQuote(r.publish_rpc),
       ",\"consumers\":", r.consumers,
-      ",\"consumer_rpc\":", JsonQuote(r.consumer_rpc),
+      ",\"consumer_rpc\":", cli::JsonQuote(r.consumer_rpc),
       ",\"concurrency\":", r.concurrency, ",\"batch\":", r.batch,
       ",\"payload_bytes\":", r.payload_bytes,
-      ",\"delay\":", JsonQuote(r.delay.ToString()),
+      ",\"delay\":", cli::JsonQuote(r.delay.ToString()),
       ",\"rate\":", absl::StrFormat("%.0f", r.rate),
       ",\"published\":", r.published, ",\"publish_calls\":", r.publish_calls,
       ",\"publish_seconds\":",
@@ -140,8 +142,8 @@ std::string JsonReport(const BenchResult& r) {
       ",\"foreign\":", r.foreign, ",\"undelivered\":", r.undelivered,
       ",\"errors\":", r.errors, ",\"failed_messages\":", r.failed_messages,
       ",\"stream_errors\":", r.stream_errors,
-      ",\"first_error\":", JsonQuote(r.first_error),
+      ",\"first_error\":", cli::JsonQuote(r.first_error),
       ",\"interrupted\":", r.interrupted ? "true" : "false", "}\n");
 }
 
-}  // namespace hourglass::cli
+}  // namespace hourglass::bench

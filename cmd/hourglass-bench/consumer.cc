@@ -1,4 +1,4 @@
-#include "cmd/hourglass/bench_consumer.h"
+#include "cmd/hourglass-bench/consumer.h"
 
 #include <optional>
 #include <string>
@@ -11,12 +11,12 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "cmd/common/duration.h"
-#include "cmd/hourglass/bench_workload.h"
+#include "cmd/hourglass-bench/workload.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/support/client_callback.h"
 #include "hourglass/v1/broker.grpc.pb.h"
 
-namespace hourglass::cli {
+namespace hourglass::bench {
 namespace {
 
 // The stream of BenchConsumer over either RPC; Response is Delivery
@@ -30,7 +30,7 @@ class Stream final
   static constexpr bool kBatches =
       std::is_same_v<Response, hourglass::v1::DeliveryBatch>;
 
-  Stream(Connection& connection, BenchCounters& counters, SeenSet& seen,
+  Stream(cli::Connection& connection, BenchCounters& counters, SeenSet& seen,
          BenchControl& control)
       : connection_(connection),
         counters_(counters),
@@ -42,7 +42,7 @@ class Stream final
 
   bool WaitSubscribed(absl::Time deadline) override;
   grpc::Status Finish(absl::Time deadline) override;
-  const Connection& connection() const override { return connection_; }
+  const cli::Connection& connection() const override { return connection_; }
   const LatencyHistogram& lateness() const override { return lateness_; }
   absl::Time first_arrival() const override { return first_arrival_; }
   absl::Time last_arrival() const override { return last_arrival_; }
@@ -64,7 +64,7 @@ class Stream final
   void StartNext(NextWrite next);
 
   // Constant after construction.
-  Connection& connection_;
+  cli::Connection& connection_;
   BenchCounters& counters_;
   SeenSet& seen_;
   BenchControl& control_;
@@ -159,7 +159,7 @@ template <typename Response>
 void Stream<Response>::Count(const hourglass::v1::Delivery& delivery,
                              absl::Time now) {
   counters_.deliveries.fetch_add(1, std::memory_order_relaxed);
-  const absl::Time deliver_at = FromProto(delivery.deliver_at());
+  const absl::Time deliver_at = cli::FromProto(delivery.deliver_at());
   if (now < deliver_at) counters_.early.fetch_add(1, std::memory_order_relaxed);
   uint64_t sequence;
   if (!ReadSequence(delivery.payload(), sequence)) {
@@ -285,7 +285,7 @@ void Stream<Response>::OnDone(const grpc::Status& status) {
 }  // namespace
 
 std::shared_ptr<BenchConsumer> BenchConsumer::Start(
-    Rpc rpc, Connection& connection, const hourglass::v1::Open& open,
+    Rpc rpc, cli::Connection& connection, const hourglass::v1::Open& open,
     BenchCounters& counters, SeenSet& seen, BenchControl& control) {
   if (rpc == Rpc::kSubscribeBatches) {
     auto stream = std::make_shared<Stream<hourglass::v1::DeliveryBatch>>(
@@ -299,4 +299,4 @@ std::shared_ptr<BenchConsumer> BenchConsumer::Start(
   return stream;
 }
 
-}  // namespace hourglass::cli
+}  // namespace hourglass::bench

@@ -1,4 +1,4 @@
-#include "cmd/hourglass/bench_producer.h"
+#include "cmd/hourglass-bench/producer.h"
 
 #include <algorithm>
 #include <deque>
@@ -12,7 +12,7 @@
 #include "grpcpp/support/client_callback.h"
 #include "hourglass/v1/broker.grpc.pb.h"
 
-namespace hourglass::cli {
+namespace hourglass::bench {
 namespace {
 
 // A slot whose call failed waits this long before its next one, so that a
@@ -177,7 +177,7 @@ class BenchProducer::Stream final
   std::optional<grpc::Status> status_ ABSL_GUARDED_BY(mu_);
 };
 
-BenchProducer::BenchProducer(std::unique_ptr<Connection> connection,
+BenchProducer::BenchProducer(std::unique_ptr<cli::Connection> connection,
                              PublishPlan& plan, BenchCounters& counters,
                              BenchControl& control, int slots, Rpc rpc)
     : connection_(std::move(connection)),
@@ -306,4 +306,4 @@ void BenchProducer::SlotDone() {
   if (--running_ == 0) control_.ProducerDone();
 }
 
-}  // namespace hourglass::cli
+}  // namespace hourglass::bench

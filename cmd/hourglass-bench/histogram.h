@@ -6,9 +6,9 @@
 
 #include "absl/time/time.h"
 
-namespace hourglass::cli {
+namespace hourglass::bench {
 
-// A histogram of non-negative durations for `hourglass bench`, in the manner
+// A histogram of non-negative durations for hourglass-bench, in the manner
 // of HdrHistogram: log-linear buckets of nanoseconds, each power of two cut
 // into kSubBuckets equal parts. A percentile it reports is the midpoint of
 // the bucket holding the sample, so within 1 / (2 * kSubBuckets) (0.4%) of
@@ -50,6 +50,6 @@ class LatencyHistogram {
   uint64_t max_nanos_ = 0;
 };
 
-}  // namespace hourglass::cli
+}  // namespace hourglass::bench
 
 #endif  // HOURGLASS_CMD_HOURGLASS_BENCH_HISTOGRAM_H_

@@ -10,7 +10,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
-namespace hourglass::cli {
+namespace hourglass::bench {
 
 // The sequence numbers consumers have seen, to count each message once and
 // redeliveries as duplicates. A bitmap in chunks of 2^20 bits (128 KiB)
@@ -98,7 +98,7 @@ struct BenchCounters {
   std::string first_error ABSL_GUARDED_BY(mu);
 };
 
-// Where a run of `hourglass bench` stands, for its main thread to wait on:
+// Where a run of hourglass-bench stands, for its main thread to wait on:
 // producers report when they are done, consumers how many distinct
 // messages they have delivered, the signal watcher an interrupt.
 // Thread-safe.
@@ -137,6 +137,6 @@ class BenchControl {
   bool interrupted_ ABSL_GUARDED_BY(mu_) = false;
 };
 
-}  // namespace hourglass::cli
+}  // namespace hourglass::bench
 
 #endif  // HOURGLASS_CMD_HOURGLASS_BENCH_STATS_H_

@@ -5,14 +5,14 @@
 
 #include "absl/time/time.h"
 #include "cmd/common/connection.h"
-#include "cmd/hourglass/bench_histogram.h"
-#include "cmd/hourglass/bench_stats.h"
+#include "cmd/hourglass-bench/histogram.h"
+#include "cmd/hourglass-bench/stats.h"
 #include "grpcpp/support/status.h"
 #include "hourglass/v1/broker.pb.h"
 
-namespace hourglass::cli {
+namespace hourglass::bench {
 
-// One consumer of `hourglass bench`: a Subscribe or SubscribeBatches stream
+// One consumer of hourglass-bench: a Subscribe or SubscribeBatches stream
 // on a connection of its own that time-stamps each delivery as gRPC hands it
 // over, counts it and acks it from the same reaction. Unlike
 // cmd/hourglass/subscription.h, which queues deliveries for a command's
@@ -41,11 +41,9 @@ class BenchConsumer {
   // being dropped on a gRPC callback thread: gRPC 1.51 would then shut the
   // callback queue down from that queue's own thread (a double free), or
   // shut itself down on a detached thread that races with the exit.
-  static std::shared_ptr<BenchConsumer> Start(Rpc rpc, Connection& connection,
-                                              const hourglass::v1::Open& open,
-                                              BenchCounters& counters,
-                                              SeenSet& seen,
-                                              BenchControl& control);
+  static std::shared_ptr<BenchConsumer> Start(
+      Rpc rpc, cli::Connection& connection, const hourglass::v1::Open& open,
+      BenchCounters& counters, SeenSet& seen, BenchControl& control);
 
   // Waits until the broker accepts the open, at most until `deadline`. True
   // once subscribed; false if the stream ended instead (Finish says why) or
@@ -58,7 +56,7 @@ class BenchConsumer {
   virtual grpc::Status Finish(absl::Time deadline) = 0;
 
   // The connection the stream runs on, for its Check.
-  virtual const Connection& connection() const = 0;
+  virtual const cli::Connection& connection() const = 0;
 
   // Arrival minus deliver_at of each message's first delivery, and when the
   // first and the last of those arrived. REQUIRES: Finish returned.
@@ -67,6 +65,6 @@ class BenchConsumer {
   virtual absl::Time last_arrival() const = 0;
 };
 
-}  // namespace hourglass::cli
+}  // namespace hourglass::bench
 
 #endif  // HOURGLASS_CMD_HOURGLASS_BENCH_CONSUMER_H_

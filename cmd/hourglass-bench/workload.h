@@ -11,9 +11,9 @@
 #include "absl/time/time.h"
 #include "hourglass/v1/broker.pb.h"
 
-namespace hourglass::cli {
+namespace hourglass::bench {
 
-// When the messages of `hourglass bench` come due.
+// When the messages of hourglass-bench come due.
 struct DelaySpec {
   enum class Kind {
     // Every message after `min`.
@@ -104,6 +104,6 @@ class PublishPlan {
   std::atomic<bool> stopped_{false};
 };
 
-}  // namespace hourglass::cli
+}  // namespace hourglass::bench
 
 #endif  // HOURGLASS_CMD_HOURGLASS_BENCH_WORKLOAD_H_

@@ -5,12 +5,12 @@
 #include <string>
 
 #include "absl/time/time.h"
-#include "cmd/hourglass/bench_histogram.h"
-#include "cmd/hourglass/bench_workload.h"
+#include "cmd/hourglass-bench/histogram.h"
+#include "cmd/hourglass-bench/workload.h"
 
-namespace hourglass::cli {
+namespace hourglass::bench {
 
-// What one run of `hourglass bench` did and measured.
+// What one run of hourglass-bench did and measured.
 struct BenchResult {
   // The workload.
   std::string topic;
@@ -83,6 +83,6 @@ std::string JsonReport(const BenchResult& result);
 // Messages per second: `count` over `time`; 0 when time is 0.
 double Rate(uint64_t count, absl::Duration time);
 
-}  // namespace hourglass::cli
+}  // namespace hourglass::bench
 
 #endif  // HOURGLASS_CMD_HOURGLASS_BENCH_REPORT_H_

@@ -1,10 +1,10 @@
-#include "cmd/hourglass/bench_histogram.h"
+#include "cmd/hourglass-bench/histogram.h"
 
 #include <algorithm>
 #include <bit>
 #include <cmath>
 
-namespace hourglass::cli {
+namespace hourglass::bench {
 namespace {
 
 // Values below kSubBuckets nanoseconds have a bucket each; above, each power
@@ -79,4 +79,4 @@ absl::Duration LatencyHistogram::Percentile(double percent) const {
   return max();
 }
 
-}  // namespace hourglass::cli
+}  // namespace hourglass::bench
