@@ -45,6 +45,7 @@ struct ConsumerState {
   }
 
   // Constant after construction.
+  Consumer* owner = nullptr;
   const std::shared_ptr<Channel> channel;
   const ConsumerOptions options;
   // Run by one stream's read chain at a time.
@@ -154,7 +155,7 @@ void ConsumerState::Received(
     taken.back().received_at = received_at;
   }
   if (handler != nullptr) {
-    handler(std::move(taken));
+    handler(*owner, std::move(taken));
     return;
   }
   absl::MutexLock lock(&mu);
@@ -236,7 +237,9 @@ void ConsumerState::Collect() {
 using internal::ConsumerState;
 
 Consumer::Consumer(std::unique_ptr<ConsumerState> state)
-    : state_(std::move(state)) {}
+    : state_(std::move(state)) {
+  state_->owner = this;
+}
 
 absl::StatusOr<std::unique_ptr<Consumer>> Consumer::Subscribe(
     std::shared_ptr<Channel> channel, ConsumerOptions options,

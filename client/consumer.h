@@ -67,8 +67,10 @@ struct ConsumerOptions {
 // not destroy it inside the handler.
 class Consumer {
  public:
-  // The deliveries of one response of the stream.
-  using Handler = absl::AnyInvocable<void(std::vector<Delivery> deliveries)>;
+  // The deliveries of one response of the stream, and the consumer they
+  // came to (to ack them; it may not have been returned yet by Subscribe).
+  using Handler = absl::AnyInvocable<void(Consumer& consumer,
+                                          std::vector<Delivery> deliveries)>;
 
   // Opens the stream and waits, at most the channel's call_timeout, until
   // the broker accepts it (the group exists from then on). With a

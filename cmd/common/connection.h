@@ -7,11 +7,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "grpcpp/channel.h"
-#include "grpcpp/client_context.h"
-#include "grpcpp/support/status.h"
-#include "hourglass/v1/admin.grpc.pb.h"
-#include "hourglass/v1/broker.grpc.pb.h"
+#include "client/admin.h"
+#include "client/channel.h"
+#include "client/publisher.h"
 
 namespace hourglass::cli {
 
@@ -45,12 +43,14 @@ struct GlobalOptions {
   std::string token;
 };
 
-// A connection to the broker, and the per-call settings of the command
-// line. Made on the command's thread; the stubs are thread-safe.
+// A connection to the broker as the command line asks for it: a
+// client::Channel with the clients on it, and the command line's way of
+// reporting their errors. Made on the command's thread; the clients are
+// thread-safe.
 class Connection {
  public:
-  // Parses --timeout, reads the --tls-* files, then connects to --addr and
-  // waits until the channel is ready, at most --timeout.
+  // Parses --timeout, checks the --tls-* files and --token, then connects to
+  // --addr and waits until the channel is ready, at most --timeout.
   //
   // Errors: a usage error for a bad --timeout, a --tls-* file that cannot be
   // read, --tls-cert without --tls-key (or the reverse) or a --token that
@@ -58,39 +58,33 @@ class Connection {
   // "connection refused") when the broker cannot be reached.
   //
   // gRPC lets channels to one address share a TCP connection;
-  // `own_connection` gives this one a connection of its own (for `bench`,
-  // whose producers and consumers would otherwise all share one).
+  // `own_connection` gives this one a connection of its own (for
+  // hourglass-bench, whose producers and consumers would otherwise all share
+  // one).
   static absl::StatusOr<std::unique_ptr<Connection>> Open(
       const GlobalOptions& options, bool own_connection = false);
 
-  const std::string& address() const { return address_; }
-  absl::Duration timeout() const { return timeout_; }
+  const std::string& address() const { return channel_->options().address; }
+  absl::Duration timeout() const { return channel_->options().call_timeout; }
 
-  // Gives `context` the deadline of one call: now plus --timeout.
-  void SetDeadline(grpc::ClientContext& context) const;
+  const std::shared_ptr<client::Channel>& channel() const { return channel_; }
+  client::Admin& admin() { return admin_; }
+  // One attempt per publish and cancel: an operator sees what happened, and
+  // decides whether to try again.
+  client::Publisher& publisher() { return publisher_; }
 
-  // A call's status as FromGrpc (cmd/common/errors.h) makes it, naming
-  // the address and the timeout when the deadline passed, and the address
-  // when the broker does not know the call.
-  absl::Status Check(const grpc::Status& status) const;
-
-  // grpc.health.v1.Health/Check of `service` ("" is the whole broker):
-  // the status's name, "SERVING" or "NOT_SERVING" (or "UNKNOWN",
-  // "SERVICE_UNKNOWN"). Errors: as Check.
-  absl::StatusOr<std::string> Health(const std::string& service);
-
-  hourglass::v1::Broker::Stub& broker() { return *broker_; }
-  hourglass::v1::Admin::Stub& admin() { return *admin_; }
+  // A failed call's status as the command line prints it: the same code,
+  // its name first ("NOT_FOUND: no scheduled message ..."), and for
+  // DEADLINE_EXCEEDED the address and --timeout: "DEADLINE_EXCEEDED: no
+  // answer from ADDR within 10s (--timeout)". OK stays OK.
+  absl::Status Check(const absl::Status& status) const;
 
  private:
-  Connection(std::string address, absl::Duration timeout,
-             std::shared_ptr<grpc::Channel> channel);
+  explicit Connection(std::shared_ptr<client::Channel> channel);
 
-  const std::string address_;
-  const absl::Duration timeout_;
-  const std::shared_ptr<grpc::Channel> channel_;
-  const std::unique_ptr<hourglass::v1::Broker::Stub> broker_;
-  const std::unique_ptr<hourglass::v1::Admin::Stub> admin_;
+  const std::shared_ptr<client::Channel> channel_;
+  client::Admin admin_;
+  client::Publisher publisher_;
 };
 
 // Parses --timeout: a duration over zero. Errors: a usage error naming

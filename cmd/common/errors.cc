@@ -37,11 +37,4 @@ std::string ErrnoText(int error) {
   return text;
 }
 
-absl::Status FromGrpc(const grpc::Status& status) {
-  if (status.ok()) return absl::OkStatus();
-  const auto code = static_cast<absl::StatusCode>(status.error_code());
-  return absl::Status(code, absl::StrCat(absl::StatusCodeToString(code), ": ",
-                                         status.error_message()));
-}
-
 }  // namespace hourglass::cli

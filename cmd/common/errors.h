@@ -5,7 +5,6 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "grpcpp/support/status.h"
 
 namespace hourglass::cli {
 
@@ -29,10 +28,6 @@ int ExitCode(const absl::Status& status);
 // strerror's text for `error` with a lower-case first letter, to follow a
 // colon: "connection refused", "no such file or directory".
 std::string ErrnoText(int error);
-
-// A failed call's status as an absl::Status of the same code, whose message
-// starts with the code's name: "NOT_FOUND: no scheduled message ...".
-absl::Status FromGrpc(const grpc::Status& status);
 
 }  // namespace hourglass::cli
 

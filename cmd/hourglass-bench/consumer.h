@@ -2,67 +2,82 @@
 #define HOURGLASS_CMD_HOURGLASS_BENCH_CONSUMER_H_
 
 #include <memory>
+#include <string>
+#include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "client/consumer.h"
 #include "cmd/common/connection.h"
 #include "cmd/hourglass-bench/histogram.h"
 #include "cmd/hourglass-bench/stats.h"
-#include "grpcpp/support/status.h"
-#include "hourglass/v1/broker.pb.h"
 
 namespace hourglass::bench {
 
-// One consumer of hourglass-bench: a Subscribe or SubscribeBatches stream
-// on a connection of its own that time-stamps each delivery as gRPC hands it
-// over, counts it and acks it from the same reaction. Unlike
-// cmd/hourglass/subscription.h, which queues deliveries for a command's
-// thread, nothing waits between the read and the ack, so the figures are the
-// broker's and not a queue's here. Acks that arrive during a write go out
-// together in the next one; a batch's acks go out together.
+// One consumer of hourglass-bench: a client::Consumer on a connection of
+// its own, without reconnecting, whose handler acks each response's
+// deliveries and counts them as gRPC hands them over, using the time the
+// library read them off the stream. Nothing queues between the read and the
+// ack, so the figures are the broker's and not a queue's.
 //
-// All methods are for the bench's main thread; the stream's reactions run on
-// gRPC's threads. A hold keeps the call open until Finish. gRPC's last use
-// of the object comes before Finish returns, so the caller's pointer owns
-// the object.
+// Finish and the accessors are for the bench's main thread; the handler runs
+// on gRPC's threads, one response at a time.
 class BenchConsumer {
  public:
-  virtual ~BenchConsumer() = default;
-
-  // How the consumer takes deliveries.
-  enum class Rpc {
-    kSubscribe,         // One gRPC message per delivery.
-    kSubscribeBatches,  // What is waiting, in one message.
-  };
-
-  // Opens the stream with `open` on `connection`. REQUIRES: `connection`,
-  // `counters`, `seen` and `control` outlive this object; Finish is called
-  // before the result is dropped, on the caller's thread. Together these
-  // keep the last reference to a channel (the ClientContext holds one) from
-  // being dropped on a gRPC callback thread: gRPC 1.51 would then shut the
-  // callback queue down from that queue's own thread (a double free), or
-  // shut itself down on a detached thread that races with the exit.
-  static std::shared_ptr<BenchConsumer> Start(
-      Rpc rpc, cli::Connection& connection, const hourglass::v1::Open& open,
+  // Subscribes `options` (topic, group, credit, RPC) on `connection`. The
+  // consumer's first end with an error counts as a stream error, with its
+  // text. REQUIRES: `connection`, `counters`, `seen` and `control` outlive
+  // the result.
+  static absl::StatusOr<std::unique_ptr<BenchConsumer>> Subscribe(
+      cli::Connection& connection, client::ConsumerOptions options,
       BenchCounters& counters, SeenSet& seen, BenchControl& control);
 
-  // Waits until the broker accepts the open, at most until `deadline`. True
-  // once subscribed; false if the stream ended instead (Finish says why) or
-  // the deadline passed.
-  virtual bool WaitSubscribed(absl::Time deadline) = 0;
+  // Counts the stream's failure if it has failed since the last call.
+  void Poll();
 
-  // Sends the acks still queued, ends the client's side, waits until
-  // `deadline` for the broker to end the stream, then cancels it. Returns
-  // the stream's status (OK after a clean end). Call once.
-  virtual grpc::Status Finish(absl::Time deadline) = 0;
-
-  // The connection the stream runs on, for its Check.
-  virtual const cli::Connection& connection() const = 0;
+  // Ends the stream cleanly (the queued acks go first), at most until
+  // `deadline`, then counts its failure if any. Once.
+  void Finish(absl::Time deadline);
 
   // Arrival minus deliver_at of each message's first delivery, and when the
   // first and the last of those arrived. REQUIRES: Finish returned.
-  virtual const LatencyHistogram& lateness() const = 0;
-  virtual absl::Time first_arrival() const = 0;
-  virtual absl::Time last_arrival() const = 0;
+  const LatencyHistogram& lateness() const { return lateness_; }
+  absl::Time first_arrival() const { return first_arrival_; }
+  absl::Time last_arrival() const { return last_arrival_; }
+
+ private:
+  BenchConsumer(cli::Connection& connection, BenchCounters& counters,
+                SeenSet& seen, BenchControl& control)
+      : connection_(connection),
+        counters_(counters),
+        seen_(seen),
+        control_(control) {}
+
+  // The handler: acks `deliveries`, then counts them.
+  void Handle(client::Consumer& consumer,
+              std::vector<client::Delivery> deliveries);
+  // Counts a delivery.
+  void Count(const client::Delivery& delivery);
+  // Counts the consumer's failure `status`, once.
+  void CountEnd(const absl::Status& status);
+
+  // Constant after construction.
+  cli::Connection& connection_;
+  BenchCounters& counters_;
+  SeenSet& seen_;
+  BenchControl& control_;
+  std::unique_ptr<client::Consumer> consumer_;
+
+  // Touched by the handler only, and read once Finish returned.
+  LatencyHistogram lateness_;
+  absl::Time first_arrival_ = absl::InfiniteFuture();
+  absl::Time last_arrival_ = absl::InfinitePast();
+
+  absl::Mutex mu_;
+  bool end_counted_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace hourglass::bench

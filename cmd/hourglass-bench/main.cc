@@ -22,6 +22,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "client/consumer.h"
 #include "cmd/common/connection.h"
 #include "cmd/common/duration.h"
 #include "cmd/common/errors.h"
@@ -33,7 +34,6 @@
 #include "cmd/hourglass-bench/report.h"
 #include "cmd/hourglass-bench/stats.h"
 #include "cmd/hourglass-bench/workload.h"
-#include "hourglass/v1/broker.pb.h"
 
 namespace hourglass::bench {
 namespace {
@@ -191,16 +191,16 @@ absl::Status Bench(const GlobalOptions& globals, const BenchOptions& options) {
   SignalWatcher watcher([&target](int) { target.Interrupt(); });
 
   // Consumers first, so that the group exists before anything comes due.
-  hourglass::v1::Open open;
-  open.set_topic(publish.topic);
-  open.set_group(options.group);
-  open.set_max_in_flight(options.max_in_flight);
-  // Outlive the consumers (see BenchConsumer::Start).
+  client::ConsumerOptions consume;
+  consume.topic = publish.topic;
+  consume.group = options.group;
+  consume.max_in_flight = options.max_in_flight;
+  consume.rpc = options.consume == "batches"
+                    ? client::ConsumerOptions::Rpc::kSubscribeBatches
+                    : client::ConsumerOptions::Rpc::kSubscribe;
+  // Outlive the consumers.
   std::vector<std::unique_ptr<Connection>> consumer_connections;
-  std::vector<std::shared_ptr<BenchConsumer>> consumers;
-  const BenchConsumer::Rpc rpc = options.consume == "batches"
-                                     ? BenchConsumer::Rpc::kSubscribeBatches
-                                     : BenchConsumer::Rpc::kSubscribe;
+  std::vector<std::unique_ptr<BenchConsumer>> consumers;
   absl::Status failed;
   for (int i = 0; i < options.consumers && failed.ok(); ++i) {
     absl::StatusOr<std::unique_ptr<Connection>> connection =
@@ -210,18 +210,14 @@ absl::Status Bench(const GlobalOptions& globals, const BenchOptions& options) {
       break;
     }
     consumer_connections.push_back(*std::move(connection));
-    consumers.push_back(BenchConsumer::Start(rpc, *consumer_connections.back(),
-                                             open, counters, seen, control));
-    BenchConsumer& consumer = *consumers.back();
-    if (!consumer.WaitSubscribed(absl::Now() + checked->timeout)) {
-      grpc::Status status = consumer.Finish(absl::Now() + checked->timeout);
-      // The broker did not answer the open in time.
-      if (status.ok() || status.error_code() == grpc::StatusCode::CANCELLED) {
-        status = grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "");
-      }
-      failed = consumer.connection().Check(status);
-      consumers.pop_back();
+    absl::StatusOr<std::unique_ptr<BenchConsumer>> consumer =
+        BenchConsumer::Subscribe(*consumer_connections.back(), consume,
+                                 counters, seen, control);
+    if (!consumer.ok()) {
+      failed = consumer_connections.back()->Check(consumer.status());
+      break;
     }
+    consumers.push_back(*std::move(consumer));
   }
   if (!failed.ok()) {
     for (auto& consumer : consumers) consumer->Finish(absl::Now());
@@ -256,9 +252,14 @@ absl::Status Bench(const GlobalOptions& globals, const BenchOptions& options) {
   for (auto& producer : producers) producer->Start();
 
   Progress progress(counters, start);
+  // A progress line, with the streams that failed meanwhile counted.
+  auto print_progress = [&] {
+    for (auto& consumer : consumers) consumer->Poll();
+    progress.Print();
+  };
   absl::Time tick = start + absl::Seconds(1);
   while (!control.WaitPublished(tick) && !control.interrupted()) {
-    progress.Print();
+    print_progress();
     tick += absl::Seconds(1);
   }
   if (control.interrupted()) {
@@ -281,7 +282,7 @@ absl::Status Bench(const GlobalOptions& globals, const BenchOptions& options) {
         break;
       }
       if (absl::Now() >= tick) {
-        progress.Print();
+        print_progress();
         tick += absl::Seconds(1);
       }
     }
@@ -308,9 +309,10 @@ absl::Status Bench(const GlobalOptions& globals, const BenchOptions& options) {
   result.publish_rpc =
       options.publish == "stream" ? "PublishStream" : "Publish";
   result.consumers = static_cast<int>(consumers.size());
-  result.consumer_rpc = rpc == BenchConsumer::Rpc::kSubscribeBatches
-                            ? "SubscribeBatches"
-                            : "Subscribe";
+  result.consumer_rpc =
+      consume.rpc == client::ConsumerOptions::Rpc::kSubscribeBatches
+          ? "SubscribeBatches"
+          : "Subscribe";
   result.concurrency = options.concurrency;
   result.batch = publish.batch;
   result.payload_bytes = publish.payload_bytes;

@@ -6,25 +6,27 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/random/random.h"
+#include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "client/publisher.h"
 #include "cmd/common/connection.h"
 #include "cmd/hourglass-bench/histogram.h"
 #include "cmd/hourglass-bench/stats.h"
 #include "cmd/hourglass-bench/workload.h"
 #include "grpcpp/alarm.h"
-#include "grpcpp/client_context.h"
-#include "hourglass/v1/broker.pb.h"
 
 namespace hourglass::bench {
 
-// One producer of hourglass-bench: a connection of its own and a number
-// of slots, each a chain of publishes on gRPC's callback API, so that
-// `slots` requests are in flight at once without a thread each: a Publish
-// call each, or requests on one PublishStream. A slot claims its next
-// batch from the PublishPlan when its request is answered; when the plan
-// paces to --rate, a grpc::Alarm waits for the batch's send time. No thread
-// of the bench is needed while it runs.
+// One producer of hourglass-bench: a connection of its own, a
+// client::Publisher on it (one attempt per request: failures are counted,
+// not hidden by retries), and a number of slots, each a chain of publishes
+// on the Publisher's callbacks, so that `slots` requests are in flight at
+// once without a thread each: a Publish call each, or requests on the
+// Publisher's PublishStream. A slot claims its next batch from the
+// PublishPlan when its request is answered; when the plan paces to --rate, a
+// grpc::Alarm waits for the batch's send time. No thread of the bench is
+// needed while it runs.
 //
 // Start and Wait are called from the bench's main thread; the slots run on
 // gRPC's threads. Thread-safe.
@@ -63,13 +65,7 @@ class BenchProducer {
   LatencyHistogram call_latency();
 
  private:
-  class Stream;
-
   struct Slot {
-    BenchProducer* producer = nullptr;
-    hourglass::v1::PublishRequest request;
-    hourglass::v1::PublishResponse response;
-    std::unique_ptr<grpc::ClientContext> context;
     PublishPlan::Claim claim;
     absl::Time sent_at;
     // Used by the slot's chain only: one step runs at a time.
@@ -87,7 +83,7 @@ class BenchProducer {
   void Next(Slot& slot, absl::Time not_before);
   void Send(Slot& slot);
   // The slot's request was answered: OK, or failed with `status`.
-  void OnPublished(Slot& slot, const grpc::Status& status);
+  void OnPublished(Slot& slot, const absl::Status& status);
   void SlotDone();
 
   // Constant after construction.
@@ -95,9 +91,11 @@ class BenchProducer {
   PublishPlan& plan_;
   BenchCounters& counters_;
   BenchControl& control_;
+  const Rpc rpc_;
   std::vector<std::unique_ptr<Slot>> slots_;
-  // With Rpc::kPublishStream, from Start until destruction.
-  std::unique_ptr<Stream> stream_;
+  // Until Wait returns: it waits for the calls in flight and ends the
+  // stream, on the main thread.
+  std::unique_ptr<client::Publisher> publisher_;
 
   absl::Mutex mu_;
   int running_ ABSL_GUARDED_BY(mu_) = 0;

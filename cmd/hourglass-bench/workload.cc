@@ -107,17 +107,12 @@ PublishPlan::Claim PublishPlan::Next() {
 }
 
 void PublishPlan::Fill(const Claim& claim, absl::BitGen& random,
-                       hourglass::v1::PublishRequest& request) const {
-  auto& messages = *request.mutable_messages();
-  // Keeps the cleared messages' storage for reuse.
-  while (static_cast<uint32_t>(messages.size()) > claim.size) {
-    messages.RemoveLast();
-  }
-  while (static_cast<uint32_t>(messages.size()) < claim.size) messages.Add();
+                       std::vector<client::Message>& messages) const {
+  messages.resize(claim.size);
   for (uint32_t i = 0; i < claim.size; ++i) {
-    hourglass::v1::Message& message = messages[static_cast<int>(i)];
-    message.set_topic(options_.topic);
-    std::string& payload = *message.mutable_payload();
+    client::Message& message = messages[i];
+    message.topic = options_.topic;
+    std::string& payload = message.payload;
     payload.resize(kSequenceBytes);
     const uint64_t sequence = claim.first + i;
     for (size_t b = 0; b < kSequenceBytes; ++b) {
@@ -126,17 +121,16 @@ void PublishPlan::Fill(const Claim& claim, absl::BitGen& random,
     payload += filler_;
     switch (options_.delay.kind) {
       case DelaySpec::Kind::kFixed:
-        *message.mutable_delay() = cli::ToProto(options_.delay.min);
+        message.delay = options_.delay.min;
         break;
       case DelaySpec::Kind::kUniform:
-        *message.mutable_delay() =
-            cli::ToProto(absl::Milliseconds(absl::Uniform<int64_t>(
-                absl::IntervalClosed, random,
-                absl::ToInt64Milliseconds(options_.delay.min),
-                absl::ToInt64Milliseconds(options_.delay.max))));
+        message.delay = absl::Milliseconds(absl::Uniform<int64_t>(
+            absl::IntervalClosed, random,
+            absl::ToInt64Milliseconds(options_.delay.min),
+            absl::ToInt64Milliseconds(options_.delay.max)));
         break;
       case DelaySpec::Kind::kHot:
-        *message.mutable_deliver_at() = cli::ToProto(hot_instant_);
+        message.deliver_at = hot_instant_;
         break;
     }
   }

@@ -4,12 +4,13 @@
 #include <atomic>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/random/random.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "hourglass/v1/broker.pb.h"
+#include "client/message.h"
 
 namespace hourglass::bench {
 
@@ -83,10 +84,10 @@ class PublishPlan {
   // Makes Next return size 0 from now on.
   void Stop() { stopped_.store(true, std::memory_order_relaxed); }
 
-  // Fills `request` with claim.size messages, reusing its storage. `random`
-  // draws uniform delays.
+  // Fills `messages` with the claim's claim.size messages. `random` draws
+  // uniform delays.
   void Fill(const Claim& claim, absl::BitGen& random,
-            hourglass::v1::PublishRequest& request) const;
+            std::vector<client::Message>& messages) const;
 
   const Options& options() const { return options_; }
   absl::Time start() const { return start_; }

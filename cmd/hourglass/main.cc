@@ -100,8 +100,9 @@ Examples:
         absl::StatusOr<std::unique_ptr<hourglass::cli::Connection>> connection =
             hourglass::cli::Connection::Open(globals);
         if (!connection.ok()) return connection.status();
-        absl::StatusOr<std::string> status = (*connection)->Health(*service);
-        if (!status.ok()) return status.status();
+        absl::StatusOr<std::string> status =
+            (*connection)->admin().Health(*service);
+        if (!status.ok()) return (*connection)->Check(status.status());
         if (globals.json) {
           std::cout << "{\"status\":\"" << *status << "\"}" << std::endl;
         } else {
@@ -122,7 +123,7 @@ Examples:
 void AddMovedBenchCommand(hourglass::cli::Registry& registry) {
   CLI::App* bench = registry.app().add_subcommand(
       "bench", "Moved: the load generator is hourglass-bench");
-  bench->group("");  // Not listed in --help.
+  bench->group("");           // Not listed in --help.
   bench->fallthrough(false);  // Its flags stay its own: they are ignored.
   bench->prefix_command();
   bench->allow_extras();

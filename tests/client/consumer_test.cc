@@ -220,12 +220,10 @@ TEST_F(ConsumerTest, AHandlerGetsBatchesAndAcksFromThem) {
   absl::Mutex mu;
   std::vector<std::string> ids;
   size_t responses = 0;
-  Consumer* self = nullptr;
   ConsumerOptions options = Options("batches", "g");
   options.rpc = ConsumerOptions::Rpc::kSubscribeBatches;
   options.max_in_flight = 1000;
-  // Publish first, so that the batch waits for the subscription.
-  Publisher batch(channel_);
+  // Published before the subscription, so that they wait for it together.
   std::vector<Message> messages;
   for (int i = 0; i < 50; ++i) {
     Message m;
@@ -233,36 +231,25 @@ TEST_F(ConsumerTest, AHandlerGetsBatchesAndAcksFromThem) {
     m.id = absl::StrCat("m", i);
     messages.push_back(std::move(m));
   }
-  ASSERT_TRUE(batch.PublishBatch(std::move(messages)).ok());
-  ASSERT_TRUE(Admin(channel_)
-                  .CreateGroup([] {
-                    hourglass::v1::CreateGroupRequest r;
-                    r.set_topic("batches");
-                    r.set_group("g");
-                    return r;
-                  }())
-                  .ok());
+  ASSERT_TRUE(publisher_->PublishBatch(std::move(messages)).ok());
+  hourglass::v1::CreateGroupRequest group;
+  group.set_topic("batches");
+  group.set_group("g");
+  ASSERT_TRUE(Admin(channel_).CreateGroup(group).ok());
   std::unique_ptr<Consumer> consumer =
-      Subscribe(options, [&](std::vector<Delivery> deliveries) {
+      Subscribe(options, [&](Consumer& self, std::vector<Delivery> deliveries) {
         std::vector<std::string> acks;
         for (const Delivery& d : deliveries) {
           EXPECT_LE(d.received_at, absl::Now());
           EXPECT_GE(d.received_at, d.deliver_at);
           acks.push_back(d.id);
         }
+        EXPECT_TRUE(self.Ack(acks).ok());
         absl::MutexLock lock(&mu);
-        // Deliveries may come before Subscribe has returned the consumer.
-        mu.Await(absl::Condition(
-            +[](Consumer** c) { return *c != nullptr; }, &self));
-        EXPECT_TRUE(self->Ack(acks).ok());
         for (std::string& id : acks) ids.push_back(std::move(id));
         ++responses;
       });
   ASSERT_NE(consumer, nullptr);
-  {
-    absl::MutexLock lock(&mu);
-    self = consumer.get();
-  }
   {
     absl::MutexLock lock(&mu);
     EXPECT_TRUE(mu.AwaitWithTimeout(

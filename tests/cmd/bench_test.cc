@@ -129,14 +129,15 @@ TEST(PublishPlanTest, PacesToTheRateAndCarriesTheSequence) {
   EXPECT_EQ(second.send_at, start + absl::Milliseconds(10));
 
   absl::BitGen random;
-  hourglass::v1::PublishRequest request;
-  plan.Fill(second, random, request);
-  ASSERT_EQ(request.messages_size(), 10);
+  std::vector<client::Message> messages;
+  plan.Fill(second, random, messages);
+  ASSERT_EQ(messages.size(), 10u);
   uint64_t sequence = 0;
-  ASSERT_TRUE(ReadSequence(request.messages(3).payload(), sequence));
+  ASSERT_TRUE(ReadSequence(messages[3].payload, sequence));
   EXPECT_EQ(sequence, 13u);
-  EXPECT_EQ(request.messages(3).payload().size(), 10u);
-  EXPECT_EQ(request.messages(3).deliver_at().seconds(), 1001);
+  EXPECT_EQ(messages[3].payload.size(), 10u);
+  EXPECT_EQ(messages[3].deliver_at, absl::FromUnixSeconds(1001));
+  EXPECT_EQ(messages[3].topic, "t");
   EXPECT_EQ(plan.hot_instant(), start + absl::Seconds(1));
 }
 
