@@ -14,6 +14,7 @@
 #include "client/internal/channel_state.h"
 #include "client/internal/reachability.h"
 #include "client/internal/status.h"
+#include "grpc/grpc.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/support/channel_arguments.h"
 
@@ -201,6 +202,15 @@ absl::Status Channel::Connect(absl::Duration timeout) {
                     "name in its certificate) or it is not a gRPC server"
                   : "it accepts connections but not as a plaintext gRPC "
                     "server (does it use TLS?)");
+}
+
+void AwaitGrpcShutdown(absl::Duration limit) {
+  const absl::Time deadline = absl::Now() + limit;
+  absl::Duration step = absl::Microseconds(100);
+  while (grpc_is_initialized() && absl::Now() < deadline) {
+    absl::SleepFor(step);
+    step = std::min(2 * step, absl::Milliseconds(10));
+  }
 }
 
 namespace internal {

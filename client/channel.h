@@ -102,6 +102,17 @@ class Channel {
   const std::unique_ptr<internal::ChannelState> state_;
 };
 
+// Waits until gRPC has shut down, but at most `limit`: call it at the end
+// of a short-lived program, after the last Channel and client are gone and
+// before returning from main.
+//
+// gRPC shuts down when its last object is released, and a channel finishes
+// its teardown on one of gRPC's own threads; the shutdown then runs on a
+// detached thread, and a process that exits meanwhile races with it (gRPC
+// 1.51 may crash at exit). gRPC gives no notice when it is done, so this
+// checks grpc_is_initialized() in steps of at most 10 ms.
+void AwaitGrpcShutdown(absl::Duration limit);
+
 // How Connect failed, for callers that word their own advice (the CLI names
 // its flags).
 enum class ConnectFailure {

@@ -1,6 +1,5 @@
 #include "cmd/common/connection.h"
 
-#include <algorithm>
 #include <cerrno>
 #include <fstream>
 #include <utility>
@@ -10,7 +9,6 @@
 #include "absl/time/clock.h"
 #include "cmd/common/duration.h"
 #include "cmd/common/errors.h"
-#include "grpc/grpc.h"
 
 namespace hourglass::cli {
 namespace {
@@ -79,15 +77,6 @@ absl::StatusOr<absl::Duration> ParseTimeout(const std::string& text) {
     return UsageError("--timeout", "must be more than 0");
   }
   return *timeout;
-}
-
-void AwaitGrpcShutdown(absl::Duration limit) {
-  const absl::Time deadline = absl::Now() + limit;
-  absl::Duration step = absl::Microseconds(100);
-  while (grpc_is_initialized() && absl::Now() < deadline) {
-    absl::SleepFor(step);
-    step = std::min(2 * step, absl::Milliseconds(10));
-  }
 }
 
 Connection::Connection(std::shared_ptr<client::Channel> channel)

@@ -91,17 +91,6 @@ class Connection {
 // --timeout.
 absl::StatusOr<absl::Duration> ParseTimeout(const std::string& text);
 
-// Waits until gRPC has shut down, but at most `limit`. Call it after the
-// last gRPC object is gone and before the process exits.
-//
-// gRPC shuts down when its last object is released. When that happens on
-// one of gRPC's own threads (a channel that finishes its teardown there),
-// the shutdown runs on a detached thread, and a process that exits meanwhile
-// races with it: threads are stopped and memory freed during exit. gRPC
-// gives no notice when it is done, so this checks grpc_is_initialized() in
-// steps of at most 10ms.
-void AwaitGrpcShutdown(absl::Duration limit);
-
 }  // namespace hourglass::cli
 
 #endif  // HOURGLASS_CMD_COMMON_CONNECTION_H_

@@ -22,6 +22,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "client/channel.h"
 #include "client/consumer.h"
 #include "cmd/common/connection.h"
 #include "cmd/common/duration.h"
@@ -520,6 +521,6 @@ int main(int argc, char** argv) {
     std::cerr << "hourglass-bench: " << status.message() << std::endl;
   }
   // The run's channels are gone; gRPC may still be tearing them down.
-  hourglass::cli::AwaitGrpcShutdown(absl::Seconds(5));
+  hourglass::client::AwaitGrpcShutdown(absl::Seconds(5));
   return hourglass::cli::ExitCode(status);
 }

@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "client/channel.h"
 #include "cmd/common/connection.h"
 #include "cmd/common/errors.h"
 #include "cmd/common/flags.h"
@@ -173,6 +174,6 @@ int main(int argc, char** argv) {
   const absl::Status status = registry.chosen()();
   if (!status.ok()) std::cerr << "hourglass: " << status.message() << std::endl;
   // The command's channels are gone; gRPC may still be tearing them down.
-  hourglass::cli::AwaitGrpcShutdown(absl::Seconds(5));
+  hourglass::client::AwaitGrpcShutdown(absl::Seconds(5));
   return hourglass::cli::ExitCode(status);
 }
