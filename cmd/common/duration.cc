@@ -1,15 +1,18 @@
 #include "cmd/common/duration.h"
 
 #include <cstdint>
-#include <utility>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
-#include "absl/strings/numbers.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "google/protobuf/util/time_util.h"
 
 namespace hourglass::cli {
 namespace {
+
+using google::protobuf::util::TimeUtil;
 
 absl::Status NotADuration(absl::string_view text) {
   return absl::InvalidArgumentError(absl::StrCat(
@@ -23,60 +26,46 @@ absl::Status NotATime(absl::string_view text) {
                    "or now, +30m, -2h)"));
 }
 
-// The unit a part of a duration ends with; units are tried longest first so
-// that "ms" is not read as "m".
-constexpr std::pair<absl::string_view, absl::Duration> kUnits[] = {
-    {"ns", absl::Nanoseconds(1)},  {"us", absl::Microseconds(1)},
-    {"ms", absl::Milliseconds(1)}, {"s", absl::Seconds(1)},
-    {"m", absl::Minutes(1)},       {"h", absl::Hours(1)},
-    {"d", absl::Hours(24)},
-};
-
 }  // namespace
 
 absl::StatusOr<absl::Duration> ParseDuration(absl::string_view text) {
-  if (text == "0") return absl::ZeroDuration();
-  if (text.empty()) return NotADuration(text);
-  absl::Duration total = absl::ZeroDuration();
-  absl::string_view rest = text;
-  while (!rest.empty()) {
-    // <digits>[.<digits>]
-    size_t n = 0;
-    while (n < rest.size() && absl::ascii_isdigit(rest[n])) ++n;
-    const absl::string_view whole = rest.substr(0, n);
-    absl::string_view fraction;
-    if (n < rest.size() && rest[n] == '.') {
-      const size_t start = ++n;
-      while (n < rest.size() && absl::ascii_isdigit(rest[n])) ++n;
-      fraction = rest.substr(start, n - start);
-      if (fraction.empty()) return NotADuration(text);
-    }
-    if (whole.empty() && fraction.empty()) return NotADuration(text);
-    rest.remove_prefix(n);
-
-    absl::Duration unit = absl::ZeroDuration();
-    for (const auto& [name, value] : kUnits) {
-      if (rest.substr(0, name.size()) == name) {
-        unit = value;
-        rest.remove_prefix(name.size());
-        break;
-      }
-    }
-    if (unit == absl::ZeroDuration()) return NotADuration(text);
-
-    int64_t count = 0;
-    if (!whole.empty() && !absl::SimpleAtoi(whole, &count)) {
+  // absl::ParseDuration reads <number><unit> parts with units up to hours.
+  // What it takes beyond this syntax is refused first: a sign, "inf", a
+  // decimal point without a digit after it ("1.h"). Days are ours: each
+  // "<number>d" part is read as that many 24-hour days.
+  if (text.empty() || text[0] == '+' || text[0] == '-' ||
+      absl::StrContains(text, "inf")) {
+    return NotADuration(text);
+  }
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '.' &&
+        (i + 1 == text.size() || !absl::ascii_isdigit(text[i + 1]))) {
       return NotADuration(text);
     }
-    total += count * unit;
-    // At most 9 fractional digits matter at nanosecond resolution.
-    absl::Duration scale = unit;
-    for (size_t i = 0; i < fraction.size() && i < 9; ++i) {
-      scale /= 10;
-      total += (fraction[i] - '0') * scale;
-    }
-    if (total == absl::InfiniteDuration()) return NotADuration(text);
   }
+  std::string rest(text);
+  absl::Duration total = absl::ZeroDuration();
+  for (size_t d = rest.find('d'); d != std::string::npos; d = rest.find('d')) {
+    size_t start = d;
+    while (start > 0 &&
+           (absl::ascii_isdigit(rest[start - 1]) || rest[start - 1] == '.')) {
+      --start;
+    }
+    absl::Duration hours;
+    if (start == d ||
+        !absl::ParseDuration(absl::StrCat(rest.substr(start, d - start), "h"),
+                             &hours)) {
+      return NotADuration(text);
+    }
+    total += 24 * hours;
+    rest.erase(start, d - start + 1);
+  }
+  if (!rest.empty()) {
+    absl::Duration parsed;
+    if (!absl::ParseDuration(rest, &parsed)) return NotADuration(text);
+    total += parsed;
+  }
+  if (total == absl::InfiniteDuration()) return NotADuration(text);
   return total;
 }
 
@@ -117,30 +106,19 @@ std::string HumanDuration(absl::Duration duration) {
 }
 
 google::protobuf::Duration ToProto(absl::Duration duration) {
-  const int64_t nanos = absl::ToInt64Nanoseconds(duration);
-  google::protobuf::Duration out;
-  out.set_seconds(nanos / 1'000'000'000);
-  out.set_nanos(static_cast<int32_t>(nanos % 1'000'000'000));
-  return out;
+  return TimeUtil::NanosecondsToDuration(absl::ToInt64Nanoseconds(duration));
 }
 
 google::protobuf::Timestamp ToProto(absl::Time time) {
-  const int64_t seconds = absl::ToUnixSeconds(time);
-  google::protobuf::Timestamp out;
-  out.set_seconds(seconds);
-  out.set_nanos(static_cast<int32_t>(
-      absl::ToInt64Nanoseconds(time - absl::FromUnixSeconds(seconds))));
-  return out;
+  return TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(time));
 }
 
 absl::Duration FromProto(const google::protobuf::Duration& duration) {
-  return absl::Seconds(duration.seconds()) +
-         absl::Nanoseconds(duration.nanos());
+  return absl::Nanoseconds(TimeUtil::DurationToNanoseconds(duration));
 }
 
 absl::Time FromProto(const google::protobuf::Timestamp& timestamp) {
-  return absl::FromUnixSeconds(timestamp.seconds()) +
-         absl::Nanoseconds(timestamp.nanos());
+  return absl::FromUnixNanos(TimeUtil::TimestampToNanoseconds(timestamp));
 }
 
 }  // namespace hourglass::cli

@@ -12,8 +12,9 @@
 namespace hourglass::cli {
 
 // Parses a non-negative duration written as one or more <number><unit>
-// parts, e.g. "500ms", "30s", "15m", "2h", "3d", "1h30m", "1.5h". Units: ns,
-// us, ms, s, m, h, d (24 h). "0" alone means zero.
+// parts, e.g. "500ms", "30s", "15m", "2h", "3d", "1h30m", "1.5h": the syntax
+// of absl::ParseDuration (which reads it) without a sign or "inf", plus the
+// unit d (24 h). Units: ns, us, ms, s, m, h, d. "0" alone means zero.
 //
 // Errors: INVALID_ARGUMENT `"5x" is not a duration (use e.g. 500ms, 30s, 15m,
 // 2h, 3d)`; the caller prefixes the flag's name.
@@ -37,7 +38,9 @@ std::string Rfc3339(absl::Time time);
 std::string HumanDuration(absl::Duration duration);
 
 // Conversions to and from protobuf's time types, to the nanosecond (times
-// floored).
+// floored), by google/protobuf/util/time_util.h: through int64 nanoseconds
+// since the epoch, so for times from 1678 to 2261, which holds every time
+// the broker takes (now plus at most its --max_delay) and prints.
 google::protobuf::Duration ToProto(absl::Duration duration);
 google::protobuf::Timestamp ToProto(absl::Time time);
 absl::Duration FromProto(const google::protobuf::Duration& duration);
