@@ -19,7 +19,9 @@
 #include "cmd/common/connection.h"
 #include "cmd/common/errors.h"
 #include "cmd/common/flags.h"
+#include "cmd/common/output.h"
 #include "cmd/hourglass/command.h"
+#include "cmd/hourglass/output.pb.h"
 
 namespace {
 
@@ -105,7 +107,11 @@ Examples:
             (*connection)->admin().Health(*service);
         if (!status.ok()) return (*connection)->Check(status.status());
         if (globals.json) {
-          std::cout << "{\"status\":\"" << *status << "\"}" << std::endl;
+          hourglass::cli::HealthOutput output;
+          output.set_status(*status);
+          if (absl::Status s = hourglass::cli::PrintJson(output); !s.ok()) {
+            return s;
+          }
         } else {
           std::cout << *status << std::endl;
         }

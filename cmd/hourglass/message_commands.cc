@@ -18,6 +18,7 @@
 #include "cmd/common/output.h"
 #include "cmd/hourglass/command.h"
 #include "cmd/hourglass/message_format.h"
+#include "cmd/hourglass/output.pb.h"
 #include "hourglass/v1/admin.pb.h"
 #include "hourglass/v1/broker.pb.h"
 
@@ -41,9 +42,11 @@ absl::Status Cancel(const GlobalOptions& globals,
       (*connection)->publisher().Cancel(options.topic, options.id);
   if (!status.ok()) return (*connection)->Check(status);
   if (globals.json) {
-    std::cout << "{\"topic\":" << JsonQuote(options.topic)
-              << ",\"id\":" << JsonQuote(options.id) << ",\"cancelled\":true}"
-              << std::endl;
+    CancelOutput output;
+    output.set_topic(options.topic);
+    output.set_id(options.id);
+    output.set_cancelled(true);
+    return PrintJson(output);
   } else {
     std::cout << "cancelled " << options.id << " in " << options.topic
               << std::endl;
