@@ -1,6 +1,7 @@
 #include "api/auth.h"
 
 #include <fcntl.h>
+#include <fnmatch.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -24,6 +25,7 @@
 #include "grpc/grpc_security_constants.h"
 #include "grpcpp/security/auth_context.h"
 #include "grpcpp/server_context.h"
+#include "openssl/crypto.h"
 
 namespace hourglass::api {
 namespace {
@@ -54,11 +56,11 @@ Padded Pad(absl::string_view token) {
 }
 
 // Zero if equal, else non-zero; always reads all kMaxTokenBytes of both and
-// both sizes, without a data-dependent branch.
+// both sizes, without a data-dependent branch (CRYPTO_memcmp's contract).
 unsigned Difference(const Padded& a, size_t a_size, const Padded& b,
                     size_t b_size) {
-  unsigned diff = 0;
-  for (size_t i = 0; i < kMaxTokenBytes; ++i) diff |= a[i] ^ b[i];
+  unsigned diff =
+      static_cast<unsigned>(CRYPTO_memcmp(a.data(), b.data(), kMaxTokenBytes));
   const uint64_t sizes = static_cast<uint64_t>(a_size ^ b_size);
   // Fold every bit of the size difference into the low bits.
   diff |= static_cast<unsigned>(sizes) | static_cast<unsigned>(sizes >> 32);
@@ -97,25 +99,21 @@ absl::string_view RoleName(Role role) {
 }
 
 bool TopicMatches(absl::string_view pattern, absl::string_view topic) {
-  // Iterative glob with one backtrack point: the last '*' seen.
-  size_t p = 0, t = 0;
-  size_t star = absl::string_view::npos, star_t = 0;
-  while (t < topic.size()) {
-    if (p < pattern.size() && pattern[p] == '*') {
-      star = p++;
-      star_t = t;
-    } else if (p < pattern.size() && pattern[p] == topic[t]) {
-      ++p;
-      ++t;
-    } else if (star != absl::string_view::npos) {
-      p = star + 1;
-      t = ++star_t;
-    } else {
-      return false;
-    }
+  // fnmatch(3) without flags: '*' matches any run of characters, '.' and
+  // '/' included. Its other special characters ('?', '[', '\\') are
+  // escaped, so that they match themselves as documented (token files
+  // allow none of them in patterns). It reads C strings, hence no NUL.
+  if (pattern.find('\0') != absl::string_view::npos ||
+      topic.find('\0') != absl::string_view::npos) {
+    return false;
   }
-  while (p < pattern.size() && pattern[p] == '*') ++p;
-  return p == pattern.size();
+  std::string glob;
+  glob.reserve(pattern.size());
+  for (const char c : pattern) {
+    if (c == '?' || c == '[' || c == '\\') glob += '\\';
+    glob += c;
+  }
+  return fnmatch(glob.c_str(), std::string(topic).c_str(), 0) == 0;
 }
 
 Grant Grant::Everything() { return Grant(kAllRoles, nullptr, Holder::kToken); }

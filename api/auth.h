@@ -79,6 +79,8 @@ class Grant {
 // True if `topic` matches the glob `pattern`, where `*` matches any run of
 // characters (dots included) and every other character itself:
 // `orders.*` matches `orders.eu` and `orders.eu.dlq` but not `orders`.
+// fnmatch(3) matches them; a pattern or topic holding a NUL byte (never a
+// valid one) matches nothing.
 bool TopicMatches(absl::string_view pattern, absl::string_view topic);
 
 // Bearer-token and client-certificate authentication, and role-based
@@ -122,9 +124,10 @@ bool TopicMatches(absl::string_view pattern, absl::string_view topic);
 // nothing unless a `cert` line names it.
 //
 // Tokens are compared in constant time: every known token is compared in
-// full, over a fixed width, whatever the one presented, so that the time
-// taken tells nothing about how much of a token matched. Tokens are never
-// logged nor put in error messages.
+// full, over a fixed width (OpenSSL's CRYPTO_memcmp over 512 zero-padded
+// bytes, and the lengths without a branch), whatever the one presented, so
+// that the time taken tells nothing about how much of a token matched. Tokens
+// are never logged nor put in error messages.
 //
 // Thread-safe: the Authenticate functions, Authorize, counts and Reload may
 // be called from any thread at once. A reload swaps the whole set

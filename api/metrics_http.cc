@@ -256,21 +256,10 @@ class MetricsServer::Http final : public httplib::Server {
 
 MetricsServer::MetricsServer(Options options, metrics::Registry* registry)
     : options_(options), http_(std::make_unique<Http>()) {
-  auto counter = [&](const char* name, const char* help) {
-    absl::StatusOr<metrics::CounterFamily*> family =
-        registry->AddCounter(name, help);
-    return family.ok() ? (*family)->WithLabels({})
-                       : std::make_shared<metrics::Counter>();
-  };
   refused_total_ =
-      counter("hourglass_metrics_http_refused_total",
-              "Connections to the metrics endpoint answered 503 at once: "
-              "every worker busy and --metrics_max_queued_connections "
-              "waiting.");
+      &registry->Counters(metrics::Metric::kMetricsHttpRefusedTotal).Add({});
   timed_out_total_ =
-      counter("hourglass_metrics_http_timed_out_total",
-              "Connections to the metrics endpoint closed at "
-              "--metrics_request_timeout, before their answer was written.");
+      &registry->Counters(metrics::Metric::kMetricsHttpTimedOutTotal).Add({});
 }
 
 absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
@@ -378,7 +367,7 @@ void MetricsServer::Admit(int socket) {
     }
     // Counted together, so that what load() says /metrics says too.
     ++refused_;
-    refused_total_->Inc();
+    refused_total_->Increment();
   }
   Refuse(socket);
 }
@@ -403,7 +392,7 @@ void MetricsServer::Work() {
       --serving_;
       if (timed_out) {
         ++timed_out_;
-        timed_out_total_->Inc();
+        timed_out_total_->Increment();
       }
     }
   }

@@ -16,8 +16,11 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 
-namespace hourglass::metrics {
+namespace prometheus {
 class Counter;
+}  // namespace prometheus
+
+namespace hourglass::metrics {
 class Registry;
 }  // namespace hourglass::metrics
 
@@ -135,8 +138,9 @@ class MetricsServer {
   // waits on it too.
   int stop_fd_ = -1;
   int port_ = 0;
-  std::shared_ptr<metrics::Counter> refused_total_;
-  std::shared_ptr<metrics::Counter> timed_out_total_;
+  // Children of the registry's families, which outlives the server.
+  prometheus::Counter* refused_total_ = nullptr;
+  prometheus::Counter* timed_out_total_ = nullptr;
 
   // Notified when Shutdown starts.
   absl::Notification stopping_;

@@ -10,6 +10,12 @@ namespace hourglass::api {
 // Conversions between protobuf's well-known time types and absl's, for the
 // edges of the API. The From* functions take values ValidateDuration and
 // ValidateTimestamp (api/validation.h) accepted.
+//
+// Not protobuf's util/time_util.h: its conversions go through int64
+// nanoseconds, which cover 1678 to 2262 and durations of +-292 years,
+// while the API accepts years 0001 to 9999, durations of +-10,000 years,
+// and deliver_at as far ahead as --max_delay says; absl's types hold them
+// all (tests/api/proto_time_test.cc).
 absl::Duration FromProto(const google::protobuf::Duration& duration);
 absl::Time FromProto(const google::protobuf::Timestamp& timestamp);
 

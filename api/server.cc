@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "api/call_metrics.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/resource_quota.h"
@@ -156,6 +157,14 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
     grpc::ResourceQuota quota("hourglassd");
     quota.Resize(options.grpc_memory_bytes);
     builder.SetResourceQuota(quota);
+  }
+  if (options.metrics != nullptr) {
+    std::vector<
+        std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
+        interceptors;
+    interceptors.push_back(
+        std::make_unique<CallMetricsFactory>(options.metrics));
+    builder.experimental().SetInterceptorCreators(std::move(interceptors));
   }
   for (grpc::Service* service : options.services)
     builder.RegisterService(service);

@@ -14,6 +14,10 @@ class Server;
 class Service;
 }  // namespace grpc
 
+namespace hourglass::metrics {
+class Registry;
+}  // namespace hourglass::metrics
+
 namespace hourglass::api {
 
 struct ServerOptions {
@@ -53,6 +57,11 @@ struct ServerOptions {
   // ping as often as every 10 s. Defaults: 30 s and 10 s.
   absl::Duration keepalive_time = absl::Seconds(30);
   absl::Duration keepalive_timeout = absl::Seconds(10);
+
+  // Where every call is counted by method and status code, and timed
+  // (api/call_metrics.h). Not owned; must outlive the server. Default:
+  // none, nothing counted.
+  metrics::Registry* metrics = nullptr;
 };
 
 // True if `address` (host:port, [v6]:port or unix:path, as --listen takes)

@@ -8,15 +8,20 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "api/proto_time.h"
-#include "broker/publisher.h"
+#include "google/protobuf/util/time_util.h"
+#include "storage/keys.h"
 
 namespace hourglass::api {
 namespace {
 
-// Bounds from google/protobuf/duration.proto and timestamp.proto.
-constexpr int64_t kMaxDurationSeconds = 315'576'000'000;
-constexpr int64_t kMinTimestampSeconds = -62'135'596'800;  // 0001-01-01.
-constexpr int64_t kMaxTimestampSeconds = 253'402'300'799;  // 9999-12-31.
+// Bounds from google/protobuf/duration.proto and timestamp.proto (+-10,000
+// years; 0001-01-01 to 9999-12-31), as protobuf's TimeUtil states them.
+constexpr int64_t kMaxDurationSeconds =
+    google::protobuf::util::TimeUtil::kDurationMaxSeconds;
+constexpr int64_t kMinTimestampSeconds =
+    google::protobuf::util::TimeUtil::kTimestampMinSeconds;
+constexpr int64_t kMaxTimestampSeconds =
+    google::protobuf::util::TimeUtil::kTimestampMaxSeconds;
 constexpr int32_t kMaxNanos = 999'999'999;
 
 bool IsNameChar(char c) {
@@ -218,7 +223,7 @@ absl::Status ValidatePublish(const hourglass::v1::PublishRequest& request,
         return Invalid(index, s.message());
       }
     }
-    if (broker::IsAssignedIdForm(m.id())) {
+    if (storage::IsAssignedIdForm(m.id())) {
       return Invalid(index, absl::StrCat("id ", Quote(m.id()),
                                          " has the form of the ids the broker "
                                          "assigns (hg- and 16 hex digits)"));

@@ -92,7 +92,7 @@ absl::Status ValidateDeliverAt(const google::protobuf::Timestamp& deliver_at,
 // Checks a whole Publish before anything is stored: an empty request, more
 // than limits.max_batch messages, and for each message its topic
 // (ValidateNewTopic), payload size, id (length; not of the form the broker
-// assigns, see broker::IsAssignedIdForm), headers (at most
+// assigns, see storage::IsAssignedIdForm), headers (at most
 // limits.max_headers, of limits.max_header_bytes in all, each key a valid
 // name), delay (negative or over max_delay) and deliver_at (more than
 // max_delay after `now`). Returns the first problem as INVALID_ARGUMENT,

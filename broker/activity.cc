@@ -2,6 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "broker/metric_catalog.h"
 
 namespace hourglass::broker {
 namespace {
@@ -20,51 +26,79 @@ absl::Duration BucketTop(int b) {
   return absl::Microseconds(kBaseMicros * std::pow(kGrowth, b));
 }
 
+// Observes every lateness of a batch with one update of `histogram` (one
+// lock of its own, not one per delivery).
+void ObserveAll(prometheus::Histogram& histogram,
+                absl::Span<const absl::Duration> lateness) {
+  if (lateness.size() == 1) {
+    histogram.Observe(absl::ToDoubleSeconds(lateness[0]));
+    return;
+  }
+  const std::vector<double>& bounds =
+      metrics::Info(metrics::Metric::kDeliveryLatenessSeconds).buckets;
+  std::vector<double> increments(bounds.size() + 1);  // The last is +Inf.
+  double sum = 0;
+  for (const absl::Duration late : lateness) {
+    const double seconds = absl::ToDoubleSeconds(late);
+    sum += seconds;
+    // The first bound >= seconds, as Histogram::Observe picks it.
+    ++increments[std::lower_bound(bounds.begin(), bounds.end(), seconds) -
+                 bounds.begin()];
+  }
+  histogram.ObserveMultiple(increments, sum);
+}
+
 }  // namespace
 
-Activity::Activity(Clock* clock, metrics::Registry* registry) : clock_(clock) {
+Activity::Activity(Clock* clock, metrics::Registry* registry)
+    : clock_(clock), registry_(registry) {
   if (registry == nullptr) return;
-  auto counter = [&](const char* name,
-                     const char* help) -> metrics::CounterFamily* {
-    absl::StatusOr<metrics::CounterFamily*> family =
-        registry->AddCounter(name, help, {"topic"});
-    return family.ok() ? *family : nullptr;
-  };
-  families_.published =
-      counter("hourglass_published_total", "Messages published (stored).");
-  families_.delivered = counter("hourglass_delivered_total",
-                                "First deliveries of messages to a group.");
-  families_.redelivered =
-      counter("hourglass_redelivered_total",
-              "Deliveries after the first: ack timeouts, nacks, disconnects.");
-  families_.acked =
-      counter("hourglass_acked_total", "Acknowledged deliveries.");
-  families_.nacked = counter("hourglass_nacked_total", "Nacked deliveries.");
-  families_.dead_lettered =
-      counter("hourglass_dead_lettered_total",
-              "Messages moved to <topic>.dlq after --max_attempts.");
-  families_.cancelled =
-      counter("hourglass_cancelled_total", "Scheduled messages cancelled.");
-  absl::StatusOr<metrics::HistogramFamily*> lateness =
-      registry->AddHistogram("hourglass_delivery_lateness_seconds",
-                             "First delivery time minus deliver_at.", {},
-                             metrics::LatencySecondsBuckets());
-  if (lateness.ok()) {
-    families_.lateness = *lateness;
-    lateness_histogram_ = (*lateness)->WithLabels({});
-  }
+  lateness_histogram_ =
+      &registry->Histograms(metrics::Metric::kDeliveryLatenessSeconds).Add({});
+  totals_source_ = registry->AddSource([this] { return CollectTotals(); });
+}
+
+Activity::~Activity() {
+  if (registry_ != nullptr) registry_->RemoveCollector(totals_source_);
 }
 
 void Activity::Count(std::string_view topic, uint64_t n,
-                     std::shared_ptr<metrics::Counter> TopicCounters::*which) {
-  if (families_.published == nullptr) return;
+                     uint64_t Totals::*which) {
+  if (registry_ == nullptr) return;
   const int64_t now = NowSecond();
-  std::shared_ptr<metrics::Counter> counter;
+  absl::MutexLock lock(&mu_);
+  StateLocked(topic, now).totals->*which += n;
+}
+
+std::vector<prometheus::MetricFamily> Activity::CollectTotals() {
+  std::vector<std::pair<std::string, Totals>> totals;
   {
     absl::MutexLock lock(&mu_);
-    counter = StateLocked(topic, now).counters.*which;
+    totals.assign(totals_.begin(), totals_.end());
   }
-  if (counter != nullptr) counter->Inc(n);
+  using metrics::Metric;
+  const std::pair<Metric, uint64_t Totals::*> kFamilies[] = {
+      {Metric::kPublishedTotal, &Totals::published},
+      {Metric::kDeliveredTotal, &Totals::delivered},
+      {Metric::kRedeliveredTotal, &Totals::redelivered},
+      {Metric::kAckedTotal, &Totals::acked},
+      {Metric::kNackedTotal, &Totals::nacked},
+      {Metric::kDeadLetteredTotal, &Totals::dead_lettered},
+      {Metric::kCancelledTotal, &Totals::cancelled},
+  };
+  std::vector<prometheus::MetricFamily> families;
+  if (totals.empty()) return families;
+  families.reserve(std::size(kFamilies));
+  for (const auto& [metric, which] : kFamilies) {
+    prometheus::MetricFamily& family =
+        families.emplace_back(metrics::NewFamily(metric));
+    family.metric.reserve(totals.size());
+    for (const auto& [topic, t] : totals) {
+      metrics::AddSample(family, {topic}).counter.value =
+          static_cast<double>(t.*which);
+    }
+  }
+  return families;
 }
 
 void Activity::Rate::Add(int64_t second, uint64_t n) {
@@ -144,16 +178,9 @@ Activity::TopicState& Activity::StateLocked(std::string_view topic,
       return now_second - entry.second.last_second > kSeconds;
     });
     it = topics_.emplace(std::string(topic), TopicState()).first;
-    if (families_.published != nullptr) {
-      const std::string_view labels[] = {topic};
-      TopicCounters& c = it->second.counters;
-      c.published = families_.published->WithLabels(labels);
-      c.delivered = families_.delivered->WithLabels(labels);
-      c.redelivered = families_.redelivered->WithLabels(labels);
-      c.acked = families_.acked->WithLabels(labels);
-      c.nacked = families_.nacked->WithLabels(labels);
-      c.dead_lettered = families_.dead_lettered->WithLabels(labels);
-      c.cancelled = families_.cancelled->WithLabels(labels);
+    if (registry_ != nullptr) {
+      it->second.totals =
+          &totals_.try_emplace(std::string(topic)).first->second;
     }
   }
   it->second.last_active = now_second;
@@ -166,41 +193,37 @@ void Activity::Published(std::string_view topic, uint64_t n) {
   absl::MutexLock lock(&mu_);
   TopicState& state = StateLocked(topic, now);
   state.published.Add(now, n);
-  if (state.counters.published != nullptr) state.counters.published->Inc(n);
+  if (state.totals != nullptr) state.totals->published += n;
 }
 
 void Activity::Delivered(std::string_view topic,
                          absl::Span<const absl::Duration> lateness) {
   if (lateness.empty()) return;
   const int64_t now = NowSecond();
-  absl::MutexLock lock(&mu_);
+  absl::ReleasableMutexLock lock(&mu_);
   TopicState& state = StateLocked(topic, now);
   state.delivered.Add(now, lateness.size());
-  for (const absl::Duration late : lateness) {
-    state.lateness.Add(now / 10, late);
-    if (lateness_histogram_ != nullptr) {
-      lateness_histogram_->Observe(absl::ToDoubleSeconds(late));
-    }
-  }
-  if (state.counters.delivered != nullptr) {
-    state.counters.delivered->Inc(lateness.size());
-  }
+  for (const absl::Duration late : lateness) state.lateness.Add(now / 10, late);
+  if (state.totals != nullptr) state.totals->delivered += lateness.size();
+  lock.Release();
+  if (lateness_histogram_ != nullptr)
+    ObserveAll(*lateness_histogram_, lateness);
 }
 
 void Activity::Redelivered(std::string_view topic, uint64_t n) {
-  Count(topic, n, &TopicCounters::redelivered);
+  Count(topic, n, &Totals::redelivered);
 }
 
 void Activity::Nacked(std::string_view topic, uint64_t n) {
-  Count(topic, n, &TopicCounters::nacked);
+  Count(topic, n, &Totals::nacked);
 }
 
 void Activity::DeadLettered(std::string_view topic, uint64_t n) {
-  Count(topic, n, &TopicCounters::dead_lettered);
+  Count(topic, n, &Totals::dead_lettered);
 }
 
 void Activity::Cancelled(std::string_view topic, uint64_t n) {
-  Count(topic, n, &TopicCounters::cancelled);
+  Count(topic, n, &Totals::cancelled);
 }
 
 void Activity::Acked(std::string_view topic, std::string_view group,
@@ -209,7 +232,7 @@ void Activity::Acked(std::string_view topic, std::string_view group,
   absl::MutexLock lock(&mu_);
   TopicState& state = StateLocked(topic, now);
   acks_[{std::string(topic), std::string(group)}].Add(now, n);
-  if (state.counters.acked != nullptr) state.counters.acked->Inc(n);
+  if (state.totals != nullptr) state.totals->acked += n;
 }
 
 Activity::TopicView Activity::Topic(std::string_view topic) {
@@ -241,21 +264,11 @@ size_t Activity::ForgetTopicsExcept(
   auto gone = [&](const std::string& topic) {
     return !live.contains(topic) && !recent.contains(topic);
   };
-  // Every family has a child for the same topics (StateLocked adds them
-  // together). Totals outlive the states of idle topics, so the families,
-  // not topics_, list them.
-  size_t removed = 0;
-  for (metrics::CounterFamily* family :
-       {families_.published, families_.delivered, families_.redelivered,
-        families_.acked, families_.nacked, families_.dead_lettered,
-        families_.cancelled}) {
-    if (family == nullptr) continue;
-    removed = std::max(
-        removed, family->RemoveIf([&](absl::Span<const std::string> labels) {
-          return gone(labels[0]);
-        }));
-  }
-  // The states of gone topics hold the removed children: drop them, so
+  // Totals outlive the states of idle topics, so totals_, not topics_,
+  // lists them.
+  const size_t removed = std::erase_if(
+      totals_, [&](const auto& entry) { return gone(entry.first); });
+  // The states of gone topics point at the removed totals: drop them, so
   // that a later event makes new ones.
   std::erase_if(topics_, [&](const auto& entry) { return gone(entry.first); });
   return removed;

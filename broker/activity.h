@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_set.h"
@@ -24,8 +25,9 @@ namespace hourglass::broker {
 // lateness over the last minute, for Admin.GetStats; and, given a metrics
 // registry, Prometheus totals per topic (hourglass_published_total,
 // _delivered_total, _redelivered_total, _acked_total, _nacked_total,
-// _dead_lettered_total, _cancelled_total) and a delivery-lateness histogram
-// (hourglass_delivery_lateness_seconds).
+// _dead_lettered_total, _cancelled_total), counted under this class's lock
+// and read by each scrape, and a delivery-lateness histogram
+// (hourglass_delivery_lateness_seconds), one update per delivery batch.
 // Counts go into one-second buckets and lateness into ten-second
 // histograms with buckets 10% apart, so a percentile is within 10% of the
 // true value and memory per topic is a few kilobytes, however busy it is.
@@ -38,6 +40,8 @@ class Activity {
  public:
   // REQUIRES: `clock`, and `registry` if given, outlive the activity.
   explicit Activity(Clock* clock, metrics::Registry* registry = nullptr);
+  // Stops scrapes from reading the totals (waits for one in progress).
+  ~Activity();
 
   void Published(std::string_view topic, uint64_t n);
   // First deliveries only: how late each was (delivery minus deliver_at).
@@ -96,10 +100,10 @@ class Activity {
     void Add(int64_t ten_seconds, absl::Duration lateness);
     Percentiles Get(int64_t now_ten_seconds);
   };
-  // Prometheus children of one topic; null without a registry.
-  struct TopicCounters {
-    std::shared_ptr<metrics::Counter> published, delivered, redelivered, acked,
-        nacked, dead_lettered, cancelled;
+  // The Prometheus totals of one topic.
+  struct Totals {
+    uint64_t published = 0, delivered = 0, redelivered = 0, acked = 0,
+             nacked = 0, dead_lettered = 0, cancelled = 0;
   };
   struct TopicState {
     Rate published;
@@ -107,32 +111,31 @@ class Activity {
     Lateness lateness;
     int64_t last_active = 0;
     uint64_t last_event = 0;  // In the sequence of events_.
-    TopicCounters counters;
+    // The topic's entry of totals_; null without a registry.
+    Totals* totals = nullptr;
   };
-  // Prometheus families; null without a registry.
-  struct Families {
-    metrics::CounterFamily* published = nullptr;
-    metrics::CounterFamily* delivered = nullptr;
-    metrics::CounterFamily* redelivered = nullptr;
-    metrics::CounterFamily* acked = nullptr;
-    metrics::CounterFamily* nacked = nullptr;
-    metrics::CounterFamily* dead_lettered = nullptr;
-    metrics::CounterFamily* cancelled = nullptr;
-    metrics::HistogramFamily* lateness = nullptr;
-  };
-  // Counts `n` on the topic's counter chosen by `which`, if metrics are on.
-  void Count(std::string_view topic, uint64_t n,
-             std::shared_ptr<metrics::Counter> TopicCounters::*which);
+  // Counts `n` on the topic's total chosen by `which`, if metrics are on.
+  void Count(std::string_view topic, uint64_t n, uint64_t Totals::*which);
+  // The totals as families of the catalog, for a scrape (a source of the
+  // registry, see metrics::Registry::AddSource).
+  std::vector<prometheus::MetricFamily> CollectTotals();
 
   int64_t NowSecond();
   TopicState& StateLocked(std::string_view topic, int64_t now_second)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   Clock* const clock_;
-  Families families_;  // Constant after construction.
-  std::shared_ptr<metrics::Histogram> lateness_histogram_;
+  metrics::Registry* const registry_;
+  // Null without a registry. Constant after construction.
+  prometheus::Histogram* lateness_histogram_ = nullptr;
+  metrics::Registry::CollectorId totals_source_ = 0;
   absl::Mutex mu_;
   std::map<std::string, TopicState, std::less<>> topics_ ABSL_GUARDED_BY(mu_);
+  // The Prometheus totals of each topic that has them, with a registry;
+  // they outlive the states of idle topics, until ForgetTopicsExcept.
+  // Counted here, under the lock the events take anyway, and read by
+  // CollectTotals at scrape time.
+  std::map<std::string, Totals, std::less<>> totals_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<std::string, std::string>, Rate> acks_
       ABSL_GUARDED_BY(mu_);
   // Events counted so far.

@@ -9,6 +9,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "broker/lifecycle.h"
+#include "broker/lifecycle_reads.h"
 #include "storage/keys.h"
 #include "storage/records.pb.h"
 
@@ -16,35 +18,16 @@ namespace hourglass::broker {
 namespace {
 
 using storage::DueKey;
-using storage::Table;
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Open(
     storage::MessageStore* store, Clock* clock, Options options) {
-  absl::StatusOr<std::optional<std::string>> last =
-      store->LastKey(Table::kMessages);
-  if (!last.ok()) return last.status();
-  uint64_t next_sequence = 1;
-  if (last->has_value()) {
-    const std::optional<uint64_t> sequence = storage::DecodeMessageKey(**last);
-    if (!sequence.has_value()) {
-      return absl::DataLossError("messages table holds a malformed key");
-    }
-    next_sequence = *sequence + 1;
-  }
-  absl::StatusOr<std::optional<std::string>> reserved =
-      store->Get(Table::kMeta, storage::kSequenceReservedKey);
-  if (!reserved.ok()) return reserved.status();
-  if (reserved->has_value()) {
-    if ((*reserved)->size() != 8) {
-      return absl::DataLossError("meta/sequence_reserved is not 8 bytes");
-    }
-    next_sequence = std::max(next_sequence, storage::ReadU64(**reserved));
-  }
+  absl::StatusOr<uint64_t> next_sequence = lifecycle::ReadNextSequence(*store);
+  if (!next_sequence.ok()) return next_sequence.status();
 
   std::unique_ptr<Engine> engine(
-      new Engine(store, clock, options, next_sequence));
+      new Engine(store, clock, options, *next_sequence));
   if (absl::Status s = engine->scheduler_.Recover(); !s.ok()) return s;
   absl::StatusOr<std::unique_ptr<Dispatcher>> dispatcher =
       Dispatcher::Open(store, engine->commits_.get(), &engine->publisher_,
@@ -143,7 +126,8 @@ std::optional<EngineMetrics::Snapshot> Engine::MetricsSnapshot() {
 
 absl::StatusOr<DueKey> Engine::BeginChange(const std::string& topic,
                                            const std::string& id) {
-  absl::StatusOr<std::optional<DueKey>> found = FindId(*store_, topic, id);
+  absl::StatusOr<std::optional<DueKey>> found =
+      lifecycle::FindId(*store_, topic, id);
   if (!found.ok()) return found.status();
   const std::optional<DueKey>& key = *found;
   const absl::Status not_found = absl::NotFoundError(
@@ -163,9 +147,8 @@ absl::StatusOr<DueKey> Engine::BeginChange(const std::string& topic,
   // The scheduler cannot tell a message not yet loaded from one dispatched
   // before a restart (the loader has not reached it again); the schedule
   // key can: dispatch deletes it.
-  absl::StatusOr<std::optional<std::string>> scheduled =
-      store_->Get(Table::kSchedule, storage::ScheduleKey(*key));
-  if (!scheduled.ok() || !scheduled->has_value()) {
+  absl::StatusOr<bool> scheduled = lifecycle::IsScheduled(*store_, *key);
+  if (!scheduled.ok() || !*scheduled) {
     scheduler_.EndCancel(*key, topic, /*deleted=*/true);
     return scheduled.ok() ? not_found : scheduled.status();
   }
@@ -178,12 +161,9 @@ void Engine::Cancel(std::string topic, std::string id, CancelCallback done) {
     std::move(done)(key.status());
     return;
   }
-  storage::WriteBatch batch;
-  DeleteMessage(batch, topic, *key, id);
-  batch.Delete(Table::kSchedule, storage::ScheduleKey(*key));
-  batch.Add(storage::ScheduledCounter(topic), -1);
-  batch.Add(storage::MessagesCounter(topic), -1);
-  commits_->Submit(std::move(batch),
+  Changes changes;
+  lifecycle::Cancel(changes, topic, *key, id);
+  commits_->Submit(changes.Take(),
                    [this, key = *key, topic = std::move(topic),
                     done = std::move(done)](absl::Status status) mutable {
                      scheduler_.EndCancel(key, topic, status.ok());
@@ -200,17 +180,17 @@ void Engine::Reschedule(
     std::move(done)(old_key.status());
     return;
   }
-  absl::StatusOr<std::optional<std::string>> value =
-      store_->Get(Table::kMessages, storage::MessageKey(old_key->sequence));
-  storage::MessageRecord record;
-  if (!value.ok() || !value->has_value() || !record.ParseFromString(**value)) {
+  absl::StatusOr<std::optional<storage::MessageRecord>> stored =
+      lifecycle::ReadMessage(*store_, old_key->sequence);
+  if (!stored.ok() || !stored->has_value()) {
     scheduler_.EndCancel(*old_key, topic, /*deleted=*/false);
-    std::move(done)(!value.ok() ? value.status()
-                                : absl::DataLossError(absl::StrCat(
-                                      "message ", old_key->sequence,
-                                      " is missing or malformed")));
+    std::move(done)(!stored.ok()
+                        ? stored.status()
+                        : absl::DataLossError(absl::StrCat(
+                              "message ", old_key->sequence, " is missing")));
     return;
   }
+  storage::MessageRecord& record = **stored;
   // As for a publish: nothing comes due before the floor, and the cursor
   // stays at or below it until the write ends.
   const int64_t floor = scheduler_.HoldCursor();
@@ -226,19 +206,10 @@ void Engine::Reschedule(
   }
   scheduler_.BeginPublish(new_key);
   record.set_deliver_at_ms(new_key.deliver_at_ms);
-  storage::WriteBatch batch;
-  batch.Delete(Table::kSchedule, storage::ScheduleKey(*old_key));
-  batch.Put(Table::kSchedule, storage::ScheduleKey(new_key), topic);
-  batch.Delete(Table::kTopicDue, storage::TopicDueKey(topic, *old_key));
-  batch.Put(Table::kTopicDue, storage::TopicDueKey(topic, new_key), id);
-  batch.Put(Table::kMessages, storage::MessageKey(new_key.sequence),
-            record.SerializeAsString());
-  if (HasIdEntry(id, new_key.sequence)) {
-    batch.Put(Table::kIds, storage::IdKey(topic, id),
-              IdValue(new_key.sequence, new_key.deliver_at_ms));
-  }
+  Changes changes;
+  lifecycle::Reschedule(changes, record, *old_key, new_key);
   commits_->Submit(
-      std::move(batch),
+      changes.Take(),
       [this, old_key = *old_key, new_key, floor, topic = std::move(topic),
        receipt, done = std::move(done)](absl::Status status) mutable {
         scheduler_.EndCancel(old_key, topic, /*deleted=*/status.ok());
@@ -263,43 +234,32 @@ void Engine::Reschedule(
 absl::StatusOr<uint64_t> Engine::PurgeScheduled(const std::string& topic) {
   constexpr size_t kChunk = 1024;
   // Every message due before the persisted cursor has been dispatched.
-  absl::StatusOr<DueKey> cursor = ReadLoaderCursor(*store_);
+  absl::StatusOr<DueKey> cursor = lifecycle::ReadLoaderCursor(*store_);
   if (!cursor.ok()) return cursor.status();
-  const std::string prefix = storage::TopicDuePrefix(topic);
   DueKey position{cursor->deliver_at_ms, 0};
   uint64_t purged = 0;
   while (true) {
     std::vector<std::pair<DueKey, std::string>> entries;
-    absl::Status corrupt;
-    absl::Status scanned = store_->Scan(
-        Table::kTopicDue, storage::TopicDueKey(topic, position),
-        storage::PrefixEnd(prefix),
-        [&](std::string_view key, std::string_view id) {
-          std::optional<DueKey> due = storage::DecodeReadySuffix(key, prefix);
-          if (!due.has_value()) {
-            corrupt = absl::DataLossError("topic_due holds a malformed entry");
-            return false;
-          }
-          entries.emplace_back(*due, std::string(id));
+    absl::Status scanned = lifecycle::ScanTopic(
+        *store_, topic, position, [&](const DueKey& key, std::string_view id) {
+          entries.emplace_back(key, std::string(id));
           return entries.size() < kChunk;
         });
     if (!scanned.ok()) return scanned;
-    if (!corrupt.ok()) return corrupt;
     if (entries.empty()) return purged;
     const DueKey& last = entries.back().first;
     position = {last.deliver_at_ms, last.sequence + 1};
 
     // Each message still scheduled is cancelled, as by Cancel; those that
     // came due or are being changed are left.
-    storage::WriteBatch batch;
+    Changes changes;
     std::vector<DueKey> cancelling;
     for (const auto& [key, id] : entries) {
       if (scheduler_.BeginCancel(key) != Scheduler::CancelStart::kAccepted) {
         continue;
       }
-      absl::StatusOr<std::optional<std::string>> scheduled =
-          store_->Get(Table::kSchedule, storage::ScheduleKey(key));
-      if (!scheduled.ok() || !scheduled->has_value()) {
+      absl::StatusOr<bool> scheduled = lifecycle::IsScheduled(*store_, key);
+      if (!scheduled.ok() || !*scheduled) {
         scheduler_.EndCancel(key, topic, /*deleted=*/true);
         if (!scheduled.ok()) {
           for (const DueKey& k : cancelling) {
@@ -309,15 +269,11 @@ absl::StatusOr<uint64_t> Engine::PurgeScheduled(const std::string& topic) {
         }
         continue;
       }
-      DeleteMessage(batch, topic, key, id);
-      batch.Delete(Table::kSchedule, storage::ScheduleKey(key));
+      lifecycle::Cancel(changes, topic, key, id);
       cancelling.push_back(key);
     }
     if (cancelling.empty()) continue;
-    const int64_t n = static_cast<int64_t>(cancelling.size());
-    batch.Add(storage::ScheduledCounter(topic), -n);
-    batch.Add(storage::MessagesCounter(topic), -n);
-    const absl::Status written = commits_->Commit(std::move(batch));
+    const absl::Status written = commits_->Commit(changes.Take());
     for (const DueKey& key : cancelling) {
       scheduler_.EndCancel(key, topic, written.ok());
     }
@@ -355,30 +311,11 @@ absl::StatusOr<absl::Time> Engine::Tick() {
 // persists the loader cursor: the safe cursor, but never past a message
 // that came due and is still waiting in due_.
 absl::Status Engine::Dispatch(const std::vector<ScheduledEntry>& chunk) {
-  storage::WriteBatch batch;
-  const uint64_t ticket = dispatcher_->BeginDispatch(chunk, batch);
-  // Scheduled messages taken, by topic (views of `chunk`).
-  absl::flat_hash_map<std::string_view, int64_t> taken;
-  for (const ScheduledEntry& entry : chunk) {
-    batch.Delete(Table::kSchedule, storage::ScheduleKey(entry.key));
-    ++taken[entry.topic];
-  }
-  for (const auto& [topic, n] : taken) {
-    batch.Add(storage::ScheduledCounter(topic), -n);
-  }
   DueKey cursor = scheduler_.SafeCursor();
   if (std::optional<DueKey> waiting = due_.Least()) {
     cursor = std::min(cursor, *waiting);
   }
-  PutLoaderCursor(batch, cursor);
-  // No fsync: if a power cut loses this move, the schedule entries and the
-  // old cursor come back, and the messages come due again.
-  batch.set_needs_sync(false);
-  // Written on this thread, beside the commit queue: the publishes of these
-  // messages have completed, and a cancel in the queue holds its message
-  // back from dispatch (Scheduler::BeginCancel).
-  const absl::Status s = commits_->WriteDirect(batch);
-  dispatcher_->EndDispatch(ticket, s.ok());
+  const absl::Status s = dispatcher_->MoveToReady(chunk, cursor);
   if (s.ok() && options_.on_dispatched) options_.on_dispatched(chunk);
   return s;
 }

@@ -1,8 +1,10 @@
 #include "broker/engine_metrics.h"
 
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "absl/time/clock.h"
 #include "spdlog/spdlog.h"
@@ -19,110 +21,86 @@ constexpr absl::Duration kSlowDrain = absl::Seconds(5);
 }  // namespace
 
 EngineMetrics::EngineMetrics(metrics::Registry* registry)
-    : registry_(registry) {
+    : registry_(registry), store_errors_(registry) {
   if (registry_ == nullptr) return;
-  auto histogram =
-      [&](const char* name, const char* help,
-          std::vector<double> bounds) -> std::shared_ptr<metrics::Histogram> {
-    absl::StatusOr<metrics::HistogramFamily*> family =
-        registry_->AddHistogram(name, help, {}, std::move(bounds));
-    return family.ok() ? (*family)->WithLabels({}) : nullptr;
-  };
-  write_seconds_ =
-      histogram("hourglass_store_write_seconds",
-                "Time of one group commit's write to the store, without "
-                "its log sync.",
-                metrics::LatencySecondsBuckets());
-  write_batches_ =
-      histogram("hourglass_store_write_batches",
-                "Batches (publishes, dispatches, steps) sharing one store "
-                "write.",
-                metrics::ExponentialBuckets(1, 2, 12));
-  sync_seconds_ =
-      histogram("hourglass_store_sync_seconds",
-                "Time of one log sync (fsync); it makes every write before "
-                "it durable.",
-                metrics::LatencySecondsBuckets());
+  using metrics::Metric;
+  write_seconds_ = &registry_->Histograms(Metric::kStoreWriteSeconds).Add({});
+  write_batches_ = &registry_->Histograms(Metric::kStoreWriteBatches).Add({});
+  sync_seconds_ = &registry_->Histograms(Metric::kStoreSyncSeconds).Add({});
   publish_latency_ =
-      histogram("hourglass_publish_latency_seconds",
-                "Time from a Publish reaching the engine to its answer.",
-                metrics::LatencySecondsBuckets());
+      &registry_->Histograms(Metric::kPublishLatencySeconds).Add({});
 }
 
 EngineMetrics::~EngineMetrics() { StopCollecting(); }
 
 void EngineMetrics::StopCollecting() {
   if (collector_.has_value()) registry_->RemoveCollector(*collector_);
+  if (source_.has_value()) registry_->RemoveCollector(*source_);
   collector_.reset();
+  source_.reset();
 }
 
 void EngineMetrics::Collect(std::function<std::optional<Snapshot>()> snapshot) {
   if (registry_ == nullptr) return;
-  auto gauge = [&](const char* name, const char* help,
-                   std::vector<std::string> labels) -> metrics::GaugeFamily* {
-    absl::StatusOr<metrics::GaugeFamily*> family =
-        registry_->AddGauge(name, help, std::move(labels));
-    return family.ok() ? *family : nullptr;
+  using metrics::Metric;
+  // What the collector read, for the source after it; scrapes are
+  // serialised, so only one of them touches it at a time.
+  struct State {
+    prometheus::Gauge *backlog, *lag, *live, *pending, *disk;
+    std::optional<Snapshot> last;
   };
-  metrics::GaugeFamily* scheduled = gauge(
-      "hourglass_scheduled", "Messages published and not yet due.", {"topic"});
-  metrics::GaugeFamily* ready =
-      gauge("hourglass_ready", "Due messages waiting in a group.",
-            {"topic", "group"});
-  metrics::GaugeFamily* in_flight = gauge(
-      "hourglass_in_flight",
-      "Deliveries of a group not yet acknowledged (with a consumer, or due "
-      "again).",
-      {"topic", "group"});
-  metrics::GaugeFamily* consumers = gauge(
-      "hourglass_consumers", "Connected consumer streams.", {"topic", "group"});
-  metrics::GaugeFamily* backlog =
-      gauge("hourglass_due_backlog",
-            "Messages that came due and wait to be moved to ready.", {});
-  metrics::GaugeFamily* lag = gauge(
-      "hourglass_loader_lag_seconds",
-      "How far the loader is behind now plus the horizon (0 when on time).",
-      {});
-  metrics::GaugeFamily* live = gauge("hourglass_store_live_data_bytes",
-                                     "RocksDB's estimate of live data.", {});
-  metrics::GaugeFamily* pending =
-      gauge("hourglass_store_pending_compaction_bytes",
-            "RocksDB's estimate of bytes compaction still has to rewrite.", {});
-  metrics::GaugeFamily* disk =
-      gauge("hourglass_store_disk_bytes", "Bytes of table and blob files.", {});
-  if (scheduled == nullptr || ready == nullptr || in_flight == nullptr ||
-      consumers == nullptr || backlog == nullptr || lag == nullptr ||
-      live == nullptr || pending == nullptr || disk == nullptr) {
-    return;
-  }
-  collector_ = registry_->AddCollector([=, snapshot = std::move(snapshot)] {
+  auto state = std::make_shared<State>(State{
+      &registry_->Gauges(Metric::kDueBacklog).Add({}),
+      &registry_->Gauges(Metric::kLoaderLagSeconds).Add({}),
+      &registry_->Gauges(Metric::kStoreLiveDataBytes).Add({}),
+      &registry_->Gauges(Metric::kStorePendingCompactionBytes).Add({}),
+      &registry_->Gauges(Metric::kStoreDiskBytes).Add({}),
+      std::nullopt,
+  });
+  collector_ = registry_->AddCollector([state, snapshot = std::move(snapshot)] {
     std::optional<Snapshot> s = snapshot();
     if (!s.has_value()) return;  // Left as the last scrape saw it.
-    // Cleared first, so that deleted topics and groups disappear.
-    scheduled->Clear();
-    ready->Clear();
-    in_flight->Clear();
-    consumers->Clear();
-    for (const auto& [topic, n] : s->scheduled) {
-      const std::string_view labels[] = {topic};
-      scheduled->WithLabels(labels)->Set(static_cast<double>(n));
+    state->backlog->Set(static_cast<double>(s->due_backlog));
+    state->lag->Set(absl::ToDoubleSeconds(s->loader_lag));
+    state->live->Set(static_cast<double>(s->live_data_bytes));
+    state->pending->Set(static_cast<double>(s->pending_compaction_bytes));
+    state->disk->Set(static_cast<double>(s->disk_bytes));
+    state->last = std::move(s);
+  });
+  // The series per topic and group, built whole from what the collector
+  // read, so that those of deleted topics and groups are simply not there
+  // (removing prometheus-cpp children one by one searches the family each
+  // time: quadratic when thousands go at once).
+  source_ = registry_->AddSource([state] {
+    std::vector<prometheus::MetricFamily> families;
+    if (!state->last.has_value()) return families;
+    const Snapshot& s = *state->last;
+    prometheus::MetricFamily scheduled = metrics::NewFamily(Metric::kScheduled);
+    for (const auto& [topic, n] : s.scheduled) {
+      metrics::AddSample(scheduled, {topic}).gauge.value =
+          static_cast<double>(n);
     }
-    for (const Snapshot::Group& g : s->groups) {
-      const std::string_view labels[] = {g.topic, g.group};
-      ready->WithLabels(labels)->Set(static_cast<double>(g.ready));
-      in_flight->WithLabels(labels)->Set(static_cast<double>(g.in_flight));
-      consumers->WithLabels(labels)->Set(static_cast<double>(g.consumers));
+    prometheus::MetricFamily ready = metrics::NewFamily(Metric::kReady);
+    prometheus::MetricFamily in_flight = metrics::NewFamily(Metric::kInFlight);
+    prometheus::MetricFamily consumers = metrics::NewFamily(Metric::kConsumers);
+    for (const Snapshot::Group& g : s.groups) {
+      metrics::AddSample(ready, {g.topic, g.group}).gauge.value =
+          static_cast<double>(g.ready);
+      metrics::AddSample(in_flight, {g.topic, g.group}).gauge.value =
+          static_cast<double>(g.in_flight);
+      metrics::AddSample(consumers, {g.topic, g.group}).gauge.value =
+          static_cast<double>(g.consumers);
     }
-    backlog->WithLabels({})->Set(static_cast<double>(s->due_backlog));
-    lag->WithLabels({})->Set(absl::ToDoubleSeconds(s->loader_lag));
-    live->WithLabels({})->Set(static_cast<double>(s->live_data_bytes));
-    pending->WithLabels({})->Set(
-        static_cast<double>(s->pending_compaction_bytes));
-    disk->WithLabels({})->Set(static_cast<double>(s->disk_bytes));
+    for (prometheus::MetricFamily* family :
+         {&scheduled, &ready, &in_flight, &consumers}) {
+      families.push_back(std::move(*family));
+    }
+    return families;
   });
 }
 
 void EngineMetrics::StoreWrite(const storage::CommitQueue::WriteInfo& info) {
+  if (!info.status.ok()) store_errors_.Count("write", info.status);
   if (write_seconds_ != nullptr) {
     write_seconds_->Observe(absl::ToDoubleSeconds(info.latency));
     write_batches_->Observe(static_cast<double>(info.batches));
@@ -132,6 +110,7 @@ void EngineMetrics::StoreWrite(const storage::CommitQueue::WriteInfo& info) {
 }
 
 void EngineMetrics::StoreSync(const storage::CommitQueue::SyncInfo& info) {
+  if (!info.status.ok()) store_errors_.Count("sync", info.status);
   if (sync_seconds_ != nullptr) {
     sync_seconds_->Observe(absl::ToDoubleSeconds(info.latency));
   }

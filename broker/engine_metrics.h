@@ -13,6 +13,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "broker/metrics.h"
+#include "broker/store_errors.h"
 #include "storage/commit_queue.h"
 
 namespace hourglass::broker {
@@ -84,7 +85,8 @@ class EngineMetrics {
   void StopCollecting();
 
   // After each group commit's write (on the commit queue's writer thread)
-  // and each log sync (on its syncer thread).
+  // and each log sync (on its syncer thread); a failure counts in
+  // store_errors() as op "write" or "sync".
   void StoreWrite(const storage::CommitQueue::WriteInfo& info);
   void StoreSync(const storage::CommitQueue::SyncInfo& info);
   void PublishLatency(absl::Duration latency);
@@ -92,13 +94,20 @@ class EngineMetrics {
   // be moved to ready.
   void DueBacklog(size_t waiting, absl::Time now);
 
+  // Where the broker's background loops count (and log) failed store
+  // operations.
+  StoreErrors& store_errors() { return store_errors_; }
+
  private:
   metrics::Registry* const registry_;
-  std::shared_ptr<metrics::Histogram> write_seconds_;
-  std::shared_ptr<metrics::Histogram> write_batches_;
-  std::shared_ptr<metrics::Histogram> sync_seconds_;
-  std::shared_ptr<metrics::Histogram> publish_latency_;
+  // Null without a registry.
+  prometheus::Histogram* write_seconds_ = nullptr;
+  prometheus::Histogram* write_batches_ = nullptr;
+  prometheus::Histogram* sync_seconds_ = nullptr;
+  prometheus::Histogram* publish_latency_ = nullptr;
   std::optional<metrics::Registry::CollectorId> collector_;
+  std::optional<metrics::Registry::CollectorId> source_;
+  StoreErrors store_errors_;
 
   absl::Mutex mu_;
   // Warns that a store write or sync took `latency`, at most every 10 s.

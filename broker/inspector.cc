@@ -6,6 +6,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "broker/lifecycle_reads.h"
 #include "broker/publisher.h"
 #include "storage/records.pb.h"
 
@@ -13,7 +14,6 @@ namespace hourglass::broker {
 namespace {
 
 using storage::DueKey;
-using storage::Table;
 
 int64_t Millis(absl::Time t) { return absl::ToUnixMillis(t); }
 
@@ -35,23 +35,16 @@ bool BeforeEnd(const Inspector::ListQuery& query, const DueKey& key) {
   return !query.to.has_value() || key.deliver_at_ms < Millis(*query.to);
 }
 
-absl::Status Corrupt(const std::string& what) {
-  return absl::DataLossError(absl::StrCat(what, " is malformed"));
-}
-
 }  // namespace
 
 absl::StatusOr<bool> Inspector::ReadMessage(uint64_t sequence,
                                             size_t preview_bytes,
                                             MessageView& view) {
-  absl::StatusOr<std::optional<std::string>> value =
-      store_->Get(Table::kMessages, storage::MessageKey(sequence));
-  if (!value.ok()) return value.status();
-  if (!value->has_value()) return false;
-  storage::MessageRecord record;
-  if (!record.ParseFromString(**value)) {
-    return Corrupt(absl::StrCat("message ", sequence));
-  }
+  absl::StatusOr<std::optional<storage::MessageRecord>> stored =
+      lifecycle::ReadMessage(*store_, sequence);
+  if (!stored.ok()) return stored.status();
+  if (!stored->has_value()) return false;
+  const storage::MessageRecord& record = **stored;
   view.id = record.id();
   view.topic = record.topic();
   view.deliver_at = absl::FromUnixMillis(record.deliver_at_ms());
@@ -68,7 +61,8 @@ absl::StatusOr<Inspector::MessageView> Inspector::GetMessage(
     std::string_view topic, std::string_view id, size_t preview_bytes) {
   const absl::Status not_found = absl::NotFoundError(absl::StrCat(
       "no message with id ", Quoted(id), " in topic ", Quoted(topic)));
-  absl::StatusOr<std::optional<DueKey>> stored = FindId(*store_, topic, id);
+  absl::StatusOr<std::optional<DueKey>> stored =
+      lifecycle::FindId(*store_, topic, id);
   if (!stored.ok()) return stored.status();
   if (!stored->has_value()) return not_found;
   const DueKey key = **stored;
@@ -77,10 +71,9 @@ absl::StatusOr<Inspector::MessageView> Inspector::GetMessage(
   if (!found.ok()) return found.status();
   if (!*found) return not_found;
 
-  absl::StatusOr<std::optional<std::string>> scheduled =
-      store_->Get(Table::kSchedule, storage::ScheduleKey(key));
+  absl::StatusOr<bool> scheduled = lifecycle::IsScheduled(*store_, key);
   if (!scheduled.ok()) return scheduled.status();
-  if (scheduled->has_value()) {
+  if (*scheduled) {
     view.state = MessageState::kScheduled;
     return view;
   }
@@ -91,23 +84,19 @@ absl::StatusOr<Inspector::MessageView> Inspector::GetMessage(
   }
   bool any_ready = false;
   for (const std::string& group : groups) {
-    absl::StatusOr<std::optional<std::string>> ready =
-        store_->Get(Table::kReady, storage::ReadyKey(topic, group, key));
+    absl::StatusOr<std::optional<uint32_t>> ready =
+        lifecycle::ReadReady(*store_, topic, ReadyPlace{group, key});
     if (!ready.ok()) return ready.status();
     if (ready->has_value()) {
-      if ((*ready)->size() != 4) return Corrupt("a ready entry");
-      view.groups.push_back(
-          {group, MessageState::kReady, storage::ReadU32(**ready)});
+      view.groups.push_back({group, MessageState::kReady, **ready});
       any_ready = true;
       continue;
     }
-    absl::StatusOr<std::optional<std::string>> in_flight = store_->Get(
-        Table::kInFlight, storage::InFlightKey(topic, group, key.sequence));
+    absl::StatusOr<std::optional<storage::InFlightRecord>> in_flight =
+        lifecycle::ReadInFlight(*store_, topic, group, key.sequence);
     if (!in_flight.ok()) return in_flight.status();
     if (!in_flight->has_value()) continue;
-    storage::InFlightRecord record;
-    if (!record.ParseFromString(**in_flight))
-      return Corrupt("an inflight entry");
+    const storage::InFlightRecord& record = **in_flight;
     view.groups.push_back({group, MessageState::kInFlight, record.attempt(),
                            absl::FromUnixMillis(record.redeliver_at_ms())});
   }
@@ -147,33 +136,26 @@ absl::StatusOr<Inspector::ListPage> Inspector::ListScheduledOrDead(
       dead ? absl::StrCat(query.topic, ".dlq") : query.topic;
   int64_t floor_ms = 0;
   if (!dead) {
-    absl::StatusOr<DueKey> cursor = ReadLoaderCursor(*store_);
+    absl::StatusOr<DueKey> cursor = lifecycle::ReadLoaderCursor(*store_);
     if (!cursor.ok()) return cursor.status();
     floor_ms = cursor->deliver_at_ms;
   }
-  const std::string prefix = storage::TopicDuePrefix(topic);
   ListPage page;
   std::vector<DueKey> keys;
   absl::Status failed;
-  absl::Status scanned = store_->Scan(
-      Table::kTopicDue, storage::TopicDueKey(topic, StartKey(query, floor_ms)),
-      storage::PrefixEnd(prefix), [&](std::string_view key, std::string_view) {
-        std::optional<DueKey> due = storage::DecodeReadySuffix(key, prefix);
-        if (!due.has_value()) {
-          failed = Corrupt("a topic_due entry");
-          return false;
-        }
-        if (!BeforeEnd(query, *due)) return false;
+  absl::Status scanned = lifecycle::ScanTopic(
+      *store_, topic, StartKey(query, floor_ms),
+      [&](const DueKey& due, std::string_view) {
+        if (!BeforeEnd(query, due)) return false;
         if (!dead) {
-          absl::StatusOr<std::optional<std::string>> scheduled =
-              store_->Get(Table::kSchedule, storage::ScheduleKey(*due));
+          absl::StatusOr<bool> scheduled = lifecycle::IsScheduled(*store_, due);
           if (!scheduled.ok()) {
             failed = scheduled.status();
             return false;
           }
-          if (!scheduled->has_value()) return true;  // Came due since.
+          if (!*scheduled) return true;  // Came due since.
         }
-        keys.push_back(*due);
+        keys.push_back(due);
         return keys.size() <= query.limit;
       });
   if (!scanned.ok()) return scanned;
@@ -231,24 +213,13 @@ absl::StatusOr<Inspector::ListPage> Inspector::ListReady(
     // binding implicitly.
     auto scan = [&, &group =
                         group](std::string_view stored_under) -> absl::Status {
-      const std::string prefix =
-          storage::ReadyPrefix(query.topic, stored_under);
-      absl::Status failed;
       size_t n = 0;
-      absl::Status s = store_->Scan(
-          Table::kReady, storage::ReadyKey(query.topic, stored_under, start),
-          storage::PrefixEnd(prefix),
-          [&](std::string_view key, std::string_view value) {
-            std::optional<DueKey> due = storage::DecodeReadySuffix(key, prefix);
-            if (!due.has_value() || value.size() != 4) {
-              failed = Corrupt("a ready entry");
-              return false;
-            }
-            if (!BeforeEnd(query, *due)) return false;
-            found.push_back({group, *due, storage::ReadU32(value)});
-            return ++n < want;
-          });
-      return s.ok() ? failed : s;
+      return lifecycle::ScanReady(*store_, query.topic, stored_under, start,
+                                  [&](const DueKey& due, uint32_t attempt) {
+                                    if (!BeforeEnd(query, due)) return false;
+                                    found.push_back({group, due, attempt});
+                                    return ++n < want;
+                                  });
     };
     if (absl::Status s = scan(group); !s.ok()) return s;
     if (owns_area && !group.empty()) {
@@ -302,27 +273,16 @@ absl::StatusOr<Inspector::ListPage> Inspector::ListInFlight(
     // In-flight entries are few (consumer credit bounds them) and keyed by
     // sequence: read the group's, then order them by due time.
     std::vector<Item> found;
-    const std::string prefix = storage::InFlightPrefix(query.topic, group);
-    absl::Status failed;
-    absl::Status s = store_->Scan(
-        Table::kInFlight, prefix, storage::PrefixEnd(prefix),
-        [&](std::string_view key, std::string_view value) {
-          std::optional<storage::InFlightKeyParts> parts =
-              storage::DecodeInFlightKey(key);
-          storage::InFlightRecord record;
-          if (!parts.has_value() ||
-              !record.ParseFromString(std::string(value))) {
-            failed = Corrupt("an inflight entry");
-            return false;
-          }
-          const DueKey due{record.deliver_at_ms(), parts->sequence};
+    absl::Status s = lifecycle::ScanInFlight(
+        *store_, query.topic, group, [&](lifecycle::StoredInFlight&& entry) {
+          const DueKey due{entry.record.deliver_at_ms(), entry.sequence};
           if (due < start || !BeforeEnd(query, due)) return true;
-          found.push_back({group, due, record.attempt(),
-                           absl::FromUnixMillis(record.redeliver_at_ms())});
+          found.push_back(
+              {group, due, entry.record.attempt(),
+               absl::FromUnixMillis(entry.record.redeliver_at_ms())});
           return true;
         });
     if (!s.ok()) return s;
-    if (!failed.ok()) return failed;
     std::sort(found.begin(), found.end(),
               [](const Item& a, const Item& b) { return a.key < b.key; });
     items.insert(items.end(), found.begin(), found.end());
@@ -351,18 +311,22 @@ absl::StatusOr<std::vector<Inspector::TopicStats>> Inspector::Stats(
     std::optional<std::string_view> only) {
   // Every count, from the counters that are not 0 (kept in memory by the
   // store: reading them reads no table).
-  absl::flat_hash_map<std::string, int64_t> counters;
+  std::map<std::string, lifecycle::TopicCounts> counts =
+      lifecycle::ReadCounts(*store_);
   std::map<std::string, TopicStats> topics;
-  for (auto& [key, value] : store_->NonZeroCounters()) {
-    // Topics: those with pending messages, and those with groups.
-    std::optional<std::string> topic = storage::DecodeMessagesCounter(key);
-    if (topic.has_value() && value > 0) topics[*topic].topic = *topic;
-    counters.emplace(std::move(key), value);
+  // Topics: those with pending messages, and those with groups.
+  for (const auto& [topic, c] : counts) {
+    if (c.messages > 0) topics[topic].topic = topic;
   }
-  // A counter's value, 0 if absent (never below 0).
-  auto counter = [&](const std::string& key) -> uint64_t {
-    auto it = counters.find(key);
-    return it == counters.end() ? 0 : std::max<int64_t>(0, it->second);
+  auto counts_of = [&](const std::string& topic) -> lifecycle::TopicCounts* {
+    auto it = counts.find(topic);
+    return it == counts.end() ? nullptr : &it->second;
+  };
+  auto ready_of = [&](const std::string& topic, const std::string& group) {
+    lifecycle::TopicCounts* c = counts_of(topic);
+    if (c == nullptr) return uint64_t{0};
+    auto it = c->ready.find(group);
+    return it == c->ready.end() ? 0 : it->second;
   };
   // Groups come by topic and name, so each topic's list is in name order.
   for (Dispatcher::GroupInfo& g : dispatcher_->Groups()) {
@@ -370,7 +334,7 @@ absl::StatusOr<std::vector<Inspector::TopicStats>> Inspector::Stats(
     TopicStats& stats = topics[g.topic];
     stats.topic = g.topic;
     GroupStats group;
-    group.ready = counter(storage::ReadyCounter(g.topic, g.group));
+    group.ready = ready_of(g.topic, g.group);
     group.ack_rate = activity_->AckRate(g.topic, g.group);
     group.group = std::move(g.group);
     group.created_at = g.created_at;
@@ -391,11 +355,15 @@ absl::StatusOr<std::vector<Inspector::TopicStats>> Inspector::Stats(
   std::vector<TopicStats> out;
   out.reserve(topics.size());
   for (auto& [name, stats] : topics) {
-    stats.scheduled = counter(storage::ScheduledCounter(name));
-    stats.messages = counter(storage::MessagesCounter(name));
-    stats.dead_lettered =
-        counter(storage::MessagesCounter(absl::StrCat(name, ".dlq")));
-    stats.ready = counter(storage::ReadyCounter(name, ""));
+    if (const lifecycle::TopicCounts* c = counts_of(name)) {
+      stats.scheduled = c->scheduled;
+      stats.messages = c->messages;
+    }
+    if (const lifecycle::TopicCounts* c =
+            counts_of(absl::StrCat(name, ".dlq"))) {
+      stats.dead_lettered = c->messages;
+    }
+    stats.ready = ready_of(name, "");
     for (const GroupStats& group : stats.groups) {
       stats.ready += group.ready;
       stats.in_flight += group.in_flight;

@@ -7,19 +7,11 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "broker/lifecycle.h"
 #include "storage/keys.h"
 #include "storage/message_store.h"
 
 namespace hourglass::broker {
-
-// A schedule entry read by the loader: enough for a timer, no payload.
-struct ScheduledEntry {
-  storage::DueKey key;
-  std::string topic;
-
-  friend bool operator==(const ScheduledEntry&,
-                         const ScheduledEntry&) = default;
-};
 
 // Reads the schedule table in due order, from a position forward, in
 // bounded chunks, so that the timer thread can put entries entering the
@@ -54,14 +46,6 @@ class Loader {
   storage::MessageStore* store_;  // Not owned. Assignable, for Recover.
   storage::DueKey position_;
 };
-
-// The persisted low-water mark of the schedule table (meta/loader_cursor):
-// every schedule entry before it has come due and been dispatched. {0, 0}
-// for a new store. DATA_LOSS if the stored value is malformed.
-absl::StatusOr<storage::DueKey> ReadLoaderCursor(storage::MessageStore& store);
-
-// Adds the write of `cursor` to `batch` (with the dispatch it describes).
-void PutLoaderCursor(storage::WriteBatch& batch, const storage::DueKey& cursor);
 
 }  // namespace hourglass::broker
 

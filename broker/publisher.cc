@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "broker/lifecycle_reads.h"
 #include "storage/keys.h"
 #include "storage/records.pb.h"
 
@@ -12,93 +13,8 @@ namespace hourglass::broker {
 namespace {
 
 using storage::DueKey;
-using storage::Table;
-
-constexpr std::string_view kAssignedPrefix = "hg-";
-
-// The sequence an id of the assigned form names.
-// REQUIRES: IsAssignedIdForm(id).
-uint64_t AssignedSequence(std::string_view id) {
-  uint64_t sequence = 0;
-  for (char c : id.substr(kAssignedPrefix.size())) {
-    sequence = sequence << 4 | (c <= '9' ? c - '0' : c - 'a' + 10);
-  }
-  return sequence;
-}
 
 }  // namespace
-
-std::string AssignedId(uint64_t sequence) {
-  return absl::StrFormat("hg-%016x", sequence);
-}
-
-bool HasIdEntry(std::string_view id, uint64_t sequence) {
-  return !IsAssignedIdForm(id) || AssignedSequence(id) != sequence;
-}
-
-void DeleteMessage(storage::WriteBatch& batch, std::string_view topic,
-                   const DueKey& key, std::string_view id) {
-  batch.Delete(Table::kMessages, storage::MessageKey(key.sequence));
-  if (HasIdEntry(id, key.sequence)) {
-    batch.Delete(Table::kIds, storage::IdKey(topic, id));
-  }
-  batch.Delete(Table::kTopicDue, storage::TopicDueKey(topic, key));
-}
-
-absl::StatusOr<std::optional<DueKey>> FindId(storage::MessageStore& store,
-                                             std::string_view topic,
-                                             std::string_view id) {
-  if (IsAssignedIdForm(id)) {
-    const uint64_t sequence = AssignedSequence(id);
-    absl::StatusOr<std::optional<std::string>> value =
-        store.Get(Table::kMessages, storage::MessageKey(sequence));
-    if (!value.ok()) return value.status();
-    if (value->has_value()) {
-      storage::MessageRecord record;
-      if (!record.ParseFromString(**value)) {
-        return absl::DataLossError(
-            absl::StrCat("message ", sequence, " is malformed"));
-      }
-      if (record.topic() == topic && record.id() == id) {
-        return DueKey{record.deliver_at_ms(), sequence};
-      }
-    }
-  }
-  absl::StatusOr<std::optional<std::string>> value =
-      store.Get(Table::kIds, storage::IdKey(topic, id));
-  if (!value.ok()) return value.status();
-  if (!value->has_value()) return std::nullopt;
-  std::optional<DueKey> key = DecodeIdValue(**value);
-  if (!key.has_value()) {
-    return absl::DataLossError(absl::StrCat("ids entry of ", Quoted(id),
-                                            " in topic ", Quoted(topic),
-                                            " is malformed"));
-  }
-  return key;
-}
-
-bool IsAssignedIdForm(std::string_view id) {
-  if (id.size() != kAssignedPrefix.size() + 16 ||
-      !id.starts_with(kAssignedPrefix)) {
-    return false;
-  }
-  return std::all_of(id.begin() + kAssignedPrefix.size(), id.end(), [](char c) {
-    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
-  });
-}
-
-std::string IdValue(uint64_t sequence, int64_t deliver_at_ms) {
-  std::string value;
-  storage::AppendU64(value, sequence);
-  storage::AppendU64(value, static_cast<uint64_t>(deliver_at_ms));
-  return value;
-}
-
-std::optional<DueKey> DecodeIdValue(std::string_view value) {
-  if (value.size() != 16) return std::nullopt;
-  return DueKey{static_cast<int64_t>(storage::ReadU64(value.substr(8))),
-                storage::ReadU64(value)};
-}
 
 std::string Quoted(std::string_view s) {
   return absl::StrCat("\"", std::string(s), "\"");
@@ -155,7 +71,7 @@ absl::StatusOr<PreparedPublish> Publisher::Prepare(
   std::vector<bool> stored_before(n, false);
   for (const auto& [key, index] : first) {
     absl::StatusOr<std::optional<DueKey>> due =
-        FindId(*store_, key.first, key.second);
+        lifecycle::FindId(*store_, key.first, key.second);
     if (!due.ok()) {
       Release(prepared);
       return due.status();
@@ -187,14 +103,14 @@ absl::StatusOr<PreparedPublish> Publisher::Prepare(
   }
 
   const int64_t published_at_ms = absl::ToUnixMillis(clock_->Now());
-  storage::CounterDeltas counts;
+  prepared.changes.Reserve(4 * new_messages);
   for (size_t i = 0; i < n; ++i) {
     NewMessage& m = messages[i];
     if ((first_of[i] != n && first_of[i] != i) || stored_before[i]) continue;
     const uint64_t seq = sequence++;
     const int64_t due_ms =
         std::max(absl::ToUnixMillis(m.deliver_at), prepared.floor);
-    if (m.id.empty()) m.id = AssignedId(seq);
+    if (m.id.empty()) m.id = storage::AssignedId(seq);
     storage::MessageRecord record;
     record.set_topic(m.topic);
     record.set_id(m.id);
@@ -205,21 +121,10 @@ absl::StatusOr<PreparedPublish> Publisher::Prepare(
     record.set_dead_letter_attempts(m.dead_letter_attempts);
     record.set_dead_letter_group(m.dead_letter_group);
     const DueKey key{due_ms, seq};
-    prepared.batch.Put(Table::kMessages, storage::MessageKey(seq),
-                       record.SerializeAsString());
-    if (HasIdEntry(m.id, seq)) {
-      prepared.batch.Put(Table::kIds, storage::IdKey(m.topic, m.id),
-                         IdValue(seq, due_ms));
-    }
-    prepared.batch.Put(Table::kSchedule, storage::ScheduleKey(key), m.topic);
-    prepared.batch.Put(Table::kTopicDue, storage::TopicDueKey(m.topic, key),
-                       m.id);
-    counts.Add(storage::ScheduledCounter(m.topic), 1);
-    counts.Add(storage::MessagesCounter(m.topic), 1);
+    lifecycle::Publish(prepared.changes, record, key);
     prepared.receipts[i] = {m.id, absl::FromUnixMillis(due_ms), false};
     prepared.keys.push_back({key, m.topic});
   }
-  counts.AppendTo(prepared.batch);
   // Later occurrences of an id in this batch repeat the first's receipt.
   for (size_t i = 0; i < n; ++i) {
     const size_t f = first_of[i];
@@ -270,11 +175,11 @@ void Publisher::Publish(std::vector<NewMessage> messages, Callback done) {
     std::move(done)(prepared.status());
     return;
   }
-  if (prepared->batch.empty()) {
+  if (prepared->changes.empty()) {
     std::move(done)(Finish(*std::move(prepared), absl::OkStatus()));
     return;
   }
-  storage::WriteBatch batch = std::move(prepared->batch);
+  storage::WriteBatch batch = prepared->changes.Take();
   commits_->Submit(std::move(batch),
                    [this, prepared = *std::move(prepared),
                     done = std::move(done)](absl::Status status) mutable {
@@ -288,11 +193,9 @@ absl::StatusOr<uint64_t> Publisher::TakeSequences(uint64_t count) {
   if (next_sequence_ + count > reserved_until_) {
     // Rare (once per block): the caller waits for one small write.
     const uint64_t until = next_sequence_ + count + kBlock;
-    std::string value;
-    storage::AppendU64(value, until);
-    storage::WriteBatch batch;
-    batch.Put(Table::kMeta, std::string(storage::kSequenceReservedKey), value);
-    if (absl::Status s = commits_->Commit(std::move(batch)); !s.ok()) return s;
+    Changes changes;
+    lifecycle::ReserveSequences(changes, until);
+    if (absl::Status s = commits_->Commit(changes.Take()); !s.ok()) return s;
     reserved_until_ = until;
   }
   const uint64_t first = next_sequence_;

@@ -17,6 +17,7 @@
 #include "absl/time/time.h"
 #include "broker/activity.h"
 #include "broker/clock.h"
+#include "broker/lifecycle.h"
 #include "broker/loader.h"
 #include "broker/scheduler.h"
 #include "storage/commit_queue.h"
@@ -55,10 +56,9 @@ struct PreparedPublish {
   PreparedPublish(PreparedPublish&&) = default;
   PreparedPublish& operator=(PreparedPublish&&) = default;
 
-  // The writes: the new messages' messages, schedule and topic_due keys,
-  // their ids keys where HasIdEntry, and counters. Empty when every message
-  // was a duplicate.
-  storage::WriteBatch batch;
+  // The writes (lifecycle::Publish of each new message). Empty when every
+  // message was a duplicate.
+  Changes changes;
 
   // Private to Publisher.
   std::vector<PublishReceipt> receipts;
@@ -131,39 +131,6 @@ class Publisher {
   absl::flat_hash_set<std::pair<std::string, std::string>> publishing_ids_
       ABSL_GUARDED_BY(ids_mu_);
 };
-
-// The ids table's value: the message's sequence and due time.
-std::string IdValue(uint64_t sequence, int64_t deliver_at_ms);
-std::optional<storage::DueKey> DecodeIdValue(std::string_view value);
-
-// The id the broker assigns to the message with `sequence`: "hg-" and the
-// sequence in 16 lowercase hex digits.
-std::string AssignedId(uint64_t sequence);
-
-// Whether `id` has the form of the ids the broker assigns: "hg-" and 16
-// lowercase hex digits. Producers may not choose such ids (the API refuses
-// them), or one could equal an id the broker assigns later in the topic.
-bool IsAssignedIdForm(std::string_view id);
-
-// Whether the message with `sequence` and `id` has an entry in the ids
-// table. One whose id is AssignedId(sequence) has none: its id names its
-// messages key, so publishing it and deleting it each write one key less.
-// (A dead letter or a redriven message keeps its id under a new sequence,
-// and has an entry.)
-bool HasIdEntry(std::string_view id, uint64_t sequence);
-
-// Adds to `batch` the deletes of the stored message of `topic` due at `key`
-// with `id`: its messages, ids (where HasIdEntry) and topic_due keys. The
-// keys of its states (schedule, ready, inflight) and the counters are the
-// caller's.
-void DeleteMessage(storage::WriteBatch& batch, std::string_view topic,
-                   const storage::DueKey& key, std::string_view id);
-
-// The stored message of `topic` with `id`: its due time and sequence, or
-// nullopt if there is none. Reads the messages table for ids of the
-// assigned form, then the ids table. DATA_LOSS for a malformed entry.
-absl::StatusOr<std::optional<storage::DueKey>> FindId(
-    storage::MessageStore& store, std::string_view topic, std::string_view id);
 
 // A name quoted for error messages.
 std::string Quoted(std::string_view s);

@@ -4,6 +4,8 @@
 #include <cassert>
 #include <utility>
 
+#include "broker/lifecycle_reads.h"
+
 namespace hourglass::broker {
 namespace {
 
@@ -20,7 +22,7 @@ Scheduler::Scheduler(storage::MessageStore* store, Clock* clock,
       loader_(store, storage::DueKey{}) {}
 
 absl::Status Scheduler::Recover() {
-  absl::StatusOr<storage::DueKey> cursor = ReadLoaderCursor(*store_);
+  absl::StatusOr<storage::DueKey> cursor = lifecycle::ReadLoaderCursor(*store_);
   if (!cursor.ok()) return cursor.status();
   absl::MutexLock lock(&mu_);
   loader_ = Loader(store_, *cursor);

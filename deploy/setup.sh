@@ -12,6 +12,7 @@ packages=(
   # Libraries the broker links.
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   librocksdb-dev libabsl-dev libspdlog-dev libcli11-dev libcpp-httplib-dev
+  prometheus-cpp-dev libssl-dev
   # Tests and benchmarks.
   libgtest-dev libgmock-dev libbenchmark-dev grpc-proto openssl
   # The fuzz and tsan presets: clang with its sanitizer and libFuzzer runtimes.

@@ -178,6 +178,25 @@ std::optional<std::string> DecodeMessagesCounter(std::string_view key) {
   return std::string(key.substr(kMessagesCounterPrefix.size()));
 }
 
+std::optional<CounterKeyParts> DecodeCounterKey(std::string_view key) {
+  const size_t end = key.find('\0');
+  if (end == std::string_view::npos) return std::nullopt;
+  const std::string_view kind = key.substr(0, end);
+  const std::string_view rest = key.substr(end + 1);
+  using Kind = CounterKeyParts::Kind;
+  if (kind == "scheduled") {
+    return CounterKeyParts{Kind::kScheduled, std::string(rest), ""};
+  }
+  if (kind == "messages") {
+    return CounterKeyParts{Kind::kMessages, std::string(rest), ""};
+  }
+  if (kind != "ready") return std::nullopt;
+  const size_t topic_end = rest.find('\0');
+  if (topic_end == std::string_view::npos) return std::nullopt;
+  return CounterKeyParts{Kind::kReady, std::string(rest.substr(0, topic_end)),
+                         std::string(rest.substr(topic_end + 1))};
+}
+
 std::string GroupKey(std::string_view topic, std::string_view group) {
   std::string key(kGroupKeyPrefix);
   AppendName(key, topic);
@@ -202,6 +221,66 @@ std::string PrefixEnd(std::string_view prefix) {
   }
   if (!end.empty()) end.back() = static_cast<char>(end.back() + 1);
   return end;
+}
+
+std::string IdValue(uint64_t sequence, int64_t deliver_at_ms) {
+  std::string value;
+  AppendU64(value, sequence);
+  AppendU64(value, static_cast<uint64_t>(deliver_at_ms));
+  return value;
+}
+
+std::optional<DueKey> DecodeIdValue(std::string_view value) {
+  if (value.size() != 16) return std::nullopt;
+  return DueKey{static_cast<int64_t>(ReadU64(value.substr(8))), ReadU64(value)};
+}
+
+namespace {
+constexpr std::string_view kAssignedPrefix = "hg-";
+}  // namespace
+
+std::string AssignedId(uint64_t sequence) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string id(kAssignedPrefix);
+  for (int shift = 60; shift >= 0; shift -= 4) {
+    id.push_back(kHex[(sequence >> shift) & 0xf]);
+  }
+  return id;
+}
+
+bool IsAssignedIdForm(std::string_view id) {
+  if (id.size() != kAssignedPrefix.size() + 16 ||
+      !id.starts_with(kAssignedPrefix)) {
+    return false;
+  }
+  for (char c : id.substr(kAssignedPrefix.size())) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
+
+uint64_t AssignedSequence(std::string_view id) {
+  uint64_t sequence = 0;
+  for (char c : id.substr(kAssignedPrefix.size())) {
+    sequence = sequence << 4 |
+               static_cast<uint64_t>(c <= '9' ? c - '0' : c - 'a' + 10);
+  }
+  return sequence;
+}
+
+bool HasIdEntry(std::string_view id, uint64_t sequence) {
+  return !IsAssignedIdForm(id) || AssignedSequence(id) != sequence;
+}
+
+std::string ReadyValue(uint32_t attempt) {
+  std::string value;
+  AppendU32(value, attempt);
+  return value;
+}
+
+std::optional<uint32_t> DecodeReadyValue(std::string_view value) {
+  if (value.size() != 4) return std::nullopt;
+  return ReadU32(value);
 }
 
 }  // namespace hourglass::storage

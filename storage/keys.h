@@ -30,6 +30,27 @@ std::optional<uint64_t> DecodeMessageKey(std::string_view key);
 // ids: topic, id -> sequence. Idempotency keys and lookups by id.
 std::string IdKey(std::string_view topic, std::string_view id);
 
+// The ids table's value: the message's sequence and due time.
+std::string IdValue(uint64_t sequence, int64_t deliver_at_ms);
+std::optional<DueKey> DecodeIdValue(std::string_view value);
+
+// The id the broker assigns to the message with `sequence`: "hg-" and the
+// sequence in 16 lowercase hex digits. It names the message's messages key.
+std::string AssignedId(uint64_t sequence);
+// Whether `id` has the form of the ids the broker assigns: "hg-" and 16
+// lowercase hex digits. Producers may not choose such ids (the API refuses
+// them), or one could equal an id the broker assigns later in the topic.
+bool IsAssignedIdForm(std::string_view id);
+// The sequence an id of the assigned form names.
+// REQUIRES: IsAssignedIdForm(id).
+uint64_t AssignedSequence(std::string_view id);
+// Whether the message with `sequence` and `id` has an entry in the ids
+// table. One whose id is AssignedId(sequence) has none: its id names its
+// messages key, so publishing it and deleting it each write one key less.
+// (A dead letter or a redriven message keeps its id under a new sequence,
+// and has an entry.)
+bool HasIdEntry(std::string_view id, uint64_t sequence);
+
 // schedule: (deliver_at, sequence) -> topic. The loader scans it in order.
 std::string ScheduleKey(const DueKey& key);
 std::optional<DueKey> DecodeScheduleKey(std::string_view key);
@@ -43,6 +64,10 @@ std::string ReadyPrefix(std::string_view topic, std::string_view group);
 // Decodes the DueKey that follows `prefix` in a ready key.
 std::optional<DueKey> DecodeReadySuffix(std::string_view key,
                                         std::string_view prefix);
+// The ready table's value: deliveries made before the entry became ready
+// (0 for a message that just came due).
+std::string ReadyValue(uint32_t attempt);
+std::optional<uint32_t> DecodeReadyValue(std::string_view value);
 
 // inflight: topic, group, sequence -> InFlightRecord.
 std::string InFlightKey(std::string_view topic, std::string_view group,
@@ -73,6 +98,14 @@ inline constexpr std::string_view kMessagesCounterPrefix =
     std::string_view("messages\0", 9);
 // The topic of a MessagesCounter key.
 std::optional<std::string> DecodeMessagesCounter(std::string_view key);
+// Any counter key, split into its kind and names.
+struct CounterKeyParts {
+  enum class Kind { kScheduled, kMessages, kReady };
+  Kind kind;
+  std::string topic;
+  std::string group;  // kReady only.
+};
+std::optional<CounterKeyParts> DecodeCounterKey(std::string_view key);
 
 // meta: group registrations and single values.
 std::string GroupKey(std::string_view topic, std::string_view group);

@@ -155,23 +155,13 @@ sigset_t BlockTerminationSignals() {
 }
 
 // Metrics about the process itself, which need nothing from the broker.
-absl::Status AddProcessMetrics(hourglass::metrics::Registry& registry,
-                               absl::Time start_time) {
-  absl::StatusOr<hourglass::metrics::GaugeFamily*> build_info =
-      registry.AddGauge("hourglass_build_info",
-                        "Always 1; the labels say which hourglassd this is.",
-                        {"version"});
-  if (!build_info.ok()) return build_info.status();
-  (*build_info)->WithLabels({HOURGLASS_VERSION})->Set(1);
-  absl::StatusOr<hourglass::metrics::GaugeFamily*> start_time_seconds =
-      registry.AddGauge("hourglass_start_time_seconds",
-                        "When hourglassd started, in seconds since the Unix "
-                        "epoch.");
-  if (!start_time_seconds.ok()) return start_time_seconds.status();
-  (*start_time_seconds)
-      ->WithLabels({})
-      ->Set(absl::ToDoubleSeconds(start_time - absl::UnixEpoch()));
-  return absl::OkStatus();
+void AddProcessMetrics(hourglass::metrics::Registry& registry,
+                       absl::Time start_time) {
+  using hourglass::metrics::Metric;
+  registry.Gauges(Metric::kBuildInfo).Add({HOURGLASS_VERSION}).Set(1);
+  registry.Gauges(Metric::kStartTimeSeconds)
+      .Add({})
+      .Set(absl::ToDoubleSeconds(start_time - absl::UnixEpoch()));
 }
 
 // A loud warning when the token file's cert lines can grant nothing:
@@ -366,10 +356,7 @@ int main(int argc, char** argv) {
   // Outlives everything that records into it: declared before them.
   hourglass::metrics::Registry registry;
   const absl::Time started_at = absl::Now();
-  if (absl::Status status = AddProcessMetrics(registry, started_at);
-      !status.ok()) {
-    Fail(std::string(status.message()));
-  }
+  AddProcessMetrics(registry, started_at);
   // Bound before the data dir is opened, so that a port in use fails fast
   // and no broker work is started only to be dropped; announced after the
   // gRPC address, which tools read first.
@@ -476,6 +463,7 @@ int main(int argc, char** argv) {
   options.grpc_memory_bytes = absl::GetFlag(FLAGS_grpc_memory_mb) << 20;
   options.keepalive_time = keepalive_time;
   options.keepalive_timeout = keepalive_timeout;
+  options.metrics = &registry;
   auto server = hourglass::api::Server::Start(options);
   if (!server.ok()) Fail(std::string(server.status().message()));
   const bool tls = !options.tls_cert_file.empty();

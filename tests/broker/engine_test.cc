@@ -7,6 +7,7 @@
 
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "broker/lifecycle_reads.h"
 #include "broker/loader.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -196,14 +197,15 @@ TEST_F(EngineTest, CancelBeforeDueRemovesEverythingAfterDueIsNotFound) {
 }
 
 TEST(AssignedIdTest, OnlyTheIdAssignedFromItsOwnSequenceHasNoIdsEntry) {
-  EXPECT_EQ(AssignedId(0xf4a2c), "hg-00000000000f4a2c");
-  EXPECT_EQ(AssignedId(~uint64_t{0}), "hg-ffffffffffffffff");
-  EXPECT_FALSE(HasIdEntry("hg-00000000000f4a2c", 0xf4a2c));
-  EXPECT_FALSE(HasIdEntry("hg-ffffffffffffffff", ~uint64_t{0}));
+  EXPECT_EQ(storage::AssignedId(0xf4a2c), "hg-00000000000f4a2c");
+  EXPECT_EQ(storage::AssignedId(~uint64_t{0}), "hg-ffffffffffffffff");
+  EXPECT_FALSE(storage::HasIdEntry("hg-00000000000f4a2c", 0xf4a2c));
+  EXPECT_FALSE(storage::HasIdEntry("hg-ffffffffffffffff", ~uint64_t{0}));
   // A dead letter's copy, under a new sequence.
-  EXPECT_TRUE(HasIdEntry("hg-00000000000f4a2c", 0xf4a2d));
-  EXPECT_TRUE(HasIdEntry("order-7", 7));
-  EXPECT_TRUE(HasIdEntry("hg-00000000000F4A2C", 0xf4a2c));  // Not the form.
+  EXPECT_TRUE(storage::HasIdEntry("hg-00000000000f4a2c", 0xf4a2d));
+  EXPECT_TRUE(storage::HasIdEntry("order-7", 7));
+  EXPECT_TRUE(
+      storage::HasIdEntry("hg-00000000000F4A2C", 0xf4a2c));  // Not the form.
 }
 
 // A message keeps the id the broker assigned it in its messages record
@@ -394,7 +396,7 @@ TEST_F(EngineTest, AFailedDispatchBatchRetriesOnlyWhatWasNotWritten) {
               ElementsAre(DueKey{kStartMs + 1, 1}, DueKey{kStartMs + 2, 2}));
   EXPECT_EQ(engine_->due_backlog(), 1u);  // Only the third waits again.
   // The cursor stays before the message that waits.
-  EXPECT_EQ(ReadLoaderCursor(*store_)->deliver_at_ms, kStartMs + 3);
+  EXPECT_EQ(lifecycle::ReadLoaderCursor(*store_)->deliver_at_ms, kStartMs + 3);
   store_->FailWrites(absl::OkStatus());
   TickAt(kStartMs + 3);
   EXPECT_THAT(Ready("t", "g"),

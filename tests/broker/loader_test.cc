@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "broker/lifecycle.h"
+#include "broker/lifecycle_reads.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "storage/keys.h"
@@ -110,17 +112,21 @@ TEST_P(LoaderTest, DeletedEntriesAreNotLoaded) {
 }
 
 TEST_P(LoaderTest, ResumesFromThePersistedCursor) {
-  auto fresh = ReadLoaderCursor(*store_);
+  auto fresh = lifecycle::ReadLoaderCursor(*store_);
   ASSERT_TRUE(fresh.ok()) << fresh.status();
   EXPECT_EQ(*fresh, DueKey{});
 
   Schedule({{{100, 1}, "done"}, {{300, 2}, "pending"}});
   storage::WriteBatch dispatch;
   dispatch.Delete(storage::Table::kSchedule, storage::ScheduleKey({100, 1}));
-  PutLoaderCursor(dispatch, DueKey{100, 2});
+  {
+    Changes cursor;
+    lifecycle::MoveLoaderCursor(cursor, DueKey{100, 2});
+    dispatch.Append(cursor.Take());
+  }
   ASSERT_TRUE(store_->Write(dispatch).ok());
 
-  auto cursor = ReadLoaderCursor(*store_);
+  auto cursor = lifecycle::ReadLoaderCursor(*store_);
   ASSERT_TRUE(cursor.ok()) << cursor.status();
   EXPECT_EQ(*cursor, (DueKey{100, 2}));
   Loader loader(store_.get(), *cursor);
@@ -132,7 +138,7 @@ TEST_P(LoaderTest, MalformedCursorIsDataLoss) {
   batch.Put(storage::Table::kMeta, std::string(storage::kLoaderCursorKey),
             "short");
   ASSERT_TRUE(store_->Write(batch).ok());
-  EXPECT_EQ(ReadLoaderCursor(*store_).status().code(),
+  EXPECT_EQ(lifecycle::ReadLoaderCursor(*store_).status().code(),
             absl::StatusCode::kDataLoss);
 }
 

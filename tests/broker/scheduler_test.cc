@@ -5,6 +5,8 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "broker/lifecycle.h"
+#include "broker/lifecycle_reads.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "storage/keys.h"
@@ -70,7 +72,11 @@ class SchedulerTest : public ::testing::Test {
     for (const ScheduledEntry& e : due) {
       batch.Delete(storage::Table::kSchedule, storage::ScheduleKey(e.key));
     }
-    PutLoaderCursor(batch, scheduler_->SafeCursor());
+    {
+      Changes cursor;
+      lifecycle::MoveLoaderCursor(cursor, scheduler_->SafeCursor());
+      batch.Append(cursor.Take());
+    }
     ASSERT_TRUE(store_->Write(batch).ok());
   }
 
@@ -241,7 +247,11 @@ TEST_F(SchedulerTest, CancelWhileAWriteOfTheKeyIsInProgressIsRefused) {
 
 TEST_F(SchedulerTest, AfterARestartTheClockNeverRunsBehindTheCursor) {
   storage::WriteBatch batch;
-  PutLoaderCursor(batch, DueKey{kStartMs + 5000, 0});
+  {
+    Changes cursor;
+    lifecycle::MoveLoaderCursor(cursor, DueKey{kStartMs + 5000, 0});
+    batch.Append(cursor.Take());
+  }
   ASSERT_TRUE(store_->Write(batch).ok());
   NewScheduler();  // The wall clock reads kStartMs: 5 s behind the cursor.
   EXPECT_EQ(scheduler_->NowMs(), kStartMs + 5000);

@@ -550,7 +550,7 @@ class PublishFuzzer {
           // Its id and schedule entries point back at it.
           const std::optional<uint64_t> sequence = storage::DecodeMessageKey(k);
           FUZZ_CHECK(sequence.has_value(), "bad message key");
-          auto id = broker::FindId(store_, record.topic(), record.id());
+          auto id = broker::lifecycle::FindId(store_, record.topic(), record.id());
           const storage::DueKey due{p.deliver_at_ms, *sequence};
           FUZZ_CHECK(id.ok() && id->has_value() && **id == due,
                      "id \"%s\" does not name message %llu",

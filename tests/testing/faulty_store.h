@@ -113,6 +113,27 @@ class FaultyStore final : public ForwardingStore {
     return mu_.AwaitWithTimeout(absl::Condition(&held), timeout);
   }
 
+  // Writes that `which` selects wait from now on, before they reach the
+  // store, until ReleaseWrites: a write in progress, held where the test
+  // wants it.
+  void HoldWritesIf(Filter which) {
+    absl::MutexLock lock(&mu_);
+    hold_which_ = std::move(which);
+  }
+  void ReleaseWrites() {
+    absl::MutexLock lock(&mu_);
+    hold_which_ = nullptr;
+  }
+  // Waits until `n` writes wait at HoldWritesIf; false if `timeout` passes
+  // first.
+  bool AwaitHeldWrites(int n, absl::Duration timeout) {
+    absl::MutexLock lock(&mu_);
+    auto held = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return held_writes_ >= n;
+    };
+    return mu_.AwaitWithTimeout(absl::Condition(&held), timeout);
+  }
+
   struct Counts {
     uint64_t writes = 0;         // Write calls, failed or not.
     uint64_t synced_writes = 0;  // Those of groups that needed a sync.
@@ -126,6 +147,14 @@ class FaultyStore final : public ForwardingStore {
   absl::Status Write(const storage::WriteBatch& batch) override {
     {
       absl::MutexLock lock(&mu_);
+      if (hold_which_ != nullptr && hold_which_(batch)) {
+        ++held_writes_;
+        auto released = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+          return hold_which_ == nullptr;
+        };
+        mu_.Await(absl::Condition(&released));
+        --held_writes_;
+      }
       ++counts_.writes;
       if (batch.needs_sync()) ++counts_.synced_writes;
       if (absl::Status s = WriteFaultLocked(batch); !s.ok()) {
@@ -212,6 +241,8 @@ class FaultyStore final : public ForwardingStore {
   absl::Duration sync_latency_ ABSL_GUARDED_BY(mu_);
   bool holding_ ABSL_GUARDED_BY(mu_) = false;
   int held_ ABSL_GUARDED_BY(mu_) = 0;
+  Filter hold_which_ ABSL_GUARDED_BY(mu_);
+  int held_writes_ ABSL_GUARDED_BY(mu_) = 0;
 
   Counts counts_ ABSL_GUARDED_BY(mu_);
 };

@@ -1,0 +1,243 @@
+#include "broker/metric_catalog.h"
+
+#include <algorithm>
+#include <cassert>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace hourglass::metrics {
+
+std::vector<double> LatencySecondsBuckets() {
+  return {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+          0.1,    0.25,    0.5,    1,     2.5,    5,     10,   30,    60};
+}
+
+std::vector<double> ExponentialBuckets(double start, double factor,
+                                       size_t count) {
+  assert(start > 0 && factor > 1 && count >= 1);
+  std::vector<double> bounds;
+  bounds.reserve(count);
+  double bound = start;
+  for (size_t i = 0; i < count; ++i) {
+    bounds.push_back(bound);
+    bound *= factor;
+  }
+  return bounds;
+}
+
+const std::vector<MetricInfo>& Catalog() {
+  using enum MetricType;
+  static const std::vector<MetricInfo>* const catalog =
+      new std::vector<MetricInfo>{
+          {Metric::kAckedTotal,
+           "hourglass_acked_total",
+           kCounter,
+           {"topic"},
+           {},
+           "Acknowledged deliveries."},
+          {Metric::kBuildInfo,
+           "hourglass_build_info",
+           kGauge,
+           {"version"},
+           {},
+           "Always 1; the labels say which hourglassd this is."},
+          {Metric::kCancelledTotal,
+           "hourglass_cancelled_total",
+           kCounter,
+           {"topic"},
+           {},
+           "Scheduled messages cancelled."},
+          {Metric::kConsumers,
+           "hourglass_consumers",
+           kGauge,
+           {"topic", "group"},
+           {},
+           "Connected consumer streams."},
+          {Metric::kDeadLetteredTotal,
+           "hourglass_dead_lettered_total",
+           kCounter,
+           {"topic"},
+           {},
+           "Messages moved to <topic>.dlq after --max_attempts."},
+          {Metric::kDeliveredTotal,
+           "hourglass_delivered_total",
+           kCounter,
+           {"topic"},
+           {},
+           "First deliveries of messages to a group."},
+          {Metric::kDeliveryLatenessSeconds,
+           "hourglass_delivery_lateness_seconds",
+           kHistogram,
+           {},
+           LatencySecondsBuckets(),
+           "First delivery time minus deliver_at."},
+          {Metric::kDueBacklog,
+           "hourglass_due_backlog",
+           kGauge,
+           {},
+           {},
+           "Messages that came due and wait to be moved to ready."},
+          {Metric::kGrpcCallSeconds,
+           "hourglass_grpc_call_seconds",
+           kHistogram,
+           {"method"},
+           LatencySecondsBuckets(),
+           "Time from a gRPC call's start to its status, by full method "
+           "name; a stream's whole life."},
+          {Metric::kGrpcCallsTotal,
+           "hourglass_grpc_calls_total",
+           kCounter,
+           {"method", "code"},
+           {},
+           "gRPC calls answered, by full method name and status code (OK, "
+           "INVALID_ARGUMENT, ...)."},
+          {Metric::kInFlight,
+           "hourglass_in_flight",
+           kGauge,
+           {"topic", "group"},
+           {},
+           "Deliveries of a group not yet acknowledged (with a consumer, or "
+           "due again)."},
+          {Metric::kLoaderLagSeconds,
+           "hourglass_loader_lag_seconds",
+           kGauge,
+           {},
+           {},
+           "How far the loader is behind now plus the horizon (0 when on "
+           "time)."},
+          {Metric::kMetricsHttpRefusedTotal,
+           "hourglass_metrics_http_refused_total",
+           kCounter,
+           {},
+           {},
+           "Connections to the metrics endpoint answered 503 at once: every "
+           "worker busy and --metrics_max_queued_connections waiting."},
+          {Metric::kMetricsHttpTimedOutTotal,
+           "hourglass_metrics_http_timed_out_total",
+           kCounter,
+           {},
+           {},
+           "Connections to the metrics endpoint closed at "
+           "--metrics_request_timeout, before their answer was written."},
+          {Metric::kNackedTotal,
+           "hourglass_nacked_total",
+           kCounter,
+           {"topic"},
+           {},
+           "Nacked deliveries."},
+          {Metric::kPublishLatencySeconds,
+           "hourglass_publish_latency_seconds",
+           kHistogram,
+           {},
+           LatencySecondsBuckets(),
+           "Time from a Publish reaching the engine to its answer."},
+          {Metric::kPublishedTotal,
+           "hourglass_published_total",
+           kCounter,
+           {"topic"},
+           {},
+           "Messages published (stored)."},
+          {Metric::kReady,
+           "hourglass_ready",
+           kGauge,
+           {"topic", "group"},
+           {},
+           "Due messages waiting in a group."},
+          {Metric::kRedeliveredTotal,
+           "hourglass_redelivered_total",
+           kCounter,
+           {"topic"},
+           {},
+           "Deliveries after the first: ack timeouts, nacks, disconnects."},
+          {Metric::kScheduled,
+           "hourglass_scheduled",
+           kGauge,
+           {"topic"},
+           {},
+           "Messages published and not yet due."},
+          {Metric::kStartTimeSeconds,
+           "hourglass_start_time_seconds",
+           kGauge,
+           {},
+           {},
+           "When hourglassd started, in seconds since the Unix epoch."},
+          {Metric::kStoreDiskBytes,
+           "hourglass_store_disk_bytes",
+           kGauge,
+           {},
+           {},
+           "Bytes of table and blob files."},
+          {Metric::kStoreErrorsTotal,
+           "hourglass_store_errors_total",
+           kCounter,
+           {"op"},
+           {},
+           "Failed store operations of the broker's background work, by "
+           "operation (write and sync: the commit queue's group commits). "
+           "Each is also logged as an ERROR, at most once every 10 s per "
+           "operation."},
+          {Metric::kStoreLiveDataBytes,
+           "hourglass_store_live_data_bytes",
+           kGauge,
+           {},
+           {},
+           "RocksDB's estimate of live data."},
+          {Metric::kStorePendingCompactionBytes,
+           "hourglass_store_pending_compaction_bytes",
+           kGauge,
+           {},
+           {},
+           "RocksDB's estimate of bytes compaction still has to rewrite."},
+          {Metric::kStoreSyncSeconds,
+           "hourglass_store_sync_seconds",
+           kHistogram,
+           {},
+           LatencySecondsBuckets(),
+           "Time of one log sync (fsync); it makes every write before it "
+           "durable."},
+          {Metric::kStoreWriteBatches,
+           "hourglass_store_write_batches",
+           kHistogram,
+           {},
+           ExponentialBuckets(1, 2, 12),
+           "Batches (publishes, dispatches, steps) sharing one store write."},
+          {Metric::kStoreWriteSeconds,
+           "hourglass_store_write_seconds",
+           kHistogram,
+           {},
+           LatencySecondsBuckets(),
+           "Time of one group commit's write to the store, without its log "
+           "sync."},
+      };
+  return *catalog;
+}
+
+const MetricInfo& Info(Metric metric) {
+  const MetricInfo& info = Catalog()[static_cast<size_t>(metric)];
+  assert(info.id == metric && "Catalog() is out of Metric order");
+  return info;
+}
+
+const MetricInfo* FindInfo(std::string_view name) {
+  const std::vector<MetricInfo>& catalog = Catalog();
+  // In name order (metric_catalog_test checks it).
+  auto it = std::lower_bound(
+      catalog.begin(), catalog.end(), name,
+      [](const MetricInfo& info, std::string_view n) { return info.name < n; });
+  return it != catalog.end() && it->name == name ? &*it : nullptr;
+}
+
+std::string_view TypeName(MetricType type) {
+  switch (type) {
+    case MetricType::kCounter:
+      return "counter";
+    case MetricType::kGauge:
+      return "gauge";
+    case MetricType::kHistogram:
+      return "histogram";
+  }
+  return "untyped";
+}
+
+}  // namespace hourglass::metrics

@@ -1,0 +1,124 @@
+// gRPC calls counted by method and status code, and timed, by the server's
+// interceptor (api/call_metrics.h), over loopback.
+
+#include "api/call_metrics.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "api/broker_service.h"
+#include "api/server.h"
+#include "broker/clock.h"
+#include "broker/engine.h"
+#include "broker/metrics.h"
+#include "gmock/gmock.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "gtest/gtest.h"
+#include "storage/memory_store.h"
+#include "tests/testing/broker_client.h"
+
+namespace hourglass::api {
+namespace {
+
+using ::testing::ElementsAre;
+
+// The lines of a scrape that start with `prefix`.
+std::vector<std::string> Lines(const std::string& text,
+                               const std::string& prefix) {
+  std::vector<std::string> lines;
+  size_t start = 0;
+  while (start < text.size()) {
+    const size_t end = text.find('\n', start);
+    const std::string line = text.substr(start, end - start);
+    if (line.rfind(prefix, 0) == 0) lines.push_back(line);
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return lines;
+}
+
+class CallMetricsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    store_ = storage::MemoryStore::Open();
+    auto engine = broker::Engine::Open(store_.get(), &clock_, {});
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    engine_ = *std::move(engine);
+    engine_->Start();
+    service_ =
+        std::make_unique<BrokerService>(engine_.get(), &clock_, Limits{});
+    auto server = Server::Start({.listen_address = "127.0.0.1:0",
+                                 .services = {service_.get()},
+                                 .metrics = &registry_});
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    client_ = std::make_unique<testing::BrokerClient>(
+        grpc::CreateChannel(absl::StrCat("127.0.0.1:", server_->port()),
+                            grpc::InsecureChannelCredentials()));
+  }
+
+  void TearDown() override {
+    server_.reset();
+    engine_.reset();
+  }
+
+  metrics::Registry registry_;
+  std::unique_ptr<storage::MessageStore> store_;
+  broker::SystemClock clock_;
+  std::unique_ptr<broker::Engine> engine_;
+  std::unique_ptr<BrokerService> service_;
+  std::unique_ptr<Server> server_;
+  std::unique_ptr<testing::BrokerClient> client_;
+};
+
+TEST_F(CallMetricsTest, CountsEachPublishByItsStatusCode) {
+  ASSERT_TRUE(client_->Publish("orders", "a", absl::ZeroDuration()).ok());
+  const absl::StatusOr<hourglass::v1::Receipt> bad =
+      client_->Publish("no spaces", "a", absl::ZeroDuration());
+  ASSERT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument)
+      << bad.status();
+
+  const std::string text = registry_.Render();
+  EXPECT_THAT(Lines(text, "hourglass_grpc_calls_total"),
+              ElementsAre("hourglass_grpc_calls_total{method=\"hourglass.v1."
+                          "Broker/Publish\",code=\"INVALID_ARGUMENT\"} 1",
+                          "hourglass_grpc_calls_total{method=\"hourglass.v1."
+                          "Broker/Publish\",code=\"OK\"} 1"));
+  EXPECT_THAT(Lines(text, "hourglass_grpc_call_seconds_count"),
+              ElementsAre("hourglass_grpc_call_seconds_count{method="
+                          "\"hourglass.v1.Broker/Publish\"} 2"));
+}
+
+// A stream is counted when it ends, with the status it ended with.
+TEST_F(CallMetricsTest, CountsASubscribeWhenItEnds) {
+  std::unique_ptr<testing::Subscription> subscription =
+      client_->Subscribe("orders", "billing");
+  EXPECT_THAT(Lines(registry_.Render(), "hourglass_grpc_calls_total"),
+              ::testing::IsEmpty());
+  const grpc::Status status = subscription->Close();
+  ASSERT_TRUE(status.ok()) << status.error_message();
+
+  std::unique_ptr<testing::Subscription> refused =
+      client_->Subscribe("orders", "no spaces");
+  const std::optional<grpc::Status> end = refused->WaitEnd(absl::Seconds(30));
+  ASSERT_TRUE(end.has_value());
+  ASSERT_EQ(end->error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+      << end->error_message();
+
+  const std::string text = registry_.Render();
+  EXPECT_THAT(Lines(text, "hourglass_grpc_calls_total"),
+              ElementsAre("hourglass_grpc_calls_total{method=\"hourglass.v1."
+                          "Broker/Subscribe\",code=\"INVALID_ARGUMENT\"} 1",
+                          "hourglass_grpc_calls_total{method=\"hourglass.v1."
+                          "Broker/Subscribe\",code=\"OK\"} 1"));
+  EXPECT_THAT(Lines(text, "hourglass_grpc_call_seconds_count"),
+              ElementsAre("hourglass_grpc_call_seconds_count{method="
+                          "\"hourglass.v1.Broker/Subscribe\"} 2"));
+}
+
+}  // namespace
+}  // namespace hourglass::api

@@ -1,0 +1,145 @@
+// Failed store operations: counted per op, logged at most once per interval
+// per op; and the commit queue's failed writes reach the count through the
+// engine.
+
+#include "broker/store_errors.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "broker/engine.h"
+#include "broker/metrics.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/fake_clock.h"
+#include "tests/testing/faulty_store.h"
+#include "tests/testing/log_capture.h"
+
+namespace hourglass::broker {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+const absl::Time kStart = absl::FromUnixSeconds(1'900'000'000);
+
+// The lines of a scrape that start with `prefix`.
+std::vector<std::string> Lines(const std::string& text,
+                               const std::string& prefix) {
+  std::vector<std::string> lines;
+  size_t start = 0;
+  while (start < text.size()) {
+    const size_t end = text.find('\n', start);
+    const std::string line = text.substr(start, end - start);
+    if (line.rfind(prefix, 0) == 0) lines.push_back(line);
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return lines;
+}
+
+// The ERROR lines a LogCapture holds, without their level.
+std::vector<std::string> Errors(const testing::LogCapture& log) {
+  std::vector<std::string> errors;
+  for (const std::string& line : log.Lines()) {
+    if (line.rfind("error ", 0) == 0) errors.push_back(line.substr(6));
+  }
+  return errors;
+}
+
+TEST(StoreErrorsTest, KnownOpsAreExportedAtZero) {
+  metrics::Registry registry;
+  StoreErrors errors(&registry);
+  EXPECT_THAT(Lines(registry.Render(), "hourglass_store_errors_total"),
+              ElementsAre("hourglass_store_errors_total{op=\"sync\"} 0",
+                          "hourglass_store_errors_total{op=\"write\"} 0"));
+}
+
+TEST(StoreErrorsTest, CountsEveryErrorAndLogsEachOpAtMostOncePerInterval) {
+  testing::FakeClock clock(kStart);
+  metrics::Registry registry;
+  testing::LogCapture log;
+  StoreErrors errors(&registry, {.log_every = absl::Seconds(10),
+                                 .known_ops = {"write"},
+                                 .clock = &clock});
+  const absl::Status disk = absl::UnavailableError("disk gone");
+  for (int i = 0; i < 3; ++i) errors.Count("write", disk);
+  errors.Count("load", absl::InternalError("bad key"));
+  clock.Set(kStart + absl::Seconds(9));
+  errors.Count("write", disk);  // Within the interval: counted, not logged.
+  clock.Set(kStart + absl::Seconds(10));
+  errors.Count("write", disk);
+  errors.Count("load", absl::InternalError("bad key"));
+
+  EXPECT_THAT(Lines(registry.Render(), "hourglass_store_errors_total"),
+              ElementsAre("hourglass_store_errors_total{op=\"load\"} 2",
+                          "hourglass_store_errors_total{op=\"write\"} 5"));
+  EXPECT_THAT(
+      Errors(log),
+      ElementsAre("store write failed: UNAVAILABLE: disk gone",
+                  "store load failed: INTERNAL: bad key",
+                  "store write failed: UNAVAILABLE: disk gone (and 3 more "
+                  "since the last report)",
+                  "store load failed: INTERNAL: bad key"));
+}
+
+TEST(StoreErrorsTest, WithoutARegistryItOnlyLogs) {
+  testing::LogCapture log;
+  StoreErrors errors(nullptr);
+  errors.Count("sync", absl::UnavailableError("fsync: EIO"));
+  EXPECT_THAT(Errors(log),
+              ElementsAre("store sync failed: UNAVAILABLE: fsync: EIO"));
+}
+
+TEST(RateLimitedLogTest, AllowsTheFirstThenOncePerIntervalPerKey) {
+  testing::FakeClock clock(kStart);
+  RateLimitedLog limiter(absl::Seconds(5), &clock);
+  EXPECT_EQ(limiter.Allow("a"), 0u);
+  EXPECT_EQ(limiter.Allow("a"), std::nullopt);
+  EXPECT_EQ(limiter.Allow("b"), 0u);
+  clock.Set(kStart + absl::Seconds(5));
+  EXPECT_EQ(limiter.Allow("a"), 1u);
+  EXPECT_EQ(limiter.Allow("a"), std::nullopt);
+  EXPECT_EQ(limiter.Allow("a"), std::nullopt);
+  clock.Set(kStart + absl::Seconds(20));
+  EXPECT_EQ(limiter.Allow("a"), 2u);
+  EXPECT_EQ(limiter.Allow("b"), 0u);
+}
+
+// A group commit whose write fails counts as op "write" and is logged, and
+// the publish that waited on it fails.
+TEST(StoreErrorsTest, AFailedGroupCommitWriteCountsAsWrite) {
+  testing::FakeClock clock(kStart);
+  testing::FaultyStore store;
+  metrics::Registry registry;
+  testing::LogCapture log;
+  Engine::Options options;
+  options.metrics = &registry;
+  auto engine = Engine::Open(&store, &clock, options);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  (*engine)->Start();
+
+  store.FailWrites(absl::UnavailableError("disk gone"));
+  absl::Notification published;
+  absl::Status status;
+  (*engine)->Publish({NewMessage{"orders", "m", "payload", {}, kStart}},
+                     [&](auto result) {
+                       status = result.status();
+                       published.Notify();
+                     });
+  published.WaitForNotification();
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
+  EXPECT_THAT(Lines(registry.Render(), "hourglass_store_errors_total"),
+              ElementsAre("hourglass_store_errors_total{op=\"sync\"} 0",
+                          "hourglass_store_errors_total{op=\"write\"} 1"));
+  EXPECT_THAT(Errors(log), ::testing::Contains(
+                               "store write failed: UNAVAILABLE: disk gone"));
+  engine->reset();  // Stops collecting before the registry goes.
+}
+
+}  // namespace
+}  // namespace hourglass::broker
