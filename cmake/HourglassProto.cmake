@@ -2,7 +2,8 @@
 #
 # A static library NAME compiled from PROTOS, which are paths relative to
 # DIR, the protoc import root. Generated headers are included by the same
-# relative path ("hourglass/v1/broker.pb.h"). GRPC adds the gRPC service
+# relative path ("hourglass/v1/broker.pb.h"); the target's property
+# HOURGLASS_PROTO_GEN_DIR names the directory they are generated in. GRPC adds the gRPC service
 # stubs. (CMake 3.25's protobuf_generate derives output paths from the
 # source directory, which breaks for import roots elsewhere.)
 function(hourglass_proto_library name)
@@ -32,7 +33,10 @@ function(hourglass_proto_library name)
     DEPENDS ${inputs} protobuf::protoc
     COMMENT "Generating C++ from ${ARG_PROTOS}")
   add_library(${name} ${srcs})
-  target_include_directories(${name} PUBLIC ${out})
+  # In the build tree only: an installed library says where its headers go
+  # (cmake/HourglassInstall.cmake).
+  target_include_directories(${name} PUBLIC $<BUILD_INTERFACE:${out}>)
+  set_target_properties(${name} PROPERTIES HOURGLASS_PROTO_GEN_DIR ${out})
   target_compile_features(${name} PUBLIC cxx_std_20)
   target_link_libraries(${name} PUBLIC protobuf::libprotobuf)
   if(ARG_GRPC)

@@ -6,12 +6,12 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/status/status.h"
-#include "cmd/hourglass/connection.h"
+#include "cmd/common/connection.h"
 
 namespace hourglass::cli {
 
 // What a subcommand does once the command line has parsed. Returns the
-// error main prints; see cmd/hourglass/errors.h.
+// error main prints; see cmd/common/errors.h.
 using Action = std::function<absl::Status()>;
 
 // The subcommands of one command line. Each Add*Commands function adds its
@@ -51,7 +51,6 @@ void AddSubscribeCommand(Registry& registry);  // subscribe_command.cc
 void AddMessageCommands(Registry& registry);
 // stats, topics, groups, dlq, purge: topic_commands.cc
 void AddTopicCommands(Registry& registry);
-void AddBenchCommand(Registry& registry);  // bench_command.cc
 
 }  // namespace hourglass::cli
 

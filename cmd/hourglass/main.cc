@@ -5,22 +5,23 @@
 // This file wires the global options and the subcommands together; each
 // group of subcommands lives in a file of its own (cmd/hourglass/command.h).
 
-#include <cstdlib>
 #include <iostream>
 #include <map>
 #include <memory>
 #include <string>
-#include <vector>
 
 #include "CLI/CLI.hpp"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "client/channel.h"
+#include "cmd/common/connection.h"
+#include "cmd/common/errors.h"
+#include "cmd/common/flags.h"
+#include "cmd/common/output.h"
 #include "cmd/hourglass/command.h"
-#include "cmd/hourglass/connection.h"
-#include "cmd/hourglass/errors.h"
-#include "grpc/support/log.h"
+#include "cmd/hourglass/output.pb.h"
 
 namespace {
 
@@ -43,30 +44,6 @@ Examples:
   hourglass cancel --topic=orders --id=order-42
   hourglass --addr=broker.internal:7070 stats --json
   hourglass ls --topic=orders --from=now --to=+1h)";
-
-// "hourglass: WHAT (see hourglass SUB --help)" for a command line CLI11
-// could not parse, naming the subcommand it got to.
-std::string UsageFailure(const CLI::App* app, const CLI::Error& error) {
-  std::string command = "hourglass";
-  const CLI::App* at = app;
-  while (!at->get_subcommands().empty()) {
-    at = at->get_subcommands().front();
-    command += " " + at->get_name();
-  }
-  std::string what = error.what();
-  // CLI11 reads an unknown subcommand as a missing one, and with fallthrough
-  // leaves the word with a parent: look from the deepest command up.
-  if (what == "A subcommand is required") {
-    for (const CLI::App* a = at; a != nullptr; a = a->get_parent()) {
-      if (const std::vector<std::string> extra = a->remaining();
-          !extra.empty()) {
-        what = "unknown subcommand \"" + extra.front() + "\"";
-        break;
-      }
-    }
-  }
-  return "hourglass: " + what + " (see " + command + " --help)\n";
-}
 
 // Help names the value of each option the same way in every subcommand.
 void NameValues(CLI::App* app) {
@@ -126,10 +103,15 @@ Examples:
         absl::StatusOr<std::unique_ptr<hourglass::cli::Connection>> connection =
             hourglass::cli::Connection::Open(globals);
         if (!connection.ok()) return connection.status();
-        absl::StatusOr<std::string> status = (*connection)->Health(*service);
-        if (!status.ok()) return status.status();
+        absl::StatusOr<std::string> status =
+            (*connection)->admin().Health(*service);
+        if (!status.ok()) return (*connection)->Check(status.status());
         if (globals.json) {
-          std::cout << "{\"status\":\"" << *status << "\"}" << std::endl;
+          hourglass::cli::HealthOutput output;
+          output.set_status(*status);
+          if (absl::Status s = hourglass::cli::PrintJson(output); !s.ok()) {
+            return s;
+          }
         } else {
           std::cout << *status << std::endl;
         }
@@ -141,16 +123,28 @@ Examples:
       });
 }
 
+// `hourglass bench`, the load generator, is a program of its own now,
+// hourglass-bench, so that the operator's CLI stays an operator's tool. The
+// subcommand stays, hidden from help, so that scripts from before fail with
+// a pointer to the new command rather than "unknown subcommand".
+void AddMovedBenchCommand(hourglass::cli::Registry& registry) {
+  CLI::App* bench = registry.app().add_subcommand(
+      "bench", "Moved: the load generator is hourglass-bench");
+  bench->group("");           // Not listed in --help.
+  bench->fallthrough(false);  // Its flags stay its own: they are ignored.
+  bench->prefix_command();
+  bench->allow_extras();
+  registry.SetAction(bench, [] {
+    return hourglass::cli::UsageError(
+        "bench moved to a program of its own: run hourglass-bench with the "
+        "same flags (see hourglass-bench --help)");
+  });
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  // gRPC's own log lines (such as a failed TLS handshake) would break the
-  // one-line errors, which say what failed; GRPC_VERBOSITY or GRPC_TRACE
-  // bring them back.
-  if (std::getenv("GRPC_VERBOSITY") == nullptr &&
-      std::getenv("GRPC_TRACE") == nullptr) {
-    gpr_set_log_function([](gpr_log_func_args*) {});
-  }
+  hourglass::cli::QuietGrpcLogs();
   hourglass::cli::GlobalOptions globals;
   CLI::App app(
       "hourglass: publish, consume, inspect and repair messages of an "
@@ -160,38 +154,11 @@ int main(int argc, char** argv) {
   // ones) up to their parent, so those may follow the subcommand too.
   app.fallthrough();
   app.require_subcommand(1);
-  app.failure_message(UsageFailure);
+  app.failure_message([](const CLI::App* app, const CLI::Error& error) {
+    return hourglass::cli::UsageFailure("hourglass", app, error);
+  });
   app.set_version_flag("--version", "hourglass " HOURGLASS_VERSION);
-  app.add_option("--addr", globals.addr,
-                 "Broker address: host:port, or a gRPC target such as "
-                 "unix:/path")
-      ->capture_default_str();
-  app.add_option("--timeout", globals.timeout,
-                 "How long to wait for the connection and for each call")
-      ->capture_default_str();
-  app.add_flag("--json", globals.json,
-               "Print JSON (protobuf's JSON mapping, .proto field names) "
-               "instead of tables");
-  app.add_flag("--tls", globals.tls,
-               "Connect with TLS, trusting the system's CAs unless --tls-ca "
-               "is given");
-  app.add_option("--tls-ca", globals.tls_ca,
-                 "PEM file of the CAs that sign the broker's certificate "
-                 "(turns TLS on)")
-      ->envname("HOURGLASS_TLS_CA");
-  app.add_option("--tls-cert", globals.tls_cert,
-                 "PEM client certificate, for a broker that wants mutual TLS")
-      ->envname("HOURGLASS_TLS_CERT");
-  app.add_option("--tls-key", globals.tls_key, "PEM private key of --tls-cert")
-      ->envname("HOURGLASS_TLS_KEY");
-  app.add_option("--tls-server-name", globals.tls_server_name,
-                 "Name the broker's certificate must have, if not the host "
-                 "of --addr")
-      ->envname("HOURGLASS_TLS_SERVER_NAME");
-  app.add_option("--token", globals.token,
-                 "Bearer token sent on every call (better in the environment, "
-                 "where ps cannot see it)")
-      ->envname("HOURGLASS_TOKEN");
+  hourglass::cli::AddGlobalFlags(app, globals);
   app.footer(kFooter);
 
   hourglass::cli::Registry registry(app, globals);
@@ -199,8 +166,8 @@ int main(int argc, char** argv) {
   hourglass::cli::AddSubscribeCommand(registry);
   hourglass::cli::AddMessageCommands(registry);
   hourglass::cli::AddTopicCommands(registry);
-  hourglass::cli::AddBenchCommand(registry);
   AddHealthCommand(registry);
+  AddMovedBenchCommand(registry);
   NameValues(&app);
   app.get_formatter()->column_width(34);
 
@@ -213,6 +180,6 @@ int main(int argc, char** argv) {
   const absl::Status status = registry.chosen()();
   if (!status.ok()) std::cerr << "hourglass: " << status.message() << std::endl;
   // The command's channels are gone; gRPC may still be tearing them down.
-  hourglass::cli::AwaitGrpcShutdown(absl::Seconds(5));
+  hourglass::client::AwaitGrpcShutdown(absl::Seconds(5));
   return hourglass::cli::ExitCode(status);
 }

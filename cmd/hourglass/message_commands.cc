@@ -12,12 +12,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "cmd/common/connection.h"
+#include "cmd/common/duration.h"
+#include "cmd/common/errors.h"
+#include "cmd/common/output.h"
 #include "cmd/hourglass/command.h"
-#include "cmd/hourglass/connection.h"
-#include "cmd/hourglass/duration.h"
-#include "cmd/hourglass/errors.h"
 #include "cmd/hourglass/message_format.h"
-#include "cmd/hourglass/output.h"
+#include "cmd/hourglass/output.pb.h"
 #include "hourglass/v1/admin.pb.h"
 #include "hourglass/v1/broker.pb.h"
 
@@ -37,19 +38,15 @@ absl::Status Cancel(const GlobalOptions& globals,
   absl::StatusOr<std::unique_ptr<Connection>> connection =
       Connection::Open(globals);
   if (!connection.ok()) return connection.status();
-  grpc::ClientContext context;
-  (*connection)->SetDeadline(context);
-  hourglass::v1::CancelRequest request;
-  request.set_topic(options.topic);
-  request.set_id(options.id);
-  hourglass::v1::CancelResponse response;
-  const grpc::Status status =
-      (*connection)->broker().Cancel(&context, request, &response);
+  const absl::Status status =
+      (*connection)->publisher().Cancel(options.topic, options.id);
   if (!status.ok()) return (*connection)->Check(status);
   if (globals.json) {
-    std::cout << "{\"topic\":" << JsonQuote(options.topic)
-              << ",\"id\":" << JsonQuote(options.id) << ",\"cancelled\":true}"
-              << std::endl;
+    CancelOutput output;
+    output.set_topic(options.topic);
+    output.set_id(options.id);
+    output.set_cancelled(true);
+    return PrintJson(output);
   } else {
     std::cout << "cancelled " << options.id << " in " << options.topic
               << std::endl;
@@ -83,15 +80,12 @@ absl::Status Reschedule(const GlobalOptions& globals,
   absl::StatusOr<std::unique_ptr<Connection>> connection =
       Connection::Open(globals);
   if (!connection.ok()) return connection.status();
-  grpc::ClientContext context;
-  (*connection)->SetDeadline(context);
-  hourglass::v1::Receipt receipt;
-  const grpc::Status status =
-      (*connection)->admin().Reschedule(&context, request, &receipt);
-  if (!status.ok()) return (*connection)->Check(status);
-  if (globals.json) return PrintJson(receipt);
+  absl::StatusOr<hourglass::v1::Receipt> receipt =
+      (*connection)->admin().Reschedule(request);
+  if (!receipt.ok()) return (*connection)->Check(receipt.status());
+  if (globals.json) return PrintJson(*receipt);
   Table table({"ID", "DELIVER_AT"});
-  table.AddRow({receipt.id(), Rfc3339(FromProto(receipt.deliver_at()))});
+  table.AddRow({receipt->id(), Rfc3339(FromProto(receipt->deliver_at()))});
   std::cout << table.Render() << std::flush;
   return absl::OkStatus();
 }
@@ -117,12 +111,10 @@ absl::Status ListPage(const GlobalOptions& globals,
   absl::StatusOr<std::unique_ptr<Connection>> connection =
       Connection::Open(globals);
   if (!connection.ok()) return connection.status();
-  grpc::ClientContext context;
-  (*connection)->SetDeadline(context);
-  ListMessagesResponse page;
-  const grpc::Status status =
-      (*connection)->admin().ListMessages(&context, request, &page);
-  if (!status.ok()) return (*connection)->Check(status);
+  absl::StatusOr<ListMessagesResponse> listed =
+      (*connection)->admin().ListMessages(request);
+  if (!listed.ok()) return (*connection)->Check(listed.status());
+  const ListMessagesResponse& page = *listed;
   if (globals.json) return PrintJson(page);
   if (page.messages_size() == 0 && request.page_token().empty()) {
     std::cout << "no " << messages << std::endl;
@@ -192,18 +184,15 @@ absl::Status Show(const GlobalOptions& globals, const ShowOptions& options) {
   absl::StatusOr<std::unique_ptr<Connection>> connection =
       Connection::Open(globals);
   if (!connection.ok()) return connection.status();
-  grpc::ClientContext context;
-  (*connection)->SetDeadline(context);
   hourglass::v1::GetMessageRequest request;
   request.set_topic(options.topic);
   request.set_id(options.id);
   request.set_preview_bytes(options.preview);
-  hourglass::v1::MessageInfo message;
-  const grpc::Status status =
-      (*connection)->admin().GetMessage(&context, request, &message);
-  if (!status.ok()) return (*connection)->Check(status);
-  if (globals.json) return PrintJson(message);
-  std::cout << MessageDetails(message) << std::flush;
+  absl::StatusOr<hourglass::v1::MessageInfo> message =
+      (*connection)->admin().GetMessage(request);
+  if (!message.ok()) return (*connection)->Check(message.status());
+  if (globals.json) return PrintJson(*message);
+  std::cout << MessageDetails(*message) << std::flush;
   return absl::OkStatus();
 }
 
@@ -237,17 +226,14 @@ absl::Status Redrive(const GlobalOptions& globals,
   absl::StatusOr<std::unique_ptr<Connection>> connection =
       Connection::Open(globals);
   if (!connection.ok()) return connection.status();
-  grpc::ClientContext context;
-  (*connection)->SetDeadline(context);
   hourglass::v1::RedriveDeadLettersRequest request;
   request.set_topic(options.topic);
   for (const std::string& id : options.ids) request.add_ids(id);
-  hourglass::v1::RedriveDeadLettersResponse response;
-  const grpc::Status status =
-      (*connection)->admin().RedriveDeadLetters(&context, request, &response);
-  if (!status.ok()) return (*connection)->Check(status);
-  if (globals.json) return PrintJson(response);
-  std::cout << "redrove " << response.redriven() << " dead letters from "
+  absl::StatusOr<hourglass::v1::RedriveDeadLettersResponse> response =
+      (*connection)->admin().RedriveDeadLetters(request);
+  if (!response.ok()) return (*connection)->Check(response.status());
+  if (globals.json) return PrintJson(*response);
+  std::cout << "redrove " << response->redriven() << " dead letters from "
             << options.topic << ".dlq to " << options.topic << std::endl;
   return absl::OkStatus();
 }

@@ -7,8 +7,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "cmd/hourglass/duration.h"
-#include "cmd/hourglass/output.h"
+#include "cmd/common/duration.h"
+#include "cmd/common/output.h"
 
 namespace hourglass::cli {
 

@@ -18,19 +18,19 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "client/message.h"
+#include "cmd/common/connection.h"
+#include "cmd/common/duration.h"
+#include "cmd/common/errors.h"
+#include "cmd/common/output.h"
 #include "cmd/hourglass/command.h"
-#include "cmd/hourglass/connection.h"
-#include "cmd/hourglass/duration.h"
-#include "cmd/hourglass/errors.h"
-#include "cmd/hourglass/output.h"
 #include "hourglass/v1/broker.pb.h"
 
 namespace hourglass::cli {
 namespace {
 
-using hourglass::v1::Message;
-using hourglass::v1::PublishRequest;
-using hourglass::v1::PublishResponse;
+using client::Message;
+using client::Receipt;
 
 // A Publish request holds at most this many payload bytes (a batch also
 // ends at --batch messages), so that large payloads do not make huge calls.
@@ -77,30 +77,42 @@ absl::StatusOr<std::string> ReadPayload(const PublishOptions& options) {
 // and due time.
 absl::StatusOr<Message> Prototype(const PublishOptions& options) {
   Message message;
-  message.set_topic(options.topic);
+  message.topic = options.topic;
   absl::StatusOr<std::string> payload = ReadPayload(options);
   if (!payload.ok()) return payload.status();
-  message.set_payload(*std::move(payload));
+  message.payload = *std::move(payload);
   for (const std::string& header : options.headers) {
     const size_t equals = header.find('=');
     if (equals == std::string::npos || equals == 0) {
       return UsageError("--header",
                         absl::StrCat("\"", header, "\" is not KEY=VALUE"));
     }
-    (*message.mutable_headers())[header.substr(0, equals)] =
-        header.substr(equals + 1);
+    message.headers[header.substr(0, equals)] = header.substr(equals + 1);
   }
   if (!options.delay.empty()) {
     absl::StatusOr<absl::Duration> delay = ParseDuration(options.delay);
     if (!delay.ok()) return UsageError("--delay", delay.status().message());
-    *message.mutable_delay() = ToProto(*delay);
+    message.delay = *delay;
   }
   if (!options.at.empty()) {
     absl::StatusOr<absl::Time> at = ParseTime(options.at, absl::Now());
     if (!at.ok()) return UsageError("--at", at.status().message());
-    *message.mutable_deliver_at() = ToProto(*at);
+    message.deliver_at = *at;
   }
   return message;
+}
+
+// The receipts as protobuf's PublishResponse, for --json.
+hourglass::v1::PublishResponse ReceiptsProto(
+    const std::vector<Receipt>& receipts) {
+  hourglass::v1::PublishResponse response;
+  for (const Receipt& r : receipts) {
+    hourglass::v1::Receipt* receipt = response.add_receipts();
+    receipt->set_id(r.id);
+    *receipt->mutable_deliver_at() = ToProto(r.deliver_at);
+    receipt->set_duplicate(r.duplicate);
+  }
+  return response;
 }
 
 absl::Status Publish(const GlobalOptions& globals,
@@ -112,53 +124,46 @@ absl::Status Publish(const GlobalOptions& globals,
   if (!connection.ok()) return connection.status();
 
   const absl::Time start = absl::Now();
-  PublishResponse receipts;
+  std::vector<Receipt> receipts;
   int calls = 0;
   for (uint32_t next = 0; next < options.count;) {
-    PublishRequest request;
+    std::vector<Message> batch;
     size_t bytes = 0;
-    while (next < options.count &&
-           static_cast<uint32_t>(request.messages_size()) < options.batch &&
-           (request.messages_size() == 0 ||
-            bytes + prototype->payload().size() <= kBatchBytes)) {
-      Message* message = request.add_messages();
-      *message = *prototype;
+    while (
+        next < options.count && batch.size() < options.batch &&
+        (batch.empty() || bytes + prototype->payload.size() <= kBatchBytes)) {
+      Message& message = batch.emplace_back(*prototype);
       if (!options.id.empty()) {
-        message->set_id(options.count == 1
-                            ? options.id
-                            : absl::StrCat(options.id, "-", next + 1));
+        message.id = options.count == 1
+                         ? options.id
+                         : absl::StrCat(options.id, "-", next + 1);
       }
-      bytes += message->payload().size();
+      bytes += message.payload.size();
       ++next;
     }
-    grpc::ClientContext context;
-    (*connection)->SetDeadline(context);
-    PublishResponse response;
-    const grpc::Status status =
-        (*connection)->broker().Publish(&context, request, &response);
+    absl::StatusOr<std::vector<Receipt>> published =
+        (*connection)->publisher().PublishBatch(std::move(batch));
     ++calls;
-    if (!status.ok()) {
-      absl::Status failed = (*connection)->Check(status);
+    if (!published.ok()) {
+      absl::Status failed = (*connection)->Check(published.status());
       if (options.count == 1) return failed;
       // Earlier batches are stored: say how far it got.
       return absl::Status(
           failed.code(),
-          absl::StrCat(failed.message(), " (after ", receipts.receipts_size(),
-                       " of ", options.count, " messages were published)"));
+          absl::StrCat(failed.message(), " (after ", receipts.size(), " of ",
+                       options.count, " messages were published)"));
     }
-    for (auto& receipt : *response.mutable_receipts()) {
-      *receipts.add_receipts() = std::move(receipt);
-    }
+    for (Receipt& receipt : *published) receipts.push_back(std::move(receipt));
   }
   const absl::Duration took = absl::Now() - start;
 
   if (globals.json) {
-    if (absl::Status s = PrintJson(receipts); !s.ok()) return s;
+    if (absl::Status s = PrintJson(ReceiptsProto(receipts)); !s.ok()) return s;
   } else {
     Table table({"ID", "DELIVER_AT", "DUPLICATE"});
-    for (const auto& receipt : receipts.receipts()) {
-      table.AddRow({receipt.id(), Rfc3339(FromProto(receipt.deliver_at())),
-                    YesNo(receipt.duplicate())});
+    for (const Receipt& receipt : receipts) {
+      table.AddRow(
+          {receipt.id, Rfc3339(receipt.deliver_at), YesNo(receipt.duplicate)});
     }
     std::cout << table.Render() << std::flush;
   }

@@ -5,7 +5,6 @@
 #include <cstdint>
 #include <cstdlib>
 #include <iostream>
-#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -17,20 +16,21 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "client/consumer.h"
+#include "cmd/common/connection.h"
+#include "cmd/common/duration.h"
+#include "cmd/common/errors.h"
+#include "cmd/common/output.h"
+#include "cmd/common/signal_watcher.h"
 #include "cmd/hourglass/command.h"
-#include "cmd/hourglass/connection.h"
-#include "cmd/hourglass/duration.h"
-#include "cmd/hourglass/errors.h"
-#include "cmd/hourglass/output.h"
-#include "cmd/hourglass/signal_watcher.h"
 #include "cmd/hourglass/stdin_lines.h"
-#include "cmd/hourglass/subscription.h"
 #include "hourglass/v1/broker.pb.h"
 
 namespace hourglass::cli {
 namespace {
 
-using hourglass::v1::Delivery;
+using client::Consumer;
+using client::Delivery;
 
 struct SubscribeOptions {
   std::string topic;
@@ -41,56 +41,80 @@ struct SubscribeOptions {
   uint64_t count = 0;
 };
 
-// Where Ctrl-C goes: before the stream is open it ends the process at once
-// (nothing was printed yet); afterwards it interrupts the stream, which then
-// ends cleanly.
+// Where Ctrl-C goes: before the consumer is subscribed it ends the process
+// at once (nothing was printed yet); afterwards it interrupts the consumer,
+// which then ends cleanly; once the consumer is closed, nowhere.
 class InterruptTarget {
  public:
-  void Set(std::shared_ptr<Subscription> subscription) {
+  void Set(Consumer* consumer) {
     absl::MutexLock lock(&mu_);
-    subscription_ = std::move(subscription);
+    consumer_ = consumer;
+  }
+  // The consumer is closed and about to go.
+  void Done() {
+    absl::MutexLock lock(&mu_);
+    consumer_ = nullptr;
+    done_ = true;
   }
   void Interrupt() {
     absl::MutexLock lock(&mu_);
-    if (subscription_ == nullptr) std::_Exit(0);
-    subscription_->Interrupt();
+    if (done_) return;
+    if (consumer_ == nullptr) std::_Exit(0);
+    consumer_->Interrupt();
   }
 
  private:
   absl::Mutex mu_;
-  std::shared_ptr<Subscription> subscription_ ABSL_GUARDED_BY(mu_);
+  Consumer* consumer_ ABSL_GUARDED_BY(mu_) = nullptr;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 // One delivery as a key=value line, payload last:
 //   id=m1 topic=orders attempt=1 deliver_at=2026-... header.k=v payload=hi
 std::string HumanLine(const Delivery& d) {
-  std::string line =
-      absl::StrCat("id=", LogfmtValue(d.id()), " topic=", d.topic(),
-                   " attempt=", d.attempt(),
-                   " deliver_at=", Rfc3339(FromProto(d.deliver_at())),
-                   " published_at=", Rfc3339(FromProto(d.published_at())));
-  const std::map<std::string, std::string> headers(d.headers().begin(),
-                                                   d.headers().end());
-  for (const auto& [key, value] : headers) {
+  std::string line = absl::StrCat("id=", LogfmtValue(d.id), " topic=", d.topic,
+                                  " attempt=", d.attempt,
+                                  " deliver_at=", Rfc3339(d.deliver_at),
+                                  " published_at=", Rfc3339(d.published_at));
+  for (const auto& [key, value] : d.headers) {
     absl::StrAppend(&line, " header.", LogfmtValue(key), "=",
                     LogfmtValue(value));
   }
-  absl::StrAppend(&line, " payload=", LogfmtValue(d.payload()), "\n");
+  absl::StrAppend(&line, " payload=", LogfmtValue(d.payload), "\n");
   return line;
+}
+
+// The delivery as protobuf's Delivery, for --json.
+hourglass::v1::Delivery DeliveryProto(const Delivery& d) {
+  hourglass::v1::Delivery proto;
+  proto.set_id(d.id);
+  proto.set_topic(d.topic);
+  proto.set_payload(d.payload);
+  for (const auto& [key, value] : d.headers) {
+    (*proto.mutable_headers())[key] = value;
+  }
+  *proto.mutable_deliver_at() = ToProto(d.deliver_at);
+  *proto.mutable_published_at() = ToProto(d.published_at);
+  proto.set_attempt(d.attempt);
+  return proto;
 }
 
 absl::Status Subscribe(const GlobalOptions& globals,
                        const SubscribeOptions& options) {
-  hourglass::v1::Open open;
-  open.set_topic(options.topic);
-  open.set_group(options.group);
-  open.set_max_in_flight(options.max_in_flight);
+  client::ConsumerOptions consumer_options;
+  consumer_options.topic = options.topic;
+  consumer_options.group = options.group;
+  consumer_options.max_in_flight = options.max_in_flight;
+  consumer_options.rpc = client::ConsumerOptions::Rpc::kSubscribe;
+  // The command ends with the stream: a broker that went away is an error
+  // to report, not something to wait out.
+  consumer_options.reconnect = false;
   if (!options.ack_timeout.empty()) {
     absl::StatusOr<absl::Duration> timeout = ParseDuration(options.ack_timeout);
     if (!timeout.ok()) {
       return UsageError("--ack-timeout", timeout.status().message());
     }
-    *open.mutable_ack_timeout() = ToProto(*timeout);
+    consumer_options.ack_timeout = *timeout;
   }
   absl::StatusOr<absl::Duration> timeout = ParseTimeout(globals.timeout);
   if (!timeout.ok()) return timeout.status();
@@ -102,19 +126,10 @@ absl::Status Subscribe(const GlobalOptions& globals,
   absl::StatusOr<std::unique_ptr<Connection>> connection =
       Connection::Open(globals);
   if (!connection.ok()) return connection.status();
-  std::shared_ptr<Subscription> subscription =
-      Subscription::Start((*connection)->broker(), open);
-  target.Set(subscription);
-  if (!subscription->WaitSubscribed(absl::Now() + *timeout)) {
-    const grpc::Status status = subscription->Finish(absl::Now() + *timeout);
-    if (subscription->interrupted()) return absl::OkStatus();
-    if (!status.ok() && status.error_code() != grpc::StatusCode::CANCELLED) {
-      return (*connection)->Check(status);
-    }
-    // The broker did not answer the open in time.
-    return (*connection)
-        ->Check(grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, ""));
-  }
+  absl::StatusOr<std::unique_ptr<Consumer>> consumer =
+      Consumer::Subscribe((*connection)->channel(), consumer_options);
+  if (!consumer.ok()) return (*connection)->Check(consumer.status());
+  target.Set(consumer->get());
   std::cerr << "subscribed to " << options.topic << " as group "
             << options.group << " (ack=" << options.ack << ")" << std::endl;
 
@@ -122,37 +137,41 @@ absl::Status Subscribe(const GlobalOptions& globals,
   if (options.ack == "manual") {
     // Each line is the id of a delivery to acknowledge; the end of input
     // ends the subscription, as no more acks can come.
+    Consumer* c = consumer->get();
     stdin_acks.emplace(
-        [subscription](std::string id) {
-          if (!id.empty()) subscription->Ack(id);
+        [c](std::string id) {
+          // An ack that cannot go out means the stream ended: Close says
+          // why.
+          if (!id.empty()) c->Ack(id).IgnoreError();
         },
-        [subscription] { subscription->Interrupt(); });
+        [c] { c->Interrupt(); });
   }
 
   absl::Status printed;
   uint64_t delivered = 0;
   while (printed.ok() && (options.count == 0 || delivered < options.count)) {
-    const std::vector<Delivery> deliveries = subscription->Take(
+    const std::vector<Delivery> deliveries = (*consumer)->Receive(
         options.count == 0 ? SIZE_MAX : options.count - delivered);
     if (deliveries.empty()) break;  // Ended or interrupted.
     for (const Delivery& delivery : deliveries) {
       if (globals.json) {
-        printed = PrintJson(delivery);
+        printed = PrintJson(DeliveryProto(delivery));
         if (!printed.ok()) break;
       } else {
         std::cout << HumanLine(delivery) << std::flush;
       }
-      if (options.ack == "auto") subscription->Ack(delivery.id());
+      if (options.ack == "auto") (*consumer)->Ack(delivery.id).IgnoreError();
       ++delivered;
     }
   }
-  if (printed.ok() && options.ack == "manual") subscription->WaitAcked();
+  if (printed.ok() && options.ack == "manual") (*consumer)->AwaitAcked();
 
   // Deliveries taken but not acked go back to the group as the stream ends.
-  const grpc::Status status = subscription->Finish(absl::Now() + *timeout);
+  const absl::Status status = (*consumer)->Close(absl::Now() + *timeout);
   stdin_acks.reset();
+  target.Done();
   if (!printed.ok()) return printed;
-  if (status.ok() || status.error_code() == grpc::StatusCode::CANCELLED) {
+  if (status.ok() || status.code() == absl::StatusCode::kCancelled) {
     return absl::OkStatus();
   }
   return (*connection)->Check(status);

@@ -14,11 +14,11 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "cmd/common/connection.h"
+#include "cmd/common/duration.h"
+#include "cmd/common/errors.h"
+#include "cmd/common/output.h"
 #include "cmd/hourglass/command.h"
-#include "cmd/hourglass/connection.h"
-#include "cmd/hourglass/duration.h"
-#include "cmd/hourglass/errors.h"
-#include "cmd/hourglass/output.h"
 #include "hourglass/v1/admin.pb.h"
 
 namespace hourglass::cli {
@@ -40,14 +40,12 @@ absl::Status Stats(const GlobalOptions& globals, const StatsOptions& options) {
   absl::StatusOr<std::unique_ptr<Connection>> connection =
       Connection::Open(globals);
   if (!connection.ok()) return connection.status();
-  grpc::ClientContext context;
-  (*connection)->SetDeadline(context);
   hourglass::v1::GetStatsRequest request;
   request.set_topic(options.topic);
-  hourglass::v1::GetStatsResponse stats;
-  const grpc::Status status =
-      (*connection)->admin().GetStats(&context, request, &stats);
-  if (!status.ok()) return (*connection)->Check(status);
+  absl::StatusOr<hourglass::v1::GetStatsResponse> got =
+      (*connection)->admin().GetStats(request);
+  if (!got.ok()) return (*connection)->Check(got.status());
+  const hourglass::v1::GetStatsResponse& stats = *got;
   if (globals.json) return PrintJson(stats);
 
   const absl::Time started = FromProto(stats.started_at());
@@ -87,14 +85,10 @@ absl::Status Topics(const GlobalOptions& globals) {
   absl::StatusOr<std::unique_ptr<Connection>> connection =
       Connection::Open(globals);
   if (!connection.ok()) return connection.status();
-  grpc::ClientContext context;
-  (*connection)->SetDeadline(context);
-  hourglass::v1::ListTopicsResponse response;
-  const grpc::Status status =
-      (*connection)
-          ->admin()
-          .ListTopics(&context, hourglass::v1::ListTopicsRequest(), &response);
-  if (!status.ok()) return (*connection)->Check(status);
+  absl::StatusOr<hourglass::v1::ListTopicsResponse> listed =
+      (*connection)->admin().ListTopics();
+  if (!listed.ok()) return (*connection)->Check(listed.status());
+  const hourglass::v1::ListTopicsResponse& response = *listed;
   if (globals.json) return PrintJson(response);
   if (response.topics_size() == 0) {
     std::cout << "no topics" << std::endl;
@@ -121,14 +115,12 @@ absl::Status ListGroups(const GlobalOptions& globals,
   absl::StatusOr<std::unique_ptr<Connection>> connection =
       Connection::Open(globals);
   if (!connection.ok()) return connection.status();
-  grpc::ClientContext context;
-  (*connection)->SetDeadline(context);
   hourglass::v1::ListGroupsRequest request;
   request.set_topic(options.topic);
-  hourglass::v1::ListGroupsResponse response;
-  const grpc::Status status =
-      (*connection)->admin().ListGroups(&context, request, &response);
-  if (!status.ok()) return (*connection)->Check(status);
+  absl::StatusOr<hourglass::v1::ListGroupsResponse> listed =
+      (*connection)->admin().ListGroups(request);
+  if (!listed.ok()) return (*connection)->Check(listed.status());
+  const hourglass::v1::ListGroupsResponse& response = *listed;
   if (globals.json) return PrintJson(response);
   if (response.groups_size() == 0) {
     std::cout << "no groups on " << options.topic << std::endl;
@@ -150,17 +142,14 @@ absl::Status CreateGroup(const GlobalOptions& globals,
   absl::StatusOr<std::unique_ptr<Connection>> connection =
       Connection::Open(globals);
   if (!connection.ok()) return connection.status();
-  grpc::ClientContext context;
-  (*connection)->SetDeadline(context);
   hourglass::v1::CreateGroupRequest request;
   request.set_topic(options.topic);
   request.set_group(options.group);
-  hourglass::v1::Group group;
-  const grpc::Status status =
-      (*connection)->admin().CreateGroup(&context, request, &group);
-  if (!status.ok()) return (*connection)->Check(status);
-  if (globals.json) return PrintJson(group);
-  std::cout << "created group " << group.name() << " on " << group.topic()
+  absl::StatusOr<hourglass::v1::Group> group =
+      (*connection)->admin().CreateGroup(request);
+  if (!group.ok()) return (*connection)->Check(group.status());
+  if (globals.json) return PrintJson(*group);
+  std::cout << "created group " << group->name() << " on " << group->topic()
             << std::endl;
   return absl::OkStatus();
 }
@@ -170,18 +159,15 @@ absl::Status DeleteGroup(const GlobalOptions& globals,
   absl::StatusOr<std::unique_ptr<Connection>> connection =
       Connection::Open(globals);
   if (!connection.ok()) return connection.status();
-  grpc::ClientContext context;
-  (*connection)->SetDeadline(context);
   hourglass::v1::DeleteGroupRequest request;
   request.set_topic(options.topic);
   request.set_group(options.group);
-  hourglass::v1::DeleteGroupResponse response;
-  const grpc::Status status =
-      (*connection)->admin().DeleteGroup(&context, request, &response);
-  if (!status.ok()) return (*connection)->Check(status);
-  if (globals.json) return PrintJson(response);
+  absl::StatusOr<hourglass::v1::DeleteGroupResponse> response =
+      (*connection)->admin().DeleteGroup(request);
+  if (!response.ok()) return (*connection)->Check(response.status());
+  if (globals.json) return PrintJson(*response);
   std::cout << "deleted group " << options.group << " of " << options.topic
-            << " (" << response.removed()
+            << " (" << response->removed()
             << " ready and in-flight entries removed)" << std::endl;
   return absl::OkStatus();
 }
@@ -226,14 +212,11 @@ absl::Status Purge(const GlobalOptions& globals, const PurgeOptions& options) {
   absl::StatusOr<std::unique_ptr<Connection>> connection =
       Connection::Open(globals);
   if (!connection.ok()) return connection.status();
-  grpc::ClientContext context;
-  (*connection)->SetDeadline(context);
-  hourglass::v1::PurgeTopicResponse response;
-  const grpc::Status status =
-      (*connection)->admin().PurgeTopic(&context, request, &response);
-  if (!status.ok()) return (*connection)->Check(status);
-  if (globals.json) return PrintJson(response);
-  std::cout << "purged " << response.purged() << " " << what << " messages of "
+  absl::StatusOr<hourglass::v1::PurgeTopicResponse> response =
+      (*connection)->admin().PurgeTopic(request);
+  if (!response.ok()) return (*connection)->Check(response.status());
+  if (globals.json) return PrintJson(*response);
+  std::cout << "purged " << response->purged() << " " << what << " messages of "
             << options.topic << std::endl;
   return absl::OkStatus();
 }

@@ -98,8 +98,8 @@ if [ "$BUILD" = 1 ]; then
 fi
 [ -n "$BUILD_DIR" ] || BUILD_DIR="$ROOT/build/release"
 HOURGLASSD="$BUILD_DIR/cmd/hourglassd/hourglassd"
-HOURGLASS="$BUILD_DIR/cmd/hourglass/hourglass"
-for binary in "$HOURGLASSD" "$HOURGLASS"; do
+HOURGLASS_BENCH="$BUILD_DIR/cmd/hourglass-bench/hourglass-bench"
+for binary in "$HOURGLASSD" "$HOURGLASS_BENCH"; do
   [ -x "$binary" ] || { log "no $binary (drop --no-build)"; exit 1; }
 done
 
@@ -169,14 +169,14 @@ start_redis() {  # NAME APPENDFSYNC
   SERVER_PID="$(cat "$SERVER_DIR/redis.pid")"
 }
 
-# hourglass bench --json against the running hourglassd; the JSON to FILE.
+# hourglass-bench --json against the running hourglassd; the JSON to FILE.
 hg_bench() {  # FILE ARGS...
   local file="$OUT/$1.json"
   shift
-  log "hourglass bench $*"
-  "$HOURGLASS" --addr="127.0.0.1:$PORT" --timeout=60s --json bench \
+  log "hourglass-bench $*"
+  "$HOURGLASS_BENCH" --addr="127.0.0.1:$PORT" --timeout=60s --json \
     --durability=sync "$@" >"$file" 2>"${file%.json}.err" || {
-    log "hourglass bench failed: $(tail -n 1 "${file%.json}.err")"
+    log "hourglass-bench failed: $(tail -n 1 "${file%.json}.err")"
   }
 }
 

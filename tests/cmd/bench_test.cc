@@ -1,4 +1,4 @@
-// The parts of `hourglass bench` that need no broker: the latency
+// The parts of hourglass-bench that need no broker: the latency
 // histogram and the --delay syntax.
 
 #include <algorithm>
@@ -7,12 +7,12 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "cmd/hourglass/bench_histogram.h"
-#include "cmd/hourglass/bench_workload.h"
+#include "cmd/hourglass-bench/histogram.h"
+#include "cmd/hourglass-bench/workload.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace hourglass::cli {
+namespace hourglass::bench {
 namespace {
 
 TEST(LatencyHistogramTest, EmptyReportsZero) {
@@ -129,16 +129,17 @@ TEST(PublishPlanTest, PacesToTheRateAndCarriesTheSequence) {
   EXPECT_EQ(second.send_at, start + absl::Milliseconds(10));
 
   absl::BitGen random;
-  hourglass::v1::PublishRequest request;
-  plan.Fill(second, random, request);
-  ASSERT_EQ(request.messages_size(), 10);
+  std::vector<client::Message> messages;
+  plan.Fill(second, random, messages);
+  ASSERT_EQ(messages.size(), 10u);
   uint64_t sequence = 0;
-  ASSERT_TRUE(ReadSequence(request.messages(3).payload(), sequence));
+  ASSERT_TRUE(ReadSequence(messages[3].payload, sequence));
   EXPECT_EQ(sequence, 13u);
-  EXPECT_EQ(request.messages(3).payload().size(), 10u);
-  EXPECT_EQ(request.messages(3).deliver_at().seconds(), 1001);
+  EXPECT_EQ(messages[3].payload.size(), 10u);
+  EXPECT_EQ(messages[3].deliver_at, absl::FromUnixSeconds(1001));
+  EXPECT_EQ(messages[3].topic, "t");
   EXPECT_EQ(plan.hot_instant(), start + absl::Seconds(1));
 }
 
 }  // namespace
-}  // namespace hourglass::cli
+}  // namespace hourglass::bench

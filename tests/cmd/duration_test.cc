@@ -1,6 +1,6 @@
 // The hourglass CLI's duration and time parsing and formatting.
 
-#include "cmd/hourglass/duration.h"
+#include "cmd/common/duration.h"
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"

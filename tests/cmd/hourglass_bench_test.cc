@@ -1,4 +1,4 @@
-// Runs the real `hourglass bench` briefly against a real hourglassd and
+// Runs the real hourglass-bench briefly against a real hourglassd and
 // checks the summary's exact structure, that every message was delivered
 // once and none early, in the human form and with --json.
 
@@ -64,15 +64,17 @@ class HourglassBenchTest : public ::testing::Test {
     daemon_ = *std::move(daemon);
   }
 
-  // Runs `hourglass --addr=... ARGS` with stdout and stderr apart.
+  // Runs `PROGRAM --addr=... ARGS` (PROGRAM: hourglass-bench unless
+  // given) with stdout and stderr apart.
   struct Output {
     int exit_code;
     std::string out;
     std::string err;
   };
-  Output Bench(const std::vector<std::string>& args) {
+  Output Bench(const std::vector<std::string>& args,
+               const std::string& program = HOURGLASS_BENCH_PATH) {
     std::vector<std::string> quoted = {
-        absl::StrCat("'", HOURGLASS_PATH, "'"),
+        absl::StrCat("'", program, "'"),
         absl::StrCat("--addr=", daemon_->address())};
     for (const std::string& arg : args) {
       quoted.push_back(absl::StrCat("'", arg, "'"));
@@ -95,9 +97,9 @@ TEST_F(HourglassBenchTest, SummaryHasEveryFigureAndAllWereDelivered) {
   // Consumers on Subscribe, a gRPC message per delivery (the JSON test
   // below takes the default, SubscribeBatches).
   const Output run =
-      Bench({"bench", "--count=500", "--batch=50", "--producers=2",
-             "--concurrency=4", "--consumers=2", "--consume=single",
-             "--delay=1200ms", "--durability=sync"});
+      Bench({"--count=500", "--batch=50", "--producers=2", "--concurrency=4",
+             "--consumers=2", "--consume=single", "--delay=1200ms",
+             "--durability=sync"});
   ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
   EXPECT_THAT(
       Lines(run.out),
@@ -121,7 +123,7 @@ TEST_F(HourglassBenchTest, SummaryHasEveryFigureAndAllWereDelivered) {
 
 TEST_F(HourglassBenchTest, JsonOfAHotSecond) {
   const Output run =
-      Bench({"--json", "bench", "--topic=hot", "--count=300", "--batch=10",
+      Bench({"--json", "--topic=hot", "--count=300", "--batch=10",
              "--producers=1", "--concurrency=2", "--payload=64",
              "--delay=hot:1s", "--durability=async"});
   ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
@@ -145,9 +147,9 @@ TEST_F(HourglassBenchTest, JsonOfAHotSecond) {
 // On PublishStream: single messages as requests on one stream per
 // producer, paced to the rate.
 TEST_F(HourglassBenchTest, PublishOnlyAtARateOnStreams) {
-  const Output run = Bench({"bench", "--consumers=0", "--count=200",
-                            "--batch=1", "--concurrency=8", "--rate=2000",
-                            "--delay=1h", "--publish=stream"});
+  const Output run =
+      Bench({"--consumers=0", "--count=200", "--batch=1", "--concurrency=8",
+             "--rate=2000", "--delay=1h", "--publish=stream"});
   ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
   const std::vector<std::string> lines = Lines(run.out);
   ASSERT_EQ(lines.size(), 10u) << run.out;
@@ -163,23 +165,36 @@ TEST_F(HourglassBenchTest, PublishOnlyAtARateOnStreams) {
 }
 
 TEST_F(HourglassBenchTest, RefusesBadFlagsBeforeConnecting) {
-  Output run = Bench({"bench", "--delay=soon"});
+  Output run = Bench({"--delay=soon"});
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_EQ(run.err,
-            "hourglass: --delay: \"soon\" is not a delay (use a duration such "
-            "as 5s, a range such as 1s..10s, or hot:30s)\n");
+            "hourglass-bench: --delay: \"soon\" is not a delay (use a "
+            "duration such as 5s, a range such as 1s..10s, or hot:30s)\n");
 
-  run = Bench({"bench", "--producers=4", "--concurrency=2"});
+  run = Bench({"--producers=4", "--concurrency=2"});
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_EQ(run.err,
-            "hourglass: --concurrency: must be at least --producers (4): "
-            "each producer keeps a call in flight\n");
+            "hourglass-bench: --concurrency: must be at least --producers "
+            "(4): each producer keeps a call in flight\n");
 
-  run = Bench({"bench", "--consume=bulk"});
+  run = Bench({"--consume=bulk"});
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_EQ(run.err,
-            "hourglass: --consume: bulk not in {batches,single} (see hourglass "
-            "bench --help)\n");
+            "hourglass-bench: --consume: bulk not in {batches,single} (see "
+            "hourglass-bench --help)\n");
+}
+
+// The operator's CLI no longer loads brokers; `hourglass bench` says where
+// the load generator went, and runs nothing.
+TEST_F(HourglassBenchTest, TheCliSaysTheBenchMoved) {
+  const Output run =
+      Bench({"bench", "--count=10", "--consumers=0"}, HOURGLASS_PATH);
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_EQ(run.out, "");
+  EXPECT_EQ(run.err,
+            "hourglass: bench moved to a program of its own: run "
+            "hourglass-bench with the same flags (see hourglass-bench "
+            "--help)\n");
 }
 
 }  // namespace

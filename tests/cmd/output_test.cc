@@ -1,6 +1,6 @@
 // The hourglass CLI's tables, JSON and escaping.
 
-#include "cmd/hourglass/output.h"
+#include "cmd/common/output.h"
 
 #include "gtest/gtest.h"
 #include "hourglass/v1/admin.pb.h"

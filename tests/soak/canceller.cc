@@ -3,9 +3,6 @@
 #include <algorithm>
 #include <utility>
 
-#include "grpcpp/client_context.h"
-#include "hourglass/v1/broker.pb.h"
-
 namespace hourglass::soak {
 namespace {
 
@@ -61,24 +58,18 @@ void Canceller::CancelOne(const std::string& id) {
     // Stopped: the message simply stays uncancelled.
     if (connection_ == nullptr) return;
   }
-  hourglass::v1::CancelRequest request;
-  request.set_topic(shared_->config.topic);
-  request.set_id(id);
-  hourglass::v1::CancelResponse response;
-  grpc::ClientContext context;
-  connection_->SetDeadline(context);
   ++shared_->counters.cancel_calls;
-  const grpc::Status status =
-      connection_->broker().Cancel(&context, request, &response);
+  const absl::Status status =
+      connection_->publisher->Cancel(shared_->config.topic, id);
   const absl::Time answered_at = absl::Now();
-  switch (status.error_code()) {
-    case grpc::StatusCode::OK:
+  switch (status.code()) {
+    case absl::StatusCode::kOk:
       shared_->ledger->CancelSucceeded(id, answered_at);
       return;
-    case grpc::StatusCode::NOT_FOUND:
+    case absl::StatusCode::kNotFound:
       shared_->ledger->CancelNotFound(id, answered_at);
       return;
-    case grpc::StatusCode::ABORTED:
+    case absl::StatusCode::kAborted:
       // A write of the message is in progress; nothing changed. Try again
       // shortly.
       Offer(id, answered_at + absl::Milliseconds(20));
@@ -86,9 +77,9 @@ void Canceller::CancelOne(const std::string& id) {
     default:
       break;
   }
-  if (!OutcomeUnknown(status.error_code()) ||
-      status.error_code() == grpc::StatusCode::INTERNAL ||
-      status.error_code() == grpc::StatusCode::UNKNOWN) {
+  if (!OutcomeUnknown(status.code()) ||
+      status.code() == absl::StatusCode::kInternal ||
+      status.code() == absl::StatusCode::kUnknown) {
     ReportUnexpected(*shared_, "Cancel " + id, status);
   }
   shared_->ledger->CancelUnknown(id);

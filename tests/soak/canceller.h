@@ -50,7 +50,7 @@ class Canceller {
   Shared* const shared_;
   std::mt19937_64 rng_;
   // Touched only by the canceller's thread.
-  std::unique_ptr<cli::Connection> connection_;
+  std::unique_ptr<Connection> connection_;
 
   absl::Mutex mu_;
   std::priority_queue<Planned, std::vector<Planned>, std::greater<>> plans_

@@ -1,5 +1,6 @@
 #include "tests/soak/consumer.h"
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <utility>
@@ -22,14 +23,6 @@ constexpr absl::Duration kPoll = absl::Milliseconds(100);
 constexpr absl::Duration kMaxAway = absl::Seconds(1);
 constexpr absl::Duration kCloseTimeout = absl::Seconds(10);
 
-google::protobuf::Duration ToProto(absl::Duration d) {
-  google::protobuf::Duration proto;
-  const int64_t ms = absl::ToInt64Milliseconds(d);
-  proto.set_seconds(ms / 1000);
-  proto.set_nanos(static_cast<int32_t>(ms % 1000) * 1'000'000);
-  return proto;
-}
-
 }  // namespace
 
 Consumer::Consumer(Shared* shared, int group, int index)
@@ -43,14 +36,16 @@ void Consumer::Start() {
 
 void Consumer::Join() { thread_.join(); }
 
-hourglass::v1::Open Consumer::NextOpen() {
-  hourglass::v1::Open open;
-  open.set_topic(shared_->config.topic);
-  open.set_group(GroupName(group_));
-  open.set_max_in_flight(absl::Uniform(absl::IntervalClosed, rng_, 1u, 64u));
-  *open.mutable_ack_timeout() = ToProto(absl::Milliseconds(
-      absl::Uniform(absl::IntervalClosed, rng_, 1000, 2500)));
-  return open;
+client::ConsumerOptions Consumer::NextOptions() {
+  client::ConsumerOptions options;
+  options.topic = shared_->config.topic;
+  options.group = GroupName(group_);
+  options.rpc = client::ConsumerOptions::Rpc::kSubscribe;
+  options.reconnect = false;
+  options.max_in_flight = absl::Uniform(absl::IntervalClosed, rng_, 1u, 64u);
+  options.ack_timeout =
+      absl::Milliseconds(absl::Uniform(absl::IntervalClosed, rng_, 1000, 2500));
+  return options;
 }
 
 void Consumer::Run() {
@@ -61,9 +56,18 @@ void Consumer::Run() {
       if (connection_ == nullptr) return;
     }
     End end;
-    {
-      testing::Subscription subscription(&connection_->broker(), NextOpen());
-      end = Serve(subscription);
+    absl::StatusOr<std::unique_ptr<client::Consumer>> subscription =
+        client::Consumer::Subscribe(connection_->channel, NextOptions());
+    if (subscription.ok()) {
+      end = Serve(**subscription);
+      subscription->reset();
+    } else {
+      // Refused, or the broker went away meanwhile.
+      ++shared_->counters.stream_ends;
+      if (subscription.status().code() != absl::StatusCode::kUnavailable) {
+        ReportUnexpected(*shared_, "Subscribe", subscription.status());
+      }
+      end = End::kLost;
     }
     switch (end) {
       case End::kStop:
@@ -85,7 +89,7 @@ void Consumer::Run() {
   }
 }
 
-Consumer::End Consumer::Serve(testing::Subscription& subscription) {
+Consumer::End Consumer::Serve(client::Consumer& subscription) {
   Ledger& ledger = *shared_->ledger;
   const absl::Time leave_at =
       absl::Now() +
@@ -93,30 +97,30 @@ Consumer::End Consumer::Serve(testing::Subscription& subscription) {
   // Deliveries read but not answered when the stream ends still count as
   // delivered.
   auto record_rest = [&] {
-    for (const testing::Received& r : subscription.TakeQueued()) {
-      ledger.Delivered(group_, r.delivery, r.at);
+    for (const client::Delivery& d :
+         subscription.Receive(SIZE_MAX, absl::InfinitePast())) {
+      ledger.Delivered(group_, d, d.received_at);
     }
   };
   while (true) {
     if (shared_->stop_all.HasBeenNotified()) {
       subscription.Cancel();
-      subscription.WaitEnd(kCloseTimeout);
+      subscription.ended(absl::Now() + kCloseTimeout);
       record_rest();
       return End::kStop;
     }
-    std::vector<testing::Received> received = subscription.Take(1, kPoll);
-    for (testing::Received& r : subscription.TakeQueued()) {
-      received.push_back(std::move(r));
-    }
+    const std::vector<client::Delivery> received =
+        subscription.Receive(SIZE_MAX, absl::Now() + kPoll);
     const bool answered = Answer(subscription, received);
-    if (std::optional<grpc::Status> status =
-            subscription.WaitEnd(absl::ZeroDuration());
+    if (std::optional<absl::Status> status = subscription.ended();
         status.has_value() || !answered) {
-      if (!status.has_value()) status = subscription.WaitEnd(kCloseTimeout);
+      if (!status.has_value()) {
+        status = subscription.ended(absl::Now() + kCloseTimeout);
+      }
       record_rest();
       ++shared_->counters.stream_ends;
       if (status.has_value() &&
-          status->error_code() != grpc::StatusCode::UNAVAILABLE) {
+          status->code() != absl::StatusCode::kUnavailable) {
         ReportUnexpected(*shared_, "Subscribe", *status);
       }
       return End::kLost;
@@ -125,11 +129,11 @@ Consumer::End Consumer::Serve(testing::Subscription& subscription) {
       ++shared_->counters.disconnects;
       if (absl::Bernoulli(rng_, 0.5)) {
         subscription.Cancel();
-        subscription.WaitEnd(kCloseTimeout);
+        subscription.ended(absl::Now() + kCloseTimeout);
       } else {
-        const grpc::Status status = subscription.Close(kCloseTimeout);
-        if (!status.ok() &&
-            status.error_code() != grpc::StatusCode::UNAVAILABLE) {
+        const absl::Status status =
+            subscription.Close(absl::Now() + kCloseTimeout);
+        if (!status.ok() && status.code() != absl::StatusCode::kUnavailable) {
           ReportUnexpected(*shared_, "Subscribe (closed)", status);
         }
       }
@@ -139,24 +143,25 @@ Consumer::End Consumer::Serve(testing::Subscription& subscription) {
   }
 }
 
-bool Consumer::Answer(testing::Subscription& subscription,
-                      const std::vector<testing::Received>& received) {
+bool Consumer::Answer(client::Consumer& subscription,
+                      const std::vector<client::Delivery>& received) {
   Ledger& ledger = *shared_->ledger;
   const bool draining = shared_->stop_producing.HasBeenNotified();
   // All recorded first: a failed write below ends the answers.
-  for (const testing::Received& r : received) {
-    ledger.Delivered(group_, r.delivery, r.at);
+  for (const client::Delivery& d : received) {
+    ledger.Delivered(group_, d, d.received_at);
   }
   std::vector<std::string> acks;
-  for (const testing::Received& r : received) {
+  for (const client::Delivery& d : received) {
     const bool must_ack =
-        draining || r.delivery.attempt() >= shared_->config.max_attempts / 2;
+        draining || d.attempt >= shared_->config.max_attempts / 2;
     const double choice = absl::Uniform(rng_, 0.0, 1.0);
     if (must_ack || choice >= kNack + kIgnore) {
-      acks.push_back(r.delivery.id());
+      acks.push_back(d.id);
     } else if (choice < kNack) {
-      if (!subscription.Nack(r.delivery.id(),
-                             kMaxNackDelay * absl::Uniform(rng_, 0.0, 1.0))) {
+      if (!subscription
+               .Nack(d.id, kMaxNackDelay * absl::Uniform(rng_, 0.0, 1.0))
+               .ok()) {
         return false;
       }
       ++shared_->counters.nacks;
@@ -165,7 +170,7 @@ bool Consumer::Answer(testing::Subscription& subscription,
     }
   }
   if (acks.empty()) return true;
-  if (!subscription.Ack(acks)) return false;
+  if (!subscription.Ack(acks).ok()) return false;
   for (const std::string& id : acks) ledger.Acked(group_, id);
   return true;
 }

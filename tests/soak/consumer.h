@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "client/consumer.h"
 #include "tests/soak/context.h"
-#include "tests/testing/broker_client.h"
 
 namespace hourglass::soak {
 
@@ -36,17 +36,19 @@ class Consumer {
 
   void Run();
   // Serves one subscription until the consumer leaves it or loses it.
-  End Serve(testing::Subscription& subscription);
+  End Serve(client::Consumer& subscription);
   // Answers the deliveries just read; false if the stream is gone.
-  bool Answer(testing::Subscription& subscription,
-              const std::vector<testing::Received>& received);
-  hourglass::v1::Open NextOpen();
+  bool Answer(client::Consumer& subscription,
+              const std::vector<client::Delivery>& received);
+  // The next subscription's options: a random credit and ack timeout, and
+  // no reconnecting (the consumer does that, with a new connection).
+  client::ConsumerOptions NextOptions();
 
   Shared* const shared_;
   const int group_;
   std::mt19937_64 rng_;
   // Touched only by the consumer's thread.
-  std::unique_ptr<cli::Connection> connection_;
+  std::unique_ptr<Connection> connection_;
   std::thread thread_;
 };
 

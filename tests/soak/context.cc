@@ -39,22 +39,30 @@ bool Backoff::Wait(const absl::Notification& stop) {
   return !stop.WaitForNotificationWithTimeout(delay);
 }
 
-std::unique_ptr<cli::Connection> Connect(Shared& shared,
-                                         const absl::Notification& stop,
-                                         Backoff& backoff,
-                                         absl::Time deadline) {
+std::unique_ptr<Connection> Connect(Shared& shared,
+                                    const absl::Notification& stop,
+                                    Backoff& backoff, absl::Time deadline) {
   while (!stop.HasBeenNotified() && absl::Now() < deadline) {
-    cli::GlobalOptions options;
-    options.addr = ReadAddress(shared.addr_file);
-    options.timeout = absl::StrCat(
-        absl::ToInt64Milliseconds(shared.config.call_timeout), "ms");
-    if (!options.addr.empty()) {
-      absl::StatusOr<std::unique_ptr<cli::Connection>> connection =
-          cli::Connection::Open(options, /*own_connection=*/true);
-      if (connection.ok()) {
+    client::ChannelOptions options;
+    options.address = ReadAddress(shared.addr_file);
+    options.call_timeout = shared.config.call_timeout;
+    options.own_connection = true;
+    if (!options.address.empty()) {
+      absl::StatusOr<std::shared_ptr<client::Channel>> channel =
+          client::Channel::Create(options);
+      if (channel.ok() &&
+          (*channel)->Connect(shared.config.call_timeout).ok()) {
         ++shared.counters.connects;
         backoff.Reset();
-        return *std::move(connection);
+        auto connection = std::make_unique<Connection>();
+        connection->channel = *std::move(channel);
+        client::PublisherOptions publisher;
+        publisher.retry.max_attempts = 1;
+        connection->publisher =
+            std::make_unique<client::Publisher>(connection->channel, publisher);
+        connection->admin =
+            std::make_unique<client::Admin>(connection->channel);
+        return connection;
       }
     }
     if (!backoff.Wait(stop)) break;
@@ -62,13 +70,13 @@ std::unique_ptr<cli::Connection> Connect(Shared& shared,
   return nullptr;
 }
 
-bool OutcomeUnknown(grpc::StatusCode code) {
+bool OutcomeUnknown(absl::StatusCode code) {
   switch (code) {
-    case grpc::StatusCode::UNAVAILABLE:
-    case grpc::StatusCode::DEADLINE_EXCEEDED:
-    case grpc::StatusCode::CANCELLED:
-    case grpc::StatusCode::UNKNOWN:
-    case grpc::StatusCode::INTERNAL:
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kDeadlineExceeded:
+    case absl::StatusCode::kCancelled:
+    case absl::StatusCode::kUnknown:
+    case absl::StatusCode::kInternal:
       return true;
     default:
       return false;
@@ -76,11 +84,11 @@ bool OutcomeUnknown(grpc::StatusCode code) {
 }
 
 void ReportUnexpected(Shared& shared, const std::string& call,
-                      const grpc::Status& status) {
+                      const absl::Status& status) {
   ++shared.counters.unexpected_codes;
   std::cerr << absl::StrCat("soak: ", call, " answered ",
-                            static_cast<int>(status.error_code()), ": ",
-                            status.error_message(), "\n");
+                            static_cast<int>(status.code()), ": ",
+                            status.message(), "\n");
 }
 
 }  // namespace hourglass::soak

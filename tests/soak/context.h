@@ -7,10 +7,12 @@
 #include <random>
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
-#include "cmd/hourglass/connection.h"
-#include "grpcpp/support/status.h"
+#include "client/admin.h"
+#include "client/channel.h"
+#include "client/publisher.h"
 #include "tests/soak/ledger.h"
 
 namespace hourglass::soak {
@@ -82,21 +84,30 @@ class Backoff {
   absl::Duration next_ = kFirst;
 };
 
+// A worker's connection to the broker: a client::Channel of its own, and
+// the clients on it. The Publisher makes one attempt per call (its retries
+// are off): the soak retries itself, telling the ledger of every attempt.
+struct Connection {
+  std::shared_ptr<client::Channel> channel;
+  std::unique_ptr<client::Publisher> publisher;
+  std::unique_ptr<client::Admin> admin;
+};
+
 // Connects to the broker at the address the soak script last wrote to
 // `shared.addr_file` (it changes only if a restart could not bind the old
 // port), on a TCP connection of its own, retrying with `backoff` until it
 // succeeds; nullptr once `stop` is notified or `deadline` passed.
-std::unique_ptr<cli::Connection> Connect(
+std::unique_ptr<Connection> Connect(
     Shared& shared, const absl::Notification& stop, Backoff& backoff,
     absl::Time deadline = absl::InfiniteFuture());
 
 // True for codes after which a call's effect is unknown: it may or may not
 // have reached the broker and taken effect.
-bool OutcomeUnknown(grpc::StatusCode code);
+bool OutcomeUnknown(absl::StatusCode code);
 
 // Counts and logs a status the soak does not expect from a call.
 void ReportUnexpected(Shared& shared, const std::string& call,
-                      const grpc::Status& status);
+                      const absl::Status& status);
 
 }  // namespace hourglass::soak
 

@@ -11,10 +11,6 @@ namespace {
 // Violations kept word for word; beyond it they are only counted.
 constexpr size_t kMaxViolationTexts = 1000;
 
-absl::Time ToTime(const google::protobuf::Timestamp& t) {
-  return absl::FromUnixSeconds(t.seconds()) + absl::Nanoseconds(t.nanos());
-}
-
 std::string Show(absl::Time t) {
   return absl::FormatTime("%H:%M:%E3S", t, absl::UTCTimeZone());
 }
@@ -89,21 +85,21 @@ void Ledger::PublishStarted(const std::string& id) {
 }
 
 void Ledger::PublishSucceeded(const std::string& id,
-                              const hourglass::v1::Receipt& receipt) {
+                              const client::Receipt& receipt) {
   absl::MutexLock lock(&mu_);
   Message& m = messages_[id];
   --m.in_progress;
-  if (receipt.id() != id) {
-    Violation(absl::StrCat("publish of ", id, ": the receipt names id ",
-                           receipt.id()));
+  if (receipt.id != id) {
+    Violation(
+        absl::StrCat("publish of ", id, ": the receipt names id ", receipt.id));
   }
-  const absl::Time deliver_at = ToTime(receipt.deliver_at());
+  const absl::Time deliver_at = receipt.deliver_at;
   if (deliver_at < m.earliest) {
     Violation(absl::StrCat("publish of ", id, ": receipt deliver_at ",
                            Show(deliver_at), " is before the earliest ",
                            Show(m.earliest), " the request allows"));
   }
-  if (receipt.duplicate()) {
+  if (receipt.duplicate) {
     ++counts_.duplicates;
     // Only an earlier attempt with an unknown outcome may have stored it
     // (the soak never reuses an id).
@@ -180,11 +176,10 @@ void Ledger::CancelUnknown(const std::string& id) {
 }
 
 void Ledger::CheckDelivery(const std::string& group_name, const Message& m,
-                           const hourglass::v1::Delivery& d,
-                           absl::Time arrived) {
+                           const client::Delivery& d, absl::Time arrived) {
   const std::string what =
-      absl::StrCat(d.id(), " (attempt ", d.attempt(), ") to ", group_name);
-  const absl::Time deliver_at = ToTime(d.deliver_at());
+      absl::StrCat(d.id, " (attempt ", d.attempt, ") to ", group_name);
+  const absl::Time deliver_at = d.deliver_at;
   if (arrived < deliver_at) {
     Violation(absl::StrCat("early: ", what, " arrived at ", Show(arrived),
                            ", before its deliver_at ", Show(deliver_at)));
@@ -209,33 +204,33 @@ void Ledger::CheckDelivery(const std::string& group_name, const Message& m,
     Violation(absl::StrCat(what, " was delivered at ", Show(arrived),
                            " after its cancel succeeded"));
   }
-  if (d.topic() != topic_) {
-    Violation(absl::StrCat(what, " names topic ", d.topic()));
+  if (d.topic != topic_) {
+    Violation(absl::StrCat(what, " names topic ", d.topic));
   }
-  if (d.payload() != Payload(d.id(), m.payload_size)) {
-    Violation(absl::StrCat(what, " has a payload of ", d.payload().size(),
+  if (d.payload != Payload(d.id, m.payload_size)) {
+    Violation(absl::StrCat(what, " has a payload of ", d.payload.size(),
                            " bytes unlike the ", m.payload_size, " published"));
   }
-  auto header = d.headers().find("soak-id");
-  if (d.headers().size() != 1 || header == d.headers().end() ||
-      header->second != d.id()) {
+  auto header = d.headers.find("soak-id");
+  if (d.headers.size() != 1 || header == d.headers.end() ||
+      header->second != d.id) {
     Violation(absl::StrCat(what, " lost or changed its headers"));
   }
-  if (d.attempt() < 1 || d.attempt() > max_attempts_) {
+  if (d.attempt < 1 || d.attempt > max_attempts_) {
     Violation(absl::StrCat(what, ": attempt out of [1, ", max_attempts_, "]"));
   }
 }
 
-void Ledger::Delivered(int group, const hourglass::v1::Delivery& delivery,
+void Ledger::Delivered(int group, const client::Delivery& delivery,
                        absl::Time arrived) {
   absl::MutexLock lock(&mu_);
   ++counts_.deliveries;
-  if (delivery.attempt() > 1) ++counts_.redeliveries;
+  if (delivery.attempt > 1) ++counts_.redeliveries;
   const std::string group_name = GroupName(group);
-  auto it = messages_.find(delivery.id());
+  auto it = messages_.find(delivery.id);
   if (it == messages_.end()) {
-    Violation(absl::StrCat("unknown id ", delivery.id(), " (attempt ",
-                           delivery.attempt(), ") delivered to ", group_name));
+    Violation(absl::StrCat("unknown id ", delivery.id, " (attempt ",
+                           delivery.attempt, ") delivered to ", group_name));
     return;
   }
   Message& m = it->second;
@@ -244,16 +239,16 @@ void Ledger::Delivered(int group, const hourglass::v1::Delivery& delivery,
   if (g.acked) ++counts_.after_ack;
   // Attempts rise with each delivery of a copy to a group (they survive
   // restarts in the inflight table).
-  const absl::Time deliver_at = ToTime(delivery.deliver_at());
+  const absl::Time deliver_at = delivery.deliver_at;
   for (const Seen& seen : g.seen) {
-    if (seen.deliver_at == deliver_at && seen.attempt == delivery.attempt()) {
-      Violation(absl::StrCat(delivery.id(), " delivered to ", group_name,
-                             " twice as attempt ", delivery.attempt(), ", at ",
+    if (seen.deliver_at == deliver_at && seen.attempt == delivery.attempt) {
+      Violation(absl::StrCat(delivery.id, " delivered to ", group_name,
+                             " twice as attempt ", delivery.attempt, ", at ",
                              Show(seen.arrived), " and ", Show(arrived)));
       break;
     }
   }
-  g.seen.push_back({deliver_at, delivery.attempt(), arrived});
+  g.seen.push_back({deliver_at, delivery.attempt, arrived});
 }
 
 void Ledger::Acked(int group, const std::string& id) {

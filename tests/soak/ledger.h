@@ -10,7 +10,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "hourglass/v1/broker.pb.h"
+#include "client/message.h"
 
 namespace hourglass::soak {
 
@@ -55,8 +55,7 @@ class Ledger {
   // Another attempt of `id` is about to be sent.
   void PublishStarted(const std::string& id);
   // The attempt succeeded with `receipt`.
-  void PublishSucceeded(const std::string& id,
-                        const hourglass::v1::Receipt& receipt);
+  void PublishSucceeded(const std::string& id, const client::Receipt& receipt);
   // The attempt failed with a code that guarantees it stored nothing.
   void PublishRefused(const std::string& id);
   // The attempt's outcome is unknown (UNAVAILABLE, deadline, cancelled).
@@ -73,7 +72,7 @@ class Ledger {
   // ---- Consumers.
 
   // A consumer of `group` read `delivery` at `arrived`.
-  void Delivered(int group, const hourglass::v1::Delivery& delivery,
+  void Delivered(int group, const client::Delivery& delivery,
                  absl::Time arrived);
   // A consumer of `group` sent an ack of `id`.
   void Acked(int group, const std::string& id);
@@ -158,7 +157,7 @@ class Ledger {
   void Violation(std::string text) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Checks one delivery of a known message.
   void CheckDelivery(const std::string& group_name, const Message& m,
-                     const hourglass::v1::Delivery& d, absl::Time arrived)
+                     const client::Delivery& d, absl::Time arrived)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Constant after construction.

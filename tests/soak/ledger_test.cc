@@ -17,33 +17,21 @@ using ::testing::IsEmpty;
 // A fixed instant on a whole millisecond, as the broker's times are.
 const absl::Time kT0 = absl::FromUnixMillis(1'800'000'000'000);
 
-google::protobuf::Timestamp Proto(absl::Time t) {
-  google::protobuf::Timestamp proto;
-  const int64_t ms = absl::ToUnixMillis(t);
-  proto.set_seconds(ms / 1000);
-  proto.set_nanos(static_cast<int32_t>(ms % 1000) * 1'000'000);
-  return proto;
+client::Receipt Receipt(const std::string& id, absl::Time deliver_at,
+                        bool duplicate = false) {
+  return client::Receipt{
+      .id = id, .deliver_at = deliver_at, .duplicate = duplicate};
 }
 
-hourglass::v1::Receipt Receipt(const std::string& id, absl::Time deliver_at,
-                               bool duplicate = false) {
-  hourglass::v1::Receipt receipt;
-  receipt.set_id(id);
-  *receipt.mutable_deliver_at() = Proto(deliver_at);
-  receipt.set_duplicate(duplicate);
-  return receipt;
-}
-
-hourglass::v1::Delivery Delivery(const std::string& id, absl::Time deliver_at,
-                                 uint32_t attempt = 1,
-                                 size_t payload_size = 10) {
-  hourglass::v1::Delivery d;
-  d.set_id(id);
-  d.set_topic("soak");
-  d.set_payload(Ledger::Payload(id, payload_size));
-  (*d.mutable_headers())["soak-id"] = id;
-  *d.mutable_deliver_at() = Proto(deliver_at);
-  d.set_attempt(attempt);
+client::Delivery Delivery(const std::string& id, absl::Time deliver_at,
+                          uint32_t attempt = 1, size_t payload_size = 10) {
+  client::Delivery d;
+  d.id = id;
+  d.topic = "soak";
+  d.payload = Ledger::Payload(id, payload_size);
+  d.headers["soak-id"] = id;
+  d.deliver_at = deliver_at;
+  d.attempt = attempt;
   return d;
 }
 
@@ -240,9 +228,9 @@ TEST_F(LedgerTest, RepeatedAttemptNumberIsReported) {
 
 TEST_F(LedgerTest, ChangedPayloadOrHeadersAreReported) {
   Publish("p0-0", kT0);
-  hourglass::v1::Delivery d = Delivery("p0-0", kT0);
-  d.set_payload("something else");
-  d.mutable_headers()->clear();
+  client::Delivery d = Delivery("p0-0", kT0);
+  d.payload = "something else";
+  d.headers.clear();
   ledger_.Delivered(0, d, kT0);
   DeliverAndAck("p0-0", kT0);
   EXPECT_THAT(ledger_.Verify(),

@@ -5,7 +5,6 @@
 #include "absl/random/distributions.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "grpcpp/client_context.h"
 
 namespace hourglass::soak {
 namespace {
@@ -23,14 +22,6 @@ constexpr size_t kMaxPayload = 256;
 
 absl::Time FloorMillis(absl::Time t) {
   return absl::FromUnixMillis(absl::ToUnixMillis(t));
-}
-
-google::protobuf::Timestamp ToProto(absl::Time t) {
-  google::protobuf::Timestamp proto;
-  const int64_t ms = absl::ToUnixMillis(t);
-  proto.set_seconds(ms / 1000);
-  proto.set_nanos(static_cast<int32_t>(ms % 1000) * 1'000'000);
-  return proto;
 }
 
 }  // namespace
@@ -70,14 +61,14 @@ Producer::Batch Producer::NextBatch() {
       absl::ToInt64Milliseconds(shared_->config.max_delay);
   const absl::Time now = absl::Now();
   for (int i = 0; i < size; ++i) {
-    hourglass::v1::Message* m = batch.request.add_messages();
+    client::Message& m = batch.messages.emplace_back();
     const std::string id = absl::StrCat("p", index_, "-", next_id_++);
     const size_t payload_size =
         absl::Uniform(absl::IntervalClosed, rng_, size_t{0}, kMaxPayload);
-    m->set_topic(i == batch.bad_index ? "bad topic" : shared_->config.topic);
-    m->set_id(id);
-    m->set_payload(Ledger::Payload(id, payload_size));
-    (*m->mutable_headers())["soak-id"] = id;
+    m.topic = i == batch.bad_index ? "bad topic" : shared_->config.topic;
+    m.id = id;
+    m.payload = Ledger::Payload(id, payload_size);
+    m.headers["soak-id"] = id;
     const absl::Duration delay = absl::Milliseconds(
         absl::Uniform(absl::IntervalClosed, rng_, int64_t{0}, max_delay_ms));
     // The broker adds a delay to its clock when it takes the call, later
@@ -85,12 +76,9 @@ Producer::Batch Producer::NextBatch() {
     // unless it is past.
     absl::Time earliest = FloorMillis(now + delay);
     if (absl::Bernoulli(rng_, kAbsolute)) {
-      *m->mutable_deliver_at() = ToProto(earliest);
+      m.deliver_at = earliest;
     } else {
-      m->mutable_delay()->set_seconds(absl::ToInt64Milliseconds(delay) / 1000);
-      m->mutable_delay()->set_nanos(
-          static_cast<int32_t>(absl::ToInt64Milliseconds(delay) % 1000) *
-          1'000'000);
+      m.delay = delay;
     }
     if (i != batch.bad_index) {
       batch.entries.push_back({id, payload_size, earliest});
@@ -116,40 +104,39 @@ void Producer::Publish(const Batch& batch) {
     }
     ++shared_->counters.publish_calls;
     if (first && batch.bad_index >= 0) ++shared_->counters.bad_batches;
-    hourglass::v1::PublishResponse response;
-    grpc::ClientContext context;
-    connection_->SetDeadline(context);
-    const grpc::Status status =
-        connection_->broker().Publish(&context, batch.request, &response);
-    if (Settle(batch, status, response)) return;
+    if (Settle(batch, connection_->publisher->PublishBatch(batch.messages))) {
+      return;
+    }
     if (!backoff.Wait(shared_->stop_all)) return;
   }
 }
 
-bool Producer::Settle(const Batch& batch, const grpc::Status& status,
-                      const hourglass::v1::PublishResponse& response) {
+bool Producer::Settle(
+    const Batch& batch,
+    const absl::StatusOr<std::vector<client::Receipt>>& receipts) {
   Ledger& ledger = *shared_->ledger;
   const bool bad = batch.bad_index >= 0;
-  switch (status.error_code()) {
-    case grpc::StatusCode::OK:
-      Succeeded(batch, response);
+  const absl::Status& status = receipts.status();
+  switch (status.code()) {
+    case absl::StatusCode::kOk:
+      Succeeded(batch, *receipts);
       return true;
-    case grpc::StatusCode::INVALID_ARGUMENT:
+    case absl::StatusCode::kInvalidArgument:
       for (const Entry& e : batch.entries) ledger.PublishRefused(e.id);
       if (!bad) {
         ledger.AddViolation(
             absl::StrCat("a valid batch (", batch.entries.front().id,
-                         " ...) was refused: ", status.error_message()));
+                         " ...) was refused: ", status.message()));
       } else if (!absl::StartsWith(
-                     status.error_message(),
+                     status.message(),
                      absl::StrCat("message ", batch.bad_index, ": "))) {
         ledger.AddViolation(absl::StrCat(
             "the refusal of a batch whose message ", batch.bad_index,
-            " is bad names another: ", status.error_message()));
+            " is bad names another: ", status.message()));
       }
       return true;
-    case grpc::StatusCode::RESOURCE_EXHAUSTED:
-    case grpc::StatusCode::ABORTED:
+    case absl::StatusCode::kResourceExhausted:
+    case absl::StatusCode::kAborted:
       // Nothing stored; the broker asks for a retry.
       for (const Entry& e : batch.entries) ledger.PublishRefused(e.id);
       ++shared_->counters.publish_retry_later;
@@ -157,9 +144,9 @@ bool Producer::Settle(const Batch& batch, const grpc::Status& status,
     default:
       break;
   }
-  if (!OutcomeUnknown(status.error_code()) ||
-      status.error_code() == grpc::StatusCode::INTERNAL ||
-      status.error_code() == grpc::StatusCode::UNKNOWN) {
+  if (!OutcomeUnknown(status.code()) ||
+      status.code() == absl::StatusCode::kInternal ||
+      status.code() == absl::StatusCode::kUnknown) {
     ReportUnexpected(*shared_, "Publish", status);
   }
   for (const Entry& e : batch.entries) ledger.PublishUnknown(e.id);
@@ -171,29 +158,26 @@ bool Producer::Settle(const Batch& batch, const grpc::Status& status,
 }
 
 void Producer::Succeeded(const Batch& batch,
-                         const hourglass::v1::PublishResponse& response) {
+                         const std::vector<client::Receipt>& receipts) {
   Ledger& ledger = *shared_->ledger;
   if (batch.bad_index >= 0) {
     ledger.AddViolation(absl::StrCat("a batch with a bad message (",
                                      batch.entries.front().id,
                                      " ...) was accepted"));
   }
-  if (response.receipts_size() != batch.request.messages_size()) {
-    ledger.AddViolation(
-        absl::StrCat("publish of ", batch.request.messages_size(),
-                     " messages (", batch.entries.front().id, " ...) got ",
-                     response.receipts_size(), " receipts"));
+  if (receipts.size() != batch.messages.size()) {
+    ledger.AddViolation(absl::StrCat(
+        "publish of ", batch.messages.size(), " messages (",
+        batch.entries.front().id, " ...) got ", receipts.size(), " receipts"));
     for (const Entry& e : batch.entries) ledger.PublishUnknown(e.id);
     return;
   }
   size_t entry = 0;
-  for (int i = 0; i < response.receipts_size(); ++i) {
-    if (i == batch.bad_index) continue;
+  for (size_t i = 0; i < receipts.size(); ++i) {
+    if (static_cast<int>(i) == batch.bad_index) continue;
     const Entry& e = batch.entries[entry++];
-    ledger.PublishSucceeded(e.id, response.receipts(i));
-    const google::protobuf::Timestamp& due = response.receipts(i).deliver_at();
-    OfferCancels(e.id, absl::FromUnixSeconds(due.seconds()) +
-                           absl::Nanoseconds(due.nanos()));
+    ledger.PublishSucceeded(e.id, receipts[i]);
+    OfferCancels(e.id, receipts[i].deliver_at);
   }
 }
 

@@ -9,8 +9,9 @@
 #include <thread>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "hourglass/v1/broker.pb.h"
+#include "client/message.h"
 #include "tests/soak/canceller.h"
 #include "tests/soak/context.h"
 
@@ -42,10 +43,10 @@ class Producer {
     absl::Time earliest;  // The earliest deliver_at the broker may give it.
   };
   struct Batch {
-    hourglass::v1::PublishRequest request;
+    std::vector<client::Message> messages;
     // The valid messages, in request order, without the bad one.
     std::vector<Entry> entries;
-    // The index in `request` of the bad message; -1 if none.
+    // The index in `messages` of the bad message; -1 if none.
     int bad_index = -1;
   };
 
@@ -54,10 +55,10 @@ class Producer {
   // Sends `batch` until the broker answers it (or the soak stops).
   void Publish(const Batch& batch);
   // Handles the broker's answer to one attempt; false to send it again.
-  bool Settle(const Batch& batch, const grpc::Status& status,
-              const hourglass::v1::PublishResponse& response);
+  bool Settle(const Batch& batch,
+              const absl::StatusOr<std::vector<client::Receipt>>& receipts);
   void Succeeded(const Batch& batch,
-                 const hourglass::v1::PublishResponse& response);
+                 const std::vector<client::Receipt>& receipts);
   // Offers some of the batch's messages to the canceller.
   void OfferCancels(const std::string& id, absl::Time deliver_at);
 
@@ -67,7 +68,7 @@ class Producer {
   std::mt19937_64 rng_;
   uint64_t next_id_ = 0;
   // Touched only by the producer's thread.
-  std::unique_ptr<cli::Connection> connection_;
+  std::unique_ptr<Connection> connection_;
   std::thread thread_;
 };
 

@@ -27,7 +27,6 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "grpcpp/client_context.h"
 #include "hourglass/v1/admin.pb.h"
 #include "tests/soak/canceller.h"
 #include "tests/soak/consumer.h"
@@ -78,22 +77,18 @@ bool RegisterGroups(Shared& shared, absl::Time deadline) {
   absl::Notification never;
   for (int g = 0; g < shared.config.groups; ++g) {
     while (true) {
-      std::unique_ptr<cli::Connection> connection =
+      std::unique_ptr<Connection> connection =
           Connect(shared, never, backoff, deadline);
       if (connection == nullptr) return false;
       hourglass::v1::CreateGroupRequest request;
       request.set_topic(shared.config.topic);
       request.set_group(GroupName(g));
-      hourglass::v1::Group response;
-      grpc::ClientContext context;
-      connection->SetDeadline(context);
-      const grpc::Status status =
-          connection->admin().CreateGroup(&context, request, &response);
-      if (status.ok() ||
-          status.error_code() == grpc::StatusCode::ALREADY_EXISTS) {
+      const absl::Status status =
+          connection->admin->CreateGroup(request).status();
+      if (status.ok() || status.code() == absl::StatusCode::kAlreadyExists) {
         break;
       }
-      if (!OutcomeUnknown(status.error_code())) {
+      if (!OutcomeUnknown(status.code())) {
         ReportUnexpected(shared, "CreateGroup", status);
       }
       backoff.Wait(never);
@@ -105,17 +100,15 @@ bool RegisterGroups(Shared& shared, absl::Time deadline) {
 // What the broker still holds of the topic and its dead letters; "" if
 // nothing. Unknown (the call failed, or the stats lack the topic or one of
 // its groups) reads as "?".
-std::string Leftovers(Shared& shared, cli::Connection& connection) {
+std::string Leftovers(Shared& shared, Connection& connection) {
   hourglass::v1::GetStatsRequest request;
   request.set_topic(shared.config.topic);
-  hourglass::v1::GetStatsResponse response;
-  grpc::ClientContext context;
-  connection.SetDeadline(context);
-  const grpc::Status status =
-      connection.admin().GetStats(&context, request, &response);
-  if (!status.ok()) {
-    return absl::StrCat("? (GetStats: ", status.error_message(), ")");
+  const absl::StatusOr<hourglass::v1::GetStatsResponse> stats =
+      connection.admin->GetStats(request);
+  if (!stats.ok()) {
+    return absl::StrCat("? (GetStats: ", stats.status().message(), ")");
   }
+  const hourglass::v1::GetStatsResponse& response = *stats;
   const hourglass::v1::TopicStats* topic = nullptr;
   for (const hourglass::v1::TopicStats& t : response.topics()) {
     if (t.topic() == shared.config.topic) topic = &t;
@@ -153,7 +146,7 @@ std::string AwaitEmptyBroker(Shared& shared, absl::Time deadline) {
   std::mt19937_64 rng = WorkerRng(shared.config.seed, kMainRole, 1);
   Backoff backoff(&rng);
   absl::Notification never;
-  std::unique_ptr<cli::Connection> connection;
+  std::unique_ptr<Connection> connection;
   std::string held = "? (no answer)";
   while (absl::Now() < deadline) {
     if (connection == nullptr) {

@@ -1,8 +1,11 @@
 #include "tests/testing/broker_client.h"
 
+#include <cstdint>
 #include <utility>
 
 #include "absl/status/status.h"
+#include "client/internal/convert.h"
+#include "client/internal/publish_stream.h"
 
 namespace hourglass::testing {
 namespace {
@@ -16,7 +19,7 @@ void SetDeadline(grpc::ClientContext& context) {
 }  // namespace
 
 absl::Time ToTime(const google::protobuf::Timestamp& t) {
-  return absl::FromUnixSeconds(t.seconds()) + absl::Nanoseconds(t.nanos());
+  return client::internal::FromProto(t);
 }
 
 hourglass::v1::Message NewMessage(const std::string& topic,
@@ -26,9 +29,7 @@ hourglass::v1::Message NewMessage(const std::string& topic,
   m.set_topic(topic);
   m.set_payload(payload);
   m.set_id(id);
-  const int64_t nanos = absl::ToInt64Nanoseconds(delay);
-  m.mutable_delay()->set_seconds(nanos / 1'000'000'000);
-  m.mutable_delay()->set_nanos(static_cast<int32_t>(nanos % 1'000'000'000));
+  *m.mutable_delay() = client::internal::ToProto(delay);
   return m;
 }
 
@@ -56,20 +57,21 @@ absl::StatusOr<hourglass::v1::Receipt> BrokerClient::Publish(
 grpc::Status BrokerClient::PublishStream(
     const std::vector<hourglass::v1::PublishRequest>& requests,
     std::vector<hourglass::v1::PublishAnswer>* answers) {
-  grpc::ClientContext context;
-  SetDeadline(context);
-  auto stream = stub_->PublishStream(&context);
+  client::internal::PublishStream stream(
+      *stub_, [](grpc::ClientContext& context) { SetDeadline(context); });
+  // Answers come in order, on the stream's read chain.
+  absl::Mutex mu;
   for (const hourglass::v1::PublishRequest& request : requests) {
-    if (!stream->Write(request)) break;
+    stream.Send(&request, absl::InfiniteFuture(),
+                [&mu, answers](const grpc::Status&,
+                               hourglass::v1::PublishAnswer* answer) {
+                  if (answer == nullptr) return;  // The stream ended first.
+                  absl::MutexLock lock(&mu);
+                  answers->push_back(std::move(*answer));
+                });
   }
-  stream->WritesDone();
-  hourglass::v1::PublishStreamResponse response;
-  while (stream->Read(&response)) {
-    for (hourglass::v1::PublishAnswer& answer : *response.mutable_answers()) {
-      answers->push_back(std::move(answer));
-    }
-  }
-  return stream->Finish();
+  stream.CloseWrites();
+  return *stream.WaitDone(absl::InfiniteFuture());
 }
 
 grpc::Status BrokerClient::PublishStream(
@@ -107,65 +109,45 @@ std::unique_ptr<Subscription> BrokerClient::Subscribe(
   open.set_group(group);
   open.set_max_in_flight(max_in_flight);
   if (ack_timeout > absl::ZeroDuration()) {
-    const int64_t nanos = absl::ToInt64Nanoseconds(ack_timeout);
-    open.mutable_ack_timeout()->set_seconds(nanos / 1'000'000'000);
-    open.mutable_ack_timeout()->set_nanos(
-        static_cast<int32_t>(nanos % 1'000'000'000));
+    *open.mutable_ack_timeout() = client::internal::ToProto(ack_timeout);
   }
   return Subscribe(open);
 }
 
-template <typename F>
-auto Subscription::WithStream(F f) {
-  return single_ != nullptr ? f(*single_) : f(*batches_);
-}
-
 Subscription::Subscription(hourglass::v1::Broker::Stub* stub,
                            const hourglass::v1::Open& open, SubscribeRpc rpc) {
-  if (rpc == SubscribeRpc::kSubscribe) {
-    single_ = stub->Subscribe(&context_);
-  } else {
-    batches_ = stub->SubscribeBatches(&context_);
-  }
-  hourglass::v1::SubscribeRequest request;
-  *request.mutable_open() = open;
-  Write(request);
+  client::internal::SubscribeStream::Callbacks callbacks;
+  callbacks.on_subscribed = [this](bool) {
+    absl::MutexLock lock(&mu_);
+    answered_ = true;
+  };
+  callbacks.on_deliveries =
+      [this](absl::Span<hourglass::v1::Delivery* const> deliveries,
+             absl::Time at, uint64_t response) {
+        absl::MutexLock lock(&mu_);
+        for (hourglass::v1::Delivery* d : deliveries) {
+          queue_.push_back({std::move(*d), at, response});
+        }
+      };
+  callbacks.on_done = [this](const grpc::Status& status) {
+    absl::MutexLock lock(&mu_);
+    status_ = status;
+  };
+  // Acks go out as the test sends them, never split.
+  stream_ = client::internal::SubscribeStream::Start(
+      rpc == SubscribeRpc::kSubscribe
+          ? client::internal::SubscribeStream::Rpc::kSubscribe
+          : client::internal::SubscribeStream::Rpc::kSubscribeBatches,
+      *stub, [](grpc::ClientContext&) {}, open, std::move(callbacks), SIZE_MAX);
   // The broker sends initial metadata once the consumer is subscribed (or
-  // with the status, if it is refused).
-  WithStream([](auto& stream) { stream.WaitForInitialMetadata(); });
-  reader_ = std::thread([this] { ReadAll(); });
+  // the status, if it is refused).
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(&answered_));
 }
 
 Subscription::~Subscription() {
-  context_.TryCancel();
-  reader_.join();
-}
-
-void Subscription::ReadAll() {
-  size_t response = 0;
-  if (single_ != nullptr) {
-    hourglass::v1::Delivery delivery;
-    while (single_->Read(&delivery)) {
-      absl::MutexLock lock(&mu_);
-      queue_.push_back({std::move(delivery), absl::Now(), response++});
-      delivery = hourglass::v1::Delivery();
-    }
-  } else {
-    hourglass::v1::DeliveryBatch batch;
-    while (batches_->Read(&batch)) {
-      const absl::Time at = absl::Now();
-      absl::MutexLock lock(&mu_);
-      for (hourglass::v1::Delivery& delivery : *batch.mutable_deliveries()) {
-        queue_.push_back({std::move(delivery), at, response});
-      }
-      ++response;
-      batch.Clear();
-    }
-  }
-  grpc::Status status =
-      WithStream([](auto& stream) { return stream.Finish(); });
-  absl::MutexLock lock(&mu_);
-  status_ = std::move(status);
+  // Cancels the stream if it still runs and waits for its last callback.
+  stream_.reset();
 }
 
 std::vector<Received> Subscription::Take(size_t n, absl::Duration timeout) {
@@ -190,32 +172,25 @@ std::vector<Received> Subscription::TakeQueued() {
   return taken;
 }
 
+bool Subscription::Written(uint64_t sequence) {
+  return sequence != 0 &&
+         stream_->WaitWritten(sequence, absl::InfiniteFuture());
+}
+
 bool Subscription::Write(const hourglass::v1::SubscribeRequest& request) {
-  absl::MutexLock lock(&write_mu_);
-  return WithStream([&](auto& stream) { return stream.Write(request); });
+  return Written(stream_->Write(request));
 }
 
 bool Subscription::Ack(const std::vector<std::string>& ids) {
-  hourglass::v1::SubscribeRequest request;
-  for (const std::string& id : ids) request.mutable_ack()->add_ids(id);
-  return Write(request);
+  return Written(stream_->Ack(ids));
 }
 
 bool Subscription::Nack(const std::string& id, absl::Duration delay) {
-  hourglass::v1::SubscribeRequest request;
-  request.mutable_nack()->set_id(id);
-  const int64_t nanos = absl::ToInt64Nanoseconds(delay);
-  request.mutable_nack()->mutable_delay()->set_seconds(nanos / 1'000'000'000);
-  request.mutable_nack()->mutable_delay()->set_nanos(
-      static_cast<int32_t>(nanos % 1'000'000'000));
-  return Write(request);
+  return Written(stream_->Nack(id, delay));
 }
 
 grpc::Status Subscription::Close(absl::Duration timeout) {
-  {
-    absl::MutexLock lock(&write_mu_);
-    WithStream([](auto& stream) { return stream.WritesDone(); });
-  }
+  stream_->CloseWrites();
   std::optional<grpc::Status> status = WaitEnd(timeout);
   if (!status.has_value()) {
     return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,

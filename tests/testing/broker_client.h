@@ -6,13 +6,13 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "client/internal/subscribe_stream.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
 #include "hourglass/v1/broker.grpc.pb.h"
@@ -34,9 +34,11 @@ enum class SubscribeRpc {
   kSubscribeBatches,  // Responses of many.
 };
 
-// A Subscribe or SubscribeBatches stream driven synchronously: a thread of
-// its own reads deliveries into a queue that the test takes from with
-// deadlines.
+// A Subscribe or SubscribeBatches stream driven synchronously, for tests of
+// the protocol: the client library's stream (client/internal/
+// subscribe_stream.h) reads deliveries into a queue that the test takes
+// from with deadlines, and writes each request before the call that sends
+// it returns, bad ones too.
 //
 // Thread-safe.
 class Subscription {
@@ -56,6 +58,8 @@ class Subscription {
   // Takes whatever is queued now.
   std::vector<Received> TakeQueued();
 
+  // Each writes its request and returns once it is written: false if the
+  // stream can no longer write.
   bool Ack(const std::vector<std::string>& ids);
   bool Nack(const std::string& id, absl::Duration delay);
   // Sends any request (for tests of bad ones).
@@ -64,31 +68,22 @@ class Subscription {
   // Ends the client's side and waits for the stream's status.
   grpc::Status Close(absl::Duration timeout = absl::Seconds(30));
   // Drops the connection without a goodbye.
-  void Cancel() { context_.TryCancel(); }
+  void Cancel() { stream_->Cancel(); }
   // The stream's status once the server ended it, or nullopt after
   // `timeout`.
   std::optional<grpc::Status> WaitEnd(absl::Duration timeout);
 
  private:
-  void ReadAll();
-  // Calls `f` with whichever stream this is.
-  template <typename F>
-  auto WithStream(F f);
-
-  grpc::ClientContext context_;
-  // One of the two is set, by the RPC.
-  std::unique_ptr<grpc::ClientReaderWriter<hourglass::v1::SubscribeRequest,
-                                           hourglass::v1::Delivery>>
-      single_;
-  std::unique_ptr<grpc::ClientReaderWriter<hourglass::v1::SubscribeRequest,
-                                           hourglass::v1::DeliveryBatch>>
-      batches_;
-  absl::Mutex write_mu_;
+  // Waits until write `sequence` (0: refused) is out.
+  bool Written(uint64_t sequence);
 
   absl::Mutex mu_;
   std::deque<Received> queue_ ABSL_GUARDED_BY(mu_);
+  bool answered_ ABSL_GUARDED_BY(mu_) = false;
   std::optional<grpc::Status> status_ ABSL_GUARDED_BY(mu_);
-  std::thread reader_;
+  // Last: destroyed first, it waits for the stream's callbacks, which use
+  // the members above.
+  std::unique_ptr<client::internal::SubscribeStream> stream_;
 };
 
 // A synchronous client of hourglass.v1.Broker for tests.
@@ -104,8 +99,9 @@ class BrokerClient {
                                                  const std::string& payload,
                                                  absl::Duration delay,
                                                  const std::string& id = "");
-  // Sends `requests` on one PublishStream, ends the client's side and
-  // reads every answer into `answers`, in order; the stream's status.
+  // Sends `requests` on one PublishStream (the client library's, client/
+  // internal/publish_stream.h), ends the client's side and reads every
+  // answer into `answers`, in order; the stream's status.
   grpc::Status PublishStream(
       const std::vector<hourglass::v1::PublishRequest>& requests,
       std::vector<hourglass::v1::PublishAnswer>* answers);

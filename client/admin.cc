@@ -1,0 +1,193 @@
+#include "client/admin.h"
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "client/internal/channel_state.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/support/byte_buffer.h"
+
+namespace hourglass::client {
+namespace {
+
+using internal::ChannelAccess;
+using Stub = hourglass::v1::Admin::Stub;
+
+// Calls `method` of the Admin stub synchronously with the channel's
+// deadline and credentials.
+template <typename Response, typename Request>
+absl::StatusOr<Response> Call(const Channel& channel,
+                              grpc::Status (Stub::*method)(grpc::ClientContext*,
+                                                           const Request&,
+                                                           Response*),
+                              const Request& request) {
+  grpc::ClientContext context;
+  const absl::Duration timeout = channel.options().call_timeout;
+  ChannelAccess::Prepare(channel, context, absl::Now() + timeout);
+  Response response;
+  const grpc::Status status =
+      (ChannelAccess::admin(channel).*method)(&context, request, &response);
+  if (!status.ok()) return ChannelAccess::ToStatus(channel, status, timeout);
+  return response;
+}
+
+// The name of grpc.health.v1.HealthCheckResponse.ServingStatus `value`.
+std::string ServingStatusName(uint64_t value) {
+  switch (value) {
+    case 0:
+      return "UNKNOWN";
+    case 1:
+      return "SERVING";
+    case 2:
+      return "NOT_SERVING";
+    case 3:
+      return "SERVICE_UNKNOWN";
+  }
+  return absl::StrCat("STATUS_", value);
+}
+
+// The `status` field of a HealthCheckResponse in `bytes`; UNKNOWN (0) when
+// absent. False if the bytes are not a protobuf message.
+bool ParseServingStatus(const std::string& bytes, uint64_t& serving) {
+  google::protobuf::io::CodedInputStream in(
+      reinterpret_cast<const uint8_t*>(bytes.data()),
+      static_cast<int>(bytes.size()));
+  serving = 0;
+  while (const uint32_t tag = in.ReadTag()) {
+    bool ok = true;
+    uint64_t varint = 0;
+    uint32_t size = 0;
+    switch (tag & 7) {  // The wire type.
+      case 0:
+        ok = in.ReadVarint64(&varint);
+        if (tag >> 3 == 1) serving = varint;  // Field 1: status.
+        break;
+      case 1:
+        ok = in.Skip(8);
+        break;
+      case 2:
+        ok = in.ReadVarint32(&size) && in.Skip(static_cast<int>(size));
+        break;
+      case 5:
+        ok = in.Skip(4);
+        break;
+      default:
+        ok = false;
+    }
+    if (!ok) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+Admin::Admin(std::shared_ptr<Channel> channel) : channel_(std::move(channel)) {}
+
+absl::StatusOr<hourglass::v1::GetStatsResponse> Admin::GetStats(
+    const hourglass::v1::GetStatsRequest& request) {
+  return Call(*channel_, &Stub::GetStats, request);
+}
+
+absl::StatusOr<hourglass::v1::ListTopicsResponse> Admin::ListTopics(
+    const hourglass::v1::ListTopicsRequest& request) {
+  return Call(*channel_, &Stub::ListTopics, request);
+}
+
+absl::StatusOr<hourglass::v1::ListGroupsResponse> Admin::ListGroups(
+    const hourglass::v1::ListGroupsRequest& request) {
+  return Call(*channel_, &Stub::ListGroups, request);
+}
+
+absl::StatusOr<hourglass::v1::Group> Admin::CreateGroup(
+    const hourglass::v1::CreateGroupRequest& request) {
+  return Call(*channel_, &Stub::CreateGroup, request);
+}
+
+absl::StatusOr<hourglass::v1::DeleteGroupResponse> Admin::DeleteGroup(
+    const hourglass::v1::DeleteGroupRequest& request) {
+  return Call(*channel_, &Stub::DeleteGroup, request);
+}
+
+absl::StatusOr<hourglass::v1::ListMessagesResponse> Admin::ListMessages(
+    const hourglass::v1::ListMessagesRequest& request) {
+  return Call(*channel_, &Stub::ListMessages, request);
+}
+
+absl::StatusOr<hourglass::v1::MessageInfo> Admin::GetMessage(
+    const hourglass::v1::GetMessageRequest& request) {
+  return Call(*channel_, &Stub::GetMessage, request);
+}
+
+absl::Status Admin::CancelMessage(const hourglass::v1::CancelRequest& request) {
+  return Call(*channel_, &Stub::CancelMessage, request).status();
+}
+
+absl::StatusOr<hourglass::v1::Receipt> Admin::Reschedule(
+    const hourglass::v1::RescheduleRequest& request) {
+  return Call(*channel_, &Stub::Reschedule, request);
+}
+
+absl::StatusOr<hourglass::v1::RedriveDeadLettersResponse>
+Admin::RedriveDeadLetters(
+    const hourglass::v1::RedriveDeadLettersRequest& request) {
+  return Call(*channel_, &Stub::RedriveDeadLetters, request);
+}
+
+absl::StatusOr<hourglass::v1::PurgeTopicResponse> Admin::PurgeTopic(
+    const hourglass::v1::PurgeTopicRequest& request) {
+  return Call(*channel_, &Stub::PurgeTopic, request);
+}
+
+absl::StatusOr<std::string> Admin::Health(const std::string& service) {
+  // grpc.health.v1 by hand: the messages are a string and an enum, and
+  // generated code for them would clash with an application's own copy of
+  // health.proto (protobuf allows one definition of a file per process).
+  std::string request_bytes;
+  {
+    google::protobuf::io::StringOutputStream out(&request_bytes);
+    google::protobuf::io::CodedOutputStream coded(&out);
+    if (!service.empty()) {  // Field 1, length-delimited: service.
+      coded.WriteTag(10);
+      coded.WriteVarint32(static_cast<uint32_t>(service.size()));
+      coded.WriteString(service);
+    }
+  }
+  grpc::Slice slice(request_bytes);
+  const grpc::ByteBuffer request(&slice, 1);
+  grpc::ByteBuffer response;
+  grpc::ClientContext context;
+  const absl::Duration timeout = channel_->options().call_timeout;
+  ChannelAccess::Prepare(*channel_, context, absl::Now() + timeout);
+  grpc::GenericStub stub(ChannelAccess::endpoint(*channel_).channel);
+  absl::Notification done;
+  grpc::Status status;
+  stub.UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(),
+                 &request, &response, [&](grpc::Status s) {
+                   status = std::move(s);
+                   done.Notify();
+                 });
+  done.WaitForNotification();
+  if (!status.ok()) return ChannelAccess::ToStatus(*channel_, status, timeout);
+
+  std::vector<grpc::Slice> slices;
+  if (!response.Dump(&slices).ok()) {
+    return absl::InternalError("cannot read the health answer");
+  }
+  std::string bytes;
+  for (const grpc::Slice& s : slices) {
+    bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  }
+  uint64_t serving = 0;
+  if (!ParseServingStatus(bytes, serving)) {
+    return absl::InternalError("malformed health answer");
+  }
+  return ServingStatusName(serving);
+}
+
+}  // namespace hourglass::client

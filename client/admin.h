@@ -1,0 +1,65 @@
+#ifndef HOURGLASS_CLIENT_ADMIN_H_
+#define HOURGLASS_CLIENT_ADMIN_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "client/channel.h"
+#include "hourglass/v1/admin.pb.h"
+
+namespace hourglass::client {
+
+// The operators' API: the Admin service (api/hourglass/v1/admin.proto), one
+// method per RPC, and grpc.health.v1.
+//
+// Unlike Publisher and Consumer, it speaks the generated messages: the
+// admin surface is wide, grows with the broker, and its callers (the CLI)
+// print the answers as protobuf's JSON. Each call is synchronous, has the
+// channel's call_timeout as its deadline, and is not retried (an operator
+// decides). Errors are the broker's, as the .proto documents them (e.g.
+// NOT_FOUND, ALREADY_EXISTS, PERMISSION_DENIED); DEADLINE_EXCEEDED `no
+// answer from ADDRESS within TIMEOUT`.
+//
+// Thread-safe.
+class Admin {
+ public:
+  explicit Admin(std::shared_ptr<Channel> channel);
+
+  absl::StatusOr<hourglass::v1::GetStatsResponse> GetStats(
+      const hourglass::v1::GetStatsRequest& request);
+  absl::StatusOr<hourglass::v1::ListTopicsResponse> ListTopics(
+      const hourglass::v1::ListTopicsRequest& request = {});
+  absl::StatusOr<hourglass::v1::ListGroupsResponse> ListGroups(
+      const hourglass::v1::ListGroupsRequest& request);
+  absl::StatusOr<hourglass::v1::Group> CreateGroup(
+      const hourglass::v1::CreateGroupRequest& request);
+  absl::StatusOr<hourglass::v1::DeleteGroupResponse> DeleteGroup(
+      const hourglass::v1::DeleteGroupRequest& request);
+  absl::StatusOr<hourglass::v1::ListMessagesResponse> ListMessages(
+      const hourglass::v1::ListMessagesRequest& request);
+  absl::StatusOr<hourglass::v1::MessageInfo> GetMessage(
+      const hourglass::v1::GetMessageRequest& request);
+  absl::Status CancelMessage(const hourglass::v1::CancelRequest& request);
+  absl::StatusOr<hourglass::v1::Receipt> Reschedule(
+      const hourglass::v1::RescheduleRequest& request);
+  absl::StatusOr<hourglass::v1::RedriveDeadLettersResponse> RedriveDeadLetters(
+      const hourglass::v1::RedriveDeadLettersRequest& request);
+  absl::StatusOr<hourglass::v1::PurgeTopicResponse> PurgeTopic(
+      const hourglass::v1::PurgeTopicRequest& request);
+
+  // grpc.health.v1.Health/Check of `service` ("": the whole broker; e.g.
+  // "hourglass.v1.Broker"): the serving status's name, "SERVING",
+  // "NOT_SERVING", "SERVICE_UNKNOWN" or "UNKNOWN" ("STATUS_<n>" for a value
+  // this library does not know). Errors: as the other calls; NOT_FOUND for
+  // a service the broker does not know.
+  absl::StatusOr<std::string> Health(const std::string& service = "");
+
+ private:
+  const std::shared_ptr<Channel> channel_;
+};
+
+}  // namespace hourglass::client
+
+#endif  // HOURGLASS_CLIENT_ADMIN_H_

@@ -1,0 +1,235 @@
+#include "client/channel.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <utility>
+
+#include "absl/strings/cord.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "client/internal/channel_state.h"
+#include "client/internal/reachability.h"
+#include "client/internal/status.h"
+#include "grpc/grpc.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/support/channel_arguments.h"
+
+namespace hourglass::client {
+namespace {
+
+// Marks Connect's errors with their ConnectFailure: a status payload, so
+// that the code stays UNAVAILABLE.
+constexpr absl::string_view kConnectFailurePayload =
+    "hourglass.client/connect_failure";
+
+absl::Status ConnectError(ConnectFailure failure, absl::string_view address,
+                          absl::string_view why) {
+  absl::Status status =
+      absl::UnavailableError(absl::StrCat("cannot reach ", address, ": ", why));
+  status.SetPayload(kConnectFailurePayload,
+                    absl::Cord(absl::StrCat(static_cast<int>(failure))));
+  return status;
+}
+
+// The contents of `path`, named by `option` in errors.
+absl::StatusOr<std::string> ReadFile(absl::string_view option,
+                                     const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        option, ": cannot read \"", path, "\": ", internal::ErrnoText(errno)));
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Sends the token as "authorization: Bearer <token>" on every call.
+class BearerToken final : public grpc::MetadataCredentialsPlugin {
+ public:
+  explicit BearerToken(const std::string& token) : header_("Bearer " + token) {}
+
+  // Runs inline on the calling thread: there is nothing to wait for.
+  bool IsBlocking() const override { return false; }
+  const char* GetType() const override { return "hourglass-bearer-token"; }
+
+  grpc::Status GetMetadata(
+      grpc::string_ref /*service_url*/, grpc::string_ref /*method_name*/,
+      const grpc::AuthContext& /*channel_auth_context*/,
+      std::multimap<grpc::string, grpc::string>* metadata) override {
+    metadata->emplace("authorization", header_);
+    return grpc::Status::OK;
+  }
+
+ private:
+  const std::string header_;
+};
+
+// The channel credentials the TLS options ask for: plaintext, TLS, or TLS
+// with a client certificate.
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> Credentials(
+    const TlsOptions& tls, bool enabled) {
+  if (!enabled) return grpc::InsecureChannelCredentials();
+  if (tls.cert_file.empty() != tls.key_file.empty()) {
+    return absl::InvalidArgumentError(
+        "tls.cert_file and tls.key_file go together");
+  }
+  grpc::SslCredentialsOptions ssl;
+  if (!tls.ca_file.empty()) {
+    absl::StatusOr<std::string> ca = ReadFile("tls.ca_file", tls.ca_file);
+    if (!ca.ok()) return ca.status();
+    ssl.pem_root_certs = *std::move(ca);
+  }
+  if (!tls.cert_file.empty()) {
+    absl::StatusOr<std::string> cert = ReadFile("tls.cert_file", tls.cert_file);
+    if (!cert.ok()) return cert.status();
+    absl::StatusOr<std::string> key = ReadFile("tls.key_file", tls.key_file);
+    if (!key.ok()) return key.status();
+    ssl.pem_cert_chain = *std::move(cert);
+    ssl.pem_private_key = *std::move(key);
+  }
+  return grpc::SslCredentials(ssl);
+}
+
+// A gRPC channel to `address` with the state's credentials and options. The
+// one place channels are made, for the primaries of cluster mode too.
+internal::Endpoint MakeEndpoint(const internal::ChannelState& state,
+                                const std::string& address) {
+  grpc::ChannelArguments arguments;
+  // Deliveries and pages are as large as the broker allows; it enforces it.
+  arguments.SetMaxReceiveMessageSize(-1);
+  // A broker that restarts is back within seconds: retry connecting at
+  // least every 5 s (gRPC's default backs off to 2 minutes), so that
+  // reconnecting consumers and retried publishes find it soon.
+  arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 5000);
+  if (state.options.own_connection) {
+    arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  }
+  if (!state.options.tls.server_name.empty()) {
+    arguments.SetSslTargetNameOverride(state.options.tls.server_name);
+  }
+  internal::Endpoint endpoint;
+  endpoint.address = address;
+  endpoint.channel =
+      grpc::CreateCustomChannel(address, state.credentials, arguments);
+  endpoint.broker = hourglass::v1::Broker::NewStub(endpoint.channel);
+  endpoint.admin = hourglass::v1::Admin::NewStub(endpoint.channel);
+  return endpoint;
+}
+
+}  // namespace
+
+ConnectFailure ConnectFailureOf(const absl::Status& status) {
+  const auto payload = status.GetPayload(kConnectFailurePayload);
+  int value = 0;
+  if (!payload.has_value() ||
+      !absl::SimpleAtoi(std::string(*payload), &value)) {
+    return ConnectFailure::kNone;
+  }
+  return static_cast<ConnectFailure>(value);
+}
+
+absl::StatusOr<std::shared_ptr<Channel>> Channel::Create(
+    ChannelOptions options) {
+  if (options.call_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("call_timeout must be more than 0");
+  }
+  for (const char c : options.token) {
+    if (c <= ' ' || c > '~') {
+      return absl::InvalidArgumentError(
+          "token has a space or a character other than printable ASCII");
+    }
+  }
+  auto state = std::make_unique<internal::ChannelState>();
+  const TlsOptions& tls = options.tls;
+  state->tls = tls.enabled || !tls.ca_file.empty() || !tls.cert_file.empty() ||
+               !tls.key_file.empty();
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      Credentials(tls, state->tls);
+  if (!credentials.ok()) return credentials.status();
+  state->credentials = *std::move(credentials);
+  if (!options.token.empty()) {
+    // Without a minimum security level: hourglassd may check tokens on a
+    // plaintext loopback listener.
+    state->call_credentials = grpc::experimental::MetadataCredentialsFromPlugin(
+        std::make_unique<BearerToken>(options.token), GRPC_SECURITY_NONE);
+  }
+  state->options = std::move(options);
+  state->endpoint = MakeEndpoint(*state, state->options.address);
+  return std::shared_ptr<Channel>(new Channel(std::move(state)));
+}
+
+Channel::Channel(std::unique_ptr<internal::ChannelState> state)
+    : state_(std::move(state)) {}
+
+Channel::~Channel() = default;
+
+const ChannelOptions& Channel::options() const { return state_->options; }
+
+bool Channel::tls() const { return state_->tls; }
+
+absl::Status Channel::Connect(absl::Duration timeout) {
+  const std::string& address = state_->endpoint.address;
+  grpc::Channel& channel = *state_->endpoint.channel;
+  const absl::Time deadline = absl::Now() + timeout;
+  grpc_connectivity_state state = channel.GetState(/*try_to_connect=*/true);
+  while (state != GRPC_CHANNEL_READY &&
+         state != GRPC_CHANNEL_TRANSIENT_FAILURE &&
+         state != GRPC_CHANNEL_SHUTDOWN) {
+    if (!channel.WaitForStateChange(state, absl::ToChronoTime(deadline))) {
+      return ConnectError(ConnectFailure::kNoAnswer, address,
+                          absl::StrCat("no answer within ",
+                                       absl::FormatDuration(absl::Trunc(
+                                           timeout, absl::Milliseconds(1)))));
+    }
+    state = channel.GetState(/*try_to_connect=*/true);
+  }
+  if (state == GRPC_CHANNEL_READY) return absl::OkStatus();
+  const absl::Duration left =
+      std::max(deadline - absl::Now(), absl::Seconds(1));
+  const std::string why = internal::WhyUnreachable(address, left);
+  if (!why.empty()) {
+    return ConnectError(ConnectFailure::kUnreachable, address, why);
+  }
+  return ConnectError(
+      ConnectFailure::kNotGrpc, address,
+      state_->tls ? "it accepts connections but the TLS handshake failed "
+                    "(check the CA, the client certificate and key, and the "
+                    "name in its certificate) or it is not a gRPC server"
+                  : "it accepts connections but not as a plaintext gRPC "
+                    "server (does it use TLS?)");
+}
+
+void AwaitGrpcShutdown(absl::Duration limit) {
+  const absl::Time deadline = absl::Now() + limit;
+  absl::Duration step = absl::Microseconds(100);
+  while (grpc_is_initialized() && absl::Now() < deadline) {
+    absl::SleepFor(step);
+    step = std::min(2 * step, absl::Milliseconds(10));
+  }
+}
+
+namespace internal {
+
+void ChannelAccess::Prepare(const Channel& channel,
+                            grpc::ClientContext& context, absl::Time deadline) {
+  if (deadline != absl::InfiniteFuture()) {
+    context.set_deadline(absl::ToChronoTime(deadline));
+  }
+  if (channel.state_->call_credentials != nullptr) {
+    context.set_credentials(channel.state_->call_credentials);
+  }
+}
+
+absl::Status ChannelAccess::ToStatus(const Channel& channel,
+                                     const grpc::Status& status,
+                                     absl::Duration timeout) {
+  return FromGrpc(status, channel.state_->endpoint.address, timeout);
+}
+
+}  // namespace internal
+}  // namespace hourglass::client
