@@ -1,19 +1,14 @@
 #include "api/admin_service.h"
 
-#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
-#include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "api/proto_time.h"
 #include "api/status.h"
 #include "storage/keys.h"
@@ -21,7 +16,6 @@
 namespace hourglass::api {
 namespace {
 
-using broker::Inspector;
 namespace v1 = hourglass::v1;
 
 constexpr uint32_t kDefaultPageSize = 100;
@@ -43,7 +37,7 @@ absl::Status ValidateTopicAndGroup(const std::string& topic,
   return ValidateName("group", group);
 }
 
-void PercentilesToProto(const broker::Activity::Percentiles& in,
+void PercentilesToProto(const broker::Percentiles& in,
                         v1::Percentiles* out) {
   ToProto(in.p50, out->mutable_p50());
   ToProto(in.p90, out->mutable_p90());
@@ -51,7 +45,31 @@ void PercentilesToProto(const broker::Activity::Percentiles& in,
   ToProto(in.max, out->mutable_max());
 }
 
-void MessageToProto(const Inspector::MessageView& in, v1::MessageInfo* out) {
+void StatsToProto(const std::vector<broker::TopicStats>& stats,
+                  absl::Time started_at, v1::GetStatsResponse* response) {
+  for (const broker::TopicStats& t : stats) {
+    v1::TopicStats* out = response->add_topics();
+    out->set_topic(t.topic);
+    out->set_scheduled(t.scheduled);
+    out->set_ready(t.ready);
+    out->set_in_flight(t.in_flight);
+    out->set_dead_lettered(t.dead_lettered);
+    out->set_publish_rate(t.activity.publish_rate);
+    out->set_delivery_rate(t.activity.delivery_rate);
+    PercentilesToProto(t.activity.lateness, out->mutable_lateness());
+    for (const broker::GroupStats& g : t.groups) {
+      v1::GroupStats* group = out->add_groups();
+      group->set_group(g.group);
+      group->set_ready(g.ready);
+      group->set_in_flight(g.in_flight);
+      group->set_consumers(g.consumers);
+      group->set_ack_rate(g.ack_rate);
+    }
+  }
+  ToProto(started_at, response->mutable_started_at());
+}
+
+void MessageToProto(const broker::MessageView& in, v1::MessageInfo* out) {
   out->set_id(in.id);
   out->set_topic(in.topic);
   out->set_state(static_cast<v1::MessageState>(in.state));
@@ -62,7 +80,7 @@ void MessageToProto(const Inspector::MessageView& in, v1::MessageInfo* out) {
     (*out->mutable_headers())[key] = value;
   }
   out->set_payload_preview(in.payload_preview);
-  for (const Inspector::GroupView& g : in.groups) {
+  for (const broker::GroupView& g : in.groups) {
     v1::GroupDelivery* group = out->add_groups();
     group->set_group(g.group);
     group->set_state(static_cast<v1::MessageState>(g.state));
@@ -96,7 +114,7 @@ uint64_t Fingerprint(const v1::ListMessagesRequest& request) {
 }  // namespace
 
 std::string EncodePageToken(const v1::ListMessagesRequest& request,
-                            const Inspector::Position& position) {
+                            const broker::ListPosition& position) {
   std::string raw = "\x01";
   storage::AppendU64(raw, Fingerprint(request));
   storage::AppendU64(raw, static_cast<uint64_t>(position.key.deliver_at_ms));
@@ -105,7 +123,7 @@ std::string EncodePageToken(const v1::ListMessagesRequest& request,
   return absl::WebSafeBase64Escape(raw);
 }
 
-absl::StatusOr<Inspector::Position> DecodePageToken(
+absl::StatusOr<broker::ListPosition> DecodePageToken(
     const v1::ListMessagesRequest& request) {
   std::string raw;
   if (!absl::WebSafeBase64Unescape(request.page_token(), &raw) ||
@@ -119,64 +137,20 @@ absl::StatusOr<Inspector::Position> DecodePageToken(
         "page_token belongs to a listing with other topic, state, group or "
         "due range");
   }
-  return Inspector::Position{
+  return broker::ListPosition{
       std::string(view.substr(25)),
       storage::DueKey{static_cast<int64_t>(storage::ReadU64(view.substr(9))),
                       storage::ReadU64(view.substr(17))}};
 }
 
-// Runs queued work on one thread of its own, in order.
-class AdminService::Worker {
- public:
-  Worker() : thread_([this] { Run(); }) {}
-  ~Worker() {
-    {
-      absl::MutexLock lock(&mu_);
-      stopping_ = true;
-    }
-    thread_.join();
-  }
-  void Post(absl::AnyInvocable<void() &&> work) {
-    absl::MutexLock lock(&mu_);
-    queue_.push_back(std::move(work));
-  }
-
- private:
-  void Run() {
-    while (true) {
-      absl::AnyInvocable<void() &&> work;
-      {
-        absl::MutexLock lock(&mu_);
-        mu_.Await(absl::Condition(
-            +[](Worker* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->mu_) {
-              return w->stopping_ || !w->queue_.empty();
-            },
-            this));
-        if (queue_.empty()) return;  // Stopping, and everything ran.
-        work = std::move(queue_.front());
-        queue_.pop_front();
-      }
-      std::move(work)();
-    }
-  }
-
-  absl::Mutex mu_;
-  std::deque<absl::AnyInvocable<void() &&>> queue_ ABSL_GUARDED_BY(mu_);
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread thread_;
-};
-
-AdminService::AdminService(broker::Engine* engine, broker::Clock* clock,
+AdminService::AdminService(broker::Broker* broker, broker::Clock* clock,
                            Limits limits, absl::Time started_at,
                            const Authorizer* authorizer)
-    : engine_(engine),
+    : broker_(broker),
       clock_(clock),
       authorizer_(authorizer != nullptr ? authorizer : &Authorizer::Disabled()),
       limits_(limits),
-      started_at_(started_at),
-      worker_(std::make_unique<Worker>()) {}
-
-AdminService::~AdminService() = default;
+      started_at_(started_at) {}
 
 absl::Status AdminService::Check(const grpc::CallbackServerContext& context,
                                  const std::string& topic) const {
@@ -189,37 +163,22 @@ grpc::ServerUnaryReactor* AdminService::GetStats(
   if (absl::Status s = Check(*context, request->topic()); !s.ok()) {
     return Done(context, s);
   }
-  std::optional<std::string_view> only;
+  std::optional<std::string> only;
   if (!request->topic().empty()) {
     if (absl::Status s = ValidateName("topic", request->topic()); !s.ok()) {
       return Done(context, s);
     }
     only = request->topic();
   }
-  absl::StatusOr<std::vector<Inspector::TopicStats>> stats =
-      engine_->inspector().Stats(only);
-  if (!stats.ok()) return Done(context, stats.status());
-  for (const Inspector::TopicStats& t : *stats) {
-    v1::TopicStats* out = response->add_topics();
-    out->set_topic(t.topic);
-    out->set_scheduled(t.scheduled);
-    out->set_ready(t.ready);
-    out->set_in_flight(t.in_flight);
-    out->set_dead_lettered(t.dead_lettered);
-    out->set_publish_rate(t.activity.publish_rate);
-    out->set_delivery_rate(t.activity.delivery_rate);
-    PercentilesToProto(t.activity.lateness, out->mutable_lateness());
-    for (const Inspector::GroupStats& g : t.groups) {
-      v1::GroupStats* group = out->add_groups();
-      group->set_group(g.group);
-      group->set_ready(g.ready);
-      group->set_in_flight(g.in_flight);
-      group->set_consumers(g.consumers);
-      group->set_ack_rate(g.ack_rate);
-    }
-  }
-  ToProto(started_at_, response->mutable_started_at());
-  return Done(context, absl::OkStatus());
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  broker_->Stats(
+      std::move(only),
+      [this, reactor, response](
+          absl::StatusOr<std::vector<broker::TopicStats>> stats) {
+        if (stats.ok()) StatsToProto(*stats, started_at_, response);
+        reactor->Finish(ToGrpcStatus(stats.status()));
+      });
+  return reactor;
 }
 
 grpc::ServerUnaryReactor* AdminService::ListTopics(
@@ -228,19 +187,24 @@ grpc::ServerUnaryReactor* AdminService::ListTopics(
   if (absl::Status s = Check(*context, ""); !s.ok()) {
     return Done(context, s);
   }
-  absl::StatusOr<std::vector<Inspector::TopicStats>> stats =
-      engine_->inspector().Stats(std::nullopt);
-  if (!stats.ok()) return Done(context, stats.status());
-  for (const Inspector::TopicStats& t : *stats) {
-    v1::Topic* topic = response->add_topics();
-    topic->set_name(t.topic);
-    topic->set_scheduled(t.scheduled);
-    topic->set_groups(static_cast<uint32_t>(t.groups.size()));
-    topic->set_ready(t.ready);
-    topic->set_in_flight(t.in_flight);
-    topic->set_dead_lettered(t.dead_lettered);
-  }
-  return Done(context, absl::OkStatus());
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  broker_->Stats(std::nullopt, [reactor, response](
+                                   absl::StatusOr<std::vector<broker::TopicStats>>
+                                       stats) {
+    if (stats.ok()) {
+      for (const broker::TopicStats& t : *stats) {
+        v1::Topic* topic = response->add_topics();
+        topic->set_name(t.topic);
+        topic->set_scheduled(t.scheduled);
+        topic->set_groups(static_cast<uint32_t>(t.groups.size()));
+        topic->set_ready(t.ready);
+        topic->set_in_flight(t.in_flight);
+        topic->set_dead_lettered(t.dead_lettered);
+      }
+    }
+    reactor->Finish(ToGrpcStatus(stats.status()));
+  });
+  return reactor;
 }
 
 grpc::ServerUnaryReactor* AdminService::ListGroups(
@@ -252,19 +216,25 @@ grpc::ServerUnaryReactor* AdminService::ListGroups(
   if (absl::Status s = ValidateName("topic", request->topic()); !s.ok()) {
     return Done(context, s);
   }
-  absl::StatusOr<std::vector<Inspector::TopicStats>> stats =
-      engine_->inspector().Stats(request->topic());
-  if (!stats.ok()) return Done(context, stats.status());
-  for (const Inspector::GroupStats& g : stats->front().groups) {
-    v1::Group* group = response->add_groups();
-    group->set_topic(request->topic());
-    group->set_name(g.group);
-    ToProto(g.created_at, group->mutable_created_at());
-    group->set_ready(g.ready);
-    group->set_in_flight(g.in_flight);
-    group->set_consumers(g.consumers);
-  }
-  return Done(context, absl::OkStatus());
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  broker_->Stats(request->topic(), [reactor, request, response](
+                                       absl::StatusOr<
+                                           std::vector<broker::TopicStats>>
+                                           stats) {
+    if (stats.ok()) {
+      for (const broker::GroupStats& g : stats->front().groups) {
+        v1::Group* group = response->add_groups();
+        group->set_topic(request->topic());
+        group->set_name(g.group);
+        ToProto(g.created_at, group->mutable_created_at());
+        group->set_ready(g.ready);
+        group->set_in_flight(g.in_flight);
+        group->set_consumers(g.consumers);
+      }
+    }
+    reactor->Finish(ToGrpcStatus(stats.status()));
+  });
+  return reactor;
 }
 
 grpc::ServerUnaryReactor* AdminService::CreateGroup(
@@ -279,20 +249,15 @@ grpc::ServerUnaryReactor* AdminService::CreateGroup(
     return Done(context, s);
   }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  engine_->dispatcher().CreateGroup(
+  broker_->CreateGroup(
       request->topic(), request->group(),
-      [this, reactor, request, response](absl::Status status) {
-        if (status.ok()) {
+      [reactor, request, response](absl::StatusOr<absl::Time> created_at) {
+        if (created_at.ok()) {
           response->set_topic(request->topic());
           response->set_name(request->group());
-          for (const broker::Dispatcher::GroupInfo& g :
-               engine_->dispatcher().Groups()) {
-            if (g.topic == request->topic() && g.group == request->group()) {
-              ToProto(g.created_at, response->mutable_created_at());
-            }
-          }
+          ToProto(*created_at, response->mutable_created_at());
         }
-        reactor->Finish(ToGrpcStatus(status));
+        reactor->Finish(ToGrpcStatus(created_at.status()));
       });
   return reactor;
 }
@@ -309,7 +274,7 @@ grpc::ServerUnaryReactor* AdminService::DeleteGroup(
     return Done(context, s);
   }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  engine_->dispatcher().DeleteGroup(
+  broker_->DeleteGroup(
       request->topic(), request->group(),
       [reactor, response](absl::StatusOr<uint64_t> removed) {
         if (removed.ok()) response->set_removed(*removed);
@@ -328,7 +293,7 @@ grpc::ServerUnaryReactor* AdminService::ListMessages(
   if (absl::Status s = ValidateName("topic", request->topic()); !s.ok()) {
     return Done(context, s);
   }
-  Inspector::ListQuery query;
+  broker::ListQuery query;
   query.topic = request->topic();
   switch (request->state()) {
     case v1::MESSAGE_STATE_SCHEDULED:
@@ -376,19 +341,26 @@ grpc::ServerUnaryReactor* AdminService::ListMessages(
   query.limit =
       request->page_size() == 0 ? kDefaultPageSize : request->page_size();
   if (!request->page_token().empty()) {
-    absl::StatusOr<Inspector::Position> after = DecodePageToken(*request);
+    absl::StatusOr<broker::ListPosition> after = DecodePageToken(*request);
     if (!after.ok()) return Done(context, after.status());
     query.after = *after;
   }
-  absl::StatusOr<Inspector::ListPage> page = engine_->inspector().List(query);
-  if (!page.ok()) return Done(context, page.status());
-  for (const Inspector::MessageView& m : page->messages) {
-    MessageToProto(m, response->add_messages());
-  }
-  if (page->next.has_value()) {
-    response->set_next_page_token(EncodePageToken(*request, *page->next));
-  }
-  return Done(context, absl::OkStatus());
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  broker_->ListMessages(
+      std::move(query),
+      [reactor, request, response](absl::StatusOr<broker::ListPage> page) {
+        if (page.ok()) {
+          for (const broker::MessageView& m : page->messages) {
+            MessageToProto(m, response->add_messages());
+          }
+          if (page->next.has_value()) {
+            response->set_next_page_token(
+                EncodePageToken(*request, *page->next));
+          }
+        }
+        reactor->Finish(ToGrpcStatus(page.status()));
+      });
+  return reactor;
 }
 
 grpc::ServerUnaryReactor* AdminService::GetMessage(
@@ -411,11 +383,14 @@ grpc::ServerUnaryReactor* AdminService::GetMessage(
   const uint32_t preview = request->preview_bytes() == 0
                                ? kDefaultPreviewBytes
                                : request->preview_bytes();
-  absl::StatusOr<Inspector::MessageView> view =
-      engine_->inspector().GetMessage(request->topic(), request->id(), preview);
-  if (!view.ok()) return Done(context, view.status());
-  MessageToProto(*view, response);
-  return Done(context, absl::OkStatus());
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  broker_->GetMessage(
+      request->topic(), request->id(), preview,
+      [reactor, response](absl::StatusOr<broker::MessageView> view) {
+        if (view.ok()) MessageToProto(*view, response);
+        reactor->Finish(ToGrpcStatus(view.status()));
+      });
+  return reactor;
 }
 
 grpc::ServerUnaryReactor* AdminService::CancelMessage(
@@ -428,7 +403,7 @@ grpc::ServerUnaryReactor* AdminService::CancelMessage(
   if (valid.ok()) valid = ValidateId("id", request->id(), limits_);
   if (!valid.ok()) return Done(context, valid);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  engine_->Cancel(request->topic(), request->id(),
+  broker_->Cancel(request->topic(), request->id(),
                   [reactor](absl::Status status) {
                     reactor->Finish(ToGrpcStatus(status));
                   });
@@ -459,7 +434,7 @@ grpc::ServerUnaryReactor* AdminService::Reschedule(
   }
   if (!valid.ok()) return Done(context, valid);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  engine_->Reschedule(
+  broker_->Reschedule(
       request->topic(), request->id(),
       absl::FromUnixMillis(absl::ToUnixMillis(deliver_at)),
       [reactor, response](absl::StatusOr<broker::PublishReceipt> receipt) {
@@ -499,16 +474,11 @@ grpc::ServerUnaryReactor* AdminService::RedriveDeadLetters(
     ids.push_back(id);
   }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  // The ids are looked up first (store reads): off gRPC's threads.
-  worker_->Post([this, reactor, response, topic = request->topic(),
-                 ids = std::move(ids)]() mutable {
-    engine_->dispatcher().Redrive(
-        std::move(topic), std::move(ids),
-        [reactor, response](absl::StatusOr<uint64_t> moved) {
-          if (moved.ok()) response->set_redriven(*moved);
-          reactor->Finish(ToGrpcStatus(moved.status()));
-        });
-  });
+  broker_->Redrive(request->topic(), std::move(ids),
+                   [reactor, response](absl::StatusOr<uint64_t> moved) {
+                     if (moved.ok()) response->set_redriven(*moved);
+                     reactor->Finish(ToGrpcStatus(moved.status()));
+                   });
   return reactor;
 }
 
@@ -527,28 +497,11 @@ grpc::ServerUnaryReactor* AdminService::PurgeTopic(
                     "nothing to purge: set scheduled, ready, or both"));
   }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  worker_->Post([this, reactor, response, topic = request->topic(),
-                 scheduled = request->scheduled(), ready = request->ready()] {
-    uint64_t purged = 0;
-    if (scheduled) {
-      absl::StatusOr<uint64_t> n = engine_->PurgeScheduled(topic);
-      if (!n.ok()) {
-        reactor->Finish(ToGrpcStatus(n.status()));
-        return;
-      }
-      purged = *n;
-    }
-    if (!ready) {
-      response->set_purged(purged);
-      reactor->Finish(grpc::Status::OK);
-      return;
-    }
-    engine_->dispatcher().PurgeReady(
-        topic, [reactor, response, purged](absl::StatusOr<uint64_t> n) {
-          if (n.ok()) response->set_purged(purged + *n);
-          reactor->Finish(ToGrpcStatus(n.status()));
-        });
-  });
+  broker_->Purge(request->topic(), request->scheduled(), request->ready(),
+                 [reactor, response](absl::StatusOr<uint64_t> purged) {
+                   if (purged.ok()) response->set_purged(*purged);
+                   reactor->Finish(ToGrpcStatus(purged.status()));
+                 });
   return reactor;
 }
 

@@ -1,21 +1,21 @@
 #ifndef HOURGLASS_API_ADMIN_SERVICE_H_
 #define HOURGLASS_API_ADMIN_SERVICE_H_
 
-#include <memory>
+#include <string>
 
 #include "absl/time/time.h"
 #include "api/auth.h"
 #include "api/validation.h"
+#include "broker/broker.h"
 #include "broker/clock.h"
-#include "broker/engine.h"
 #include "hourglass/v1/admin.grpc.pb.h"
 
 namespace hourglass::api {
 
 // hourglass.v1.Admin on the gRPC callback API: validates each request,
-// asks the engine (its Inspector for views, its Dispatcher for groups and
-// long tasks), and translates the answer. Purges of scheduled messages run
-// on a worker thread of the service's own, so no gRPC thread waits on them.
+// asks the broker (broker/broker.h), and translates the answer. The broker
+// answers queries and runs tasks on threads of its own: no gRPC thread
+// waits on the store.
 //
 // Thread-safe; gRPC calls it from its own threads.
 class AdminService final : public hourglass::v1::Admin::CallbackService {
@@ -24,10 +24,8 @@ class AdminService final : public hourglass::v1::Admin::CallbackService {
   // call needs the admin role of `authorizer` for its topic (calls about
   // all topics: an unrestricted token); null means no authentication.
   // REQUIRES: the pointers outlive the service.
-  AdminService(broker::Engine* engine, broker::Clock* clock, Limits limits,
+  AdminService(broker::Broker* broker, broker::Clock* clock, Limits limits,
                absl::Time started_at, const Authorizer* authorizer = nullptr);
-  // Finishes the work queued on the worker first.
-  ~AdminService() override;
 
   grpc::ServerUnaryReactor* GetStats(
       grpc::CallbackServerContext* context,
@@ -75,28 +73,25 @@ class AdminService final : public hourglass::v1::Admin::CallbackService {
       hourglass::v1::PurgeTopicResponse* response) override;
 
  private:
-  class Worker;
-
   // UNAUTHENTICATED or PERMISSION_DENIED unless the call may administer
   // `topic` ("" for all topics).
   absl::Status Check(const grpc::CallbackServerContext& context,
                      const std::string& topic) const;
 
-  broker::Engine* const engine_;
+  broker::Broker* const broker_;
   broker::Clock* const clock_;
   const Authorizer* const authorizer_;
   const Limits limits_;
   const absl::Time started_at_;
-  const std::unique_ptr<Worker> worker_;
 };
 
 // Page tokens of ListMessages: where the page ended, bound to the request's
 // other fields so that a token cannot be replayed against another listing.
 std::string EncodePageToken(const hourglass::v1::ListMessagesRequest& request,
-                            const broker::Inspector::Position& position);
+                            const broker::ListPosition& position);
 // INVALID_ARGUMENT if `request.page_token` is malformed or was made for a
 // request with other fields.
-absl::StatusOr<broker::Inspector::Position> DecodePageToken(
+absl::StatusOr<broker::ListPosition> DecodePageToken(
     const hourglass::v1::ListMessagesRequest& request);
 
 }  // namespace hourglass::api

@@ -69,7 +69,7 @@ void BrokerService::StartPublish(const Grant& grant,
                                m.headers().begin(), m.headers().end()),
                            DeliverAt(m, now)});
   }
-  engine_->Publish(std::move(messages),
+  broker_->Publish(std::move(messages),
                    [this, bytes, done = std::move(done)](
                        absl::StatusOr<std::vector<broker::PublishReceipt>>
                            receipts) mutable {
@@ -181,7 +181,7 @@ grpc::ServerUnaryReactor* BrokerService::Cancel(
     reactor->Finish(ToGrpcStatus(valid));
     return reactor;
   }
-  engine_->Cancel(request->topic(), request->id(),
+  broker_->Cancel(request->topic(), request->id(),
                   [reactor](absl::Status status) {
                     reactor->Finish(ToGrpcStatus(status));
                   });
@@ -227,7 +227,7 @@ BrokerService::StartStream(grpc::CallbackServerContext* context, Start start) {
     };
   }
   hooks.on_finish = [this] { streams_.fetch_sub(1); };
-  return start(context, &engine_->dispatcher(), limits_, std::move(hooks));
+  return start(context, broker_, limits_, std::move(hooks));
 }
 
 grpc::ServerBidiReactor<hourglass::v1::SubscribeRequest,

@@ -13,13 +13,14 @@
 #include "api/subscribe_stream.h"
 #include "api/validation.h"
 #include "broker/clock.h"
-#include "broker/engine.h"
+#include "broker/broker.h"
 #include "hourglass/v1/broker.grpc.pb.h"
 
 namespace hourglass::api {
 
 // hourglass.v1.Broker on the gRPC callback API: validates each request,
-// translates it, and hands it to the engine; answers when the engine does.
+// translates it, and hands it to the broker (broker/broker.h); answers
+// when the broker does.
 // Each Subscribe and SubscribeBatches stream is a reactor of its own
 // (api/subscribe_stream.h).
 // Calls past limits_ (streams open, bytes of publishes being written) are
@@ -32,10 +33,10 @@ class BrokerService final : public hourglass::v1::Broker::CallbackService {
   // Cancel need role produce on their topics, Subscribe role consume on its
   // topic. nullptr (the default) means authentication is off.
   //
-  // REQUIRES: `engine`, `clock` and `authorizer` outlive the service.
-  BrokerService(broker::Engine* engine, broker::Clock* clock, Limits limits,
+  // REQUIRES: `broker`, `clock` and `authorizer` outlive the service.
+  BrokerService(broker::Broker* broker, broker::Clock* clock, Limits limits,
                 const Authorizer* authorizer = nullptr)
-      : engine_(engine),
+      : broker_(broker),
         clock_(clock),
         limits_(limits),
         authorizer_(authorizer != nullptr ? authorizer
@@ -73,7 +74,7 @@ class BrokerService final : public hourglass::v1::Broker::CallbackService {
  private:
   // Checks `request` (ValidatePublish, the grant's produce role for each
   // topic, --max_publish_queue_bytes) and publishes it; `done` gets the
-  // receipts or the first problem, at once or on the engine's thread.
+  // receipts or the first problem, at once or on a broker's thread.
   void StartPublish(const Grant& grant,
                     const hourglass::v1::PublishRequest& request,
                     PublishDone done);
@@ -90,7 +91,7 @@ class BrokerService final : public hourglass::v1::Broker::CallbackService {
   // hook uncounts it.
   absl::Status AdmitStream();
 
-  broker::Engine* const engine_;
+  broker::Broker* const broker_;
   broker::Clock* const clock_;
   const Limits limits_;
   const Authorizer* const authorizer_;
@@ -98,7 +99,7 @@ class BrokerService final : public hourglass::v1::Broker::CallbackService {
   // Streams (Subscribe, SubscribeBatches, PublishStream) started and not
   // yet finished (limits_.max_streams).
   std::atomic<size_t> streams_{0};
-  // Bytes of Publish requests handed to the engine and not yet answered
+  // Bytes of Publish requests handed to the broker and not yet answered
   // (limits_.max_publish_queue_bytes).
   std::atomic<size_t> publish_queue_bytes_{0};
 

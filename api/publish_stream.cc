@@ -50,7 +50,7 @@ PublishAnswer ToAnswer(
 // unless max_pending_ requests await their answers); writes run one at a
 // time, in request order, each of every answer ready at the front of
 // answers_ (up to kMaxResponseBytes). Thread-safe: reactions and the
-// publishes' callbacks (on the engine's threads) may come concurrently;
+// publishes' callbacks (on the broker's threads) may come concurrently;
 // mu_ guards the shared state and is never held while calling publish_.
 class PublishStream final
     : public grpc::ServerBidiReactor<PublishRequest, PublishStreamResponse> {

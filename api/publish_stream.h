@@ -6,7 +6,7 @@
 
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
-#include "broker/publisher.h"
+#include "broker/broker.h"
 #include "google/protobuf/repeated_ptr_field.h"
 #include "grpcpp/support/server_callback.h"
 #include "hourglass/v1/broker.pb.h"
@@ -18,7 +18,7 @@ using PublishDone = absl::AnyInvocable<
     void(absl::StatusOr<std::vector<broker::PublishReceipt>>) &&>;
 
 // Publishes one request as Broker.Publish would (checks, limits, the
-// engine) and calls `done` once, on any thread, possibly before it returns;
+// broker) and calls `done` once, on any thread, possibly before it returns;
 // it does not keep the request. Or, when the stream may publish nothing
 // more (its token was revoked or lost the produce role), returns why
 // without calling `done`: the stream then reads no more, and ends with that

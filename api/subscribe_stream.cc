@@ -23,12 +23,12 @@ namespace hourglass::api {
 namespace {
 
 using hourglass::v1::SubscribeRequest;
-using ConsumerId = broker::Dispatcher::ConsumerId;
+using ConsumerId = broker::ConsumerId;
 
-// A stream reports its written deliveries to the dispatcher (each report
-// takes the dispatcher's lock once) when its outbox is empty, or when it
+// A stream reports its written deliveries to the broker (each report
+// takes the broker's lock once) when its outbox is empty, or when it
 // has gathered this many, or this many bytes of them, or has not reported
-// for this long: the dispatcher bounds the outbox, and watches for stalls,
+// for this long: the broker bounds the outbox, and watches for stalls,
 // by these reports.
 constexpr size_t kReportWritten = 64;
 constexpr size_t kReportWrittenBytes = size_t{1} << 20;
@@ -37,20 +37,20 @@ constexpr absl::Duration kReportWrittenEvery = absl::Seconds(1);
 template <typename Response>
 class SubscribeStream;
 
-// What the dispatcher holds of a stream. It may outlive the stream's
+// What the broker holds of a stream. It may outlive the stream's
 // reactor: once the reactor is done, what arrives here is dropped (the
-// dispatcher hands those deliveries back when the stream unsubscribes).
+// broker hands those deliveries back when the stream unsubscribes).
 template <typename Response>
 class StreamSink final : public broker::Consumer, public StreamHandle {
  public:
-  StreamSink(SubscribeStream<Response>* stream, broker::Dispatcher* dispatcher)
-      : stream_(stream), dispatcher_(dispatcher) {}
+  StreamSink(SubscribeStream<Response>* stream, broker::Broker* broker)
+      : stream_(stream), broker_(broker) {}
 
   void Send(std::vector<broker::Delivery> deliveries) override;
   void End(absl::Status status) override;
   void Abort(absl::Status status) override;
   void Recheck() override;
-  // The answer to the stream's Dispatcher::Subscribe.
+  // The answer to the stream's Broker::Subscribe.
   void Subscribed(absl::StatusOr<ConsumerId> id);
   // The reactor is done; nothing reaches it any more.
   void Detach() {
@@ -61,16 +61,16 @@ class StreamSink final : public broker::Consumer, public StreamHandle {
  private:
   absl::Mutex mu_;
   SubscribeStream<Response>* stream_ ABSL_GUARDED_BY(mu_);
-  broker::Dispatcher* const dispatcher_;
+  broker::Broker* const broker_;
 };
 
 // The reactor of one stream; Response is Delivery (Subscribe) or
 // DeliveryBatch (SubscribeBatches). Reads run one at a time (each
 // OnReadDone starts the next); writes run one at a time from an outbox of
 // responses, which for batches gathers what arrives while a write is in
-// progress. Thread-safe: reactions, the dispatcher's Send and End, and the
+// progress. Thread-safe: reactions, the broker's Send and End, and the
 // Subscribe answer may come concurrently; mu_ guards the shared state. Lock
-// order: the sink's lock, then mu_, then the dispatcher's.
+// order: the sink's lock, then mu_, then the broker's.
 template <typename Response>
 class SubscribeStream final : public SubscribeReactor<Response> {
  public:
@@ -78,13 +78,13 @@ class SubscribeStream final : public SubscribeReactor<Response> {
       std::is_same_v<Response, hourglass::v1::DeliveryBatch>;
 
   SubscribeStream(grpc::CallbackServerContext* context,
-                  broker::Dispatcher* dispatcher, const Limits& limits,
+                  broker::Broker* broker, const Limits& limits,
                   StreamHooks hooks)
       : context_(context),
-        dispatcher_(dispatcher),
+        broker_(broker),
         limits_(limits),
         hooks_(std::move(hooks)),
-        sink_(std::make_shared<StreamSink<Response>>(this, dispatcher)) {
+        sink_(std::make_shared<StreamSink<Response>>(this, broker)) {
     if (hooks_.opened) std::move(hooks_.opened)(sink_);
     this->StartRead(&request_);
   }
@@ -105,7 +105,7 @@ class SubscribeStream final : public SubscribeReactor<Response> {
   void Recheck();
 
   // Ends the stream with `status` unless it is ending already. Unsent
-  // deliveries are dropped; the dispatcher takes every unacknowledged one
+  // deliveries are dropped; the broker takes every unacknowledged one
   // back. A write in progress finishes first, unless `abandon_write`: then
   // the call is cancelled, which ends a write that flow control holds.
   void FinishOnce(const grpc::Status& status, bool abandon_write = false);
@@ -120,7 +120,7 @@ class SubscribeStream final : public SubscribeReactor<Response> {
   bool HandleRequest();
 
   grpc::CallbackServerContext* const context_;
-  broker::Dispatcher* const dispatcher_;
+  broker::Broker* const broker_;
   const Limits limits_;
   // authorize is called by the read chain and by Recheck (it is
   // thread-safe); opened by the constructor; on_finish by FinishOnce, once.
@@ -150,7 +150,7 @@ class SubscribeStream final : public SubscribeReactor<Response> {
   // The front is being written while writing_. A deque never moves its
   // elements, which the arenas need.
   std::deque<Outgoing> outbox_ ABSL_GUARDED_BY(mu_);
-  // Deliveries written and not yet reported to the dispatcher, their
+  // Deliveries written and not yet reported to the broker, their
   // bytes, and when the last report went.
   size_t written_ ABSL_GUARDED_BY(mu_) = 0;
   size_t written_bytes_ ABSL_GUARDED_BY(mu_) = 0;
@@ -193,7 +193,7 @@ void StreamSink<Response>::Subscribed(absl::StatusOr<ConsumerId> id) {
   if (stream_ != nullptr) {
     stream_->OnSubscribed(std::move(id));
   } else if (id.ok()) {
-    dispatcher_->Unsubscribe(*id);  // The stream ended meanwhile.
+    broker_->Unsubscribe(*id);  // The stream ended meanwhile.
   }
 }
 
@@ -222,7 +222,7 @@ void SubscribeStream<Response>::OnReadDone(bool ok) {
       absl::MutexLock lock(&mu_);
       topic_ = open.topic();
     }
-    broker::Dispatcher::SubscribeOptions options;
+    broker::SubscribeOptions options;
     options.topic = open.topic();
     options.group = open.group();
     options.max_in_flight = open.max_in_flight();
@@ -233,7 +233,7 @@ void SubscribeStream<Response>::OnReadDone(bool ok) {
       options.may_create_group = hooks_.may_create_group(open.topic());
     }
     // The next read starts once the consumer is subscribed.
-    dispatcher_->Subscribe(std::move(options), sink_,
+    broker_->Subscribe(std::move(options), sink_,
                            [sink = sink_](absl::StatusOr<ConsumerId> id) {
                              sink->Subscribed(std::move(id));
                            });
@@ -281,7 +281,7 @@ bool SubscribeStream<Response>::HandleRequest() {
       }
       const std::vector<std::string_view> ids(request_.ack().ids().begin(),
                                               request_.ack().ids().end());
-      dispatcher_->Ack(*consumer, ids);
+      broker_->Ack(*consumer, ids);
       return true;
     }
     case SubscribeRequest::kNack: {
@@ -292,7 +292,7 @@ bool SubscribeStream<Response>::HandleRequest() {
       const absl::Duration delay = request_.nack().has_delay()
                                        ? FromProto(request_.nack().delay())
                                        : absl::ZeroDuration();
-      dispatcher_->Nack(*consumer, request_.nack().id(), delay);
+      broker_->Nack(*consumer, request_.nack().id(), delay);
       return true;
     }
     case SubscribeRequest::kOpen:
@@ -325,7 +325,7 @@ void SubscribeStream<Response>::OnSubscribed(absl::StatusOr<ConsumerId> id) {
       return;
     }
   }
-  dispatcher_->Unsubscribe(*id);  // Ended before the answer came.
+  broker_->Unsubscribe(*id);  // Ended before the answer came.
 }
 
 template <typename Response>
@@ -399,7 +399,7 @@ void SubscribeStream<Response>::OnWriteDone(bool ok) {
     if (ok) {
       consumer = consumer_;
       // Written deliveries are reported in groups (see kReportWritten):
-      // one dispatcher call per group rather than per delivery.
+      // one broker call per group rather than per delivery.
       const absl::Time now = absl::Now();
       if (outbox_.empty() || written_ >= kReportWritten ||
           written_bytes_ >= kReportWrittenBytes ||
@@ -412,7 +412,7 @@ void SubscribeStream<Response>::OnWriteDone(bool ok) {
     }
   }
   if (consumer.has_value()) {
-    if (written > 0) dispatcher_->Written(*consumer, written, written_bytes);
+    if (written > 0) broker_->Written(*consumer, written, written_bytes);
     return;
   }
   // The client is gone.
@@ -441,23 +441,23 @@ void SubscribeStream<Response>::FinishOnce(const grpc::Status& status,
       this->Finish(status);
     }
   }
-  if (consumer.has_value()) dispatcher_->Unsubscribe(*consumer);
+  if (consumer.has_value()) broker_->Unsubscribe(*consumer);
 }
 
 }  // namespace
 
 SubscribeReactor<hourglass::v1::Delivery>* NewSubscribeStream(
-    grpc::CallbackServerContext* context, broker::Dispatcher* dispatcher,
+    grpc::CallbackServerContext* context, broker::Broker* broker,
     const Limits& limits, StreamHooks hooks) {
-  return new SubscribeStream<hourglass::v1::Delivery>(context, dispatcher,
+  return new SubscribeStream<hourglass::v1::Delivery>(context, broker,
                                                       limits, std::move(hooks));
 }
 
 SubscribeReactor<hourglass::v1::DeliveryBatch>* NewSubscribeBatchesStream(
-    grpc::CallbackServerContext* context, broker::Dispatcher* dispatcher,
+    grpc::CallbackServerContext* context, broker::Broker* broker,
     const Limits& limits, StreamHooks hooks) {
   return new SubscribeStream<hourglass::v1::DeliveryBatch>(
-      context, dispatcher, limits, std::move(hooks));
+      context, broker, limits, std::move(hooks));
 }
 
 }  // namespace hourglass::api

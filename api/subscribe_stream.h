@@ -8,7 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "api/validation.h"
-#include "broker/dispatcher.h"
+#include "broker/broker.h"
 #include "grpcpp/support/server_callback.h"
 #include "hourglass/v1/broker.pb.h"
 
@@ -19,13 +19,13 @@ namespace hourglass::api {
 // done. The two differ only in how responses carry deliveries.
 //
 // The first request must be `open` (else INVALID_ARGUMENT); it subscribes a
-// consumer to the dispatcher, registering its group if needed, and then the
+// consumer to the broker, registering its group if needed, and then the
 // stream sends its initial metadata: a client that waits for it knows the
-// group is registered. Then `ack`s and `nack`s go to the dispatcher
+// group is registered. Then `ack`s and `nack`s go to the broker
 // and deliveries come back, at most the stream's credit unacknowledged.
 // The stream ends when the client ends it (OK), on a bad request
 // (INVALID_ARGUMENT), when the broker shuts down (UNAVAILABLE), or when it
-// writes nothing to the client for the dispatcher's stall timeout while
+// writes nothing to the client for the broker's stall timeout while
 // deliveries wait (the call is cancelled: the client sees CANCELLED, the
 // broker logs why); its unacknowledged deliveries then go back to the
 // group at once.
@@ -68,17 +68,17 @@ using SubscribeReactor =
 // travels alone.
 inline constexpr size_t kMaxBatchBytes = size_t{1} << 20;
 
-// REQUIRES (both): `context` is the call's; `dispatcher` outlives the
+// REQUIRES (both): `context` is the call's; `broker` outlives the
 // stream.
 //
 // Subscribe: one Delivery per response.
 SubscribeReactor<hourglass::v1::Delivery>* NewSubscribeStream(
-    grpc::CallbackServerContext* context, broker::Dispatcher* dispatcher,
+    grpc::CallbackServerContext* context, broker::Broker* broker,
     const Limits& limits, StreamHooks hooks = {});
 // SubscribeBatches: each response packs the deliveries waiting to be
 // written when the previous one went out, up to kMaxBatchBytes.
 SubscribeReactor<hourglass::v1::DeliveryBatch>* NewSubscribeBatchesStream(
-    grpc::CallbackServerContext* context, broker::Dispatcher* dispatcher,
+    grpc::CallbackServerContext* context, broker::Broker* broker,
     const Limits& limits, StreamHooks hooks = {});
 
 }  // namespace hourglass::api

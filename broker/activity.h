@@ -18,6 +18,7 @@
 #include "absl/types/span.h"
 #include "broker/clock.h"
 #include "broker/metrics.h"
+#include "broker/views.h"
 
 namespace hourglass::broker {
 
@@ -55,14 +56,8 @@ class Activity {
   void DeadLettered(std::string_view topic, uint64_t n);
   void Cancelled(std::string_view topic, uint64_t n);
 
-  struct Percentiles {
-    absl::Duration p50, p90, p99, max;
-  };
-  struct TopicView {
-    double publish_rate = 0;   // Per second over the last minute.
-    double delivery_rate = 0;  // First deliveries per second.
-    Percentiles lateness;      // Zero when nothing was delivered.
-  };
+  using Percentiles = broker::Percentiles;
+  using TopicView = TopicActivity;
   TopicView Topic(std::string_view topic);
   // Acks per second over the last minute.
   double AckRate(std::string_view topic, std::string_view group);

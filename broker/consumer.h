@@ -13,6 +13,21 @@
 
 namespace hourglass::broker {
 
+// A consumer stream, as the broker knows it while it is subscribed.
+using ConsumerId = uint64_t;
+
+// What a consumer stream asks for when it subscribes (Broker::Subscribe).
+struct SubscribeOptions {
+  std::string topic;
+  std::string group;
+  // Credit: deliveries in flight at once; 0 means the broker's default.
+  uint32_t max_in_flight = 0;
+  // Zero means the broker's default. REQUIRES: not negative.
+  absl::Duration ack_timeout = absl::ZeroDuration();
+  // Whether subscribing may register the group if it does not exist.
+  bool may_create_group = true;
+};
+
 // One message handed to a consumer.
 struct Delivery {
   std::string id;

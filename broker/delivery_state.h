@@ -31,7 +31,6 @@
 
 namespace hourglass::broker {
 
-using ConsumerId = uint64_t;
 
 // How the dispatcher delivers (Dispatcher::Options).
 struct DispatcherOptions {

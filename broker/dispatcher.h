@@ -103,16 +103,7 @@ class Dispatcher {
 
   // ---- Consumers.
 
-  struct SubscribeOptions {
-    std::string topic;
-    std::string group;
-    // Credit; 0 means Options::default_max_in_flight.
-    uint32_t max_in_flight = 0;
-    // Zero means Options::default_ack_timeout. REQUIRES: not negative.
-    absl::Duration ack_timeout = absl::ZeroDuration();
-    // Whether subscribing may register the group if it does not exist.
-    bool may_create_group = true;
-  };
+  using SubscribeOptions = broker::SubscribeOptions;
 
   // Adds `consumer` to its group, registering the group first if needed
   // and allowed. `done` gets the consumer's id, or UNAVAILABLE after

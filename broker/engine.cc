@@ -60,9 +60,14 @@ Engine::Engine(storage::MessageStore* store, Clock* clock, Options options,
                            engine_metrics_.StoreSync(info);
                          }})),
       publisher_(store, commits_.get(), &scheduler_, clock, &activity_,
-                 next_sequence, [this] { Wake(); }) {}
+                 next_sequence, [this] { Wake(); }),
+      reads_(std::make_unique<WorkQueue>("hg-admin-reads")),
+      tasks_(std::make_unique<WorkQueue>("hg-admin-tasks")) {}
 
 Engine::~Engine() {
+  // Queued admin work runs to its end while every part is alive.
+  reads_.reset();
+  tasks_.reset();
   engine_metrics_.StopCollecting();  // Scrapes read the parts below.
   {
     absl::MutexLock lock(&mu_);

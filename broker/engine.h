@@ -18,6 +18,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "broker/activity.h"
+#include "broker/broker.h"
 #include "broker/clock.h"
 #include "broker/dispatcher.h"
 #include "broker/due_queue.h"
@@ -25,6 +26,7 @@
 #include "broker/inspector.h"
 #include "broker/publisher.h"
 #include "broker/scheduler.h"
+#include "broker/work_queue.h"
 #include "storage/commit_queue.h"
 #include "storage/message_store.h"
 
@@ -39,11 +41,17 @@ namespace hourglass::broker {
 // the Scheduler (when messages come due), the Publisher, the Dispatcher
 // (groups, consumers, acks) and the timer thread.
 //
+// It is the Broker (broker.h) that api/ calls. Admin queries run on a
+// thread of the engine's own ("hg-admin-reads"), admin tasks that read or
+// block on the store on another ("hg-admin-tasks"), so that neither waits
+// behind the other and no gRPC thread waits on the store.
+//
 // Thread-safe. Publish and Cancel may be called from any thread and answer
 // through callbacks run on the store's commit thread; Tick is the timer
 // thread's step (Start runs it, and the dispatcher's, on threads of the
-// engine's own).
-class Engine {
+// engine's own). The accessors of the parts (scheduler(), dispatcher(),
+// ...) are for hourglassd's start-up and for tests; clients use Broker.
+class Engine final : public Broker {
  public:
   struct Options {
     Scheduler::Options scheduler;
@@ -71,7 +79,7 @@ class Engine {
 
   // Stops the threads, ends consumer streams (UNAVAILABLE) if Shutdown did
   // not, and writes what is queued.
-  ~Engine();
+  ~Engine() override;
 
   // Stores every message durably, or none. `done` gets one receipt per
   // message in order: an id already pending in the topic (or earlier in
@@ -82,7 +90,8 @@ class Engine {
   // failed: nothing becomes visible, but if the log sync failed the batch
   // may reappear after a restart (MessageStore::Write), so producers that
   // retry should set ids.
-  void Publish(std::vector<NewMessage> messages, PublishCallback done);
+  void Publish(std::vector<NewMessage> messages,
+               PublishCallback done) override;
 
   // Cancels a message that is scheduled and not yet due. NOT_FOUND if there
   // is no such message (unknown id, already due, cancelled or acked);
@@ -90,7 +99,8 @@ class Engine {
   // otherwise the store's status. A cancel that wins never sees the
   // message dispatched; one that loses the race with its due time changes
   // nothing.
-  void Cancel(std::string topic, std::string id, CancelCallback done);
+  void Cancel(std::string topic, std::string id,
+              CancelCallback done) override;
 
   // One step of the timer thread: extends the loaded horizon by at most one
   // chunk, takes the messages that came due, and moves one chunk of those
@@ -119,9 +129,34 @@ class Engine {
   // (whole milliseconds; a time in the past means now), atomically: it
   // comes due once, at the new time. NOT_FOUND and ABORTED as Cancel. `done`
   // gets the new receipt; it runs on the commit thread or at once here.
-  void Reschedule(
-      std::string topic, std::string id, absl::Time deliver_at,
-      absl::AnyInvocable<void(absl::StatusOr<PublishReceipt>) &&> done);
+  void Reschedule(std::string topic, std::string id, absl::Time deliver_at,
+                  Callback<absl::StatusOr<PublishReceipt>> done) override;
+
+  // ---- Broker: consumers, forwarded to the Dispatcher.
+  void Subscribe(SubscribeOptions options, std::shared_ptr<Consumer> consumer,
+                 Callback<absl::StatusOr<ConsumerId>> done) override;
+  void Unsubscribe(ConsumerId id) override;
+  void Ack(ConsumerId id,
+           absl::Span<const std::string_view> message_ids) override;
+  void Nack(ConsumerId id, std::string_view message_id,
+            absl::Duration delay) override;
+  void Written(ConsumerId id, size_t deliveries, size_t bytes) override;
+
+  // ---- Broker: admin queries (Inspector) and tasks (engine_admin.cc).
+  void Stats(std::optional<std::string> topic,
+             Callback<absl::StatusOr<std::vector<TopicStats>>> done) override;
+  void ListMessages(ListQuery query,
+                    Callback<absl::StatusOr<ListPage>> done) override;
+  void GetMessage(std::string topic, std::string id, size_t preview_bytes,
+                  Callback<absl::StatusOr<MessageView>> done) override;
+  void CreateGroup(std::string topic, std::string group,
+                   Callback<absl::StatusOr<absl::Time>> done) override;
+  void DeleteGroup(std::string topic, std::string group,
+                   Callback<absl::StatusOr<uint64_t>> done) override;
+  void Redrive(std::string topic, std::vector<std::string> ids,
+               Callback<absl::StatusOr<uint64_t>> done) override;
+  void Purge(std::string topic, bool scheduled, bool ready,
+             Callback<absl::StatusOr<uint64_t>> done) override;
 
   // Cancels every scheduled message of `topic`, a chunk (one write) at a
   // time, and returns how many. Messages published meanwhile may or may not
@@ -173,6 +208,11 @@ class Engine {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 
   std::thread timer_;
+
+  // Admin queries and admin tasks (see the class comment). Last, so that
+  // they stop first, while every part their work uses is alive.
+  std::unique_ptr<WorkQueue> reads_;
+  std::unique_ptr<WorkQueue> tasks_;
 };
 
 }  // namespace hourglass::broker

@@ -16,6 +16,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "broker/activity.h"
+#include "broker/broker.h"
 #include "broker/clock.h"
 #include "broker/lifecycle.h"
 #include "broker/loader.h"
@@ -24,29 +25,6 @@
 #include "storage/message_store.h"
 
 namespace hourglass::broker {
-
-// A message to publish, already validated (api/validation.h).
-struct NewMessage {
-  std::string topic;
-  std::string id;  // Idempotency key; empty: the broker assigns one.
-  std::string payload;
-  std::map<std::string, std::string> headers;
-  // Whole milliseconds. A time in the past (by the broker's clock) becomes
-  // now; the receipt says when the message is due.
-  absl::Time deliver_at;
-  // For dead letters: storage::MessageRecord's dead_letter_* fields.
-  uint32_t dead_letter_attempts = 0;
-  std::string dead_letter_group;
-};
-
-struct PublishReceipt {
-  std::string id;
-  absl::Time deliver_at;
-  bool duplicate = false;
-
-  friend bool operator==(const PublishReceipt&,
-                         const PublishReceipt&) = default;
-};
 
 // A publish whose writes are built but not yet applied: the product of
 // Publisher::Prepare, to be written (alone or inside a larger batch) and

@@ -16,6 +16,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "broker/consumer.h"
 #include "broker/group_registry.h"
 #include "storage/keys.h"
 
@@ -33,7 +34,7 @@ namespace hourglass::broker {
 // I/O; lock order: the group registry's, then this one's.
 class StepInbox {
  public:
-  using ConsumerId = uint64_t;
+  using ConsumerId = broker::ConsumerId;
   using GroupId = GroupRegistry::GroupId;
 
   // Consumers' events, in the order each stream sent them.

@@ -14,6 +14,7 @@
 #include "absl/time/time.h"
 #include "api/broker_service.h"
 #include "api/server.h"
+#include "broker/engine.h"
 #include "gmock/gmock.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
