@@ -116,27 +116,28 @@ void ConsumerState::Open(uint64_t number) {
   callbacks.on_done = [this, number](const grpc::Status& status) {
     Ended(number, status);
   };
-  const Channel& c = *channel;
-  // Outside mu: the stream may call back before Start returns.
-  std::shared_ptr<SubscribeStream> started = SubscribeStream::Start(
+  // Stored before it starts, so that a handler acking the first
+  // deliveries finds it (Consumer::Ack).
+  std::shared_ptr<SubscribeStream> created = SubscribeStream::Create(
       options.rpc == ConsumerOptions::Rpc::kSubscribeBatches
           ? SubscribeStream::Rpc::kSubscribeBatches
           : SubscribeStream::Rpc::kSubscribe,
-      ChannelAccess::broker(c),
-      [&c, number](grpc::ClientContext& context) {
-        ChannelAccess::Prepare(c, context, absl::InfiniteFuture());
-        // The first subscription fails fast if the broker cannot be
-        // reached; a reconnection waits until it can.
-        context.set_wait_for_ready(number > 1);
-      },
-      open, std::move(callbacks),
+      std::move(callbacks),
       options.max_in_flight > 0 ? options.max_in_flight : 100);
-  absl::MutexLock lock(&mu);
-  if (ended_generation >= number) {
-    ended_streams.push_back(std::move(started));
-  } else {
-    stream = std::move(started);
+  {
+    absl::MutexLock lock(&mu);
+    stream = created;
   }
+  const Channel& c = *channel;
+  // Outside mu: the stream may call back before Begin returns.
+  created->Begin(ChannelAccess::broker(c),
+                 [&c, number](grpc::ClientContext& context) {
+                   ChannelAccess::Prepare(c, context, absl::InfiniteFuture());
+                   // The first subscription fails fast if the broker cannot
+                   // be reached; a reconnection waits until it can.
+                   context.set_wait_for_ready(number > 1);
+                 },
+                 open);
 }
 
 void ConsumerState::Subscribed(bool ok) {

@@ -29,7 +29,7 @@ class Reactor final
 
   void Begin(hourglass::v1::Broker::Stub& stub,
              const std::function<void(grpc::ClientContext&)>& prepare,
-             const hourglass::v1::Open& open) {
+             const hourglass::v1::Open& open) override {
     prepare(context_);
     if constexpr (kBatches) {
       stub.async()->SubscribeBatches(&context_, this);
@@ -83,18 +83,23 @@ class Reactor final
 
 }  // namespace
 
+std::unique_ptr<SubscribeStream> SubscribeStream::Create(Rpc rpc,
+                                                         Callbacks callbacks,
+                                                         size_t max_ack_ids) {
+  if (rpc == Rpc::kSubscribeBatches) {
+    return std::make_unique<Reactor<hourglass::v1::DeliveryBatch>>(
+        std::move(callbacks), max_ack_ids);
+  }
+  return std::make_unique<Reactor<hourglass::v1::Delivery>>(
+      std::move(callbacks), max_ack_ids);
+}
+
 std::unique_ptr<SubscribeStream> SubscribeStream::Start(
     Rpc rpc, hourglass::v1::Broker::Stub& stub,
     const std::function<void(grpc::ClientContext&)>& prepare,
     const hourglass::v1::Open& open, Callbacks callbacks, size_t max_ack_ids) {
-  if (rpc == Rpc::kSubscribeBatches) {
-    auto stream = std::make_unique<Reactor<hourglass::v1::DeliveryBatch>>(
-        std::move(callbacks), max_ack_ids);
-    stream->Begin(stub, prepare, open);
-    return stream;
-  }
-  auto stream = std::make_unique<Reactor<hourglass::v1::Delivery>>(
-      std::move(callbacks), max_ack_ids);
+  std::unique_ptr<SubscribeStream> stream =
+      Create(rpc, std::move(callbacks), max_ack_ids);
   stream->Begin(stub, prepare, open);
   return stream;
 }

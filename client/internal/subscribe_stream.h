@@ -51,9 +51,19 @@ class SubscribeStream {
     absl::AnyInvocable<void(const grpc::Status&)> on_done;
   };
 
-  // Starts `rpc` on `stub` and sends `open` first; `prepare` gives the
-  // call's context what every call needs (credentials). Merged acks carry
-  // at most `max_ack_ids` ids (the broker's limit is the stream's credit).
+  // Makes a stream for `rpc`, not yet started. Merged acks carry at most
+  // `max_ack_ids` ids (the broker's limit is the stream's credit). Making
+  // and starting are two steps so that the owner can store the stream,
+  // where its callbacks' acks find it, before the first callback runs.
+  static std::unique_ptr<SubscribeStream> Create(Rpc rpc, Callbacks callbacks,
+                                                 size_t max_ack_ids);
+  // Starts the call on `stub` and sends `open` first; `prepare` gives the
+  // call's context what every call needs (credentials). Callbacks may run
+  // before it returns. REQUIRES: called once.
+  virtual void Begin(hourglass::v1::Broker::Stub& stub,
+                     const std::function<void(grpc::ClientContext&)>& prepare,
+                     const hourglass::v1::Open& open) = 0;
+  // Create, then Begin.
   static std::unique_ptr<SubscribeStream> Start(
       Rpc rpc, hourglass::v1::Broker::Stub& stub,
       const std::function<void(grpc::ClientContext&)>& prepare,
