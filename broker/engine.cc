@@ -129,8 +129,8 @@ std::optional<EngineMetrics::Snapshot> Engine::MetricsSnapshot() {
   return s;
 }
 
-absl::StatusOr<DueKey> Engine::BeginChange(const std::string& topic,
-                                           const std::string& id) {
+absl::StatusOr<Scheduler::PendingCancel> Engine::BeginChange(
+    const std::string& topic, const std::string& id) {
   absl::StatusOr<std::optional<DueKey>> found =
       lifecycle::FindId(*store_, topic, id);
   if (!found.ok()) return found.status();
@@ -139,7 +139,8 @@ absl::StatusOr<DueKey> Engine::BeginChange(const std::string& topic,
       absl::StrCat("no scheduled message with id ", Quoted(id), " in topic ",
                    Quoted(topic), " (unknown, already due, or cancelled)"));
   if (!key.has_value()) return not_found;
-  switch (scheduler_.BeginCancel(*key)) {
+  Scheduler::PendingCancel change = scheduler_.BeginCancel(*key, topic);
+  switch (change.start()) {
     case Scheduler::CancelStart::kAccepted:
       break;
     case Scheduler::CancelStart::kAlreadyDue:
@@ -154,24 +155,24 @@ absl::StatusOr<DueKey> Engine::BeginChange(const std::string& topic,
   // key can: dispatch deletes it.
   absl::StatusOr<bool> scheduled = lifecycle::IsScheduled(*store_, *key);
   if (!scheduled.ok() || !*scheduled) {
-    scheduler_.EndCancel(*key, topic, /*deleted=*/true);
+    std::move(change).End(/*deleted=*/true);
     return scheduled.ok() ? not_found : scheduled.status();
   }
-  return *key;
+  return change;
 }
 
 void Engine::Cancel(std::string topic, std::string id, CancelCallback done) {
-  absl::StatusOr<DueKey> key = BeginChange(topic, id);
-  if (!key.ok()) {
-    std::move(done)(key.status());
+  absl::StatusOr<Scheduler::PendingCancel> change = BeginChange(topic, id);
+  if (!change.ok()) {
+    std::move(done)(change.status());
     return;
   }
   Changes changes;
-  lifecycle::Cancel(changes, topic, *key, id);
+  lifecycle::Cancel(changes, topic, change->key(), id);
   commits_->Submit(changes.Take(),
-                   [this, key = *key, topic = std::move(topic),
+                   [this, change = *std::move(change), topic = std::move(topic),
                     done = std::move(done)](absl::Status status) mutable {
-                     scheduler_.EndCancel(key, topic, status.ok());
+                     std::move(change).End(/*deleted=*/status.ok());
                      if (status.ok()) activity_.Cancelled(topic, 1);
                      std::move(done)(std::move(status));
                    });
@@ -180,51 +181,56 @@ void Engine::Cancel(std::string topic, std::string id, CancelCallback done) {
 void Engine::Reschedule(
     std::string topic, std::string id, absl::Time deliver_at,
     absl::AnyInvocable<void(absl::StatusOr<PublishReceipt>) &&> done) {
-  absl::StatusOr<DueKey> old_key = BeginChange(topic, id);
-  if (!old_key.ok()) {
-    std::move(done)(old_key.status());
+  // Every path below ends `change` and the tokens taken after it, by name
+  // or, on the early returns, by their destructors (the message then stays
+  // scheduled as before).
+  absl::StatusOr<Scheduler::PendingCancel> change = BeginChange(topic, id);
+  if (!change.ok()) {
+    std::move(done)(change.status());
     return;
   }
+  const DueKey old_key = change->key();
   absl::StatusOr<std::optional<storage::MessageRecord>> stored =
-      lifecycle::ReadMessage(*store_, old_key->sequence);
+      lifecycle::ReadMessage(*store_, old_key.sequence);
   if (!stored.ok() || !stored->has_value()) {
-    scheduler_.EndCancel(*old_key, topic, /*deleted=*/false);
+    std::move(*change).End(/*deleted=*/false);
     std::move(done)(!stored.ok()
                         ? stored.status()
                         : absl::DataLossError(absl::StrCat(
-                              "message ", old_key->sequence, " is missing")));
+                              "message ", old_key.sequence, " is missing")));
     return;
   }
   storage::MessageRecord& record = **stored;
   // As for a publish: nothing comes due before the floor, and the cursor
   // stays at or below it until the write ends.
-  const int64_t floor = scheduler_.HoldCursor();
-  const DueKey new_key{std::max(absl::ToUnixMillis(deliver_at), floor),
-                       old_key->sequence};
+  Scheduler::CursorHold hold = scheduler_.HoldCursor();
+  const DueKey new_key{std::max(absl::ToUnixMillis(deliver_at), hold.floor()),
+                       old_key.sequence};
   const PublishReceipt receipt{id, absl::FromUnixMillis(new_key.deliver_at_ms),
                                false};
-  if (new_key == *old_key) {
-    scheduler_.EndCancel(*old_key, topic, /*deleted=*/false);
-    scheduler_.ReleaseCursor(floor);
+  if (new_key == old_key) {
+    std::move(*change).End(/*deleted=*/false);
+    std::move(hold).Release();
     std::move(done)(receipt);
     return;
   }
-  scheduler_.BeginPublish(new_key);
+  Scheduler::PendingPublish publish = scheduler_.BeginPublish(new_key);
   record.set_deliver_at_ms(new_key.deliver_at_ms);
   Changes changes;
-  lifecycle::Reschedule(changes, record, *old_key, new_key);
+  lifecycle::Reschedule(changes, record, old_key, new_key);
   commits_->Submit(
       changes.Take(),
-      [this, old_key = *old_key, new_key, floor, topic = std::move(topic),
-       receipt, done = std::move(done)](absl::Status status) mutable {
-        scheduler_.EndCancel(old_key, topic, /*deleted=*/status.ok());
+      [this, change = *std::move(change), hold = std::move(hold),
+       publish = std::move(publish), topic = std::move(topic), receipt,
+       done = std::move(done)](absl::Status status) mutable {
+        std::move(change).End(/*deleted=*/status.ok());
         bool in_wheel = false;
         if (status.ok()) {
-          in_wheel = scheduler_.PublishDurable(new_key, topic);
+          in_wheel = std::move(publish).Durable(topic);
         } else {
-          scheduler_.PublishFailed(new_key);
+          std::move(publish).Failed();
         }
-        scheduler_.ReleaseCursor(floor);
+        std::move(hold).Release();
         if (!status.ok()) {
           std::move(done)(std::move(status));
           return;
@@ -257,30 +263,28 @@ absl::StatusOr<uint64_t> Engine::PurgeScheduled(const std::string& topic) {
 
     // Each message still scheduled is cancelled, as by Cancel; those that
     // came due or are being changed are left.
+    // The cancels not ended by name (on an error return) end by their
+    // destructors, leaving those messages scheduled.
     Changes changes;
-    std::vector<DueKey> cancelling;
+    std::vector<Scheduler::PendingCancel> cancelling;
     for (const auto& [key, id] : entries) {
-      if (scheduler_.BeginCancel(key) != Scheduler::CancelStart::kAccepted) {
-        continue;
-      }
+      Scheduler::PendingCancel change = scheduler_.BeginCancel(key, topic);
+      if (change.start() != Scheduler::CancelStart::kAccepted) continue;
+      // As in BeginChange: a key whose state cannot be read is not put
+      // back in the wheel.
       absl::StatusOr<bool> scheduled = lifecycle::IsScheduled(*store_, key);
       if (!scheduled.ok() || !*scheduled) {
-        scheduler_.EndCancel(key, topic, /*deleted=*/true);
-        if (!scheduled.ok()) {
-          for (const DueKey& k : cancelling) {
-            scheduler_.EndCancel(k, topic, /*deleted=*/false);
-          }
-          return scheduled.status();
-        }
+        std::move(change).End(/*deleted=*/true);
+        if (!scheduled.ok()) return scheduled.status();
         continue;
       }
       lifecycle::Cancel(changes, topic, key, id);
-      cancelling.push_back(key);
+      cancelling.push_back(std::move(change));
     }
     if (cancelling.empty()) continue;
     const absl::Status written = commits_->Commit(changes.Take());
-    for (const DueKey& key : cancelling) {
-      scheduler_.EndCancel(key, topic, written.ok());
+    for (Scheduler::PendingCancel& change : cancelling) {
+      std::move(change).End(/*deleted=*/written.ok());
     }
     if (!written.ok()) return written;
     activity_.Cancelled(topic, cancelling.size());

@@ -180,10 +180,10 @@ class Engine final : public Broker {
   // per-topic totals of topics that are gone (EngineMetrics says when).
   std::optional<EngineMetrics::Snapshot> MetricsSnapshot();
   // Finds the scheduled message (topic, id) and starts changing it
-  // (Scheduler::BeginCancel): its key, NOT_FOUND, ABORTED, or the store's
-  // error. On success the caller must end the change with EndCancel.
-  absl::StatusOr<storage::DueKey> BeginChange(const std::string& topic,
-                                              const std::string& id);
+  // (Scheduler::BeginCancel): the accepted change, NOT_FOUND, ABORTED, or
+  // the store's error.
+  absl::StatusOr<Scheduler::PendingCancel> BeginChange(const std::string& topic,
+                                                       const std::string& id);
   void Wake();
   void RunTimer();
 

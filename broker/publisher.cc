@@ -99,7 +99,6 @@ absl::StatusOr<PreparedPublish> Publisher::Prepare(
     // Nothing of this publish comes due before its floor, and the persisted
     // cursor stays at or below it until Finish (scheduler.h).
     prepared.floor = scheduler_->HoldCursor();
-    prepared.holds_floor = true;
   }
 
   const int64_t published_at_ms = absl::ToUnixMillis(clock_->Now());
@@ -109,7 +108,7 @@ absl::StatusOr<PreparedPublish> Publisher::Prepare(
     if ((first_of[i] != n && first_of[i] != i) || stored_before[i]) continue;
     const uint64_t seq = sequence++;
     const int64_t due_ms =
-        std::max(absl::ToUnixMillis(m.deliver_at), prepared.floor);
+        std::max(absl::ToUnixMillis(m.deliver_at), prepared.floor.floor());
     if (m.id.empty()) m.id = storage::AssignedId(seq);
     storage::MessageRecord record;
     record.set_topic(m.topic);
@@ -133,8 +132,9 @@ absl::StatusOr<PreparedPublish> Publisher::Prepare(
                               prepared.receipts[f].deliver_at, true};
     }
   }
+  prepared.pending.reserve(prepared.keys.size());
   for (const ScheduledEntry& entry : prepared.keys) {
-    scheduler_->BeginPublish(entry.key);
+    prepared.pending.push_back(scheduler_->BeginPublish(entry.key));
   }
   return prepared;
 }
@@ -142,11 +142,12 @@ absl::StatusOr<PreparedPublish> Publisher::Prepare(
 absl::StatusOr<std::vector<PublishReceipt>> Publisher::Finish(
     PreparedPublish prepared, absl::Status status) {
   bool in_wheel = false;
-  for (const ScheduledEntry& entry : prepared.keys) {
+  for (size_t i = 0; i < prepared.pending.size(); ++i) {
+    Scheduler::PendingPublish& publish = prepared.pending[i];
     if (status.ok()) {
-      in_wheel = scheduler_->PublishDurable(entry.key, entry.topic) || in_wheel;
+      in_wheel = std::move(publish).Durable(prepared.keys[i].topic) || in_wheel;
     } else {
-      scheduler_->PublishFailed(entry.key);
+      std::move(publish).Failed();
     }
   }
   // After the keys are in the wheel or known failed, so the cursor never
@@ -163,8 +164,8 @@ absl::StatusOr<std::vector<PublishReceipt>> Publisher::Finish(
   return std::move(prepared.receipts);
 }
 
-void Publisher::Release(const PreparedPublish& prepared) {
-  if (prepared.holds_floor) scheduler_->ReleaseCursor(prepared.floor);
+void Publisher::Release(PreparedPublish& prepared) {
+  std::move(prepared.floor).Release();
   absl::MutexLock lock(&ids_mu_);
   for (const auto& key : prepared.claimed_ids) publishing_ids_.erase(key);
 }

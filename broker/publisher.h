@@ -42,8 +42,10 @@ struct PreparedPublish {
   std::vector<PublishReceipt> receipts;
   std::vector<ScheduledEntry> keys;
   std::vector<std::pair<std::string, std::string>> claimed_ids;
-  int64_t floor = 0;
-  bool holds_floor = false;
+  // The scheduler's tokens: dropped unfinished, the publishes end as failed
+  // and then the floor is released (members go in reverse order).
+  Scheduler::CursorHold floor;
+  std::vector<Scheduler::PendingPublish> pending;  // One per `keys`.
 };
 
 // Stores new messages: assigns publish sequences and ids, enforces
@@ -91,7 +93,7 @@ class Publisher {
   // blocks (meta/sequence_reserved), so that a sequence, and the id
   // assigned from it, is never used twice, even after its message is gone.
   absl::StatusOr<uint64_t> TakeSequences(uint64_t count);
-  void Release(const PreparedPublish& prepared);
+  void Release(PreparedPublish& prepared);
 
   storage::MessageStore* const store_;
   storage::CommitQueue* const commits_;

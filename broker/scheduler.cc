@@ -62,11 +62,78 @@ int64_t Scheduler::NowMsLocked() {
   return last_now_ms_;
 }
 
-int64_t Scheduler::HoldCursor() {
+Scheduler::CursorHold::CursorHold(CursorHold&& other) noexcept
+    : scheduler_(std::exchange(other.scheduler_, nullptr)),
+      floor_(other.floor_) {}
+
+Scheduler::CursorHold& Scheduler::CursorHold::operator=(
+    CursorHold&& other) noexcept {
+  if (this != &other) {
+    std::move(*this).Release();
+    scheduler_ = std::exchange(other.scheduler_, nullptr);
+    floor_ = other.floor_;
+  }
+  return *this;
+}
+
+void Scheduler::CursorHold::Release() && {
+  if (Scheduler* s = std::exchange(scheduler_, nullptr)) {
+    s->ReleaseCursor(floor_);
+  }
+}
+
+Scheduler::PendingPublish::PendingPublish(PendingPublish&& other) noexcept
+    : scheduler_(std::exchange(other.scheduler_, nullptr)), key_(other.key_) {}
+
+Scheduler::PendingPublish& Scheduler::PendingPublish::operator=(
+    PendingPublish&& other) noexcept {
+  if (this != &other) {
+    std::move(*this).Failed();
+    scheduler_ = std::exchange(other.scheduler_, nullptr);
+    key_ = other.key_;
+  }
+  return *this;
+}
+
+bool Scheduler::PendingPublish::Durable(const std::string& topic) && {
+  return std::exchange(scheduler_, nullptr)->PublishDurable(key_, topic);
+}
+
+void Scheduler::PendingPublish::Failed() && {
+  if (Scheduler* s = std::exchange(scheduler_, nullptr)) {
+    s->PublishFailed(key_);
+  }
+}
+
+Scheduler::PendingCancel::PendingCancel(PendingCancel&& other) noexcept
+    : scheduler_(std::exchange(other.scheduler_, nullptr)),
+      start_(other.start_),
+      key_(other.key_),
+      topic_(std::move(other.topic_)) {}
+
+Scheduler::PendingCancel& Scheduler::PendingCancel::operator=(
+    PendingCancel&& other) noexcept {
+  if (this != &other) {
+    std::move(*this).End(/*deleted=*/false);
+    scheduler_ = std::exchange(other.scheduler_, nullptr);
+    start_ = other.start_;
+    key_ = other.key_;
+    topic_ = std::move(other.topic_);
+  }
+  return *this;
+}
+
+void Scheduler::PendingCancel::End(bool deleted) && {
+  if (Scheduler* s = std::exchange(scheduler_, nullptr)) {
+    s->EndCancel(key_, topic_, deleted);
+  }
+}
+
+Scheduler::CursorHold Scheduler::HoldCursor() {
   absl::MutexLock lock(&mu_);
   const int64_t floor = NowMsLocked();
   floors_.insert(floor);
-  return floor;
+  return CursorHold(this, floor);
 }
 
 void Scheduler::ReleaseCursor(int64_t floor) {
@@ -74,9 +141,10 @@ void Scheduler::ReleaseCursor(int64_t floor) {
   if (auto it = floors_.find(floor); it != floors_.end()) floors_.erase(it);
 }
 
-void Scheduler::BeginPublish(const storage::DueKey& key) {
+Scheduler::PendingPublish Scheduler::BeginPublish(const storage::DueKey& key) {
   absl::MutexLock lock(&mu_);
   ++in_progress_[key];
+  return PendingPublish(this, key);
 }
 
 bool Scheduler::PublishDurable(const storage::DueKey& key,
@@ -95,19 +163,24 @@ void Scheduler::PublishFailed(const storage::DueKey& key) {
   EndLocked(key);
 }
 
-Scheduler::CancelStart Scheduler::BeginCancel(const storage::DueKey& key) {
+Scheduler::PendingCancel Scheduler::BeginCancel(const storage::DueKey& key,
+                                                std::string topic) {
   absl::MutexLock lock(&mu_);
-  if (in_progress_.contains(key)) return CancelStart::kInProgress;
+  if (in_progress_.contains(key)) {
+    return PendingCancel(nullptr, CancelStart::kInProgress, key,
+                         std::move(topic));
+  }
   auto it = timers_.find(key.sequence);
   if (it != timers_.end()) {
     wheel_.Cancel(it->second.handle);
     timers_.erase(it);
   } else if (key < loader_.position()) {
     // Loaded, yet not in the wheel: Poll handed it out.
-    return CancelStart::kAlreadyDue;
+    return PendingCancel(nullptr, CancelStart::kAlreadyDue, key,
+                         std::move(topic));
   }
   ++in_progress_[key];
-  return CancelStart::kAccepted;
+  return PendingCancel(this, CancelStart::kAccepted, key, std::move(topic));
 }
 
 void Scheduler::EndCancel(const storage::DueKey& key, const std::string& topic,

@@ -7,6 +7,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -36,8 +37,8 @@ namespace hourglass::broker {
 //
 // Crash safety of the cursor: SafeCursor() is the least schedule key that
 // may still be undispatched or yet be written: the lowest of the wheel's
-// next expiry, every publish or cancel between its Begin and its end, every
-// held publish floor (HoldCursor), the loader's position, and now. A
+// next expiry, every publish or cancel whose token has not ended, every
+// held publish floor (CursorHold), the loader's position, and now. A
 // publish that has not yet called HoldCursor gets a floor at or after that
 // now, because both read one clock that never goes backward (Now()).
 // Every schedule key below it has been handed out by Poll, so persisting it
@@ -73,35 +74,104 @@ class Scheduler {
   // returned before, whatever the wall clock does.
   int64_t NowMs();
 
-  // Starts a publish: returns its floor, the current NowMs(), and keeps
-  // SafeCursor() at or below {floor, 0} until ReleaseCursor(floor). The
-  // publish must not make anything due before its floor.
-  int64_t HoldCursor();
-  void ReleaseCursor(int64_t floor);
+  // Each change of what is scheduled is a token, [[nodiscard]] and
+  // move-only, that ends itself when destroyed; ending one explicitly says
+  // how it ended. A token must not outlive the scheduler.
 
-  // Registers a publish of `key` about to be written. REQUIRES: `key` is
-  // unique, and the write follows.
-  void BeginPublish(const storage::DueKey& key);
-  // The publish of `key` is durable: the message enters the wheel if it is
-  // behind the loaded horizon. Returns whether it did; one that did not is
-  // the loader's when the horizon reaches it, with no wake-up needed.
-  bool PublishDurable(const storage::DueKey& key, const std::string& topic);
-  // The publish of `key` failed; nothing was written.
-  void PublishFailed(const storage::DueKey& key);
+  // A publish's floor, held: SafeCursor() stays at or below {floor(), 0}
+  // until the hold ends. The publish must not make anything due before its
+  // floor.
+  class [[nodiscard]] CursorHold {
+   public:
+    CursorHold() = default;  // Holds nothing.
+    CursorHold(CursorHold&& other) noexcept;
+    CursorHold& operator=(CursorHold&& other) noexcept;
+    ~CursorHold() { std::move(*this).Release(); }
 
-  // Starts cancelling `key`: takes it out of the wheel and keeps the loader
-  // from loading it until EndCancel. Changes nothing unless kAccepted.
-  // kAlreadyDue: Poll handed it out, the cancel lost the race.
-  // kInProgress: a publish or cancel of it has not ended yet.
-  // kAccepted for a key the loader has not reached: after a restart that
-  // includes keys dispatched before it, which the caller must check.
+    int64_t floor() const { return floor_; }
+    bool held() const { return scheduler_ != nullptr; }
+    // Lets the cursor pass the floor. Idempotent.
+    void Release() &&;
+
+   private:
+    friend class Scheduler;
+    CursorHold(Scheduler* scheduler, int64_t floor)
+        : scheduler_(scheduler), floor_(floor) {}
+    Scheduler* scheduler_ = nullptr;
+    int64_t floor_ = 0;
+  };
+
+  // Starts a publish: its floor is the current NowMs().
+  CursorHold HoldCursor();
+
+  // A publish of a key about to be written. The loader leaves the key
+  // alone until the publish ends: Durable once the write succeeded, Failed
+  // (or destruction) if nothing was written.
+  class [[nodiscard]] PendingPublish {
+   public:
+    PendingPublish(PendingPublish&& other) noexcept;
+    PendingPublish& operator=(PendingPublish&& other) noexcept;
+    ~PendingPublish() { std::move(*this).Failed(); }
+
+    const storage::DueKey& key() const { return key_; }
+    // The write is durable: the message enters the wheel if it is behind
+    // the loaded horizon. Returns whether it did; one that did not is the
+    // loader's when the horizon reaches it, with no wake-up needed.
+    // REQUIRES: the publish has not ended.
+    bool Durable(const std::string& topic) &&;
+    // Nothing was written. Idempotent.
+    void Failed() &&;
+
+   private:
+    friend class Scheduler;
+    PendingPublish(Scheduler* scheduler, const storage::DueKey& key)
+        : scheduler_(scheduler), key_(key) {}
+    Scheduler* scheduler_ = nullptr;
+    storage::DueKey key_;
+  };
+
+  // Registers a publish of `key`. REQUIRES: `key` is unique, and its write
+  // follows.
+  PendingPublish BeginPublish(const storage::DueKey& key);
+
+  // A cancel (or other change) of a scheduled key. While it is accepted
+  // and not ended, the key is out of the wheel and the loader leaves it.
+  // End(true): the message's keys are gone from the store. End(false), or
+  // destruction: the write failed or was not made, and the message is
+  // scheduled again as before.
   enum class CancelStart { kAccepted, kAlreadyDue, kInProgress };
-  CancelStart BeginCancel(const storage::DueKey& key);
-  // Ends a cancel that BeginCancel accepted. `deleted`: the message's keys
-  // are gone from the store. Otherwise (the write failed) it is scheduled
-  // again as before.
-  void EndCancel(const storage::DueKey& key, const std::string& topic,
-                 bool deleted);
+  class [[nodiscard]] PendingCancel {
+   public:
+    PendingCancel(PendingCancel&& other) noexcept;
+    PendingCancel& operator=(PendingCancel&& other) noexcept;
+    ~PendingCancel() { std::move(*this).End(/*deleted=*/false); }
+
+    // kAccepted, or why the cancel did not start (then the token holds
+    // nothing): kAlreadyDue, Poll handed the key out and the cancel lost
+    // the race; kInProgress, a publish or change of it has not ended yet.
+    // kAccepted for a key the loader has not reached: after a restart that
+    // includes keys dispatched before it, which the caller must check.
+    CancelStart start() const { return start_; }
+    const storage::DueKey& key() const { return key_; }
+    // Ends an accepted cancel. Idempotent; nothing for one not accepted.
+    void End(bool deleted) &&;
+
+   private:
+    friend class Scheduler;
+    PendingCancel(Scheduler* scheduler, CancelStart start,
+                  const storage::DueKey& key, std::string topic)
+        : scheduler_(scheduler), start_(start), key_(key),
+          topic_(std::move(topic)) {}
+    Scheduler* scheduler_ = nullptr;  // Null unless accepted and not ended.
+    CancelStart start_ = CancelStart::kInProgress;
+    storage::DueKey key_;
+    std::string topic_;
+  };
+
+  // Starts cancelling `key` of `topic`: takes it out of the wheel and
+  // keeps the loader from loading it until the cancel ends. Changes
+  // nothing unless the token's start() is kAccepted.
+  PendingCancel BeginCancel(const storage::DueKey& key, std::string topic);
 
   // Hands out every message due by the clock's now, in due order (ties:
   // sequence). Never early.
@@ -124,6 +194,13 @@ class Scheduler {
   size_t InWheel();
 
  private:
+  // The tokens' ends.
+  void ReleaseCursor(int64_t floor);
+  bool PublishDurable(const storage::DueKey& key, const std::string& topic);
+  void PublishFailed(const storage::DueKey& key);
+  void EndCancel(const storage::DueKey& key, const std::string& topic,
+                 bool deleted);
+
   struct Timer {
     TimerHandle handle;
     std::string topic;

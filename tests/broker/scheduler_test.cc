@@ -52,9 +52,9 @@ class SchedulerTest : public ::testing::Test {
 
   // A publish through the scheduler's protocol.
   void Publish(const ScheduledEntry& entry) {
-    scheduler_->BeginPublish(entry.key);
+    Scheduler::PendingPublish publish = scheduler_->BeginPublish(entry.key);
     Write({entry});
-    scheduler_->PublishDurable(entry.key, entry.topic);
+    std::move(publish).Durable(entry.topic);
   }
 
   void LoadAll() {
@@ -129,11 +129,11 @@ TEST_F(SchedulerTest, PublishBehindTheHorizonEntersTheWheelAtOnce) {
 
 TEST_F(SchedulerTest, APublishInProgressDuringALoadEntersTheWheelOnce) {
   const ScheduledEntry entry = E(kStartMs + 30'000, 9, "t");
-  scheduler_->BeginPublish(entry.key);
+  Scheduler::PendingPublish publish = scheduler_->BeginPublish(entry.key);
   Write({entry});  // Durable, but the publisher has not been told yet...
   LoadAll();       // ...when the loader passes over it.
   EXPECT_EQ(scheduler_->InWheel(), 0u);
-  EXPECT_TRUE(scheduler_->PublishDurable(entry.key, entry.topic));
+  EXPECT_TRUE(std::move(publish).Durable(entry.topic));
   EXPECT_EQ(scheduler_->InWheel(), 1u);
   AdvanceTo(kStartMs + 30'000);
   EXPECT_THAT(scheduler_->Poll(), ElementsAre(entry));
@@ -146,11 +146,11 @@ TEST_F(SchedulerTest, PublishDurableSaysWhetherTheMessageEnteredTheWheel) {
   LoadAll();  // Loaded up to now + 61 s.
   const ScheduledEntry near = E(kStartMs + 30'000, 1, "t");
   const ScheduledEntry far = E(kStartMs + 120'000, 2, "t");
-  scheduler_->BeginPublish(near.key);
-  scheduler_->BeginPublish(far.key);
+  Scheduler::PendingPublish near_publish = scheduler_->BeginPublish(near.key);
+  Scheduler::PendingPublish far_publish = scheduler_->BeginPublish(far.key);
   Write({near, far});
-  EXPECT_TRUE(scheduler_->PublishDurable(near.key, near.topic));
-  EXPECT_FALSE(scheduler_->PublishDurable(far.key, far.topic));
+  EXPECT_TRUE(std::move(near_publish).Durable(near.topic));
+  EXPECT_FALSE(std::move(far_publish).Durable(far.topic));
   EXPECT_EQ(scheduler_->InWheel(), 1u);
   AdvanceTo(kStartMs + 60'000);
   LoadAll();  // Up to now + 61 s.
@@ -162,37 +162,55 @@ TEST_F(SchedulerTest, PublishDurableSaysWhetherTheMessageEnteredTheWheel) {
 TEST_F(SchedulerTest, AFailedPublishLeavesNothing) {
   LoadAll();
   const DueKey key{kStartMs + 100, 3};
-  scheduler_->BeginPublish(key);
-  scheduler_->PublishFailed(key);
+  Scheduler::PendingPublish publish = scheduler_->BeginPublish(key);
+  std::move(publish).Failed();
   EXPECT_EQ(scheduler_->InWheel(), 0u);
   AdvanceTo(kStartMs + 100);
   EXPECT_THAT(scheduler_->Poll(), IsEmpty());
+}
+
+// A publish token dropped without an end is a failed publish: the key is
+// not left in progress for ever (which would refuse every later cancel
+// with ABORTED and hold the cursor back).
+TEST_F(SchedulerTest, APublishTokenDroppedUnendedEndsAsFailed) {
+  LoadAll();
+  const DueKey key{kStartMs + 3'600'000, 3};  // Beyond the loaded horizon.
+  {
+    Scheduler::PendingPublish dropped = scheduler_->BeginPublish(key);
+    EXPECT_EQ(scheduler_->BeginCancel(key, "t").start(),
+              Scheduler::CancelStart::kInProgress);
+  }
+  EXPECT_EQ(scheduler_->BeginCancel(key, "t").start(),
+            Scheduler::CancelStart::kAccepted);
 }
 
 TEST_F(SchedulerTest, CancelBeforeDueWinsAfterDueLoses) {
   Write({E(kStartMs + 100, 1, "a"), E(kStartMs + 200, 2, "b"),
          E(kStartMs + 3'600'000, 3, "far")});
   LoadAll();
-  EXPECT_EQ(Scheduler::CancelStart::kAccepted,
-            scheduler_->BeginCancel({kStartMs + 100, 1}));
-  scheduler_->EndCancel({kStartMs + 100, 1}, "a", /*deleted=*/true);
-  EXPECT_EQ(Scheduler::CancelStart::kAccepted,
-            scheduler_->BeginCancel({kStartMs + 3'600'000, 3}));  // On disk.
+  Scheduler::PendingCancel a = scheduler_->BeginCancel({kStartMs + 100, 1}, "a");
+  EXPECT_EQ(a.start(), Scheduler::CancelStart::kAccepted);
+  std::move(a).End(/*deleted=*/true);
+  Scheduler::PendingCancel far =
+      scheduler_->BeginCancel({kStartMs + 3'600'000, 3}, "far");  // On disk.
+  EXPECT_EQ(far.start(), Scheduler::CancelStart::kAccepted);
   AdvanceTo(kStartMs + 200);
   EXPECT_THAT(scheduler_->Poll(), ElementsAre(E(kStartMs + 200, 2, "b")));
-  EXPECT_EQ(Scheduler::CancelStart::kAlreadyDue,
-            scheduler_->BeginCancel({kStartMs + 200, 2}));  // Already due.
+  EXPECT_EQ(scheduler_->BeginCancel({kStartMs + 200, 2}, "b").start(),
+            Scheduler::CancelStart::kAlreadyDue);
+  std::move(far).End(/*deleted=*/true);
 }
 
 TEST_F(SchedulerTest, TheLoaderSkipsAMessageBeingCancelled) {
   Write({E(kStartMs + 90'000, 1, "a")});
   LoadAll();
-  EXPECT_EQ(Scheduler::CancelStart::kAccepted,
-            scheduler_->BeginCancel({kStartMs + 90'000, 1}));
+  Scheduler::PendingCancel cancel =
+      scheduler_->BeginCancel({kStartMs + 90'000, 1}, "a");
+  EXPECT_EQ(cancel.start(), Scheduler::CancelStart::kAccepted);
   AdvanceTo(kStartMs + 60'000);
   LoadAll();  // Reads it from disk, but a cancel is deleting it.
   EXPECT_EQ(scheduler_->InWheel(), 0u);
-  scheduler_->EndCancel({kStartMs + 90'000, 1}, "a", /*deleted=*/true);
+  std::move(cancel).End(/*deleted=*/true);
   AdvanceTo(kStartMs + 90'000);
   EXPECT_THAT(scheduler_->Poll(), IsEmpty());
 }
@@ -200,12 +218,45 @@ TEST_F(SchedulerTest, TheLoaderSkipsAMessageBeingCancelled) {
 TEST_F(SchedulerTest, AFailedCancelPutsTheMessageBack) {
   Write({E(kStartMs + 100, 1, "a")});
   LoadAll();
-  EXPECT_EQ(Scheduler::CancelStart::kAccepted,
-            scheduler_->BeginCancel({kStartMs + 100, 1}));
+  Scheduler::PendingCancel cancel =
+      scheduler_->BeginCancel({kStartMs + 100, 1}, "a");
+  EXPECT_EQ(cancel.start(), Scheduler::CancelStart::kAccepted);
   EXPECT_EQ(scheduler_->InWheel(), 0u);
-  scheduler_->EndCancel({kStartMs + 100, 1}, "a", /*deleted=*/false);
+  std::move(cancel).End(/*deleted=*/false);
   AdvanceTo(kStartMs + 100);
   EXPECT_THAT(scheduler_->Poll(), ElementsAre(E(kStartMs + 100, 1, "a")));
+}
+
+// A cancel token dropped without an end puts the message back, as a
+// failed cancel does: an error path that forgets it loses no message.
+TEST_F(SchedulerTest, ACancelTokenDroppedUnendedPutsTheMessageBack) {
+  Write({E(kStartMs + 100, 1, "a")});
+  LoadAll();
+  {
+    Scheduler::PendingCancel dropped =
+        scheduler_->BeginCancel({kStartMs + 100, 1}, "a");
+    EXPECT_EQ(dropped.start(), Scheduler::CancelStart::kAccepted);
+    EXPECT_EQ(scheduler_->InWheel(), 0u);
+  }
+  EXPECT_EQ(scheduler_->InWheel(), 1u);
+  AdvanceTo(kStartMs + 100);
+  EXPECT_THAT(scheduler_->Poll(), ElementsAre(E(kStartMs + 100, 1, "a")));
+}
+
+// A moved-from token ends nothing; the one it moved to ends once.
+TEST_F(SchedulerTest, AMovedTokenEndsOnce) {
+  Write({E(kStartMs + 100, 1, "a")});
+  LoadAll();
+  Scheduler::PendingCancel first =
+      scheduler_->BeginCancel({kStartMs + 100, 1}, "a");
+  Scheduler::PendingCancel second = std::move(first);
+  std::move(first).End(/*deleted=*/false);  // Moved from: no effect.
+  EXPECT_EQ(scheduler_->InWheel(), 0u);
+  std::move(second).End(/*deleted=*/true);
+  std::move(second).End(/*deleted=*/false);  // Ended: no effect.
+  EXPECT_EQ(scheduler_->InWheel(), 0u);
+  AdvanceTo(kStartMs + 100);
+  EXPECT_THAT(scheduler_->Poll(), IsEmpty());
 }
 
 TEST_F(SchedulerTest, SafeCursorIsTheLeastUndispatchedOrWritableKey) {
@@ -221,28 +272,36 @@ TEST_F(SchedulerTest, SafeCursorIsTheLeastUndispatchedOrWritableKey) {
   Dispatch(scheduler_->Poll());
   EXPECT_EQ(scheduler_->SafeCursor(), (DueKey{kStartMs + 300, 0}));
   // A write in progress holds it back to its key...
-  scheduler_->BeginPublish({kStartMs + 260, 3});
+  Scheduler::PendingPublish publish =
+      scheduler_->BeginPublish({kStartMs + 260, 3});
   EXPECT_EQ(scheduler_->SafeCursor(), (DueKey{kStartMs + 260, 3}));
-  scheduler_->PublishFailed({kStartMs + 260, 3});
-  // ...and a held publish floor to its floor, even after time moves on.
-  const int64_t floor = scheduler_->HoldCursor();
-  EXPECT_EQ(floor, kStartMs + 300);
+  std::move(publish).Failed();
+  // ...and a held publish floor to its floor, even after time moves on...
+  Scheduler::CursorHold hold = scheduler_->HoldCursor();
+  EXPECT_EQ(hold.floor(), kStartMs + 300);
   AdvanceTo(kStartMs + 900);
   EXPECT_EQ(scheduler_->SafeCursor(), (DueKey{kStartMs + 300, 0}));
-  scheduler_->ReleaseCursor(floor);
+  std::move(hold).Release();
   EXPECT_EQ(scheduler_->SafeCursor(), (DueKey{kStartMs + 900, 0}));
+  // ...until the hold ends, by name or by its destructor.
+  { Scheduler::CursorHold dropped = scheduler_->HoldCursor(); }
+  AdvanceTo(kStartMs + 950);
+  EXPECT_EQ(scheduler_->SafeCursor(), (DueKey{kStartMs + 950, 0}));
 }
 
 TEST_F(SchedulerTest, CancelWhileAWriteOfTheKeyIsInProgressIsRefused) {
   LoadAll();
   const DueKey key{kStartMs + 100, 1};
-  scheduler_->BeginPublish(key);
-  EXPECT_EQ(scheduler_->BeginCancel(key), Scheduler::CancelStart::kInProgress);
+  Scheduler::PendingPublish publish = scheduler_->BeginPublish(key);
+  EXPECT_EQ(scheduler_->BeginCancel(key, "a").start(),
+            Scheduler::CancelStart::kInProgress);
   Write({E(kStartMs + 100, 1, "a")});
-  scheduler_->PublishDurable(key, "a");
-  EXPECT_EQ(scheduler_->BeginCancel(key), Scheduler::CancelStart::kAccepted);
-  EXPECT_EQ(scheduler_->BeginCancel(key), Scheduler::CancelStart::kInProgress);
-  scheduler_->EndCancel(key, "a", /*deleted=*/true);
+  std::move(publish).Durable("a");
+  Scheduler::PendingCancel cancel = scheduler_->BeginCancel(key, "a");
+  EXPECT_EQ(cancel.start(), Scheduler::CancelStart::kAccepted);
+  EXPECT_EQ(scheduler_->BeginCancel(key, "a").start(),
+            Scheduler::CancelStart::kInProgress);
+  std::move(cancel).End(/*deleted=*/true);
 }
 
 TEST_F(SchedulerTest, AfterARestartTheClockNeverRunsBehindTheCursor) {
@@ -255,7 +314,7 @@ TEST_F(SchedulerTest, AfterARestartTheClockNeverRunsBehindTheCursor) {
   ASSERT_TRUE(store_->Write(batch).ok());
   NewScheduler();  // The wall clock reads kStartMs: 5 s behind the cursor.
   EXPECT_EQ(scheduler_->NowMs(), kStartMs + 5000);
-  EXPECT_EQ(scheduler_->HoldCursor(), kStartMs + 5000);
+  EXPECT_EQ(scheduler_->HoldCursor().floor(), kStartMs + 5000);
 }
 
 TEST_F(SchedulerTest, TimeNeverGoesBackwardWhenTheWallClockDoes) {
@@ -263,7 +322,7 @@ TEST_F(SchedulerTest, TimeNeverGoesBackwardWhenTheWallClockDoes) {
   EXPECT_EQ(scheduler_->NowMs(), kStartMs + 5000);
   AdvanceTo(kStartMs + 1000);  // The wall clock is set back.
   EXPECT_EQ(scheduler_->NowMs(), kStartMs + 5000);
-  EXPECT_EQ(scheduler_->HoldCursor(), kStartMs + 5000);
+  EXPECT_EQ(scheduler_->HoldCursor().floor(), kStartMs + 5000);
 }
 
 // The restart promise: after any mix of loads, publishes and dispatches,

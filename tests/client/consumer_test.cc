@@ -244,7 +244,8 @@ TEST_F(ConsumerTest, AHandlerGetsBatchesAndAcksFromThem) {
           EXPECT_GE(d.received_at, d.deliver_at);
           acks.push_back(d.id);
         }
-        EXPECT_TRUE(self.Ack(acks).ok());
+        const absl::Status acked = self.Ack(acks);
+        EXPECT_TRUE(acked.ok()) << acked;
         absl::MutexLock lock(&mu);
         for (std::string& id : acks) ids.push_back(std::move(id));
         ++responses;
