@@ -31,6 +31,7 @@
 
 namespace hourglass::broker {
 
+class StoreErrors;
 
 // How the dispatcher delivers (Dispatcher::Options).
 struct DispatcherOptions {
@@ -56,6 +57,10 @@ struct DispatcherOptions {
   // this long is ended (Consumer::Abort, DEADLINE_EXCEEDED) and its
   // deliveries go back to its group at once. Default: 60 s.
   absl::Duration stall_timeout = absl::Seconds(60);
+  // Where a failed step (a store error; the step is undone and retried)
+  // is counted and logged, as op "deliver". Default: none, only retried.
+  // REQUIRES: outlives the dispatcher.
+  StoreErrors* store_errors = nullptr;
 };
 
 struct ConsumerState;

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "broker/lifecycle_reads.h"
+#include "broker/store_errors.h"
 
 namespace hourglass::broker {
 
@@ -387,6 +388,9 @@ void Dispatcher::Start() {
 void Dispatcher::Run() {
   while (true) {
     const absl::StatusOr<absl::Time> next = Step();
+    if (!next.ok() && options_.store_errors != nullptr) {
+      options_.store_errors->Count("deliver", next.status());
+    }
     // After a failed step (store error), retry after kRetryDelay rather
     // than spin: the failed step's undo and any work arriving meanwhile
     // are taken by the next step anyway.

@@ -29,6 +29,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Open(
   std::unique_ptr<Engine> engine(
       new Engine(store, clock, options, *next_sequence));
   if (absl::Status s = engine->scheduler_.Recover(); !s.ok()) return s;
+  options.dispatcher.store_errors = &engine->engine_metrics_.store_errors();
   absl::StatusOr<std::unique_ptr<Dispatcher>> dispatcher =
       Dispatcher::Open(store, engine->commits_.get(), &engine->publisher_,
                        clock, &engine->activity_, options.dispatcher);
@@ -298,13 +299,17 @@ absl::StatusOr<absl::Time> Engine::Tick() {
   if (now + options_.scheduler.horizon >=
       absl::FromUnixMillis(scheduler_.LoadedUntil())) {
     absl::StatusOr<bool> more = scheduler_.Load();
-    if (!more.ok()) return more.status();
+    if (!more.ok()) {
+      engine_metrics_.store_errors().Count("load", more.status());
+      return more.status();
+    }
     more_to_load = *more;
   }
   due_.Add(scheduler_.Poll());
   if (!due_.empty()) {
     std::vector<ScheduledEntry> chunk = due_.Take(options_.dispatch_batch);
     if (absl::Status s = Dispatch(chunk); !s.ok()) {
+      engine_metrics_.store_errors().Count("dispatch", s);
       due_.PutBack(std::move(chunk));
       due_backlog_.store(due_.size(), std::memory_order_relaxed);
       return s;

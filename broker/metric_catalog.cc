@@ -174,7 +174,9 @@ const std::vector<MetricInfo>& Catalog() {
            {"op"},
            {},
            "Failed store operations of the broker's background work, by "
-           "operation (write and sync: the commit queue's group commits). "
+           "operation: write and sync (the commit queue's group commits), "
+           "load (the loader), dispatch (due messages to ready), deliver (a "
+           "dispatcher step). "
            "Each is also logged as an ERROR, at most once every 10 s per "
            "operation."},
           {Metric::kStoreLiveDataBytes,

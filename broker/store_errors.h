@@ -62,8 +62,12 @@ class StoreErrors {
     absl::Duration log_every = absl::Seconds(10);
     // Ops whose series exist at 0 from the start, so that rate() and
     // alerts see the first error. Others appear at their first error.
-    // Default: write and sync (the commit queue's).
-    std::vector<std::string> known_ops = {"write", "sync"};
+    // Default: the broker's background ops, "write" and "sync" (the commit
+    // queue's group commits), "load" (the loader reading the schedule),
+    // "dispatch" (the timer thread moving due messages to ready) and
+    // "deliver" (a dispatcher step).
+    std::vector<std::string> known_ops = {"write", "sync", "load", "dispatch",
+                                          "deliver"};
     // Time for log_every; null (the default) is the system clock.
     Clock* clock = nullptr;
   };

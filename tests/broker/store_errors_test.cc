@@ -15,6 +15,7 @@
 #include "broker/metrics.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/eventually.h"
 #include "tests/testing/fake_clock.h"
 #include "tests/testing/faulty_store.h"
 #include "tests/testing/log_capture.h"
@@ -55,7 +56,10 @@ TEST(StoreErrorsTest, KnownOpsAreExportedAtZero) {
   metrics::Registry registry;
   StoreErrors errors(&registry);
   EXPECT_THAT(Lines(registry.Render(), "hourglass_store_errors_total"),
-              ElementsAre("hourglass_store_errors_total{op=\"sync\"} 0",
+              ElementsAre("hourglass_store_errors_total{op=\"deliver\"} 0",
+                          "hourglass_store_errors_total{op=\"dispatch\"} 0",
+                          "hourglass_store_errors_total{op=\"load\"} 0",
+                          "hourglass_store_errors_total{op=\"sync\"} 0",
                           "hourglass_store_errors_total{op=\"write\"} 0"));
 }
 
@@ -133,12 +137,91 @@ TEST(StoreErrorsTest, AFailedGroupCommitWriteCountsAsWrite) {
                      });
   published.WaitForNotification();
   EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
-  EXPECT_THAT(Lines(registry.Render(), "hourglass_store_errors_total"),
-              ElementsAre("hourglass_store_errors_total{op=\"sync\"} 0",
-                          "hourglass_store_errors_total{op=\"write\"} 1"));
+  EXPECT_THAT(Lines(registry.Render(), "hourglass_store_errors_total{op=\"w"),
+              ElementsAre("hourglass_store_errors_total{op=\"write\"} 1"));
   EXPECT_THAT(Errors(log), ::testing::Contains(
                                "store write failed: UNAVAILABLE: disk gone"));
   engine->reset();  // Stops collecting before the registry goes.
+}
+
+// Publishes one message due at once and waits until it is durable.
+void PublishDueNow(Engine& engine, const std::string& id) {
+  absl::Notification published;
+  absl::Status status;
+  engine.Publish({NewMessage{"orders", id, "payload", {}, kStart}},
+                 [&](auto result) {
+                   status = result.status();
+                   published.Notify();
+                 });
+  published.WaitForNotification();
+  ASSERT_TRUE(status.ok()) << status;
+}
+
+// The timer thread's move of due messages to ready fails: counted as op
+// "dispatch", and the messages wait for the next tick.
+TEST(StoreErrorsTest, AFailedMoveToReadyCountsAsDispatch) {
+  testing::FakeClock clock(kStart);
+  testing::FaultyStore store;
+  metrics::Registry registry;
+  testing::LogCapture log;
+  Engine::Options options;
+  options.metrics = &registry;
+  auto engine = Engine::Open(&store, &clock, options);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  PublishDueNow(**engine, "m");
+
+  store.FailWrites(absl::UnavailableError("disk gone"));
+  EXPECT_EQ((*engine)->Tick().status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(Lines(registry.Render(), "hourglass_store_errors_total{op=\"di"),
+              ElementsAre("hourglass_store_errors_total{op=\"dispatch\"} 1"));
+  EXPECT_THAT(Errors(log), ::testing::Contains(
+                               "store dispatch failed: UNAVAILABLE: disk gone"));
+  engine->reset();
+}
+
+// A consumer that takes what it is sent and ignores it.
+class IdleConsumer final : public Consumer {
+ public:
+  void Send(std::vector<Delivery>) override {}
+  void End(absl::Status) override {}
+};
+
+// A dispatcher step's write fails (the in-flight marks of a delivery):
+// counted as op "deliver" by the dispatcher's thread, which retries.
+TEST(StoreErrorsTest, AFailedDeliveryStepCountsAsDeliver) {
+  testing::FakeClock clock(kStart);
+  testing::FaultyStore store;
+  metrics::Registry registry;
+  testing::LogCapture log;
+  Engine::Options options;
+  options.metrics = &registry;
+  auto engine = Engine::Open(&store, &clock, options);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  ASSERT_TRUE((*engine)->RegisterGroup("orders", "g").ok());
+  PublishDueNow(**engine, "m");
+  ASSERT_TRUE((*engine)->Tick().ok());  // Ready in group g.
+
+  store.FailWrites(absl::UnavailableError("disk gone"));
+  (*engine)->Start();
+  absl::Notification subscribed;
+  (*engine)->Subscribe({.topic = "orders", .group = "g"},
+                       std::make_shared<IdleConsumer>(),
+                       [&](absl::StatusOr<ConsumerId> id) {
+                         EXPECT_TRUE(id.ok()) << id.status();
+                         subscribed.Notify();
+                       });
+  subscribed.WaitForNotification();
+  const std::string deliver =
+      "hourglass_store_errors_total{op=\"deliver\"} ";
+  ASSERT_TRUE(testing::Eventually([&] {
+    const std::vector<std::string> lines =
+        Lines(registry.Render(), deliver);
+    return lines.size() == 1 && lines[0] != deliver + "0";
+  }));
+  EXPECT_THAT(Errors(log), ::testing::Contains(
+                               "store deliver failed: UNAVAILABLE: disk gone"));
+  store.FailWrites(absl::OkStatus());
+  engine->reset();
 }
 
 }  // namespace
