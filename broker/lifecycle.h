@@ -53,6 +53,8 @@ class Changes {
   bool empty() const { return batch_.empty() && counters_.empty(); }
 
   // Adds `other`'s key operations after these, and its counter changes.
+  // The sync need joins as in storage::WriteBatch::Append: other's if this
+  // holds no key operation yet, else whether either needs it.
   void Append(Changes other);
   // The write: the key operations, then an Add for each counter whose
   // change is not 0. Leaves this empty (needs_sync as it was).

@@ -200,7 +200,8 @@ std::vector<ScheduledEntry> Scheduler::Poll() {
   const int64_t now = ToMillis(clock_->Now());
   std::vector<ScheduledEntry> due;
   absl::MutexLock lock(&mu_);
-  wheel_.ExpireUntil(now, [&](const TimerEntry& entry) {
+  wheel_.ExpireUntil(now, [&](const TimerEntry& entry)
+                              ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     auto it = timers_.find(entry.value);
     assert(it != timers_.end());
     due.push_back({storage::DueKey{entry.due_ms, entry.value},

@@ -179,7 +179,7 @@ void StepInbox::DropPending(
     const std::function<uint64_t(const T&)>& sequence_of) const {
   absl::MutexLock lock(&mu_);
   if (pending_.empty()) return;
-  std::erase_if(items, [&](const T& item) {
+  std::erase_if(items, [&](const T& item) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return pending_.contains(sequence_of(item));
   });
 }

@@ -111,7 +111,11 @@ Received ReadUntilClosed(int fd, absl::Duration timeout) {
 // it likes, until the server closes the connection (or 30 s pass).
 class Trickler {
  public:
-  explicit Trickler(int port) : fd_(Connect(port)) {
+  // The connection's life is timed from before the connect: the server's
+  // deadline may start as soon as the handshake completes, before the
+  // thread below runs.
+  explicit Trickler(int port)
+      : connected_at_(absl::Now()), fd_(Connect(port)) {
     thread_ = std::thread([this] { Run(); });
   }
   ~Trickler() {
@@ -130,7 +134,6 @@ class Trickler {
 
  private:
   void Run() {
-    connected_at_ = absl::Now();
     const std::string head = "GET /metrics HTTP/1.1\r\nX-Slow: ";
     if (fd_ < 0 || send(fd_, head.data(), head.size(), MSG_NOSIGNAL) < 0) {
       return;
@@ -152,10 +155,10 @@ class Trickler {
     closed_at_ = absl::Now();
   }
 
+  const absl::Time connected_at_;
   const int fd_;
   std::thread thread_;
   // Written by the thread, read after Join.
-  absl::Time connected_at_;
   absl::Time closed_at_;
   size_t sent_ = 0;
   Received received_;

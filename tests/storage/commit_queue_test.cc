@@ -130,6 +130,10 @@ struct Results {
     absl::MutexLock lock(&mu);
     return done.size();
   }
+  std::vector<std::pair<std::string, absl::StatusCode>> Done() {
+    absl::MutexLock lock(&mu);
+    return done;
+  }
 };
 
 TEST(CommitQueueTest, BatchesQueuedDuringAWriteShareTheNextOne) {
@@ -155,7 +159,7 @@ TEST(CommitQueueTest, BatchesQueuedDuringAWriteShareTheNextOne) {
   EXPECT_EQ(writes[1][0], "b");
   EXPECT_EQ(writes[1][1], "c");
   EXPECT_EQ(writes[1][2], "d");
-  EXPECT_THAT(results.done, ElementsAre(std::pair("a", absl::StatusCode::kOk),
+  EXPECT_THAT(results.Done(), ElementsAre(std::pair("a", absl::StatusCode::kOk),
                                         std::pair("b", absl::StatusCode::kOk),
                                         std::pair("c", absl::StatusCode::kOk),
                                         std::pair("d", absl::StatusCode::kOk)));
@@ -262,7 +266,7 @@ TEST(CommitQueueTest, AGroupIsSyncedIfOneOfItsBatchesNeedsIt) {
   EXPECT_THAT(store.syncs(), ElementsAre(2u));  // After the second write.
   EXPECT_THAT(store.write_needs_sync(), ElementsAre(false, true));
   // b and d need no sync: they complete once written, before c's sync.
-  EXPECT_THAT(results.done, ElementsAre(std::pair("a", absl::StatusCode::kOk),
+  EXPECT_THAT(results.Done(), ElementsAre(std::pair("a", absl::StatusCode::kOk),
                                         std::pair("b", absl::StatusCode::kOk),
                                         std::pair("d", absl::StatusCode::kOk),
                                         std::pair("c", absl::StatusCode::kOk)));
@@ -287,7 +291,7 @@ TEST(CommitQueueTest, BatchesThatNeedNoSyncDoNotWaitForAnEarlierSync) {
     EXPECT_EQ(*value, "v");
     store.release_first_sync_.Notify();
   }
-  EXPECT_THAT(results.done,
+  EXPECT_THAT(results.Done(),
               ElementsAre(std::pair("publish", absl::StatusCode::kOk)));
   EXPECT_THAT(store.syncs(), ElementsAre(1u));
 }
@@ -303,7 +307,7 @@ TEST(CommitQueueTest, AFailedSyncFailsTheBatchesThatWaitedForIt) {
     CommitQueue queue(&store);
     queue.Submit(OneKey("a"), results.For("a"));
   }
-  EXPECT_THAT(results.done,
+  EXPECT_THAT(results.Done(),
               ElementsAre(std::pair("a", absl::StatusCode::kUnavailable)));
   auto value = store.Get(Table::kMessages, "a");
   ASSERT_TRUE(value.ok());
@@ -323,7 +327,7 @@ TEST(CommitQueueTest, AFailedGroupFailsEveryBatchInIt) {
     store.release_first_.Notify();
   }  // The destructor writes what is queued and runs every callback.
   EXPECT_THAT(
-      results.done,
+      results.Done(),
       ElementsAre(std::pair("a", absl::StatusCode::kResourceExhausted),
                   std::pair("b", absl::StatusCode::kResourceExhausted),
                   std::pair("c", absl::StatusCode::kResourceExhausted)));
