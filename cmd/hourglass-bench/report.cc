@@ -1,5 +1,8 @@
 #include "cmd/hourglass-bench/report.h"
 
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -8,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "cmd/common/duration.h"
 #include "cmd/common/output.h"
+#include "cmd/hourglass-bench/report.pb.h"
 
 namespace hourglass::bench {
 namespace {
@@ -37,9 +41,20 @@ std::string Workload(const BenchResult& r) {
   return text;
 }
 
+// `value` rounded to `decimals` places, so the JSON stays short.
+double Round(double value, int decimals) {
+  const double scale = std::pow(10.0, decimals);
+  return std::round(value * scale) / scale;
+}
+
 // Milliseconds with microsecond precision, for JSON.
-std::string Millis(absl::Duration d) {
-  return absl::StrFormat("%.3f", absl::ToDoubleMilliseconds(d));
+double Millis(absl::Duration d) {
+  return Round(absl::ToDoubleMilliseconds(d), 3);
+}
+
+// A count for the report (report.proto says why 32 bits).
+uint32_t Count(uint64_t n) {
+  return static_cast<uint32_t>(std::min<uint64_t>(n, UINT32_MAX));
 }
 
 }  // namespace
@@ -111,39 +126,52 @@ std::string HumanReport(const BenchResult& r) {
 std::string JsonReport(const BenchResult& r) {
   const LatencyHistogram& c = r.call_latency;
   const LatencyHistogram& l = r.lateness;
-  return absl::StrCat(
-      "{\"topic\":", cli::JsonQuote(r.topic),
-      ",\"group\":", cli::JsonQuote(r.group),
-      ",\"durability\":", cli::JsonQuote(r.durability),
-      ",\"producers\":", r.producers,
-      ",\"publish_rpc\":", cli::JsonQuote(r.publish_rpc),
-      ",\"consumers\":", r.consumers,
-      ",\"consumer_rpc\":", cli::JsonQuote(r.consumer_rpc),
-      ",\"concurrency\":", r.concurrency, ",\"batch\":", r.batch,
-      ",\"payload_bytes\":", r.payload_bytes,
-      ",\"delay\":", cli::JsonQuote(r.delay.ToString()),
-      ",\"rate\":", absl::StrFormat("%.0f", r.rate),
-      ",\"published\":", r.published, ",\"publish_calls\":", r.publish_calls,
-      ",\"publish_seconds\":",
-      absl::StrFormat("%.6f", absl::ToDoubleSeconds(r.publish_time)),
-      ",\"publish_rate\":",
-      absl::StrFormat("%.1f", Rate(r.published, r.publish_time)),
-      ",\"publish_call_ms\":{\"p50\":", Millis(c.Percentile(50)),
-      ",\"p99\":", Millis(c.Percentile(99)), ",\"max\":", Millis(c.max()),
-      "},\"delivered\":", r.delivered, ",\"delivery_seconds\":",
-      absl::StrFormat("%.6f", absl::ToDoubleSeconds(r.delivery_time)),
-      ",\"delivery_rate\":",
-      absl::StrFormat("%.1f", Rate(r.delivered, r.delivery_time)),
-      ",\"lateness_ms\":{\"p50\":", Millis(l.Percentile(50)),
-      ",\"p90\":", Millis(l.Percentile(90)),
-      ",\"p99\":", Millis(l.Percentile(99)),
-      ",\"p99_9\":", Millis(l.Percentile(99.9)), ",\"max\":", Millis(l.max()),
-      "},\"early\":", r.early, ",\"duplicates\":", r.duplicates,
-      ",\"foreign\":", r.foreign, ",\"undelivered\":", r.undelivered,
-      ",\"errors\":", r.errors, ",\"failed_messages\":", r.failed_messages,
-      ",\"stream_errors\":", r.stream_errors,
-      ",\"first_error\":", cli::JsonQuote(r.first_error),
-      ",\"interrupted\":", r.interrupted ? "true" : "false", "}\n");
+  BenchReport report;
+  report.set_topic(r.topic);
+  report.set_group(r.group);
+  report.set_durability(r.durability);
+  report.set_producers(static_cast<uint32_t>(r.producers));
+  report.set_publish_rpc(r.publish_rpc);
+  report.set_consumers(static_cast<uint32_t>(r.consumers));
+  report.set_consumer_rpc(r.consumer_rpc);
+  report.set_concurrency(static_cast<uint32_t>(r.concurrency));
+  report.set_batch(r.batch);
+  report.set_payload_bytes(static_cast<uint32_t>(r.payload_bytes));
+  report.set_delay(r.delay.ToString());
+  report.set_rate(Round(r.rate, 0));
+  report.set_published(Count(r.published));
+  report.set_publish_calls(Count(r.publish_calls));
+  report.set_publish_seconds(Round(absl::ToDoubleSeconds(r.publish_time), 6));
+  report.set_publish_rate(Round(Rate(r.published, r.publish_time), 1));
+  CallLatencyMs& call = *report.mutable_publish_call_ms();
+  call.set_p50(Millis(c.Percentile(50)));
+  call.set_p99(Millis(c.Percentile(99)));
+  call.set_max(Millis(c.max()));
+  report.set_delivered(Count(r.delivered));
+  report.set_delivery_seconds(
+      Round(absl::ToDoubleSeconds(r.delivery_time), 6));
+  report.set_delivery_rate(Round(Rate(r.delivered, r.delivery_time), 1));
+  LatenessMs& lateness = *report.mutable_lateness_ms();
+  lateness.set_p50(Millis(l.Percentile(50)));
+  lateness.set_p90(Millis(l.Percentile(90)));
+  lateness.set_p99(Millis(l.Percentile(99)));
+  lateness.set_p99_9(Millis(l.Percentile(99.9)));
+  lateness.set_max(Millis(l.max()));
+  report.set_early(Count(r.early));
+  report.set_duplicates(Count(r.duplicates));
+  report.set_foreign(Count(r.foreign));
+  report.set_undelivered(Count(r.undelivered));
+  report.set_errors(Count(r.errors));
+  report.set_failed_messages(Count(r.failed_messages));
+  report.set_stream_errors(Count(r.stream_errors));
+  report.set_first_error(r.first_error);
+  report.set_interrupted(r.interrupted);
+  absl::StatusOr<std::string> json = cli::ToJson(report);
+  // A message of plain fields always prints; say so if it ever does not.
+  return json.ok() ? *json + "\n"
+                   : absl::StrCat("{\"error\":",
+                                  cli::JsonQuote(json.status().ToString()),
+                                  "}\n");
 }
 
 }  // namespace hourglass::bench

@@ -51,7 +51,7 @@ std::string Pattern(const std::string& pattern) {
     escaped += c;
   }
   return absl::StrReplaceAll(escaped, {{"D", "[0-9]+"},
-                                       {"F", "[0-9]+\\.[0-9]+"},
+                                       {"F", "[0-9]+(\\.[0-9]+)?(e-?[0-9]+)?"},
                                        {"T", "(0|[0-9.]+(ns|us|ms|s|m|h))+"}});
 }
 
