@@ -1,5 +1,7 @@
 #include "broker/engine.h"
 
+#include <pthread.h>
+
 #include <memory>
 #include <string>
 #include <utility>
@@ -463,6 +465,74 @@ TEST_F(EngineTest, TheTimerThreadDispatchesOnItsOwn) {
   ASSERT_EQ(seen.size(), 1u);
   EXPECT_EQ(seen[0].key, (DueKey{absl::ToUnixMillis(deliver_at), 1}));
   EXPECT_EQ(Ready("t", "").size(), 1u);
+}
+
+// The name of the calling thread.
+std::string ThreadName() {
+  char name[16] = {};
+  pthread_getname_np(pthread_self(), name, sizeof(name));
+  return name;
+}
+
+// Admin queries answer through the Broker interface on the engine's own
+// thread, never on the caller's (a gRPC thread must not wait on store
+// reads), with what the views hold.
+TEST_F(EngineTest, AdminQueriesAnswerOnTheEnginesReadsThread) {
+  ASSERT_TRUE(Publish({Message("t", absl::Hours(1), "a")}).ok());
+  Broker& broker = *engine_;
+
+  absl::Notification listed;
+  std::string list_thread;
+  broker.ListMessages({.topic = "t"}, [&](absl::StatusOr<ListPage> page) {
+    list_thread = ThreadName();
+    ASSERT_TRUE(page.ok()) << page.status();
+    ASSERT_EQ(page->messages.size(), 1u);
+    EXPECT_EQ(page->messages[0].id, "a");
+    EXPECT_EQ(page->messages[0].deliver_at, kStart + absl::Hours(1));
+    listed.Notify();
+  });
+  listed.WaitForNotification();
+  EXPECT_EQ(list_thread, "hg-admin-reads");
+
+  absl::Notification shown;
+  std::string show_thread;
+  broker.GetMessage("t", "nope", 16, [&](absl::StatusOr<MessageView> view) {
+    show_thread = ThreadName();
+    EXPECT_EQ(view.status().code(), absl::StatusCode::kNotFound);
+    shown.Notify();
+  });
+  shown.WaitForNotification();
+  EXPECT_EQ(show_thread, "hg-admin-reads");
+
+  absl::Notification counted;
+  broker.Stats("t", [&](absl::StatusOr<std::vector<TopicStats>> stats) {
+    ASSERT_TRUE(stats.ok()) << stats.status();
+    ASSERT_EQ(stats->size(), 1u);
+    EXPECT_EQ((*stats)[0].scheduled, 1u);
+    counted.Notify();
+  });
+  counted.WaitForNotification();
+}
+
+// A purge of scheduled messages runs on the tasks thread (not the reads
+// thread, so that queries do not wait behind it) and answers how many it
+// cancelled.
+TEST_F(EngineTest, APurgeOfScheduledMessagesCountsWhatItCancelled) {
+  ASSERT_TRUE(Publish({Message("t", absl::Hours(1), "a"),
+                       Message("t", absl::Hours(2), "b")})
+                  .ok());
+  absl::Notification purged;
+  std::string purge_thread;
+  engine_->Purge("t", /*scheduled=*/true, /*ready=*/false,
+                 [&](absl::StatusOr<uint64_t> n) {
+                   purge_thread = ThreadName();
+                   ASSERT_TRUE(n.ok()) << n.status();
+                   EXPECT_EQ(*n, 2u);
+                   purged.Notify();
+                 });
+  purged.WaitForNotification();
+  EXPECT_EQ(purge_thread, "hg-admin-tasks");
+  EXPECT_EQ(Cancel("t", "a").code(), absl::StatusCode::kNotFound);
 }
 
 }  // namespace
