@@ -262,6 +262,24 @@ TEST_F(AdminServiceTest, CreatingAGroupTwiceIsAlreadyExists) {
       "group is empty");
 }
 
+TEST_F(AdminServiceTest, CreatingAGroupPastTheLimitIsResourceExhausted) {
+  broker::Engine::Options options;
+  options.dispatcher.max_groups_per_topic = 1;
+  Start(options);
+  v1::CreateGroupRequest request;
+  request.set_topic("t");
+  request.set_group("g1");
+  v1::Group group;
+  ASSERT_TRUE(Call(&v1::Admin::Stub::CreateGroup, request, &group).ok());
+  request.set_group("g2");
+  const grpc::Status refused =
+      Call(&v1::Admin::Stub::CreateGroup, request, &group);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(
+      refused.error_message(),
+      "topic \"t\" has 1 groups; the limit is 1 (--max_groups_per_topic)");
+}
+
 TEST_F(AdminServiceTest, DeletingAGroupEndsItsStreamsAndRemovesItsEntries) {
   testing::Subscription& doomed = Subscribe("t", "doomed", 1);
   testing::Subscription& kept = Subscribe("t", "kept");
