@@ -32,6 +32,8 @@ struct AdminTasks::Task {
   std::vector<std::pair<DueKey, std::string>> chosen;
   int deferrals = 0;  // Chunks that found every remaining letter busy.
   uint64_t count = 0;
+  // Set when the task gives up: `done` gets it instead of the count.
+  absl::Status failure;
   CountCallback done;
 };
 
@@ -152,7 +154,11 @@ absl::StatusOr<bool> AdminTasks::RunChunk() {
     state_->RemoveGroup(*finished->group);
     registry_->EndDelete(id);
   }
-  std::move(finished->done)(finished->count);
+  if (finished->failure.ok()) {
+    std::move(finished->done)(finished->count);
+  } else {
+    std::move(finished->done)(finished->failure);
+  }
   return true;
 }
 
@@ -393,11 +399,15 @@ absl::Status AdminTasks::RedriveChunk(Task& task, Chunk& chunk) {
   }
   task.chosen.erase(task.chosen.begin(), task.chosen.begin() + n);
   if (!busy.empty()) {
-    // Scheduled letters come due within milliseconds; give up on them only
-    // after many chunks found them busy.
+    // Letters come due within milliseconds; give up on them only after
+    // many chunks found them busy. The task ends then, answering the
+    // caller: a failed chunk would be undone and retried, and fail, at
+    // every step, holding up every later task.
     if (chunk.count == 0 && ++task.deferrals > 1000) {
-      return absl::UnavailableError(
-          "dead letters stayed busy; retry the redrive");
+      task.failure =
+          absl::UnavailableError("dead letters stayed busy; retry the redrive");
+      chunk.finished = true;
+      return absl::OkStatus();
     }
     task.chosen.insert(task.chosen.end(), busy.begin(), busy.end());
   }

@@ -62,7 +62,9 @@ class AdminTasks {
   // id; all of them if empty) back to `topic`, due now, with their ids,
   // payloads and headers, removing them from the dead-letter topic in the
   // same write. A letter whose id is pending in `topic` again stays where
-  // it is. `done` gets how many moved.
+  // it is. `done` gets how many moved, or UNAVAILABLE if letters stayed
+  // busy (coming due, or with an ack being written) for many chunks, after
+  // the others moved.
   void Redrive(std::string topic,
                std::vector<std::pair<storage::DueKey, std::string>> chosen,
                CountCallback done);

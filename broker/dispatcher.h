@@ -155,8 +155,9 @@ class Dispatcher {
   // payloads and headers, and removed from the dead-letter topic in the same
   // write. NOT_FOUND, and nothing moves, if an id is not a dead letter of the
   // topic. A letter whose id is pending in `topic` again stays where it is.
-  // `done` gets how many moved. Reads the store to look the ids up: not for
-  // a gRPC thread.
+  // `done` gets how many moved; UNAVAILABLE if letters stayed busy (coming
+  // due, or with an ack being written) for many steps, after moving the
+  // others. Reads the store to look the ids up: not for a gRPC thread.
   void Redrive(std::string topic, std::vector<std::string> ids,
                CountCallback done);
 

@@ -4,6 +4,7 @@
 
 #include "broker/dispatcher.h"
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -217,6 +218,15 @@ class DispatcherTest : public ::testing::Test {
       absl::StatusOr<absl::Time> step = dispatcher().Step();
       ASSERT_TRUE(step.ok()) << step.status();
       if (*tick > clock_.Now() && *step > clock_.Now()) break;
+    }
+  }
+
+  // Runs dispatcher steps (only), each of which must succeed, until
+  // `answered` or until `steps` ran.
+  void StepUntil(const std::function<bool()>& answered, int steps) {
+    for (int i = 0; i < steps && !answered(); ++i) {
+      absl::StatusOr<absl::Time> step = dispatcher().Step();
+      ASSERT_TRUE(step.ok()) << "step " << i << ": " << step.status();
     }
   }
 
@@ -834,6 +844,33 @@ TEST_F(DispatcherTest, ARedriveWaitsForALetterComingDue) {
   RunAt(absl::Hours(1));
   EXPECT_THAT(Ids(back->Take()), ElementsAre("x@1"));
   EXPECT_THAT(ops->Take(), IsEmpty());
+}
+
+// Found by tests/fuzz/admin_fuzz: a redrive that gave up on a letter that
+// stayed busy failed its chunk instead of answering, so the task was tried
+// again at every step, failing each step (which then waits before the
+// next), never answering the call, and holding up every later admin task.
+TEST_F(DispatcherTest, ARedriveThatGivesUpOnABusyLetterAnswersUnavailable) {
+  // Due now but not yet moved to ready (no timer step runs): busy.
+  Publish("t.dlq", "x", absl::ZeroDuration());
+  std::optional<absl::StatusOr<uint64_t>> redriven;
+  dispatcher().Redrive("t", {"x"},
+                       [&](absl::StatusOr<uint64_t> n) { redriven = n; });
+  StepUntil([&] { return redriven.has_value(); }, 2000);
+  ASSERT_TRUE(redriven.has_value());
+  EXPECT_EQ(redriven->status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(redriven->status().message(),
+            "dead letters stayed busy; retry the redrive");
+
+  // The letter comes due; the next redrive moves it.
+  RunAt(absl::ZeroDuration());
+  std::optional<absl::StatusOr<uint64_t>> again;
+  dispatcher().Redrive("t", {"x"},
+                       [&](absl::StatusOr<uint64_t> n) { again = n; });
+  StepUntil([&] { return again.has_value(); }, 10);
+  ASSERT_TRUE(again.has_value());
+  ASSERT_TRUE(again->ok()) << again->status();
+  EXPECT_EQ(**again, 1u);
 }
 
 // If no registered group of a topic owns its waiting area (the owner's
