@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "broker/lifecycle_reads.h"
 #include "storage/records.pb.h"
 
@@ -321,15 +322,18 @@ absl::Status AdminTasks::RedriveChunk(Task& task, Chunk& chunk) {
     }
   }
   const size_t n = std::min(task.chosen.size(), kChunk);
+  const int64_t now_ms = absl::ToUnixMillis(state_->clock()->Now());
   std::vector<std::pair<DueKey, std::string>> busy;
   auto* dead_groups = state_->GroupsOf(dead_topic);
   for (size_t i = 0; i < n; ++i) {
     const auto& [key, id] = task.chosen[i];
     // A letter just published (still scheduled), coming due (its move to
     // ready being written) or with an ack being written waits for a later
-    // chunk.
+    // chunk. A message scheduled for later (a producer's) is no dead letter
+    // yet: it stays.
     absl::StatusOr<bool> scheduled = lifecycle::IsScheduled(*store_, key);
     if (!scheduled.ok()) return scheduled.status();
+    if (*scheduled && key.deliver_at_ms > now_ms) continue;
     bool wait = *scheduled || inbox_->IsPending(key.sequence);
     if (dead_groups != nullptr) {
       for (auto& [name, group] : *dead_groups) {

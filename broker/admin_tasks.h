@@ -61,8 +61,10 @@ class AdminTasks {
   // Moves the dead letters of `<topic>.dlq` named by `chosen` (due key and
   // id; all of them if empty) back to `topic`, due now, with their ids,
   // payloads and headers, removing them from the dead-letter topic in the
-  // same write. A letter whose id is pending in `topic` again stays where
-  // it is. `done` gets how many moved, or UNAVAILABLE if letters stayed
+  // same write. A message of `<topic>.dlq` still scheduled for later (a
+  // producer published it there) is no dead letter yet, and stays; so does
+  // a letter whose id is pending in `topic` again. `done` gets how many
+  // moved, or UNAVAILABLE if letters stayed
   // busy (coming due, or with an ack being written) for many chunks, after
   // the others moved.
   void Redrive(std::string topic,

@@ -138,9 +138,10 @@ class Broker {
   virtual void DeleteGroup(std::string topic, std::string group,
                            Callback<absl::StatusOr<uint64_t>> done) = 0;
   // Publishes dead letters of `<topic>.dlq` (all, or those with `ids`)
-  // back to `topic`, due now; `done` gets how many moved. NOT_FOUND, and
-  // nothing moves, if an id is not a dead letter of the topic; UNAVAILABLE
-  // if letters stayed busy too long (the others moved).
+  // back to `topic`, due now; `done` gets how many moved. A message of
+  // `<topic>.dlq` scheduled for later is no dead letter until due. NOT_FOUND,
+  // and nothing moves, if an id is not a dead letter of the topic;
+  // UNAVAILABLE if letters stayed busy too long (the others moved).
   virtual void Redrive(std::string topic, std::vector<std::string> ids,
                        Callback<absl::StatusOr<uint64_t>> done) = 0;
   // Deletes the topic's scheduled messages, its ready ones, or both, a

@@ -252,6 +252,7 @@ void Dispatcher::Redrive(std::string topic, std::vector<std::string> ids,
   }
   // The letters named must all exist before anything moves.
   const std::string dead_topic = absl::StrCat(topic, ".dlq");
+  const int64_t now_ms = absl::ToUnixMillis(clock_->Now());
   std::vector<std::pair<DueKey, std::string>> chosen;
   for (std::string& id : ids) {
     absl::StatusOr<std::optional<DueKey>> key =
@@ -260,10 +261,21 @@ void Dispatcher::Redrive(std::string topic, std::vector<std::string> ids,
       std::move(done)(key.status());
       return;
     }
-    if (!key->has_value()) {
+    // A message a producer published to the dead-letter topic for later is
+    // no dead letter until it is due.
+    absl::StatusOr<bool> later = false;
+    if (key->has_value() && (*key)->deliver_at_ms > now_ms) {
+      later = lifecycle::IsScheduled(*store_, **key);
+    }
+    if (!later.ok()) {
+      std::move(done)(later.status());
+      return;
+    }
+    if (!key->has_value() || *later) {
       std::move(done)(absl::NotFoundError(
           absl::StrCat("no dead letter with id ", Quoted(id), " of topic ",
-                       Quoted(topic), " (in ", Quoted(dead_topic), ")")));
+                       Quoted(topic), " (in ", Quoted(dead_topic), ")",
+                       *later ? ": it is scheduled there, not yet due" : "")));
       return;
     }
     chosen.emplace_back(**key, std::move(id));

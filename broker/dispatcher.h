@@ -153,8 +153,10 @@ class Dispatcher {
   // Moves dead letters back to `topic`: the messages of `<topic>.dlq` (all,
   // or those with `ids`) are published to `topic` due now, with their ids,
   // payloads and headers, and removed from the dead-letter topic in the same
-  // write. NOT_FOUND, and nothing moves, if an id is not a dead letter of the
-  // topic. A letter whose id is pending in `topic` again stays where it is.
+  // write. A message of `<topic>.dlq` still scheduled for later (published
+  // there by a producer) is not a dead letter yet, and stays. NOT_FOUND,
+  // and nothing moves, if an id is not a dead letter of the topic. A letter
+  // whose id is pending in `topic` again stays where it is.
   // `done` gets how many moved; UNAVAILABLE if letters stayed busy (coming
   // due, or with an ack being written) for many steps, after moving the
   // others. Reads the store to look the ids up: not for a gRPC thread.

@@ -873,6 +873,42 @@ TEST_F(DispatcherTest, ARedriveThatGivesUpOnABusyLetterAnswersUnavailable) {
   EXPECT_EQ(**again, 1u);
 }
 
+// Found by tests/fuzz/admin_fuzz: a message a producer published to
+// `<topic>.dlq` for later counted as a busy dead letter, so redriving it
+// (by id, or all) spun until the redrive gave up. It is no dead letter
+// until it is due.
+TEST_F(DispatcherTest, AMessageOfTheDeadLetterTopicDueLaterIsNotRedriven) {
+  Publish("t.dlq", "later", absl::Hours(1));
+  Publish("t.dlq", "x", absl::ZeroDuration());
+  RunAt(absl::ZeroDuration());
+  std::optional<absl::StatusOr<uint64_t>> named;
+  dispatcher().Redrive("t", {"x", "later"},
+                       [&](absl::StatusOr<uint64_t> n) { named = n; });
+  ASSERT_TRUE(named.has_value());  // At once: nothing to wait for.
+  EXPECT_EQ(named->status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(named->status().message(),
+            "no dead letter with id \"later\" of topic \"t\" (in \"t.dlq\"): "
+            "it is scheduled there, not yet due");
+
+  std::optional<absl::StatusOr<uint64_t>> all;
+  dispatcher().Redrive("t", {}, [&](absl::StatusOr<uint64_t> n) { all = n; });
+  StepUntil([&] { return all.has_value(); }, 10);
+  ASSERT_TRUE(all.has_value());
+  ASSERT_TRUE(all->ok()) << all->status();
+  EXPECT_EQ(**all, 1u);  // x; "later" stays, scheduled.
+  EXPECT_EQ(engine_->inspector().GetMessage("t.dlq", "later", 0)->state,
+            MessageState::kScheduled);
+
+  RunAt(absl::Hours(1));  // Due: now it is one.
+  std::optional<absl::StatusOr<uint64_t>> due;
+  dispatcher().Redrive("t", {"later"},
+                       [&](absl::StatusOr<uint64_t> n) { due = n; });
+  StepUntil([&] { return due.has_value(); }, 10);
+  ASSERT_TRUE(due.has_value());
+  ASSERT_TRUE(due->ok()) << due->status();
+  EXPECT_EQ(**due, 1u);
+}
+
 // If no registered group of a topic owns its waiting area (the owner's
 // registration failed while a later one's was written, or the owner was
 // deleted), a restart hands the area to the oldest group.
