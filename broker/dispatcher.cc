@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "broker/lifecycle_reads.h"
@@ -254,7 +255,11 @@ void Dispatcher::Redrive(std::string topic, std::vector<std::string> ids,
   const std::string dead_topic = absl::StrCat(topic, ".dlq");
   const int64_t now_ms = absl::ToUnixMillis(clock_->Now());
   std::vector<std::pair<DueKey, std::string>> chosen;
+  absl::flat_hash_set<std::string> named;
   for (std::string& id : ids) {
+    // A letter named twice moves once: a second publish of its id in one
+    // chunk would be refused as still in progress, at every retry.
+    if (!named.insert(id).second) continue;
     absl::StatusOr<std::optional<DueKey>> key =
         lifecycle::FindId(*store_, dead_topic, id);
     if (!key.ok()) {

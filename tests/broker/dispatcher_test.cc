@@ -909,6 +909,25 @@ TEST_F(DispatcherTest, AMessageOfTheDeadLetterTopicDueLaterIsNotRedriven) {
   EXPECT_EQ(**due, 1u);
 }
 
+// Found by tests/fuzz/admin_fuzz: naming a letter twice prepared two
+// publishes of its id in one chunk; the second was refused as still in
+// progress, which failed the chunk at every retry.
+TEST_F(DispatcherTest, ARedriveNamingALetterTwiceMovesItOnce) {
+  Publish("t.dlq", "x", absl::ZeroDuration());
+  RunAt(absl::ZeroDuration());
+  std::optional<absl::StatusOr<uint64_t>> redriven;
+  dispatcher().Redrive("t", {"x", "x"},
+                       [&](absl::StatusOr<uint64_t> n) { redriven = n; });
+  StepUntil([&] { return redriven.has_value(); }, 10);
+  ASSERT_TRUE(redriven.has_value());
+  ASSERT_TRUE(redriven->ok()) << redriven->status();
+  EXPECT_EQ(**redriven, 1u);
+  auto consumer = std::make_shared<FakeConsumer>();
+  Subscribe("t", "g", consumer);
+  RunAt(absl::ZeroDuration());
+  EXPECT_THAT(Ids(consumer->Take()), ElementsAre("x@1"));
+}
+
 // If no registered group of a topic owns its waiting area (the owner's
 // registration failed while a later one's was written, or the owner was
 // deleted), a restart hands the area to the oldest group.
