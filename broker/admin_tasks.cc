@@ -132,6 +132,13 @@ absl::StatusOr<bool> AdminTasks::RunChunk() {
   Chunk chunk;
   if (absl::Status s = BuildChunk(*tasks_.front(), chunk); !s.ok()) {
     Undo(chunk);
+    // The publishes prepared before the failure end unwritten, so that
+    // their ids are not held for ever (every retry, and every producer's
+    // publish of those ids, would find them in progress): dropping one
+    // ends its scheduler tokens, but only Finish frees its ids.
+    for (PreparedPublish& prepared : chunk.publishes) {
+      (void)publisher_->Finish(std::move(prepared), s);
+    }
     return s;
   }
   absl::Status status = absl::OkStatus();

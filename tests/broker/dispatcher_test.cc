@@ -928,6 +928,42 @@ TEST_F(DispatcherTest, ARedriveNamingALetterTwiceMovesItOnce) {
   EXPECT_THAT(Ids(consumer->Take()), ElementsAre("x@1"));
 }
 
+// Found by tests/fuzz/admin_fuzz: a redrive chunk that failed after
+// preparing publishes (here: another letter's id is being published to the
+// topic) left them prepared, holding their ids "in progress" for ever, so
+// every retry of the chunk failed, and so did every publish of those ids.
+TEST_F(DispatcherTest, AFailedRedriveChunkReleasesThePublishesItPrepared) {
+  Publish("t.dlq", "x", absl::ZeroDuration());
+  Publish("t.dlq", "y", absl::ZeroDuration());
+  RunAt(absl::ZeroDuration());
+  // A producer's publish of y to t, stalled in its sync.
+  store_->HoldSyncs();
+  absl::Notification published;
+  engine_->Publish({NewMessage{"t", "y", "again", {}, kStart}},
+                   [&](absl::StatusOr<std::vector<PublishReceipt>> r) {
+                     EXPECT_TRUE(r.ok()) << r.status();
+                     published.Notify();
+                   });
+  ASSERT_TRUE(store_->AwaitHeldSyncs(1, absl::Seconds(30)));
+
+  std::optional<absl::StatusOr<uint64_t>> redriven;
+  dispatcher().Redrive("t", {"x", "y"},
+                       [&](absl::StatusOr<uint64_t> n) { redriven = n; });
+  // x is prepared, then y is refused: the chunk fails, to be retried.
+  EXPECT_EQ(dispatcher().Step().status().code(), absl::StatusCode::kAborted);
+  EXPECT_FALSE(redriven.has_value());
+  store_->ReleaseSyncs();
+  published.WaitForNotification();
+  StepUntil([&] { return redriven.has_value(); }, 10);
+  ASSERT_TRUE(redriven.has_value());
+  ASSERT_TRUE(redriven->ok()) << redriven->status();
+  EXPECT_EQ(**redriven, 1u);  // x; y is pending in t again, and stays.
+  EXPECT_EQ(engine_->inspector().GetMessage("t.dlq", "y", 0)->state,
+            MessageState::kDead);
+  EXPECT_EQ(engine_->inspector().GetMessage("t", "x", 0).status().code(),
+            absl::StatusCode::kOk);
+}
+
 // If no registered group of a topic owns its waiting area (the owner's
 // registration failed while a later one's was written, or the owner was
 // deleted), a restart hands the area to the oldest group.
