@@ -15,14 +15,20 @@ namespace {
 
 using storage::DueKey;
 
-int64_t Millis(absl::Time t) { return absl::ToUnixMillis(t); }
+// The first whole millisecond at or after `t`: due times are whole
+// milliseconds, so one is at or after `t` exactly when it is at or after
+// this, and before `t` exactly when it is before this.
+int64_t CeilMillis(absl::Time t) {
+  const int64_t ms = absl::ToUnixMillis(t);  // Floored.
+  return absl::FromUnixMillis(ms) < t ? ms + 1 : ms;
+}
 
 // The first due key a listing may show: past `after`, at or after `from`.
 DueKey StartKey(const Inspector::ListQuery& query, int64_t floor_ms) {
   DueKey start{std::max<int64_t>(floor_ms, 0), 0};
   if (query.from.has_value()) {
-    start =
-        std::max(start, DueKey{std::max<int64_t>(Millis(*query.from), 0), 0});
+    start = std::max(start,
+                     DueKey{std::max<int64_t>(CeilMillis(*query.from), 0), 0});
   }
   if (query.after.has_value()) {
     const DueKey& a = query.after->key;
@@ -32,7 +38,7 @@ DueKey StartKey(const Inspector::ListQuery& query, int64_t floor_ms) {
 }
 
 bool BeforeEnd(const Inspector::ListQuery& query, const DueKey& key) {
-  return !query.to.has_value() || key.deliver_at_ms < Millis(*query.to);
+  return !query.to.has_value() || key.deliver_at_ms < CeilMillis(*query.to);
 }
 
 }  // namespace

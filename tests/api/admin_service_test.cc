@@ -5,6 +5,7 @@
 #include "api/admin_service.h"
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -372,6 +373,41 @@ TEST_F(AdminServiceTest, ScheduledMessagesPageInDueOrderWhilePublishesRun) {
   EXPECT_EQ(
       Call(&v1::Admin::Stub::ListMessages, other, &ignored).error_message(),
       "page_size 1001 is over the limit of 1000");
+}
+
+// Found by tests/fuzz/admin_fuzz: the due range was compared in whole
+// milliseconds, rounded down, so a message due within the millisecond
+// before due_from was listed, and one due before a due_to inside its own
+// millisecond was not.
+TEST_F(AdminServiceTest, TheDueRangeHoldsBelowAMillisecond) {
+  absl::StatusOr<v1::Receipt> receipt =
+      client_->Publish("t", "payload", absl::Hours(1), "x");
+  ASSERT_TRUE(receipt.ok()) << receipt.status();
+  const google::protobuf::Timestamp due = receipt->deliver_at();
+  // The ids listed with due_from and due_to `from_ns` and `to_ns` after
+  // the message's due time (unset: nullopt).
+  auto list = [&](std::optional<int> from_ns, std::optional<int> to_ns) {
+    v1::ListMessagesRequest request;
+    request.set_topic("t");
+    request.set_state(v1::MESSAGE_STATE_SCHEDULED);
+    if (from_ns.has_value()) {
+      *request.mutable_due_from() = due;
+      request.mutable_due_from()->set_nanos(due.nanos() + *from_ns);
+    }
+    if (to_ns.has_value()) {
+      *request.mutable_due_to() = due;
+      request.mutable_due_to()->set_nanos(due.nanos() + *to_ns);
+    }
+    v1::ListMessagesResponse response;
+    const grpc::Status status =
+        Call(&v1::Admin::Stub::ListMessages, request, &response);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return Ids(response);
+  };
+  EXPECT_THAT(list(0, std::nullopt), ElementsAre("x"));
+  EXPECT_THAT(list(1, std::nullopt), IsEmpty());
+  EXPECT_THAT(list(std::nullopt, 1), ElementsAre("x"));
+  EXPECT_THAT(list(std::nullopt, 0), IsEmpty());
 }
 
 TEST_F(AdminServiceTest, ReadyAndInFlightAreListedPerGroup) {
