@@ -10,16 +10,18 @@
 # exits non-zero if any target crashed, hung or leaked, naming it, the
 # crashing input and the log (both kept in the scratch directory).
 #
-# To replay an input: build/fuzz/tests/fuzz/NAME INPUT (subscribe_fuzz
-# prints each operation with HOURGLASS_FUZZ_TRACE=1). A crash, once fixed,
-# goes into corpus/NAME as regression_<what> beside a test in tests/.
+# To replay an input: build/fuzz/tests/fuzz/NAME INPUT (subscribe_fuzz and
+# admin_fuzz print each operation with HOURGLASS_FUZZ_TRACE=1). A crash,
+# once fixed, goes into corpus/NAME as regression_<what> beside a test in
+# tests/.
 set -euo pipefail
 
 seconds="${1:-60}"
 build_dir="${2:-build/fuzz}"
 parallel="${3:-2}"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-targets=(keys_fuzz timing_wheel_fuzz validation_fuzz subscribe_fuzz token_file_fuzz)
+targets=(keys_fuzz timing_wheel_fuzz validation_fuzz subscribe_fuzz token_file_fuzz
+         admin_fuzz)
 
 scratch="$(mktemp -d "${TMPDIR:-/tmp}/hourglass-fuzz.XXXXXX")"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
