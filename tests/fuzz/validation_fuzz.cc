@@ -36,6 +36,7 @@
 #include "api/status.h"
 #include "api/validation.h"
 #include "broker/engine.h"
+#include "broker/lifecycle_reads.h"
 #include "google/protobuf/stubs/logging.h"
 #include "hourglass/v1/broker.pb.h"
 #include "storage/keys.h"
