@@ -1,7 +1,9 @@
 #include "tests/testing/broker_client.h"
 
 #include <cstdint>
+#include <optional>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "client/internal/convert.h"
@@ -59,19 +61,30 @@ grpc::Status BrokerClient::PublishStream(
     std::vector<hourglass::v1::PublishAnswer>* answers) {
   client::internal::PublishStream stream(
       *stub_, [](grpc::ClientContext& context) { SetDeadline(context); });
-  // Answers come in order, on the stream's read chain.
+  // Each answer goes to its request's slot: the stream matches answers to
+  // requests in order, but callbacks of consecutive responses may run on
+  // different gRPC threads at once.
   absl::Mutex mu;
-  for (const hourglass::v1::PublishRequest& request : requests) {
-    stream.Send(&request, absl::InfiniteFuture(),
-                [&mu, answers](const grpc::Status&,
-                               hourglass::v1::PublishAnswer* answer) {
+  std::vector<std::optional<hourglass::v1::PublishAnswer>> slots(
+      requests.size());
+  for (size_t i = 0; i < requests.size(); ++i) {
+    stream.Send(&requests[i], absl::InfiniteFuture(),
+                [&mu, &slots, i](const grpc::Status&,
+                                 hourglass::v1::PublishAnswer* answer) {
                   if (answer == nullptr) return;  // The stream ended first.
                   absl::MutexLock lock(&mu);
-                  answers->push_back(std::move(*answer));
+                  slots[i] = std::move(*answer);
                 });
   }
   stream.CloseWrites();
-  return *stream.WaitDone(absl::InfiniteFuture());
+  const grpc::Status status = *stream.WaitDone(absl::InfiniteFuture());
+  // The answers up to the first request left without one.
+  absl::MutexLock lock(&mu);
+  for (std::optional<hourglass::v1::PublishAnswer>& slot : slots) {
+    if (!slot.has_value()) break;
+    answers->push_back(*std::move(slot));
+  }
+  return status;
 }
 
 grpc::Status BrokerClient::PublishStream(
