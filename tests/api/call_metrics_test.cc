@@ -20,26 +20,12 @@
 #include "gtest/gtest.h"
 #include "storage/memory_store.h"
 #include "tests/testing/broker_client.h"
+#include "tests/testing/text_lines.h"
 
 namespace hourglass::api {
 namespace {
 
 using ::testing::ElementsAre;
-
-// The lines of a scrape that start with `prefix`.
-std::vector<std::string> Lines(const std::string& text,
-                               const std::string& prefix) {
-  std::vector<std::string> lines;
-  size_t start = 0;
-  while (start < text.size()) {
-    const size_t end = text.find('\n', start);
-    const std::string line = text.substr(start, end - start);
-    if (line.rfind(prefix, 0) == 0) lines.push_back(line);
-    if (end == std::string::npos) break;
-    start = end + 1;
-  }
-  return lines;
-}
 
 class CallMetricsTest : public ::testing::Test {
  protected:
@@ -83,21 +69,23 @@ TEST_F(CallMetricsTest, CountsEachPublishByItsStatusCode) {
       << bad.status();
 
   const std::string text = registry_.Render();
-  EXPECT_THAT(Lines(text, "hourglass_grpc_calls_total"),
+  EXPECT_THAT(testing::LinesStartingWith(text, "hourglass_grpc_calls_total"),
               ElementsAre("hourglass_grpc_calls_total{method=\"hourglass.v1."
                           "Broker/Publish\",code=\"INVALID_ARGUMENT\"} 1",
                           "hourglass_grpc_calls_total{method=\"hourglass.v1."
                           "Broker/Publish\",code=\"OK\"} 1"));
-  EXPECT_THAT(Lines(text, "hourglass_grpc_call_seconds_count"),
-              ElementsAre("hourglass_grpc_call_seconds_count{method="
-                          "\"hourglass.v1.Broker/Publish\"} 2"));
+  EXPECT_THAT(
+      testing::LinesStartingWith(text, "hourglass_grpc_call_seconds_count"),
+      ElementsAre("hourglass_grpc_call_seconds_count{method="
+                  "\"hourglass.v1.Broker/Publish\"} 2"));
 }
 
 // A stream is counted when it ends, with the status it ended with.
 TEST_F(CallMetricsTest, CountsASubscribeWhenItEnds) {
   std::unique_ptr<testing::Subscription> subscription =
       client_->Subscribe("orders", "billing");
-  EXPECT_THAT(Lines(registry_.Render(), "hourglass_grpc_calls_total"),
+  EXPECT_THAT(testing::LinesStartingWith(registry_.Render(),
+                                         "hourglass_grpc_calls_total"),
               ::testing::IsEmpty());
   const grpc::Status status = subscription->Close();
   ASSERT_TRUE(status.ok()) << status.error_message();
@@ -110,14 +98,15 @@ TEST_F(CallMetricsTest, CountsASubscribeWhenItEnds) {
       << end->error_message();
 
   const std::string text = registry_.Render();
-  EXPECT_THAT(Lines(text, "hourglass_grpc_calls_total"),
+  EXPECT_THAT(testing::LinesStartingWith(text, "hourglass_grpc_calls_total"),
               ElementsAre("hourglass_grpc_calls_total{method=\"hourglass.v1."
                           "Broker/Subscribe\",code=\"INVALID_ARGUMENT\"} 1",
                           "hourglass_grpc_calls_total{method=\"hourglass.v1."
                           "Broker/Subscribe\",code=\"OK\"} 1"));
-  EXPECT_THAT(Lines(text, "hourglass_grpc_call_seconds_count"),
-              ElementsAre("hourglass_grpc_call_seconds_count{method="
-                          "\"hourglass.v1.Broker/Subscribe\"} 2"));
+  EXPECT_THAT(
+      testing::LinesStartingWith(text, "hourglass_grpc_call_seconds_count"),
+      ElementsAre("hourglass_grpc_call_seconds_count{method="
+                  "\"hourglass.v1.Broker/Subscribe\"} 2"));
 }
 
 }  // namespace

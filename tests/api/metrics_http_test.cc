@@ -20,6 +20,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "httplib.h"
+#include "tests/testing/text_lines.h"
 
 namespace hourglass::api {
 namespace {
@@ -114,8 +115,7 @@ class Trickler {
   // The connection's life is timed from before the connect: the server's
   // deadline may start as soon as the handshake completes, before the
   // thread below runs.
-  explicit Trickler(int port)
-      : connected_at_(absl::Now()), fd_(Connect(port)) {
+  explicit Trickler(int port) : connected_at_(absl::Now()), fd_(Connect(port)) {
     thread_ = std::thread([this] { Run(); });
   }
   ~Trickler() {
@@ -163,21 +163,6 @@ class Trickler {
   size_t sent_ = 0;
   Received received_;
 };
-
-// The lines of `text` that start with `prefix`.
-std::vector<std::string> LinesStartingWith(const std::string& text,
-                                           const std::string& prefix) {
-  std::vector<std::string> lines;
-  size_t start = 0;
-  while (start < text.size()) {
-    size_t end = text.find('\n', start);
-    if (end == std::string::npos) end = text.size();
-    const std::string line = text.substr(start, end - start);
-    if (line.rfind(prefix, 0) == 0) lines.push_back(line);
-    start = end + 1;
-  }
-  return lines;
-}
 
 TEST(MetricsServerTest, ServesTheRegistryAsItIsWhenScraped) {
   metrics::Registry registry;
@@ -287,7 +272,7 @@ TEST(MetricsServerTest, TricklingClientsOnEveryWorkerDoNotStarveAScrape) {
   ASSERT_TRUE(scrape) << httplib::to_string(scrape.error());
   EXPECT_EQ(scrape->status, 200);
   EXPECT_THAT(
-      LinesStartingWith(scrape->body, "hourglass_published_total"),
+      testing::LinesStartingWith(scrape->body, "hourglass_published_total"),
       ::testing::ElementsAre("hourglass_published_total{topic=\"a\"} 3"));
 
   for (Trickler* t : {&first, &second}) {
@@ -305,7 +290,7 @@ TEST(MetricsServerTest, TricklingClientsOnEveryWorkerDoNotStarveAScrape) {
   httplib::Result after = Client(s.port())->Get("/metrics");
   ASSERT_TRUE(after) << httplib::to_string(after.error());
   EXPECT_THAT(
-      LinesStartingWith(after->body, "hourglass_metrics_http"),
+      testing::LinesStartingWith(after->body, "hourglass_metrics_http"),
       ::testing::ElementsAre("hourglass_metrics_http_refused_total 0",
                              "hourglass_metrics_http_timed_out_total 2"));
 }
@@ -335,11 +320,12 @@ TEST(MetricsServerTest, IdleConnectionsDoNotStarveAScrape) {
   httplib::Result scrape = Client(s.port())->Get("/metrics");
   ASSERT_TRUE(scrape) << httplib::to_string(scrape.error());
   EXPECT_EQ(scrape->status, 200);
-  EXPECT_THAT(LinesStartingWith(scrape->body, "hourglass_metrics_http"),
-              ::testing::ElementsAre(
-                  "hourglass_metrics_http_refused_total 0",
-                  ::testing::StartsWith("hourglass_metrics_http_timed_out_"
-                                        "total ")));
+  EXPECT_THAT(
+      testing::LinesStartingWith(scrape->body, "hourglass_metrics_http"),
+      ::testing::ElementsAre(
+          "hourglass_metrics_http_refused_total 0",
+          ::testing::StartsWith("hourglass_metrics_http_timed_out_"
+                                "total ")));
   for (const int fd : idle) {
     const Received received = ReadUntilClosed(fd, absl::Seconds(10));
     EXPECT_TRUE(received.closed);
@@ -405,7 +391,7 @@ TEST(MetricsServerTest, AConnectionPastTheQueueIsRefusedAtOnce) {
   ASSERT_TRUE(scrape) << httplib::to_string(scrape.error());
   EXPECT_EQ(scrape->status, 200);
   EXPECT_THAT(
-      LinesStartingWith(scrape->body, "hourglass_metrics_http"),
+      testing::LinesStartingWith(scrape->body, "hourglass_metrics_http"),
       ::testing::ElementsAre("hourglass_metrics_http_refused_total 2",
                              "hourglass_metrics_http_timed_out_total 0"));
 }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "broker/engine.h"
@@ -19,6 +20,7 @@
 #include "tests/testing/fake_clock.h"
 #include "tests/testing/faulty_store.h"
 #include "tests/testing/log_capture.h"
+#include "tests/testing/text_lines.h"
 
 namespace hourglass::broker {
 namespace {
@@ -27,21 +29,6 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 const absl::Time kStart = absl::FromUnixSeconds(1'900'000'000);
-
-// The lines of a scrape that start with `prefix`.
-std::vector<std::string> Lines(const std::string& text,
-                               const std::string& prefix) {
-  std::vector<std::string> lines;
-  size_t start = 0;
-  while (start < text.size()) {
-    const size_t end = text.find('\n', start);
-    const std::string line = text.substr(start, end - start);
-    if (line.rfind(prefix, 0) == 0) lines.push_back(line);
-    if (end == std::string::npos) break;
-    start = end + 1;
-  }
-  return lines;
-}
 
 // The ERROR lines a LogCapture holds, without their level.
 std::vector<std::string> Errors(const testing::LogCapture& log) {
@@ -55,7 +42,8 @@ std::vector<std::string> Errors(const testing::LogCapture& log) {
 TEST(StoreErrorsTest, KnownOpsAreExportedAtZero) {
   metrics::Registry registry;
   StoreErrors errors(&registry);
-  EXPECT_THAT(Lines(registry.Render(), "hourglass_store_errors_total"),
+  EXPECT_THAT(testing::LinesStartingWith(registry.Render(),
+                                         "hourglass_store_errors_total"),
               ElementsAre("hourglass_store_errors_total{op=\"deliver\"} 0",
                           "hourglass_store_errors_total{op=\"dispatch\"} 0",
                           "hourglass_store_errors_total{op=\"load\"} 0",
@@ -79,7 +67,8 @@ TEST(StoreErrorsTest, CountsEveryErrorAndLogsEachOpAtMostOncePerInterval) {
   errors.Count("write", disk);
   errors.Count("load", absl::InternalError("bad key"));
 
-  EXPECT_THAT(Lines(registry.Render(), "hourglass_store_errors_total"),
+  EXPECT_THAT(testing::LinesStartingWith(registry.Render(),
+                                         "hourglass_store_errors_total"),
               ElementsAre("hourglass_store_errors_total{op=\"load\"} 2",
                           "hourglass_store_errors_total{op=\"write\"} 5"));
   EXPECT_THAT(
@@ -114,69 +103,74 @@ TEST(RateLimitedLogTest, AllowsTheFirstThenOncePerIntervalPerKey) {
   EXPECT_EQ(limiter.Allow("b"), 0u);
 }
 
-// A group commit whose write fails counts as op "write" and is logged, and
-// the publish that waited on it fails.
-TEST(StoreErrorsTest, AFailedGroupCommitWriteCountsAsWrite) {
-  testing::FakeClock clock(kStart);
-  testing::FaultyStore store;
-  metrics::Registry registry;
-  testing::LogCapture log;
-  Engine::Options options;
-  options.metrics = &registry;
-  auto engine = Engine::Open(&store, &clock, options);
-  ASSERT_TRUE(engine.ok()) << engine.status();
-  (*engine)->Start();
+// An engine on a store whose writes can be made to fail, with metrics and
+// a log capture, for the background loops' errors.
+class EngineStoreErrorsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    Engine::Options options;
+    options.metrics = &registry_;
+    auto engine = Engine::Open(&store_, &clock_, options);
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    engine_ = *std::move(engine);
+  }
+  // Stops collecting before the registry goes.
+  void TearDown() override {
+    store_.FailWrites(absl::OkStatus());
+    engine_.reset();
+  }
 
-  store.FailWrites(absl::UnavailableError("disk gone"));
-  absl::Notification published;
-  absl::Status status;
-  (*engine)->Publish({NewMessage{"orders", "m", "payload", {}, kStart}},
+  // Publishes one message due at once; its status.
+  absl::Status PublishDueNow(const std::string& id) {
+    absl::Notification published;
+    absl::Status status;
+    engine_->Publish({NewMessage{"orders", id, "payload", {}, kStart}},
                      [&](auto result) {
                        status = result.status();
                        published.Notify();
                      });
-  published.WaitForNotification();
-  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
-  EXPECT_THAT(Lines(registry.Render(), "hourglass_store_errors_total{op=\"w"),
-              ElementsAre("hourglass_store_errors_total{op=\"write\"} 1"));
-  EXPECT_THAT(Errors(log), ::testing::Contains(
-                               "store write failed: UNAVAILABLE: disk gone"));
-  engine->reset();  // Stops collecting before the registry goes.
-}
+    published.WaitForNotification();
+    return status;
+  }
 
-// Publishes one message due at once and waits until it is durable.
-void PublishDueNow(Engine& engine, const std::string& id) {
-  absl::Notification published;
-  absl::Status status;
-  engine.Publish({NewMessage{"orders", id, "payload", {}, kStart}},
-                 [&](auto result) {
-                   status = result.status();
-                   published.Notify();
-                 });
-  published.WaitForNotification();
-  ASSERT_TRUE(status.ok()) << status;
+  // The count of `op`'s failures, as a scrape shows it.
+  std::vector<std::string> Count(const std::string& op) {
+    return testing::LinesStartingWith(
+        registry_.Render(),
+        absl::StrCat("hourglass_store_errors_total{op=\"", op, "\"}"));
+  }
+
+  testing::FakeClock clock_{kStart};
+  testing::FaultyStore store_;
+  metrics::Registry registry_;
+  testing::LogCapture log_;
+  std::unique_ptr<Engine> engine_;
+};
+
+// A group commit whose write fails counts as op "write" and is logged, and
+// the publish that waited on it fails.
+TEST_F(EngineStoreErrorsTest, AFailedGroupCommitWriteCountsAsWrite) {
+  engine_->Start();
+  store_.FailWrites(absl::UnavailableError("disk gone"));
+  const absl::Status status = PublishDueNow("m");
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
+  EXPECT_THAT(Count("write"),
+              ElementsAre("hourglass_store_errors_total{op=\"write\"} 1"));
+  EXPECT_THAT(Errors(log_), ::testing::Contains(
+                                "store write failed: UNAVAILABLE: disk gone"));
 }
 
 // The timer thread's move of due messages to ready fails: counted as op
 // "dispatch", and the messages wait for the next tick.
-TEST(StoreErrorsTest, AFailedMoveToReadyCountsAsDispatch) {
-  testing::FakeClock clock(kStart);
-  testing::FaultyStore store;
-  metrics::Registry registry;
-  testing::LogCapture log;
-  Engine::Options options;
-  options.metrics = &registry;
-  auto engine = Engine::Open(&store, &clock, options);
-  ASSERT_TRUE(engine.ok()) << engine.status();
-  PublishDueNow(**engine, "m");
-
-  store.FailWrites(absl::UnavailableError("disk gone"));
-  EXPECT_EQ((*engine)->Tick().status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_THAT(Lines(registry.Render(), "hourglass_store_errors_total{op=\"di"),
+TEST_F(EngineStoreErrorsTest, AFailedMoveToReadyCountsAsDispatch) {
+  ASSERT_TRUE(PublishDueNow("m").ok());
+  store_.FailWrites(absl::UnavailableError("disk gone"));
+  EXPECT_EQ(engine_->Tick().status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(Count("dispatch"),
               ElementsAre("hourglass_store_errors_total{op=\"dispatch\"} 1"));
-  EXPECT_THAT(Errors(log), ::testing::Contains(
-                               "store dispatch failed: UNAVAILABLE: disk gone"));
-  engine->reset();
+  EXPECT_THAT(
+      Errors(log_),
+      ::testing::Contains("store dispatch failed: UNAVAILABLE: disk gone"));
 }
 
 // A consumer that takes what it is sent and ignores it.
@@ -188,40 +182,29 @@ class IdleConsumer final : public Consumer {
 
 // A dispatcher step's write fails (the in-flight marks of a delivery):
 // counted as op "deliver" by the dispatcher's thread, which retries.
-TEST(StoreErrorsTest, AFailedDeliveryStepCountsAsDeliver) {
-  testing::FakeClock clock(kStart);
-  testing::FaultyStore store;
-  metrics::Registry registry;
-  testing::LogCapture log;
-  Engine::Options options;
-  options.metrics = &registry;
-  auto engine = Engine::Open(&store, &clock, options);
-  ASSERT_TRUE(engine.ok()) << engine.status();
-  ASSERT_TRUE((*engine)->RegisterGroup("orders", "g").ok());
-  PublishDueNow(**engine, "m");
-  ASSERT_TRUE((*engine)->Tick().ok());  // Ready in group g.
+TEST_F(EngineStoreErrorsTest, AFailedDeliveryStepCountsAsDeliver) {
+  ASSERT_TRUE(engine_->RegisterGroup("orders", "g").ok());
+  ASSERT_TRUE(PublishDueNow("m").ok());
+  ASSERT_TRUE(engine_->Tick().ok());  // Ready in group g.
 
-  store.FailWrites(absl::UnavailableError("disk gone"));
-  (*engine)->Start();
+  store_.FailWrites(absl::UnavailableError("disk gone"));
+  engine_->Start();
   absl::Notification subscribed;
-  (*engine)->Subscribe({.topic = "orders", .group = "g"},
-                       std::make_shared<IdleConsumer>(),
-                       [&](absl::StatusOr<ConsumerId> id) {
-                         EXPECT_TRUE(id.ok()) << id.status();
-                         subscribed.Notify();
-                       });
+  engine_->Subscribe({.topic = "orders", .group = "g"},
+                     std::make_shared<IdleConsumer>(),
+                     [&](absl::StatusOr<ConsumerId> id) {
+                       EXPECT_TRUE(id.ok()) << id.status();
+                       subscribed.Notify();
+                     });
   subscribed.WaitForNotification();
-  const std::string deliver =
-      "hourglass_store_errors_total{op=\"deliver\"} ";
   ASSERT_TRUE(testing::Eventually([&] {
-    const std::vector<std::string> lines =
-        Lines(registry.Render(), deliver);
-    return lines.size() == 1 && lines[0] != deliver + "0";
+    const std::vector<std::string> lines = Count("deliver");
+    return lines.size() == 1 &&
+           lines[0] != "hourglass_store_errors_total{op=\"deliver\"} 0";
   }));
-  EXPECT_THAT(Errors(log), ::testing::Contains(
-                               "store deliver failed: UNAVAILABLE: disk gone"));
-  store.FailWrites(absl::OkStatus());
-  engine->reset();
+  EXPECT_THAT(
+      Errors(log_),
+      ::testing::Contains("store deliver failed: UNAVAILABLE: disk gone"));
 }
 
 }  // namespace
