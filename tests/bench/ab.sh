@@ -47,7 +47,10 @@ for arg in "$@"; do
     *) echo "ab.sh: unknown argument \"$arg\" (see --help)" >&2; exit 2 ;;
   esac
 done
-[ -n "$A" ] && [ -n "$B" ] || { echo "ab.sh: --a and --b are required" >&2; exit 2; }
+if [ -z "$A" ] || [ -z "$B" ]; then
+  echo "ab.sh: --a and --b are required" >&2
+  exit 2
+fi
 
 log() { echo "ab.sh: $*" >&2; }
 
