@@ -111,6 +111,9 @@ std::optional<CounterKeyParts> DecodeCounterKey(std::string_view key);
 std::string GroupKey(std::string_view topic, std::string_view group);
 inline constexpr std::string_view kGroupKeyPrefix = "group/";
 inline constexpr std::string_view kFormatVersionKey = "format_version";
+// The store's identity (format 3 on): 32 lowercase hex digits, chosen when
+// the store is created (or upgraded to format 3) and kept by its snapshots.
+inline constexpr std::string_view kStoreIdKey = "store_id";
 inline constexpr std::string_view kLoaderCursorKey = "loader_cursor";
 // Every publish sequence below this value may have been used.
 inline constexpr std::string_view kSequenceReservedKey = "sequence_reserved";

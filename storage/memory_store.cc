@@ -141,6 +141,11 @@ class MemoryStoreImpl final : public MessageStore {
     return counters;
   }
 
+  absl::StatusOr<CheckpointInfo> Checkpoint(const std::string& dir) override {
+    return absl::UnimplementedError(
+        "the memory store keeps no files to copy into a snapshot");
+  }
+
   StoreStats Stats() override {
     absl::ReaderMutexLock lock(&mu_);
     StoreStats stats;

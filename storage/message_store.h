@@ -133,6 +133,13 @@ struct StoreStats {
   uint64_t disk_bytes = 0;
 };
 
+// What MessageStore::Checkpoint wrote.
+struct CheckpointInfo {
+  std::string dir;     // Where: the `dir` asked for.
+  uint64_t files = 0;  // Files in it.
+  uint64_t bytes = 0;  // Their sizes, summed.
+};
+
 // A durable, ordered key-value store made of the tables above: the broker's
 // only persistent state. RocksDB in production (storage/rocksdb_store.h);
 // memory in tests (storage/memory_store.h).
@@ -195,6 +202,19 @@ class MessageStore {
   virtual std::vector<std::pair<std::string, int64_t>> NonZeroCounters() = 0;
 
   virtual StoreStats Stats() = 0;
+
+  // Writes a consistent copy of the store into the new directory `dir`: it
+  // holds every Write that returned before the call, and of each Write
+  // concurrent with it all or nothing. Writes go on meanwhile. The copy is
+  // a data dir that the store's Open opens as it is (a backup, or the seed
+  // of a replica). Errors, after which nothing is left at `dir`:
+  //   INVALID_ARGUMENT    `dir` is empty or not an absolute path.
+  //   ALREADY_EXISTS      `dir` exists.
+  //   NOT_FOUND           its parent directory does not exist.
+  //   UNIMPLEMENTED       the store keeps no files (MemoryStore).
+  //   RESOURCE_EXHAUSTED  the disk is full.
+  //   UNAVAILABLE         another I/O error.
+  virtual absl::StatusOr<CheckpointInfo> Checkpoint(const std::string& dir) = 0;
 };
 
 }  // namespace hourglass::storage

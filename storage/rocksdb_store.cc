@@ -21,8 +21,10 @@
 
 #include "absl/base/config.h"
 #include "absl/base/thread_annotations.h"
+#include "absl/random/random.h"
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "rocksdb/cache.h"
@@ -33,6 +35,7 @@
 #include "rocksdb/options.h"
 #include "rocksdb/slice_transform.h"
 #include "rocksdb/table.h"
+#include "rocksdb/utilities/checkpoint.h"
 #include "rocksdb/utilities/table_properties_collectors.h"
 #include "rocksdb/write_batch.h"
 #include "storage/keys.h"
@@ -493,7 +496,55 @@ class RocksDbStoreImpl final : public MessageStore {
     if (db_->GetAggregatedIntProperty("rocksdb.total-blob-file-size", &value)) {
       stats.disk_bytes += value;
     }
+    // The write-ahead log: up to max_total_wal_size, often most of the disk
+    // a broker with few flushed tables uses.
+    rocksdb::VectorLogPtr logs;
+    if (db_->GetSortedWalFiles(logs).ok()) {
+      for (const std::unique_ptr<rocksdb::LogFile>& log : logs) {
+        stats.disk_bytes += log->SizeFileBytes();
+      }
+    }
     return stats;
+  }
+
+  absl::StatusOr<CheckpointInfo> Checkpoint(const std::string& dir) override {
+    namespace fs = std::filesystem;
+    if (dir.empty() || dir.front() != '/') {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "snapshot dir \"", dir, "\" is not an absolute path"));
+    }
+    fs::path target = fs::path(dir).lexically_normal();
+    if (!target.has_filename()) target = target.parent_path();  // "/a/b/"
+    std::error_code error;
+    if (fs::exists(fs::symlink_status(target, error))) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("snapshot dir ", dir, " already exists"));
+    }
+    if (!fs::is_directory(target.parent_path(), error)) {
+      return absl::NotFoundError(absl::StrCat("the parent directory of ",
+                                              "snapshot dir ", dir,
+                                              " does not exist"));
+    }
+    rocksdb::Checkpoint* raw = nullptr;
+    rocksdb::Status s = rocksdb::Checkpoint::Create(db_.get(), &raw);
+    std::unique_ptr<rocksdb::Checkpoint> checkpoint(raw);
+    // log_size_for_flush 0: the memtables are flushed first, so the copy is
+    // tables plus at most a short log.
+    if (s.ok()) s = checkpoint->CreateCheckpoint(target.string(), 0);
+    if (!s.ok()) {
+      fs::remove_all(target, error);
+      return ToStatus(s, absl::StrCat("snapshot into ", dir));
+    }
+    chmod(target.c_str(), 0700);  // Like a data dir: it holds every message.
+    CheckpointInfo info;
+    info.dir = dir;
+    for (const fs::directory_entry& entry :
+         fs::directory_iterator(target, error)) {
+      if (!entry.is_regular_file(error)) continue;
+      ++info.files;
+      info.bytes += entry.file_size(error);
+    }
+    return info;
   }
 
  private:
@@ -574,28 +625,63 @@ class RocksDbStoreImpl final : public MessageStore {
       ABSL_GUARDED_BY(counters_mu_);
 };
 
-// Checks the format version of an opened store, writing it if the store is
-// new.
-absl::Status CheckFormatVersion(MessageStore& store, const std::string& path) {
+// 32 random lowercase hex digits.
+std::string NewStoreId() {
+  absl::BitGen random;
+  std::string bytes(16, '\0');
+  for (char& c : bytes) c = static_cast<char>(absl::Uniform<uint8_t>(random));
+  return absl::BytesToHexString(bytes);
+}
+
+// Checks the format version of an opened store and brings it to
+// kFormatVersion: a new store gets it, an older one is upgraded in place.
+// Each upgrade step writes its changes and the new version in one batch,
+// synced, so a crash leaves the store at one version or the next.
+absl::Status CheckFormatVersion(MessageStore& store,
+                                const RocksDbStoreOptions& options) {
+  const std::string& path = options.path;
   absl::StatusOr<std::optional<std::string>> version =
       store.Get(Table::kMeta, kFormatVersionKey);
   if (!version.ok()) return version.status();
-  if (!version->has_value()) {
+  auto write_version = [&store](uint32_t v, WriteBatch batch) {
     std::string encoded;
-    AppendU32(encoded, RocksDbStore::kFormatVersion);
-    WriteBatch batch;
+    AppendU32(encoded, v);
     batch.Put(Table::kMeta, std::string(kFormatVersionKey), encoded);
     if (absl::Status s = store.Write(batch); !s.ok()) return s;
     return store.SyncLog();
+  };
+  auto with_store_id = [] {
+    WriteBatch batch;
+    batch.Put(Table::kMeta, std::string(kStoreIdKey), NewStoreId());
+    return batch;
+  };
+  if (!version->has_value()) {
+    return write_version(RocksDbStore::kFormatVersion, with_store_id());
   }
   const std::string& found = **version;
-  if (found.size() != 4 || ReadU32(found) != RocksDbStore::kFormatVersion) {
+  if (found.size() != 4) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "data dir ", path, " has format version ",
-        found.size() == 4 ? absl::StrCat(ReadU32(found)) : "<unreadable>",
-        "; this hourglassd reads format version ",
-        RocksDbStore::kFormatVersion));
+        "data dir ", path, " has an unreadable format version"));
   }
+  const uint32_t v = ReadU32(found);
+  const std::string readable =
+      absl::StrCat("this hourglassd ", "reads format versions ",
+                   RocksDbStore::kOldestFormatVersion, " to ",
+                   RocksDbStore::kFormatVersion);
+  if (v > RocksDbStore::kFormatVersion) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "data dir ", path, " has format version ", v, "; ", readable,
+        ": run the hourglassd that wrote it, or a newer one"));
+  }
+  if (v < RocksDbStore::kOldestFormatVersion) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("data dir ", path, " has format version ", v, "; ",
+                     readable, ": upgrade it with an older hourglassd first"));
+  }
+  if (v == RocksDbStore::kFormatVersion) return absl::OkStatus();
+  // 2 -> 3: the store gets its identity.
+  if (absl::Status s = write_version(3, with_store_id()); !s.ok()) return s;
+  if (options.on_upgrade) options.on_upgrade(v, RocksDbStore::kFormatVersion);
   return absl::OkStatus();
 }
 
@@ -662,7 +748,7 @@ absl::StatusOr<std::unique_ptr<MessageStore>> RocksDbStore::Open(
   auto store = std::make_unique<RocksDbStoreImpl>(
       options.path, options.sync, *std::move(lock),
       std::unique_ptr<rocksdb::DB>(raw_db), std::move(handles));
-  if (absl::Status version = CheckFormatVersion(*store, options.path);
+  if (absl::Status version = CheckFormatVersion(*store, options);
       !version.ok()) {
     return version;
   }
@@ -670,6 +756,51 @@ absl::StatusOr<std::unique_ptr<MessageStore>> RocksDbStore::Open(
     return counters;
   }
   return store;
+}
+
+absl::Status RocksDbStore::Restore(const std::string& snapshot,
+                                  const std::string& data_dir) {
+  namespace fs = std::filesystem;
+  std::error_code error;
+  if (!fs::is_regular_file(fs::path(snapshot) / "CURRENT", error)) {
+    return absl::NotFoundError(absl::StrCat(
+        "snapshot ", snapshot, " holds no Hourglass store (no CURRENT file)"));
+  }
+  const bool existed = fs::exists(data_dir, error);
+  if (existed && (!fs::is_directory(data_dir, error) ||
+                  !fs::is_empty(data_dir, error))) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot restore into data dir ", data_dir,
+        ": it is not an empty directory (restore needs a new or empty one)"));
+  }
+  if (absl::Status created = CreateDataDir(data_dir); !created.ok()) {
+    return created;
+  }
+  // Copies every file but the locks and RocksDB's info logs, which belong
+  // to the process that had the snapshot open; on failure, removes what it
+  // copied.
+  std::vector<fs::path> copied;
+  auto fail = [&](const std::string& what) {
+    for (const fs::path& path : copied) fs::remove(path, error);
+    if (!existed) fs::remove(data_dir, error);
+    return absl::UnavailableError(absl::StrCat(
+        "cannot restore ", snapshot, " into ", data_dir, ": ", what));
+  };
+  for (const fs::directory_entry& entry :
+       fs::directory_iterator(snapshot, error)) {
+    const std::string name = entry.path().filename().string();
+    if (!entry.is_regular_file(error) || name == "LOCK" ||
+        name == "hourglassd.lock" || name.starts_with("LOG")) {
+      continue;
+    }
+    const fs::path to = fs::path(data_dir) / name;
+    if (!fs::copy_file(entry.path(), to, error)) {
+      return fail(absl::StrCat(name, ": ", error.message()));
+    }
+    copied.push_back(to);
+  }
+  if (error) return fail(error.message());
+  return absl::OkStatus();
 }
 
 }  // namespace hourglass::storage

@@ -2,9 +2,12 @@
 #define HOURGLASS_STORAGE_ROCKSDB_STORE_H_
 
 #include <cstddef>
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "storage/message_store.h"
 
@@ -24,20 +27,30 @@ struct RocksDbStoreOptions {
   // Size of the block cache shared by all tables (--block_cache_mb).
   // Default: 64 MiB.
   size_t block_cache_bytes = size_t{64} << 20;
+
+  // Called once Open has upgraded the data in place from an older format
+  // version (`from`) to RocksDbStore::kFormatVersion, after the upgrade is
+  // durable. Default: none.
+  std::function<void(uint32_t from, uint32_t to)> on_upgrade;
 };
 
 // The production MessageStore: one RocksDB database, one column family per
-// Table. The on-disk format is versioned (meta/format_version).
+// Table. The on-disk format is versioned (meta/format_version); the rules
+// for upgrades and rollbacks are in storage/README.md.
 class RocksDbStore {
  public:
-  // The format this build reads and writes.
-  static constexpr uint32_t kFormatVersion = 2;
+  // The format this build writes. Format 3 added meta/store_id.
+  static constexpr uint32_t kFormatVersion = 3;
+  // The oldest format this build opens; Open upgrades it in place to
+  // kFormatVersion, after which older builds refuse the data dir.
+  static constexpr uint32_t kOldestFormatVersion = 2;
 
   // Opens or creates the database in options.path. Errors name the path:
   //   FAILED_PRECONDITION  another process holds the directory's lock
   //                        (<path>/hourglassd.lock), that lock file or
   //                        RocksDB's <path>/LOCK is a symbolic link (never
-  //                        followed), the data has another format version,
+  //                        followed), the data has a format version
+  //                        outside [kOldestFormatVersion, kFormatVersion],
   //                        the path or a parent is not a directory, or the
   //                        directory is not an Hourglass store.
   //   PERMISSION_DENIED    the directory cannot be read or written.
@@ -45,6 +58,18 @@ class RocksDbStore {
   //   UNAVAILABLE          another I/O error.
   static absl::StatusOr<std::unique_ptr<MessageStore>> Open(
       const RocksDbStoreOptions& options);
+
+  // Copies a snapshot (a directory MessageStore::Checkpoint wrote, or a
+  // copy of a stopped broker's data dir) into `data_dir`, which must be
+  // missing or empty; a missing one is created with mode 0700. Open then
+  // opens it (and checks its format). Errors, after which `data_dir` is as
+  // it was:
+  //   NOT_FOUND            `snapshot` is missing or holds no store (no
+  //                        CURRENT file).
+  //   FAILED_PRECONDITION  `data_dir` exists and is not an empty directory.
+  //   UNAVAILABLE          an I/O error.
+  static absl::Status Restore(const std::string& snapshot,
+                              const std::string& data_dir);
 };
 
 }  // namespace hourglass::storage

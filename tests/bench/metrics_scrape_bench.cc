@@ -76,6 +76,10 @@ class CountingStore final : public storage::MessageStore {
     return counters;
   }
   storage::StoreStats Stats() override { return inner_->Stats(); }
+  absl::StatusOr<storage::CheckpointInfo> Checkpoint(
+      const std::string& dir) override {
+    return inner_->Checkpoint(dir);
+  }
 
   uint64_t gets() const { return gets_.load(std::memory_order_relaxed); }
   uint64_t scanned() const { return scanned_.load(std::memory_order_relaxed); }

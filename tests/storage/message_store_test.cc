@@ -8,7 +8,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <thread>
@@ -16,10 +18,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "storage/keys.h"
 #include "storage/memory_store.h"
+#include "storage/records.pb.h"
 #include "storage/rocksdb_store.h"
 #include "tests/testing/temp_dir.h"
 
@@ -467,24 +471,218 @@ TEST(RocksDbStoreTest, SecondOpenOfADataDirIsRefusedNamingIt) {
               HasSubstr("is in use by another hourglassd"));
 }
 
-TEST(RocksDbStoreTest, UnknownFormatVersionIsRefused) {
+// Writes `version` as the store's format version.
+void SetFormatVersion(MessageStore& store, uint32_t version) {
+  std::string encoded;
+  AppendU32(encoded, version);
+  WriteBatch batch;
+  batch.Put(Table::kMeta, std::string(kFormatVersionKey), encoded);
+  ASSERT_TRUE(store.Write(batch).ok());
+}
+
+TEST(RocksDbStoreTest, ANewerFormatVersionIsRefusedInOneLine) {
   testing::TempDir dir;
   {
     auto store = RocksDbStore::Open({.path = dir.path()});
     ASSERT_TRUE(store.ok()) << store.status();
-    std::string version;
-    AppendU32(version, 99);
-    WriteBatch batch;
-    batch.Put(Table::kMeta, std::string(kFormatVersionKey), version);
-    ASSERT_TRUE((*store)->Write(batch).ok());
+    SetFormatVersion(**store, RocksDbStore::kFormatVersion + 1);
+  }
+  auto reopened = RocksDbStore::Open({.path = dir.path()});
+  ASSERT_FALSE(reopened.ok());
+  EXPECT_EQ(reopened.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(reopened.status().message(),
+            absl::StrCat("data dir ", dir.path(), " has format version 4; "
+                         "this hourglassd reads format versions 2 to 3: run "
+                         "the hourglassd that wrote it, or a newer one"));
+}
+
+TEST(RocksDbStoreTest, AFormatVersionOlderThanTheOldestReadIsRefused) {
+  testing::TempDir dir;
+  {
+    auto store = RocksDbStore::Open({.path = dir.path()});
+    ASSERT_TRUE(store.ok()) << store.status();
+    SetFormatVersion(**store, 1);
   }
   auto reopened = RocksDbStore::Open({.path = dir.path()});
   ASSERT_FALSE(reopened.ok());
   EXPECT_EQ(reopened.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(reopened.status().message()),
-              HasSubstr("has format version 99; this hourglassd reads "
-                        "format version 2"));
-  EXPECT_THAT(std::string(reopened.status().message()), HasSubstr(dir.path()));
+              HasSubstr("has format version 1; this hourglassd reads format "
+                        "versions 2 to 3: upgrade it with an older "
+                        "hourglassd first"));
+}
+
+TEST(RocksDbStoreTest, ANewStoreHasTheCurrentFormatAndAnIdentity) {
+  testing::TempDir dir;
+  auto store = RocksDbStore::Open({.path = dir.path()});
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto version = (*store)->Get(Table::kMeta, kFormatVersionKey);
+  ASSERT_TRUE(version.ok() && version->has_value());
+  EXPECT_EQ(ReadU32(**version), 3u);
+  auto id = (*store)->Get(Table::kMeta, kStoreIdKey);
+  ASSERT_TRUE(id.ok() && id->has_value());
+  EXPECT_THAT(**id, ::testing::MatchesRegex("[0-9a-f]{32}"));
+}
+
+// The fixture is a data dir that hourglassd 0.1.0 wrote in format 2: topic
+// orders with order-1..3 due on 2036-01-01..03, group mailer of reminders
+// holding r-1 and r-2 ready, and p-1 of payments waiting for a group.
+TEST(RocksDbStoreTest, AFormat2DataDirIsUpgradedInPlaceKeepingItsMessages) {
+  testing::TempDir dir;
+  const std::string data = dir.path() + "/data";
+  ASSERT_TRUE(RocksDbStore::Restore(HOURGLASS_FORMAT2_FIXTURE, data).ok());
+  std::vector<std::pair<uint32_t, uint32_t>> upgrades;
+  {
+    auto store = RocksDbStore::Open(
+        {.path = data, .on_upgrade = [&](uint32_t from, uint32_t to) {
+           upgrades.emplace_back(from, to);
+         }});
+    ASSERT_TRUE(store.ok()) << store.status();
+    EXPECT_THAT(upgrades, ElementsAre(Pair(2u, 3u)));
+    auto version = (*store)->Get(Table::kMeta, kFormatVersionKey);
+    ASSERT_TRUE(version.ok() && version->has_value());
+    EXPECT_EQ(ReadU32(**version), 3u);
+    auto id = (*store)->Get(Table::kMeta, kStoreIdKey);
+    ASSERT_TRUE(id.ok() && id->has_value());
+    EXPECT_THAT(**id, ::testing::MatchesRegex("[0-9a-f]{32}"));
+
+    // Every message is still there, with its id and due time.
+    std::vector<std::string> scheduled;
+    for (const auto& [key, value] : ScanAll(**store, Table::kSchedule)) {
+      std::optional<DueKey> due = DecodeScheduleKey(key);
+      ASSERT_TRUE(due.has_value());
+      auto record = (*store)->Get(Table::kMessages, MessageKey(due->sequence));
+      ASSERT_TRUE(record.ok() && record->has_value());
+      MessageRecord message;
+      ASSERT_TRUE(message.ParseFromString(**record));
+      scheduled.push_back(absl::StrCat(
+          message.topic(), "/", message.id(), "@",
+          absl::FormatTime("%Y-%m-%d", absl::FromUnixMillis(due->deliver_at_ms),
+                           absl::UTCTimeZone())));
+    }
+    EXPECT_THAT(scheduled, ElementsAre("orders/order-1@2036-01-01",
+                                       "orders/order-2@2036-01-02",
+                                       "orders/order-3@2036-01-03"));
+    EXPECT_THAT((*store)->NonZeroCounters(),
+                ElementsAre(Pair(MessagesCounter("orders"), 3),
+                            Pair(MessagesCounter("payments"), 1),
+                            Pair(MessagesCounter("reminders"), 2),
+                            // The waiting area of payments.
+                            Pair(ReadyCounter("payments", ""), 1),
+                            Pair(ReadyCounter("reminders", "mailer"), 2),
+                            Pair(ScheduledCounter("orders"), 3)));
+  }
+  // Upgraded once: the next open finds format 3 and upgrades nothing.
+  auto again = RocksDbStore::Open(
+      {.path = data, .on_upgrade = [&](uint32_t from, uint32_t to) {
+         upgrades.emplace_back(from, to);
+       }});
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(upgrades.size(), 1u);
+}
+
+TEST(RocksDbStoreTest, ACheckpointTakenDuringWritesHoldsEveryEarlierWrite) {
+  testing::TempDir dir;
+  auto store = RocksDbStore::Open({.path = dir.path() + "/data"});
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto put = [&](int i) {
+    WriteBatch batch;
+    batch.Put(Table::kMessages, MessageKey(i), absl::StrCat("v", i));
+    batch.Add(MessagesCounter("t"), 1);
+    return (*store)->Write(batch);
+  };
+  for (int i = 0; i < 1000; ++i) ASSERT_TRUE(put(i).ok());
+  // Writes go on while the checkpoint is taken.
+  std::atomic<int> next{1000};
+  std::atomic<bool> stop{false};
+  std::thread writer([&] {
+    while (!stop.load()) ASSERT_TRUE(put(next++).ok());
+  });
+  auto info = (*store)->Checkpoint(dir.path() + "/snap");
+  stop = true;
+  writer.join();
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->dir, dir.path() + "/snap");
+  EXPECT_GT(info->files, 0u);
+  EXPECT_GT(info->bytes, 0u);
+  struct stat st;
+  ASSERT_EQ(stat(info->dir.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+
+  // The snapshot opens as a data dir: the first 1000 writes and a prefix of
+  // the rest, each with its counter (all or nothing of each write).
+  auto snapshot = RocksDbStore::Open({.path = info->dir});
+  ASSERT_TRUE(snapshot.ok()) << snapshot.status();
+  const KeyValues messages = ScanAll(**snapshot, Table::kMessages);
+  ASSERT_GE(messages.size(), 1000u);
+  for (size_t i = 0; i < messages.size(); ++i) {
+    ASSERT_EQ(messages[i].first, MessageKey(i));
+    ASSERT_EQ(messages[i].second, absl::StrCat("v", i));
+  }
+  EXPECT_THAT((*snapshot)->NonZeroCounters(),
+              ElementsAre(Pair(MessagesCounter("t"),
+                               static_cast<int64_t>(messages.size()))));
+  // It is the same store: same identity.
+  EXPECT_EQ(*(*snapshot)->Get(Table::kMeta, kStoreIdKey),
+            *(*store)->Get(Table::kMeta, kStoreIdKey));
+}
+
+TEST(RocksDbStoreTest, ACheckpointNeedsANewAbsoluteDirWithAParent) {
+  testing::TempDir dir;
+  auto store = RocksDbStore::Open({.path = dir.path() + "/data"});
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto relative = (*store)->Checkpoint("snap");
+  EXPECT_EQ(relative.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(relative.status().message(),
+            "snapshot dir \"snap\" is not an absolute path");
+  auto existing = (*store)->Checkpoint(dir.path());
+  EXPECT_EQ(existing.status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(existing.status().message(),
+            absl::StrCat("snapshot dir ", dir.path(), " already exists"));
+  auto orphan = (*store)->Checkpoint(dir.path() + "/no/such");
+  EXPECT_EQ(orphan.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_FALSE(std::filesystem::exists(dir.path() + "/no"));
+}
+
+TEST(MemoryStoreTest, CheckpointIsUnimplemented) {
+  auto store = MemoryStore::Open();
+  EXPECT_EQ(store->Checkpoint("/tmp/x").status().code(),
+            absl::StatusCode::kUnimplemented);
+}
+
+TEST(RocksDbStoreTest, RestoreCopiesASnapshotIntoAnEmptyDataDirOnly) {
+  testing::TempDir dir;
+  {
+    auto store = RocksDbStore::Open({.path = dir.path() + "/data"});
+    ASSERT_TRUE(store.ok()) << store.status();
+    WriteBatch batch;
+    batch.Put(Table::kMessages, MessageKey(7), "seven");
+    ASSERT_TRUE((*store)->Write(batch).ok());
+    ASSERT_TRUE((*store)->Checkpoint(dir.path() + "/snap").ok());
+  }
+  // Into a missing dir, and into an empty one.
+  ASSERT_TRUE(std::filesystem::create_directory(dir.path() + "/empty"));
+  for (const std::string target : {"/new", "/empty"}) {
+    const std::string to = dir.path() + target;
+    ASSERT_TRUE(RocksDbStore::Restore(dir.path() + "/snap", to).ok()) << to;
+    auto restored = RocksDbStore::Open({.path = to});
+    ASSERT_TRUE(restored.ok()) << restored.status();
+    EXPECT_THAT(*(*restored)->Get(Table::kMessages, MessageKey(7)),
+                Optional(std::string("seven")));
+  }
+  // Never over data.
+  absl::Status over = RocksDbStore::Restore(dir.path() + "/snap",
+                                            dir.path() + "/data");
+  EXPECT_EQ(over.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(over.message(),
+            absl::StrCat("cannot restore into data dir ", dir.path(),
+                         "/data: it is not an empty directory (restore needs "
+                         "a new or empty one)"));
+  // Only from a store.
+  absl::Status nothing =
+      RocksDbStore::Restore(dir.path() + "/empty-not", dir.path() + "/x");
+  EXPECT_EQ(nothing.code(), absl::StatusCode::kNotFound);
+  EXPECT_FALSE(std::filesystem::exists(dir.path() + "/x"));
 }
 
 TEST(RocksDbStoreTest, UncreatableDataDirIsRefusedNamingIt) {

@@ -43,6 +43,10 @@ class ForwardingStore : public storage::MessageStore {
     return inner_->NonZeroCounters();
   }
   storage::StoreStats Stats() override { return inner_->Stats(); }
+  absl::StatusOr<storage::CheckpointInfo> Checkpoint(
+      const std::string& dir) override {
+    return inner_->Checkpoint(dir);
+  }
 
  protected:
   storage::MessageStore& inner() { return *inner_; }
