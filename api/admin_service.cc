@@ -37,8 +37,7 @@ absl::Status ValidateTopicAndGroup(const std::string& topic,
   return ValidateName("group", group);
 }
 
-void PercentilesToProto(const broker::Percentiles& in,
-                        v1::Percentiles* out) {
+void PercentilesToProto(const broker::Percentiles& in, v1::Percentiles* out) {
   ToProto(in.p50, out->mutable_p50());
   ToProto(in.p90, out->mutable_p90());
   ToProto(in.p99, out->mutable_p99());
@@ -173,9 +172,19 @@ grpc::ServerUnaryReactor* AdminService::GetStats(
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   broker_->Stats(
       std::move(only),
-      [this, reactor, response](
-          absl::StatusOr<std::vector<broker::TopicStats>> stats) {
-        if (stats.ok()) StatsToProto(*stats, started_at_, response);
+      [this, reactor,
+       response](absl::StatusOr<std::vector<broker::TopicStats>> stats) {
+        if (stats.ok()) {
+          StatsToProto(*stats, started_at_, response);
+          const broker::BrokerInfo info = broker_->Info();
+          response->set_version(HOURGLASS_VERSION);
+          response->set_format_version(info.format_version);
+          response->set_store_id(info.store_id);
+          response->set_serving(info.store_health.ok());
+          if (!info.store_health.ok()) {
+            response->set_not_serving_reason(info.store_health.ToString());
+          }
+        }
         reactor->Finish(ToGrpcStatus(stats.status()));
       });
   return reactor;
@@ -188,22 +197,22 @@ grpc::ServerUnaryReactor* AdminService::ListTopics(
     return Done(context, s);
   }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  broker_->Stats(std::nullopt, [reactor, response](
-                                   absl::StatusOr<std::vector<broker::TopicStats>>
-                                       stats) {
-    if (stats.ok()) {
-      for (const broker::TopicStats& t : *stats) {
-        v1::Topic* topic = response->add_topics();
-        topic->set_name(t.topic);
-        topic->set_scheduled(t.scheduled);
-        topic->set_groups(static_cast<uint32_t>(t.groups.size()));
-        topic->set_ready(t.ready);
-        topic->set_in_flight(t.in_flight);
-        topic->set_dead_lettered(t.dead_lettered);
-      }
-    }
-    reactor->Finish(ToGrpcStatus(stats.status()));
-  });
+  broker_->Stats(
+      std::nullopt, [reactor, response](
+                        absl::StatusOr<std::vector<broker::TopicStats>> stats) {
+        if (stats.ok()) {
+          for (const broker::TopicStats& t : *stats) {
+            v1::Topic* topic = response->add_topics();
+            topic->set_name(t.topic);
+            topic->set_scheduled(t.scheduled);
+            topic->set_groups(static_cast<uint32_t>(t.groups.size()));
+            topic->set_ready(t.ready);
+            topic->set_in_flight(t.in_flight);
+            topic->set_dead_lettered(t.dead_lettered);
+          }
+        }
+        reactor->Finish(ToGrpcStatus(stats.status()));
+      });
   return reactor;
 }
 
@@ -217,23 +226,22 @@ grpc::ServerUnaryReactor* AdminService::ListGroups(
     return Done(context, s);
   }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  broker_->Stats(request->topic(), [reactor, request, response](
-                                       absl::StatusOr<
-                                           std::vector<broker::TopicStats>>
-                                           stats) {
-    if (stats.ok()) {
-      for (const broker::GroupStats& g : stats->front().groups) {
-        v1::Group* group = response->add_groups();
-        group->set_topic(request->topic());
-        group->set_name(g.group);
-        ToProto(g.created_at, group->mutable_created_at());
-        group->set_ready(g.ready);
-        group->set_in_flight(g.in_flight);
-        group->set_consumers(g.consumers);
-      }
-    }
-    reactor->Finish(ToGrpcStatus(stats.status()));
-  });
+  broker_->Stats(request->topic(),
+                 [reactor, request, response](
+                     absl::StatusOr<std::vector<broker::TopicStats>> stats) {
+                   if (stats.ok()) {
+                     for (const broker::GroupStats& g : stats->front().groups) {
+                       v1::Group* group = response->add_groups();
+                       group->set_topic(request->topic());
+                       group->set_name(g.group);
+                       ToProto(g.created_at, group->mutable_created_at());
+                       group->set_ready(g.ready);
+                       group->set_in_flight(g.in_flight);
+                       group->set_consumers(g.consumers);
+                     }
+                   }
+                   reactor->Finish(ToGrpcStatus(stats.status()));
+                 });
   return reactor;
 }
 
@@ -274,12 +282,11 @@ grpc::ServerUnaryReactor* AdminService::DeleteGroup(
     return Done(context, s);
   }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  broker_->DeleteGroup(
-      request->topic(), request->group(),
-      [reactor, response](absl::StatusOr<uint64_t> removed) {
-        if (removed.ok()) response->set_removed(*removed);
-        reactor->Finish(ToGrpcStatus(removed.status()));
-      });
+  broker_->DeleteGroup(request->topic(), request->group(),
+                       [reactor, response](absl::StatusOr<uint64_t> removed) {
+                         if (removed.ok()) response->set_removed(*removed);
+                         reactor->Finish(ToGrpcStatus(removed.status()));
+                       });
   return reactor;
 }
 
@@ -502,6 +509,34 @@ grpc::ServerUnaryReactor* AdminService::PurgeTopic(
                    if (purged.ok()) response->set_purged(*purged);
                    reactor->Finish(ToGrpcStatus(purged.status()));
                  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* AdminService::CreateSnapshot(
+    grpc::CallbackServerContext* context,
+    const v1::CreateSnapshotRequest* request, v1::Snapshot* response) {
+  // A snapshot holds every topic: admin of all of them.
+  if (absl::Status s = Check(*context, ""); !s.ok()) return Done(context, s);
+  if (request->dir().empty()) {
+    return Done(context, absl::InvalidArgumentError(
+                             "dir is empty: name a new directory on the "
+                             "broker's machine, as an absolute path"));
+  }
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  broker_->CreateSnapshot(
+      request->dir(),
+      [reactor, response](absl::StatusOr<broker::SnapshotInfo> snapshot) {
+        if (snapshot.ok()) {
+          response->set_dir(snapshot->dir);
+          response->set_files(snapshot->files);
+          response->set_bytes(snapshot->bytes);
+          response->set_format_version(snapshot->format_version);
+          response->set_store_id(snapshot->store_id);
+          ToProto(snapshot->started_at, response->mutable_started_at());
+          ToProto(snapshot->took, response->mutable_took());
+        }
+        reactor->Finish(ToGrpcStatus(snapshot.status()));
+      });
   return reactor;
 }
 

@@ -71,6 +71,10 @@ class AdminService final : public hourglass::v1::Admin::CallbackService {
       grpc::CallbackServerContext* context,
       const hourglass::v1::PurgeTopicRequest* request,
       hourglass::v1::PurgeTopicResponse* response) override;
+  grpc::ServerUnaryReactor* CreateSnapshot(
+      grpc::CallbackServerContext* context,
+      const hourglass::v1::CreateSnapshotRequest* request,
+      hourglass::v1::Snapshot* response) override;
 
  private:
   // UNAUTHENTICATED or PERMISSION_DENIED unless the call may administer

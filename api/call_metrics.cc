@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -23,7 +24,7 @@ class CallInterceptor final : public grpc::experimental::Interceptor {
   void Intercept(grpc::experimental::InterceptorBatchMethods* batch) override {
     if (batch->QueryInterceptionHookPoint(
             InterceptionHookPoints::PRE_SEND_STATUS)) {
-      method_->Finished(batch->GetSendStatus().error_code(),
+      method_->Finished(batch->GetSendStatus(),
                         absl::ToDoubleSeconds(absl::Now() - start_));
     }
     batch->Proceed();
@@ -36,9 +37,35 @@ class CallInterceptor final : public grpc::experimental::Interceptor {
 
 }  // namespace
 
+std::string_view RefusalReason(const grpc::Status& status) {
+  switch (status.error_code()) {
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+      return absl::StrContains(status.error_message(), "disk full")
+                 ? "disk_full"
+                 : "limit";
+    case grpc::StatusCode::UNAVAILABLE:
+      return "unavailable";
+    case grpc::StatusCode::ABORTED:
+      return "busy";
+    case grpc::StatusCode::UNAUTHENTICATED:
+      return "unauthenticated";
+    case grpc::StatusCode::PERMISSION_DENIED:
+      return "permission_denied";
+    default:
+      return "";
+  }
+}
+
 CallMetricsFactory::CallMetricsFactory(metrics::Registry* registry)
     : calls_(registry->Counters(metrics::Metric::kGrpcCallsTotal)),
-      seconds_(registry->Histograms(metrics::Metric::kGrpcCallSeconds)) {}
+      seconds_(registry->Histograms(metrics::Metric::kGrpcCallSeconds)) {
+  metrics::CounterFamily refused =
+      registry->Counters(metrics::Metric::kCallsRefusedTotal);
+  for (const char* reason : {"disk_full", "limit", "unavailable", "busy",
+                             "unauthenticated", "permission_denied"}) {
+    refused_[reason] = &refused.Add({reason});
+  }
+}
 
 grpc::experimental::Interceptor* CallMetricsFactory::CreateServerInterceptor(
     grpc::experimental::ServerRpcInfo* info) {
@@ -64,9 +91,13 @@ CallMetricsFactory::Method::Method(CallMetricsFactory* factory,
       name_(std::move(name)),
       seconds_(factory->seconds_.Add({name_})) {}
 
-void CallMetricsFactory::Method::Finished(grpc::StatusCode code,
+void CallMetricsFactory::Method::Finished(const grpc::Status& status,
                                           double seconds) {
   seconds_.Observe(seconds);
+  const grpc::StatusCode code = status.error_code();
+  if (const std::string_view reason = RefusalReason(status); !reason.empty()) {
+    factory_->refused_.at(std::string(reason))->Increment();
+  }
   const size_t index = static_cast<size_t>(code);
   if (index >= calls_.size()) return;  // Not a code gRPC defines.
   prometheus::Counter* counter = calls_[index].load(std::memory_order_acquire);

@@ -14,12 +14,14 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "api/call_metrics.h"
+#include "broker/store_health.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/resource_quota.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
+#include "spdlog/spdlog.h"
 
 namespace hourglass::api {
 namespace {
@@ -185,6 +187,24 @@ Server::Server(std::unique_ptr<grpc::Server> server, int port)
     : server_(std::move(server)), port_(port) {}
 
 Server::~Server() { Shutdown(absl::ZeroDuration()); }
+
+void FollowStoreHealth(broker::StoreHealth& health, Server* server) {
+  health.Watch([server, first = true](const absl::Status& store) mutable {
+    server->SetServing(store.ok());
+    if (std::exchange(first, false) && store.ok()) return;  // As it starts.
+    if (store.ok()) {
+      spdlog::info("hourglassd is SERVING again: the store takes writes");
+    } else {
+      spdlog::error("hourglassd is NOT_SERVING: the store refuses writes: {}",
+                    store.ToString());
+    }
+  });
+}
+
+void Server::SetServing(bool serving) {
+  // Ignored by gRPC once Shutdown began: then NOT_SERVING stays.
+  server_->GetHealthCheckService()->SetServingStatus(serving);
+}
 
 void Server::Shutdown(absl::Duration grace) {
   // grpc::Server::Shutdown is itself idempotent and thread-safe.

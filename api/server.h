@@ -18,6 +18,10 @@ namespace hourglass::metrics {
 class Registry;
 }  // namespace hourglass::metrics
 
+namespace hourglass::broker {
+class StoreHealth;
+}  // namespace hourglass::broker
+
 namespace hourglass::api {
 
 struct ServerOptions {
@@ -92,6 +96,12 @@ class Server {
   // The port the server listens on (the OS's choice for port 0).
   int port() const { return port_; }
 
+  // What grpc.health.v1.Health answers for every service (the empty name
+  // and each service's): SERVING or NOT_SERVING. SERVING from the start;
+  // hourglassd sets NOT_SERVING while the store refuses writes. Has no
+  // effect once Shutdown began.
+  void SetServing(bool serving);
+
   // Stops accepting calls, lets running calls finish until `grace` has
   // passed, then cancels the rest. Health reports NOT_SERVING from the
   // start of the grace period. Idempotent.
@@ -103,6 +113,12 @@ class Server {
   const std::unique_ptr<grpc::Server> server_;
   const int port_;
 };
+
+// Makes `server`'s health follow `health` (the Engine's store_health()):
+// NOT_SERVING while the store refuses writes, logged as an ERROR with the
+// store's failure, SERVING again once it takes them, logged as INFO. Until
+// health.Unwatch(), which must come before `server` is destroyed.
+void FollowStoreHealth(broker::StoreHealth& health, Server* server);
 
 }  // namespace hourglass::api
 

@@ -43,6 +43,27 @@ struct PublishReceipt {
                          const PublishReceipt&) = default;
 };
 
+// What Broker::CreateSnapshot wrote.
+struct SnapshotInfo {
+  std::string dir;
+  uint64_t files = 0;
+  uint64_t bytes = 0;
+  // Of the store copied: a snapshot opens as this store did.
+  uint32_t format_version = 0;
+  std::string store_id;
+  absl::Time started_at;  // Every write that completed before it is in.
+  absl::Duration took;
+};
+
+// What the broker says of itself.
+struct BrokerInfo {
+  uint32_t format_version = 0;  // Of its store (storage/README.md).
+  std::string store_id;
+  // OK while the store takes writes; otherwise the failure that made it
+  // refuse them (StoreHealth).
+  absl::Status store_health;
+};
+
 // The broker as its clients see it: the one interface the gRPC services in
 // api/ call. Requests arrive validated (api/validation.h); answers go to
 // callbacks, so that no caller's thread waits on the store: writes are
@@ -148,6 +169,20 @@ class Broker {
   // chunk at a time; `done` gets how many messages went.
   virtual void Purge(std::string topic, bool scheduled, bool ready,
                      Callback<absl::StatusOr<uint64_t>> done) = 0;
+
+  // ---- Operations.
+
+  // Writes a consistent copy of the store into `dir`, a new directory on
+  // the broker's machine: every write that completed before the call, and
+  // nothing half-written (MessageStore::Checkpoint). Writes go on
+  // meanwhile. Errors as Checkpoint's: INVALID_ARGUMENT for a relative path,
+  // ALREADY_EXISTS, NOT_FOUND for a missing parent, UNIMPLEMENTED for a
+  // store without files, RESOURCE_EXHAUSTED, UNAVAILABLE.
+  virtual void CreateSnapshot(std::string dir,
+                              Callback<absl::StatusOr<SnapshotInfo>> done) = 0;
+
+  // Answers at once, without I/O.
+  virtual BrokerInfo Info() = 0;
 };
 
 }  // namespace hourglass::broker

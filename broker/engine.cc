@@ -11,6 +11,9 @@
 #include "absl/strings/str_cat.h"
 #include "broker/lifecycle.h"
 #include "broker/lifecycle_reads.h"
+#include "broker/metric_catalog.h"
+#include "broker/metrics.h"
+#include "prometheus/gauge.h"
 #include "storage/keys.h"
 #include "storage/records.pb.h"
 
@@ -26,8 +29,14 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Open(
   absl::StatusOr<uint64_t> next_sequence = lifecycle::ReadNextSequence(*store);
   if (!next_sequence.ok()) return next_sequence.status();
 
+  absl::StatusOr<lifecycle::StoreIdentity> identity =
+      lifecycle::ReadStoreIdentity(*store);
+  if (!identity.ok()) return identity.status();
+
   std::unique_ptr<Engine> engine(
       new Engine(store, clock, options, *next_sequence));
+  engine->format_version_ = identity->format_version;
+  engine->store_id_ = identity->store_id;
   if (absl::Status s = engine->scheduler_.Recover(); !s.ok()) return s;
   options.dispatcher.store_errors = &engine->engine_metrics_.store_errors();
   absl::StatusOr<std::unique_ptr<Dispatcher>> dispatcher =
@@ -39,6 +48,12 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Open(
       store, engine->dispatcher_.get(), &engine->activity_);
   Engine* e = engine.get();
   engine->engine_metrics_.Collect([e] { return e->MetricsSnapshot(); });
+  if (options.metrics != nullptr) {
+    prometheus::Gauge& serving =
+        options.metrics->Gauges(metrics::Metric::kServing).Add({});
+    engine->store_health_->Watch(
+        [&serving](const absl::Status& s) { serving.Set(s.ok() ? 1 : 0); });
+  }
   return engine;
 }
 
@@ -50,15 +65,24 @@ Engine::Engine(storage::MessageStore* store, Clock* clock, Options options,
       scheduler_(store, clock, options.scheduler),
       activity_(clock, options.metrics),
       engine_metrics_(options.metrics),
+      store_health_(std::make_unique<StoreHealth>(
+          [this] {
+            Changes probe;
+            lifecycle::ProbeWrite(probe, clock_->Now());
+            return commits_->Commit(probe.Take());
+          },
+          options.store_health)),
       commits_(std::make_unique<storage::CommitQueue>(
           store, storage::CommitQueue::Options{
                      .on_write =
                          [this](const storage::CommitQueue::WriteInfo& info) {
                            engine_metrics_.StoreWrite(info);
+                           store_health_->Record(info.status);
                          },
                      .on_sync =
                          [this](const storage::CommitQueue::SyncInfo& info) {
                            engine_metrics_.StoreSync(info);
+                           store_health_->Record(info.status);
                          }})),
       publisher_(store, commits_.get(), &scheduler_, clock, &activity_,
                  next_sequence, [this] { Wake(); }),
@@ -66,6 +90,7 @@ Engine::Engine(storage::MessageStore* store, Clock* clock, Options options,
       tasks_(std::make_unique<WorkQueue>("hg-admin-tasks")) {}
 
 Engine::~Engine() {
+  store_health_->Stop();  // Its probe writes through the commit queue.
   // Queued admin work runs to its end while every part is alive.
   reads_.reset();
   tasks_.reset();

@@ -26,6 +26,7 @@
 #include "broker/inspector.h"
 #include "broker/publisher.h"
 #include "broker/scheduler.h"
+#include "broker/store_health.h"
 #include "broker/work_queue.h"
 #include "storage/commit_queue.h"
 #include "storage/message_store.h"
@@ -65,6 +66,8 @@ class Engine final : public Broker {
     // with each chunk (in due order within each topic). Must not block.
     // Default: none.
     std::function<void(const std::vector<ScheduledEntry>&)> on_dispatched;
+    // The store-health probe (StoreHealth).
+    StoreHealth::Options store_health;
   };
 
   using PublishCallback = Publisher::Callback;
@@ -157,6 +160,13 @@ class Engine final : public Broker {
                Callback<absl::StatusOr<uint64_t>> done) override;
   void Purge(std::string topic, bool scheduled, bool ready,
              Callback<absl::StatusOr<uint64_t>> done) override;
+  void CreateSnapshot(std::string dir,
+                      Callback<absl::StatusOr<SnapshotInfo>> done) override;
+  BrokerInfo Info() override;
+
+  // Whether the store takes writes; hourglassd watches it for the gRPC
+  // health status.
+  StoreHealth& store_health() { return *store_health_; }
 
   // Cancels every scheduled message of `topic`, a chunk (one write) at a
   // time, and returns how many. Messages published meanwhile may or may not
@@ -193,6 +203,12 @@ class Engine final : public Broker {
   Scheduler scheduler_;
   Activity activity_;
   EngineMetrics engine_metrics_;
+  // Of the store, read once at Open.
+  uint32_t format_version_ = 0;
+  std::string store_id_;
+  // Records the outcome of every write and sync of the commit queue, and
+  // probes through it; outlives it. ~Engine stops its probe first.
+  std::unique_ptr<StoreHealth> store_health_;
   // Writes of every part go through it. Reset first in the destructor: its
   // destructor runs the callbacks of queued writes, which use the parts.
   std::unique_ptr<storage::CommitQueue> commits_;

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/time/clock.h"
 #include "broker/engine.h"
 
 namespace hourglass::broker {
@@ -40,18 +41,21 @@ void Engine::Written(ConsumerId id, size_t deliveries, size_t bytes) {
 
 void Engine::Stats(std::optional<std::string> topic,
                    Callback<absl::StatusOr<std::vector<TopicStats>>> done) {
-  reads_->Post([this, topic = std::move(topic), done = std::move(done)]()
-                   mutable { std::move(done)(inspector_->Stats(topic)); });
+  reads_->Post(
+      [this, topic = std::move(topic), done = std::move(done)]() mutable {
+        std::move(done)(inspector_->Stats(topic));
+      });
 }
 
 void Engine::ListMessages(ListQuery query,
                           Callback<absl::StatusOr<ListPage>> done) {
-  reads_->Post([this, query = std::move(query), done = std::move(done)]()
-                   mutable { std::move(done)(inspector_->List(query)); });
+  reads_->Post(
+      [this, query = std::move(query), done = std::move(done)]() mutable {
+        std::move(done)(inspector_->List(query));
+      });
 }
 
-void Engine::GetMessage(std::string topic, std::string id,
-                        size_t preview_bytes,
+void Engine::GetMessage(std::string topic, std::string id, size_t preview_bytes,
                         Callback<absl::StatusOr<MessageView>> done) {
   reads_->Post([this, topic = std::move(topic), id = std::move(id),
                 preview_bytes, done = std::move(done)]() mutable {
@@ -81,8 +85,7 @@ void Engine::CreateGroup(std::string topic, std::string group,
 
 void Engine::DeleteGroup(std::string topic, std::string group,
                          Callback<absl::StatusOr<uint64_t>> done) {
-  dispatcher_->DeleteGroup(std::move(topic), std::move(group),
-                           std::move(done));
+  dispatcher_->DeleteGroup(std::move(topic), std::move(group), std::move(done));
 }
 
 void Engine::Redrive(std::string topic, std::vector<std::string> ids,
@@ -118,6 +121,32 @@ void Engine::Purge(std::string topic, bool scheduled, bool ready,
           std::move(done)(std::move(n));
         });
   });
+}
+
+void Engine::CreateSnapshot(std::string dir,
+                            Callback<absl::StatusOr<SnapshotInfo>> done) {
+  tasks_->Post([this, dir = std::move(dir), done = std::move(done)]() mutable {
+    const absl::Time started_at = clock_->Now();
+    const absl::Time start = absl::Now();
+    absl::StatusOr<storage::CheckpointInfo> written = store_->Checkpoint(dir);
+    if (!written.ok()) {
+      std::move(done)(written.status());
+      return;
+    }
+    SnapshotInfo info;
+    info.dir = std::move(written->dir);
+    info.files = written->files;
+    info.bytes = written->bytes;
+    info.format_version = format_version_;
+    info.store_id = store_id_;
+    info.started_at = started_at;
+    info.took = absl::Now() - start;
+    std::move(done)(std::move(info));
+  });
+}
+
+BrokerInfo Engine::Info() {
+  return BrokerInfo{format_version_, store_id_, store_health_->status()};
 }
 
 }  // namespace hourglass::broker

@@ -143,6 +143,13 @@ void MoveLoaderCursor(Changes& changes, const DueKey& cursor) {
                       storage::ScheduleKey(cursor));
 }
 
+void ProbeWrite(Changes& changes, absl::Time now) {
+  std::string value;
+  storage::AppendU64(value, static_cast<uint64_t>(absl::ToUnixMillis(now)));
+  changes.batch().Put(Table::kMeta, std::string(storage::kHealthProbeKey),
+                      value);
+}
+
 void ReserveSequences(Changes& changes, uint64_t until) {
   std::string value;
   storage::AppendU64(value, until);

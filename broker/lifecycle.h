@@ -26,6 +26,7 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "storage/keys.h"
 #include "storage/message_store.h"
@@ -154,6 +155,10 @@ void MoveLoaderCursor(Changes& changes, const storage::DueKey& cursor);
 
 // Publish sequences below `until` may be used from now on (Publisher).
 void ReserveSequences(Changes& changes, uint64_t until);
+
+// A write that changes nothing a client sees, to learn whether the store
+// takes writes again (StoreHealth's probe).
+void ProbeWrite(Changes& changes, absl::Time now);
 
 // ---- Ready, in flight, gone.
 

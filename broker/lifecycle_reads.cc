@@ -41,6 +41,21 @@ absl::StatusOr<uint64_t> ReadNextSequence(storage::MessageStore& store) {
   return next;
 }
 
+absl::StatusOr<StoreIdentity> ReadStoreIdentity(storage::MessageStore& store) {
+  StoreIdentity identity;
+  absl::StatusOr<std::optional<std::string>> version =
+      store.Get(Table::kMeta, storage::kFormatVersionKey);
+  if (!version.ok()) return version.status();
+  if (version->has_value() && (*version)->size() == 4) {
+    identity.format_version = storage::ReadU32(**version);
+  }
+  absl::StatusOr<std::optional<std::string>> id =
+      store.Get(Table::kMeta, storage::kStoreIdKey);
+  if (!id.ok()) return id.status();
+  if (id->has_value()) identity.store_id = **id;
+  return identity;
+}
+
 absl::StatusOr<DueKey> ReadLoaderCursor(storage::MessageStore& store) {
   absl::StatusOr<std::optional<std::string>> value =
       store.Get(Table::kMeta, storage::kLoaderCursorKey);

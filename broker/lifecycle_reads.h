@@ -35,6 +35,14 @@ namespace hourglass::broker::lifecycle {
 // and every sequence an earlier run reserved (ReserveSequences).
 absl::StatusOr<uint64_t> ReadNextSequence(storage::MessageStore& store);
 
+// What the store says of itself: its format version and identity
+// (storage/README.md).
+struct StoreIdentity {
+  uint32_t format_version = 0;
+  std::string store_id;  // Empty for a store that keeps none (MemoryStore).
+};
+absl::StatusOr<StoreIdentity> ReadStoreIdentity(storage::MessageStore& store);
+
 // The persisted low-water mark of the schedule (MoveLoaderCursor): every
 // schedule entry before it has come due. {0, 0} for a new store.
 absl::StatusOr<storage::DueKey> ReadLoaderCursor(storage::MessageStore& store);

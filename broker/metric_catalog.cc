@@ -42,6 +42,16 @@ const std::vector<MetricInfo>& Catalog() {
            {"version"},
            {},
            "Always 1; the labels say which hourglassd this is."},
+          {Metric::kCallsRefusedTotal,
+           "hourglass_calls_refused_total",
+           kCounter,
+           {"reason"},
+           {},
+           "gRPC calls refused, by reason: disk_full (the store's disk is "
+           "full), unavailable (the store failed, or the broker is shutting "
+           "down), limit (a configured limit: streams, publish queue, "
+           "groups, request size), busy (ABORTED: a change of the same "
+           "message is in progress), unauthenticated, permission_denied."},
           {Metric::kCancelledTotal,
            "hourglass_cancelled_total",
            kCounter,
@@ -156,6 +166,13 @@ const std::vector<MetricInfo>& Catalog() {
            {"topic"},
            {},
            "Messages published and not yet due."},
+          {Metric::kServing,
+           "hourglass_serving",
+           kGauge,
+           {},
+           {},
+           "1 while the store takes writes (gRPC health SERVING), 0 while "
+           "it refuses them (NOT_SERVING; the log says why)."},
           {Metric::kStartTimeSeconds,
            "hourglass_start_time_seconds",
            kGauge,
@@ -167,7 +184,7 @@ const std::vector<MetricInfo>& Catalog() {
            kGauge,
            {},
            {},
-           "Bytes of table and blob files."},
+           "Bytes of table and blob files and of the write-ahead log."},
           {Metric::kStoreErrorsTotal,
            "hourglass_store_errors_total",
            kCounter,

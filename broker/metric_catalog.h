@@ -19,6 +19,7 @@ enum class MetricType { kCounter, kGauge, kHistogram };
 enum class Metric {
   kAckedTotal,
   kBuildInfo,
+  kCallsRefusedTotal,
   kCancelledTotal,
   kConsumers,
   kDeadLetteredTotal,
@@ -37,6 +38,7 @@ enum class Metric {
   kReady,
   kRedeliveredTotal,
   kScheduled,
+  kServing,
   kStartTimeSeconds,
   kStoreDiskBytes,
   kStoreErrorsTotal,

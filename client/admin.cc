@@ -144,6 +144,11 @@ absl::StatusOr<hourglass::v1::PurgeTopicResponse> Admin::PurgeTopic(
   return Call(*channel_, &Stub::PurgeTopic, request);
 }
 
+absl::StatusOr<hourglass::v1::Snapshot> Admin::CreateSnapshot(
+    const hourglass::v1::CreateSnapshotRequest& request) {
+  return Call(*channel_, &Stub::CreateSnapshot, request);
+}
+
 absl::StatusOr<std::string> Admin::Health(const std::string& service) {
   // grpc.health.v1 by hand: the messages are a string and an enum, and
   // generated code for them would clash with an application's own copy of

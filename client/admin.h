@@ -48,6 +48,8 @@ class Admin {
       const hourglass::v1::RedriveDeadLettersRequest& request);
   absl::StatusOr<hourglass::v1::PurgeTopicResponse> PurgeTopic(
       const hourglass::v1::PurgeTopicRequest& request);
+  absl::StatusOr<hourglass::v1::Snapshot> CreateSnapshot(
+      const hourglass::v1::CreateSnapshotRequest& request);
 
   // grpc.health.v1.Health/Check of `service` ("": the whole broker; e.g.
   // "hourglass.v1.Broker"): the serving status's name, "SERVING",

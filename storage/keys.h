@@ -115,6 +115,8 @@ inline constexpr std::string_view kFormatVersionKey = "format_version";
 // the store is created (or upgraded to format 3) and kept by its snapshots.
 inline constexpr std::string_view kStoreIdKey = "store_id";
 inline constexpr std::string_view kLoaderCursorKey = "loader_cursor";
+// When the store-health probe last wrote (ms since the epoch, u64).
+inline constexpr std::string_view kHealthProbeKey = "health_probe";
 // Every publish sequence below this value may have been used.
 inline constexpr std::string_view kSequenceReservedKey = "sequence_reserved";
 

@@ -23,8 +23,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/random/random.h"
 #include "absl/status/status.h"
-#include "absl/strings/match.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "rocksdb/cache.h"
@@ -510,8 +510,8 @@ class RocksDbStoreImpl final : public MessageStore {
   absl::StatusOr<CheckpointInfo> Checkpoint(const std::string& dir) override {
     namespace fs = std::filesystem;
     if (dir.empty() || dir.front() != '/') {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "snapshot dir \"", dir, "\" is not an absolute path"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("snapshot dir \"", dir, "\" is not an absolute path"));
     }
     fs::path target = fs::path(dir).lexically_normal();
     if (!target.has_filename()) target = target.parent_path();  // "/a/b/"
@@ -521,9 +521,8 @@ class RocksDbStoreImpl final : public MessageStore {
           absl::StrCat("snapshot dir ", dir, " already exists"));
     }
     if (!fs::is_directory(target.parent_path(), error)) {
-      return absl::NotFoundError(absl::StrCat("the parent directory of ",
-                                              "snapshot dir ", dir,
-                                              " does not exist"));
+      return absl::NotFoundError(absl::StrCat(
+          "the parent directory of ", "snapshot dir ", dir, " does not exist"));
     }
     rocksdb::Checkpoint* raw = nullptr;
     rocksdb::Status s = rocksdb::Checkpoint::Create(db_.get(), &raw);
@@ -660,14 +659,13 @@ absl::Status CheckFormatVersion(MessageStore& store,
   }
   const std::string& found = **version;
   if (found.size() != 4) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "data dir ", path, " has an unreadable format version"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("data dir ", path, " has an unreadable format version"));
   }
   const uint32_t v = ReadU32(found);
-  const std::string readable =
-      absl::StrCat("this hourglassd ", "reads format versions ",
-                   RocksDbStore::kOldestFormatVersion, " to ",
-                   RocksDbStore::kFormatVersion);
+  const std::string readable = absl::StrCat(
+      "this hourglassd ", "reads format versions ",
+      RocksDbStore::kOldestFormatVersion, " to ", RocksDbStore::kFormatVersion);
   if (v > RocksDbStore::kFormatVersion) {
     return absl::FailedPreconditionError(absl::StrCat(
         "data dir ", path, " has format version ", v, "; ", readable,
@@ -759,7 +757,7 @@ absl::StatusOr<std::unique_ptr<MessageStore>> RocksDbStore::Open(
 }
 
 absl::Status RocksDbStore::Restore(const std::string& snapshot,
-                                  const std::string& data_dir) {
+                                   const std::string& data_dir) {
   namespace fs = std::filesystem;
   std::error_code error;
   if (!fs::is_regular_file(fs::path(snapshot) / "CURRENT", error)) {
@@ -767,8 +765,8 @@ absl::Status RocksDbStore::Restore(const std::string& snapshot,
         "snapshot ", snapshot, " holds no Hourglass store (no CURRENT file)"));
   }
   const bool existed = fs::exists(data_dir, error);
-  if (existed && (!fs::is_directory(data_dir, error) ||
-                  !fs::is_empty(data_dir, error))) {
+  if (existed &&
+      (!fs::is_directory(data_dir, error) || !fs::is_empty(data_dir, error))) {
     return absl::FailedPreconditionError(absl::StrCat(
         "cannot restore into data dir ", data_dir,
         ": it is not an empty directory (restore needs a new or empty one)"));
@@ -783,8 +781,8 @@ absl::Status RocksDbStore::Restore(const std::string& snapshot,
   auto fail = [&](const std::string& what) {
     for (const fs::path& path : copied) fs::remove(path, error);
     if (!existed) fs::remove(data_dir, error);
-    return absl::UnavailableError(absl::StrCat(
-        "cannot restore ", snapshot, " into ", data_dir, ": ", what));
+    return absl::UnavailableError(absl::StrCat("cannot restore ", snapshot,
+                                               " into ", data_dir, ": ", what));
   };
   for (const fs::directory_entry& entry :
        fs::directory_iterator(snapshot, error)) {

@@ -51,6 +51,8 @@ void AddSubscribeCommand(Registry& registry);  // subscribe_command.cc
 void AddMessageCommands(Registry& registry);
 // stats, topics, groups, dlq, purge: topic_commands.cc
 void AddTopicCommands(Registry& registry);
+// snapshot: snapshot_command.cc
+void AddSnapshotCommand(Registry& registry);
 
 }  // namespace hourglass::cli
 

@@ -52,7 +52,17 @@ absl::Status Stats(const GlobalOptions& globals, const StatsOptions& options) {
   std::cout << "broker started " << Rfc3339(started) << " (up "
             << HumanDuration(
                    absl::Trunc(absl::Now() - started, absl::Seconds(1)))
-            << ")\n\n";
+            << ")";
+  if (!stats.version().empty()) {  // Older brokers leave these out.
+    std::cout << ", hourglassd " << stats.version() << ", data format "
+              << stats.format_version() << ", store " << stats.store_id();
+  }
+  std::cout << "\n";
+  if (!stats.version().empty() && !stats.serving()) {
+    std::cout << "NOT SERVING: the store refuses writes: "
+              << stats.not_serving_reason() << "\n";
+  }
+  std::cout << "\n";
   if (stats.topics_size() == 0) {
     std::cout << "no topics" << std::endl;
     return absl::OkStatus();

@@ -42,6 +42,10 @@ ABSL_FLAG(std::string, listen, "127.0.0.1:7070",
 ABSL_FLAG(std::string, data_dir, "./data",
           "Directory of the embedded RocksDB store; created with mode 0700 "
           "if missing.");
+ABSL_FLAG(std::string, restore_from, "",
+          "Before starting, copy the snapshot in this directory (written by "
+          "`hourglass snapshot`, or a stopped broker's data dir) into "
+          "--data_dir, which must be missing or empty. Default: none.");
 ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9464",
           "host:port of the Prometheus endpoint, /metrics. Port 0 lets the "
           "OS choose one.");
@@ -264,6 +268,13 @@ int main(int argc, char** argv) {
     return absl::StrContains(path, "cmd/hourglassd/");
   };
   usage.contains_helpshort_flags = usage.contains_help_flags;
+  usage.version_string = [] {
+    return absl::StrCat(
+        "hourglassd ", HOURGLASS_VERSION, " (data format ",
+        hourglass::storage::RocksDbStore::kFormatVersion, "; opens formats ",
+        hourglass::storage::RocksDbStore::kOldestFormatVersion, " to ",
+        hourglass::storage::RocksDbStore::kFormatVersion, ")\n");
+  };
   absl::SetFlagsUsageConfig(usage);
   absl::ParseCommandLine(argc, argv);
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e%z %^%l%$ %v");
@@ -366,12 +377,32 @@ int main(int argc, char** argv) {
   if (!metrics_server.ok())
     Fail(std::string(metrics_server.status().message()));
 
+  const std::string data_dir = absl::GetFlag(FLAGS_data_dir);
+  if (const std::string snapshot = absl::GetFlag(FLAGS_restore_from);
+      !snapshot.empty()) {
+    const absl::Time restore_start = absl::Now();
+    if (absl::Status restored =
+            hourglass::storage::RocksDbStore::Restore(snapshot, data_dir);
+        !restored.ok()) {
+      Fail(std::string(restored.message()));
+    }
+    spdlog::info("hourglassd restored snapshot {} into data dir {} in {}",
+                 snapshot, data_dir,
+                 absl::FormatDuration(absl::Now() - restore_start));
+  }
   const absl::Time open_start = absl::Now();
   absl::StatusOr<std::unique_ptr<hourglass::storage::MessageStore>> store =
       hourglass::storage::RocksDbStore::Open({
-          .path = absl::GetFlag(FLAGS_data_dir),
+          .path = data_dir,
           .sync = durability == "sync",
           .block_cache_bytes = static_cast<size_t>(block_cache_mb) << 20,
+          .on_upgrade =
+              [&data_dir](uint32_t from, uint32_t to) {
+                spdlog::info(
+                    "hourglassd upgraded data dir {} from format version {} "
+                    "to {}; older hourglassd versions no longer open it",
+                    data_dir, from, to);
+              },
       });
   if (!store.ok()) Fail(std::string(store.status().message()));
   // The effective configuration, logged once the flags, the metrics
@@ -422,9 +453,12 @@ int main(int argc, char** argv) {
   (*engine)->Start();
   const hourglass::broker::Dispatcher::Recovery& recovery =
       (*engine)->dispatcher().recovery();
+  const hourglass::broker::BrokerInfo info = (*engine)->Info();
   spdlog::info(
-      "hourglassd recovered in {}: {} groups, {} deliveries that were in "
-      "flight are due again, {} wait out a nack; loading {} ahead",
+      "hourglassd recovered store {} (format version {}) in {}: {} groups, "
+      "{} deliveries that were in flight are due again, {} wait out a nack; "
+      "loading {} ahead",
+      info.store_id, info.format_version,
       absl::FormatDuration(absl::Now() - recover_start), recovery.groups,
       recovery.due_again, recovery.waiting,
       absl::FormatDuration(engine_options.scheduler.horizon));
@@ -482,6 +516,8 @@ int main(int argc, char** argv) {
                    : std::string("no authentication"));
   spdlog::info("hourglassd serving metrics on {} (port {})", metrics_listen,
                (*metrics_server)->port());
+  // gRPC health follows the store: NOT_SERVING while it refuses writes.
+  hourglass::api::FollowStoreHealth((*engine)->store_health(), server->get());
 
   const int signal = WaitForTerminationSignal(signals, authorizer.get(),
                                               mutual_tls, broker_service);
@@ -494,6 +530,7 @@ int main(int argc, char** argv) {
   (*engine)->Shutdown(
       absl::UnavailableError("hourglassd is shutting down; reconnect later"));
   (*server)->Shutdown(absl::GetFlag(FLAGS_shutdown_grace));
+  (*engine)->store_health().Unwatch();  // It tells the server.
   server->reset();
   engine->reset();
   store->reset();

@@ -30,6 +30,8 @@
 #include "api/broker_service.h"
 #include "api/server.h"
 #include "broker/engine.h"
+#include "client/admin.h"
+#include "client/channel.h"
 #include "gmock/gmock.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -187,6 +189,7 @@ class FaultTest : public ::testing::Test {
   void StartBroker() {
     broker::Engine::Options options;
     options.dispatcher.stall_timeout = kStallTimeout;
+    options.store_health.probe_every = absl::Milliseconds(20);
     auto engine = broker::Engine::Open(&store_, &clock_, options);
     ASSERT_TRUE(engine.ok()) << engine.status();
     engine_ = *std::move(engine);
@@ -196,6 +199,7 @@ class FaultTest : public ::testing::Test {
         {.listen_address = "127.0.0.1:0", .services = {service_.get()}});
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
+    FollowStoreHealth(engine_->store_health(), server_.get());
     client_ = std::make_unique<BrokerClient>(
         grpc::CreateChannel(absl::StrCat("127.0.0.1:", server_->port()),
                             grpc::InsecureChannelCredentials()));
@@ -208,6 +212,7 @@ class FaultTest : public ::testing::Test {
       engine_->Shutdown(absl::UnavailableError("the broker is stopping"));
     }
     client_.reset();
+    if (engine_ != nullptr) engine_->store_health().Unwatch();
     server_.reset();
     service_.reset();
     engine_.reset();
@@ -431,6 +436,34 @@ TEST_F(FaultTest, AFullDiskAnswersResourceExhaustedUntilSpaceReturns) {
   EXPECT_TRUE(other->Ack({"other"}));
   Settle(*sub, ledger, absl::Seconds(10));
   ledger.Check();
+}
+
+// gRPC health of the whole server, as a load balancer or probe asks it.
+std::string HealthOf(int port) {
+  auto channel =
+      client::Channel::Create({.address = absl::StrCat("127.0.0.1:", port)});
+  if (!channel.ok()) return channel.status().ToString();
+  absl::StatusOr<std::string> health = client::Admin(*channel).Health();
+  return health.ok() ? *health : health.status().ToString();
+}
+
+TEST_F(FaultTest,
+       HealthIsNotServingWhileTheDiskIsFullAndServingOnceSpaceReturns) {
+  const int port = server_->port();
+  EXPECT_EQ(HealthOf(port), "SERVING");
+  store_.FailWrites(DiskFull());
+  const absl::Status refused = Publish("refused");
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted) << refused;
+  // Set by the failed write itself, before the publish was answered.
+  EXPECT_EQ(HealthOf(port), "NOT_SERVING");
+  EXPECT_EQ(engine_->Info().store_health, DiskFull());
+
+  // Space returns; no client writes: the probe finds out.
+  store_.FailWrites(absl::OkStatus());
+  EXPECT_TRUE(Eventually([&] { return HealthOf(port) == "SERVING"; }, kWait));
+  EXPECT_TRUE(engine_->Info().store_health.ok());
+  ASSERT_TRUE(Publish("after").ok());
+  EXPECT_EQ(HealthOf(port), "SERVING");
 }
 
 // A failed log sync: the producer gets UNAVAILABLE, and the store, like

@@ -163,25 +163,53 @@ TEST(HourglassdTest, RefusesASymlinkAtItsLockFileWithOneLine) {
   EXPECT_FALSE(std::filesystem::exists(target));
 }
 
-TEST(HourglassdTest, RefusesAnUnknownFormatVersion) {
+// Writes format version `version` into a new store at `path`.
+void WriteFormatVersion(const std::string& path, uint32_t version) {
+  auto store = storage::RocksDbStore::Open({.path = path});
+  ASSERT_TRUE(store.ok()) << store.status();
+  std::string encoded;
+  storage::AppendU32(encoded, version);
+  storage::WriteBatch batch;
+  batch.Put(storage::Table::kMeta, std::string(storage::kFormatVersionKey),
+            encoded);
+  ASSERT_TRUE((*store)->Write(batch).ok());
+}
+
+TEST(HourglassdTest, RefusesAFormatVersionTooOldWithOneLine) {
   testing::TempDir dir;
-  {
-    auto store = storage::RocksDbStore::Open({.path = dir.path()});
-    ASSERT_TRUE(store.ok()) << store.status();
-    std::string version;
-    storage::AppendU32(version, 1);  // An older data dir.
-    storage::WriteBatch batch;
-    batch.Put(storage::Table::kMeta, std::string(storage::kFormatVersionKey),
-              version);
-    ASSERT_TRUE((*store)->Write(batch).ok());
-  }
+  WriteFormatVersion(dir.path(), 1);
   const testing::RunResult result = testing::Run(
       Daemon({"--listen=127.0.0.1:0", "--data_dir=" + dir.path()}), kTimeout);
   EXPECT_EQ(result.exit_code, 1);
   EXPECT_THAT(result.output,
               HasSubstr(absl::StrCat("data dir ", dir.path(),
                                      " has format version 1; this hourglassd "
-                                     "reads format version 2")));
+                                     "reads format versions 2 to 3: upgrade "
+                                     "it with an older hourglassd first\n")));
+}
+
+// As when an hourglassd older than the data dir's writer starts on it: a
+// rollback after an upgrade.
+TEST(HourglassdTest, RefusesANewerFormatVersionWithOneLine) {
+  testing::TempDir dir;
+  WriteFormatVersion(dir.path(), 4);
+  const testing::RunResult result = testing::Run(
+      Daemon({"--listen=127.0.0.1:0", "--data_dir=" + dir.path()}), kTimeout);
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_THAT(result.output,
+              HasSubstr(absl::StrCat("data dir ", dir.path(),
+                                     " has format version 4; this hourglassd "
+                                     "reads format versions 2 to 3: run the "
+                                     "hourglassd that wrote it, or a newer "
+                                     "one\n")));
+}
+
+TEST(HourglassdTest, VersionSaysTheDataFormatsItOpens) {
+  const testing::RunResult result =
+      testing::Run(Daemon({"--version"}), kTimeout);
+  EXPECT_EQ(result.exit_code, 0);
+  EXPECT_EQ(result.output,
+            "hourglassd 0.1.0 (data format 3; opens formats 2 to 3)\n");
 }
 
 TEST(HourglassdTest, ServesHealthAndStopsCleanlyOnSigterm) {

@@ -39,6 +39,7 @@ constexpr absl::Duration kTimeout = absl::Seconds(30);
 const std::vector<std::string> kExported = {
     "hourglass_acked_total counter topic",
     "hourglass_build_info gauge version",
+    "hourglass_calls_refused_total counter reason",
     "hourglass_cancelled_total counter topic",
     "hourglass_consumers gauge topic,group",
     "hourglass_dead_lettered_total counter topic",
@@ -57,6 +58,7 @@ const std::vector<std::string> kExported = {
     "hourglass_ready gauge topic,group",
     "hourglass_redelivered_total counter topic",
     "hourglass_scheduled gauge topic",
+    "hourglass_serving gauge ",
     "hourglass_start_time_seconds gauge ",
     "hourglass_store_disk_bytes gauge ",
     "hourglass_store_errors_total counter op",

@@ -491,7 +491,8 @@ TEST(RocksDbStoreTest, ANewerFormatVersionIsRefusedInOneLine) {
   ASSERT_FALSE(reopened.ok());
   EXPECT_EQ(reopened.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(reopened.status().message(),
-            absl::StrCat("data dir ", dir.path(), " has format version 4; "
+            absl::StrCat("data dir ", dir.path(),
+                         " has format version 4; "
                          "this hourglassd reads format versions 2 to 3: run "
                          "the hourglassd that wrote it, or a newer one"));
 }
@@ -671,8 +672,8 @@ TEST(RocksDbStoreTest, RestoreCopiesASnapshotIntoAnEmptyDataDirOnly) {
                 Optional(std::string("seven")));
   }
   // Never over data.
-  absl::Status over = RocksDbStore::Restore(dir.path() + "/snap",
-                                            dir.path() + "/data");
+  absl::Status over =
+      RocksDbStore::Restore(dir.path() + "/snap", dir.path() + "/data");
   EXPECT_EQ(over.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(over.message(),
             absl::StrCat("cannot restore into data dir ", dir.path(),

@@ -1,0 +1,82 @@
+// The snapshot subcommand: an online backup of the broker's store.
+
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "cmd/common/connection.h"
+#include "cmd/common/duration.h"
+#include "cmd/common/errors.h"
+#include "cmd/common/output.h"
+#include "cmd/hourglass/command.h"
+#include "hourglass/v1/admin.pb.h"
+
+namespace hourglass::cli {
+namespace {
+
+struct SnapshotOptions {
+  std::string out;
+};
+
+absl::Status Snapshot(const GlobalOptions& globals,
+                      const SnapshotOptions& options) {
+  // The broker resolves the path on its machine, where a relative one
+  // would mean its working directory: make it absolute here, where the
+  // user typed it (the same directory when the broker is local).
+  std::error_code error;
+  const std::string dir =
+      std::filesystem::absolute(options.out, error).lexically_normal();
+  if (error) {
+    return UsageError("--out", error.message());
+  }
+  absl::StatusOr<std::unique_ptr<Connection>> connection =
+      Connection::Open(globals);
+  if (!connection.ok()) return connection.status();
+  hourglass::v1::CreateSnapshotRequest request;
+  request.set_dir(dir);
+  absl::StatusOr<hourglass::v1::Snapshot> snapshot =
+      (*connection)->admin().CreateSnapshot(request);
+  if (!snapshot.ok()) return (*connection)->Check(snapshot.status());
+  if (globals.json) return PrintJson(*snapshot);
+  std::cout << "snapshot of store " << snapshot->store_id() << " (format "
+            << snapshot->format_version() << ") in " << snapshot->dir() << ": "
+            << snapshot->files() << " files, " << snapshot->bytes()
+            << " bytes, every write before "
+            << Rfc3339(FromProto(snapshot->started_at())) << ", took "
+            << HumanDuration(FromProto(snapshot->took())) << std::endl;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+void AddSnapshotCommand(Registry& registry) {
+  auto options = std::make_shared<SnapshotOptions>();
+  CLI::App* snapshot = registry.app().add_subcommand(
+      "snapshot", "Write an online backup of the broker's store");
+  snapshot
+      ->add_option("--out", options->out,
+                   "New directory for the snapshot, on the broker's machine")
+      ->required();
+  snapshot->footer(R"(
+The broker writes a consistent copy of its store (a RocksDB checkpoint:
+every write that completed before the command, nothing half-written) into
+--out, a directory that must not exist yet and whose parent must; publishes
+and deliveries go on meanwhile. The path is on the broker's machine; a
+relative one is made absolute against this shell's directory.
+
+To restore: start hourglassd with --data_dir=DIR on the snapshot, or with
+--restore_from=DIR to copy it into a new, empty --data_dir first.
+
+Examples:
+  hourglass snapshot --out=/var/backups/hourglass/2026-11-26
+  hourglass --json snapshot --out=/srv/snap)");
+  registry.SetAction(snapshot, [&globals = registry.globals(), options] {
+    return Snapshot(globals, *options);
+  });
+}
+
+}  // namespace hourglass::cli
