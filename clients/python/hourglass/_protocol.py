@@ -13,22 +13,22 @@ import dataclasses
 import os
 import threading
 from datetime import datetime, timedelta, timezone
-from typing import (Callable, Iterable, List, Mapping, Optional, Sequence,
-                    Tuple, Union)
+from typing import (Callable, Iterable, List, Optional, Sequence, Tuple,
+                    Union)
 
 import grpc
 from google.protobuf import duration_pb2, timestamp_pb2
 
 from hourglass import errors
-from hourglass.types import Backoff, Delivery, Message, Payload, Pem, Receipt, Tls
+from hourglass.types import (Backoff, Delivery, Message, Payload, Pem,
+                             Receipt, Tls)
 
 try:
-    from hourglass.v1 import admin_pb2, admin_pb2_grpc  # noqa: F401
-    from hourglass.v1 import broker_pb2, broker_pb2_grpc  # noqa: F401
+    from hourglass.v1 import admin_pb2, broker_pb2
 except ImportError as e:  # pragma: no cover - depends on the build
     raise ImportError(
-        "hourglass: the generated stubs (hourglass.v1) are missing: build them "
-        "(cmake --build build/dev --target hourglass_python) and put "
+        "hourglass: the generated stubs (hourglass.v1) are missing: build "
+        "them (cmake --build build/dev --target hourglass_python) and put "
         "build/dev/clients/python/gen on PYTHONPATH beside clients/python"
     ) from e
 
@@ -55,6 +55,7 @@ _RECONNECT_CODES = frozenset({
     grpc.StatusCode.RESOURCE_EXHAUSTED,
 })
 
+
 def after_stream(failure: Optional[grpc.RpcError], *, opened: bool,
                  reconnect: bool) -> Tuple[bool, Optional[errors.Error]]:
     """What a subscription does after one of its streams ended.
@@ -73,8 +74,8 @@ def after_stream(failure: Optional[grpc.RpcError], *, opened: bool,
     """
     if failure is None:
         return False, None
-    again = (opened and reconnect
-             and failure.code() in _RECONNECT_CODES)  # type: ignore[attr-defined]
+    code = failure.code()  # type: ignore[attr-defined]
+    again = opened and reconnect and code in _RECONNECT_CODES
     return again, error(failure)
 
 
@@ -119,7 +120,8 @@ def channel_settings(addr: str, token: Optional[str], tls: TlsArg,
     if token is not None:
         if not token or not all(" " < c <= "~" for c in token):
             raise ValueError(
-                "Client: a token is printable ASCII without spaces, and not empty")
+                "Client: a token is printable ASCII without spaces, and "
+                "not empty")
         metadata = (("authorization", f"Bearer {token}"),)
     options: List[Tuple[str, Union[str, int]]] = [
         # The broker bounds what it sends (--max_payload_bytes, batches of
@@ -198,7 +200,8 @@ def timestamp(value: datetime, what: str) -> timestamp_pb2.Timestamp:
         ValueError: `value` is naive: it could be any timezone's.
     """
     if not isinstance(value, datetime):
-        raise TypeError(f"{what} is a datetime.datetime, not {type(value).__name__}")
+        raise TypeError(
+            f"{what} is a datetime.datetime, not {type(value).__name__}")
     if value.utcoffset() is None:
         raise ValueError(
             f"{what} {value.isoformat()} has no timezone; give it one, "
@@ -229,7 +232,8 @@ def _when(target: Union[broker_pb2.Message, admin_pb2.RescheduleRequest],
     if delay is not None:
         target.delay.CopyFrom(duration(delay, f"{what}: delay"))
     elif deliver_at is not None:
-        target.deliver_at.CopyFrom(timestamp(deliver_at, f"{what}: deliver_at"))
+        target.deliver_at.CopyFrom(
+            timestamp(deliver_at, f"{what}: deliver_at"))
 
 
 # --- Requests ----------------------------------------------------------------
@@ -242,7 +246,8 @@ def message(value: Message, what: str = "message") -> broker_pb2.Message:
         ValueError, TypeError: as ``Client.publish`` says.
     """
     if not isinstance(value, Message):
-        raise TypeError(f"{what} is a hourglass.Message, not {type(value).__name__}")
+        raise TypeError(
+            f"{what} is a hourglass.Message, not {type(value).__name__}")
     result = broker_pb2.Message(topic=value.topic,
                                 payload=_payload(value.payload),
                                 id=value.id or "")
@@ -301,7 +306,8 @@ def open_request(topic: str, group: str, max_in_flight: int,
     open_ = broker_pb2.Open(topic=topic, group=group,
                             max_in_flight=max_in_flight)
     if ack_timeout is not None:
-        open_.ack_timeout.CopyFrom(duration(ack_timeout, "subscribe: ack_timeout"))
+        open_.ack_timeout.CopyFrom(
+            duration(ack_timeout, "subscribe: ack_timeout"))
     return broker_pb2.SubscribeRequest(open=open_)
 
 
@@ -333,16 +339,19 @@ def deliveries(response: Union[broker_pb2.Delivery, broker_pb2.DeliveryBatch],
 
 
 def error(rpc_error: grpc.RpcError) -> errors.Error:
-    """The hourglass error of a failed gRPC call (sync or asyncio)."""
+    """The hourglass error of a failed gRPC call (sync or asyncio), with
+    `rpc_error` as its ``__cause__`` (gRPC's debug details)."""
     code = rpc_error.code() if hasattr(rpc_error, "code") else None
     if not isinstance(code, grpc.StatusCode):
         code = grpc.StatusCode.UNKNOWN
     message = (rpc_error.details() if hasattr(rpc_error, "details") else None)
     metadata = (rpc_error.trailing_metadata()
                 if hasattr(rpc_error, "trailing_metadata") else None)
-    return errors.BY_CODE.get(code, errors.Error)(
+    result = errors.BY_CODE.get(code, errors.Error)(
         message or "", code=code,
         trailing_metadata=tuple((k, v) for k, v in (metadata or ())))
+    result.__cause__ = rpc_error
+    return result
 
 
 # --- Subscribe streams -------------------------------------------------------
@@ -413,7 +422,8 @@ def ack_all(deliveries_: Iterable[Delivery]) -> int:
     by_outbox: "dict[int, Tuple[Outbox, List[str]]]" = {}
     for d in deliveries_:
         by_outbox.setdefault(id(d._outbox), (d._outbox, []))[1].append(d.id)
-    return sum(len(ids) for outbox, ids in by_outbox.values() if outbox.ack(ids))
+    return sum(len(ids) for outbox, ids in by_outbox.values()
+               if outbox.ack(ids))
 
 
 def subscribe_method(batches: bool) -> str:
@@ -424,4 +434,3 @@ def subscribe_method(batches: bool) -> str:
 def describe(topic: str, group: str) -> str:
     """How logs and errors name a subscription."""
     return f"subscription {topic!r}/{group!r}"
-

@@ -31,15 +31,16 @@ import grpc.aio
 
 from hourglass import _protocol, errors
 from hourglass._protocol import (DEFAULT_CLOSE_TIMEOUT, DEFAULT_TIMEOUT,
-                                 TlsArg, admin_pb2_grpc, broker_pb2,
-                                 broker_pb2_grpc)
+                                 TlsArg)
 from hourglass.types import Backoff, Delivery, Message, Payload, Receipt
+from hourglass.v1 import admin_pb2_grpc, broker_pb2, broker_pb2_grpc
 
 __all__ = ["BatchSubscription", "Client", "Subscription"]
 
 _log = logging.getLogger("hourglass")
 
 T = TypeVar("T")
+Request = broker_pb2.SubscribeRequest
 
 # Queued after a subscription's last deliveries.
 _END = object()
@@ -180,8 +181,7 @@ class _Stream:
     """
 
     def __init__(self, open_request: broker_pb2.SubscribeRequest) -> None:
-        self._requests: "asyncio.Queue[Optional[broker_pb2.SubscribeRequest]]" = (
-            asyncio.Queue())
+        self._requests: "asyncio.Queue[Optional[Request]]" = asyncio.Queue()
         self.outbox = _protocol.Outbox(self._requests.put_nowait)
         self.outbox.send(open_request)
         self.call: Any = None  # Set once, right after construction.
@@ -205,8 +205,8 @@ class _Subscription(Generic[T]):
     def __init__(self, client: Client, topic: str, group: str,
                  max_in_flight: int, ack_timeout: Optional[timedelta],
                  reconnect: bool, batches: bool) -> None:
-        self._open_request = _protocol.open_request(topic, group, max_in_flight,
-                                                    ack_timeout)
+        self._open_request = _protocol.open_request(
+            topic, group, max_in_flight, ack_timeout)
         self._name = _protocol.describe(topic, group)
         self._address = client.address
         self._method = getattr(client._broker,
@@ -215,7 +215,7 @@ class _Subscription(Generic[T]):
         self._backoff = client._backoff
         self._reconnect = reconnect
         self._items: "asyncio.Queue[Any]" = asyncio.Queue()
-        self._first_answer = asyncio.Event()  # The first stream opened or ended.
+        self._first_answer = asyncio.Event()  # First stream opened/ended.
         self._closing = asyncio.Event()
         self._ended = asyncio.Event()  # Set before the end is queued.
         self._stream: Optional[_Stream] = None

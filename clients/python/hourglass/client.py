@@ -14,19 +14,20 @@ import time
 import weakref
 from datetime import datetime, timedelta
 from typing import (Any, Generic, Iterable, Iterator, List, Mapping, Optional,
-                    Tuple, TypeVar, Union)
+                    TypeVar)
 
 import grpc
 
 from hourglass import _protocol, errors
 from hourglass._protocol import (DEFAULT_CLOSE_TIMEOUT, DEFAULT_TIMEOUT,
-                                 TlsArg, admin_pb2_grpc, broker_pb2,
-                                 broker_pb2_grpc)
+                                 TlsArg)
 from hourglass.types import Backoff, Delivery, Message, Payload, Receipt
+from hourglass.v1 import admin_pb2_grpc, broker_pb2, broker_pb2_grpc
 
 _log = logging.getLogger("hourglass")
 
 T = TypeVar("T")
+Request = broker_pb2.SubscribeRequest
 
 # Queued after a subscription's last deliveries.
 _END = object()
@@ -274,7 +275,8 @@ class Client:
     def __exit__(self, *exc_info: Any) -> None:
         self.close()
 
-    def _unary(self, method: grpc.UnaryUnaryMultiCallable, request: Any) -> Any:
+    def _unary(self, method: grpc.UnaryUnaryMultiCallable,
+               request: Any) -> Any:
         """Calls `method` with the client's deadline and metadata.
 
         Raises:
@@ -294,7 +296,7 @@ class _Stream:
     """
 
     def __init__(self, open_request: broker_pb2.SubscribeRequest) -> None:
-        self._requests: "queue.SimpleQueue[Optional[broker_pb2.SubscribeRequest]]" = (
+        self._requests: "queue.SimpleQueue[Optional[Request]]" = (
             queue.SimpleQueue())
         self.outbox = _protocol.Outbox(self._requests.put)
         self.outbox.send(open_request)
@@ -322,8 +324,8 @@ class _Subscription(Generic[T]):
     def __init__(self, client: Client, topic: str, group: str,
                  max_in_flight: int, ack_timeout: Optional[timedelta],
                  reconnect: bool, batches: bool) -> None:
-        self._open_request = _protocol.open_request(topic, group, max_in_flight,
-                                                    ack_timeout)
+        self._open_request = _protocol.open_request(
+            topic, group, max_in_flight, ack_timeout)
         self._name = _protocol.describe(topic, group)
         self._method = getattr(client._broker,
                                _protocol.subscribe_method(batches))
@@ -331,7 +333,7 @@ class _Subscription(Generic[T]):
         self._backoff = client._backoff
         self._reconnect = reconnect
         self._items: "queue.SimpleQueue[Any]" = queue.SimpleQueue()
-        self._first_answer = threading.Event()  # The first stream opened or ended.
+        self._first_answer = threading.Event()  # First stream opened/ended.
         self._closing = threading.Event()
         self._ended = threading.Event()  # Set before the end is queued.
         self._lock = threading.Lock()
@@ -484,8 +486,9 @@ class _Subscription(Generic[T]):
                     _log.info("%s: subscribed again", self._name)
                 self._first_answer.set()
             for response in call:
-                self._items.put((stream.outbox,
-                                 _protocol.deliveries(response, stream.outbox)))
+                self._items.put(
+                    (stream.outbox,
+                     _protocol.deliveries(response, stream.outbox)))
             return None
         except grpc.RpcError as e:
             return e

@@ -45,7 +45,8 @@ class Error(Exception):
         return f"{self.code.name}: {self.message}"
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.message!r}, code={self.code.name})"
+        return (f"{type(self).__name__}({self.message!r}, "
+                f"code={self.code.name})")
 
 
 class Cancelled(Error):

@@ -1,4 +1,4 @@
-"""The plain values of the Hourglass client, shared by hourglass and hourglass.aio.
+"""The plain values of the Hourglass client, for hourglass and hourglass.aio.
 
 Field meanings and limits are those of api/hourglass/v1/broker.proto; the
 broker checks them and answers INVALID_ARGUMENT naming a bad field, so this
@@ -181,12 +181,15 @@ class Backoff:
 
     def __post_init__(self) -> None:
         if self.initial <= timedelta(0):
-            raise ValueError(f"Backoff: initial {self.initial} is not positive")
+            raise ValueError(
+                f"Backoff: initial {self.initial} is not positive")
         if self.maximum < self.initial:
             raise ValueError(
-                f"Backoff: maximum {self.maximum} is below initial {self.initial}")
+                f"Backoff: maximum {self.maximum} is below initial "
+                f"{self.initial}")
         if self.multiplier < 1:
-            raise ValueError(f"Backoff: multiplier {self.multiplier} is below 1")
+            raise ValueError(
+                f"Backoff: multiplier {self.multiplier} is below 1")
 
     def waits(self, rng: Optional[random.Random] = None) -> Iterator[float]:
         """Yields the waits, in seconds, one per failed attempt; endless.
