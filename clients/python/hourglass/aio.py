@@ -185,6 +185,7 @@ class _Stream:
         self.outbox = _protocol.Outbox(self._requests.put_nowait)
         self.outbox.send(open_request)
         self.call: Any = None  # Set once, right after construction.
+        self.accepted = False  # Whether the broker accepted the open.
 
     async def requests(self) -> AsyncIterator[broker_pb2.SubscribeRequest]:
         while True:
@@ -268,15 +269,21 @@ class _Subscription(Generic[T]):
     async def close(self, timeout: float = DEFAULT_CLOSE_TIMEOUT) -> None:
         """Ends the subscription cleanly; as ``hourglass.Subscription.close``.
         Idempotent."""
-        self._closing.set()
-        if self._stream is not None:
-            self._stream.outbox.close()
+        self._closing.set()  # No stream starts after this.
+        stream = self._stream
+        if stream is not None:
+            if stream.accepted:
+                stream.outbox.close()
+            else:
+                # Not open (waiting for the broker to come back): nothing
+                # to end cleanly, and nothing to wait for.
+                stream.call.cancel()
         if self._task is None:
             return
         done, _ = await asyncio.wait({self._task}, timeout=timeout)
         if not done:
-            if self._stream is not None:
-                self._stream.call.cancel()
+            assert stream is not None
+            stream.call.cancel()
             await self._task
 
     async def __aenter__(self: "_S") -> "_S":
@@ -355,6 +362,7 @@ class _Subscription(Generic[T]):
         try:
             await call.initial_metadata()  # Sent once the broker accepted.
             if not call.done() or await call.code() == grpc.StatusCode.OK:
+                stream.accepted = True
                 self._waits = self._backoff.waits()
                 if self._first_answer.is_set():
                     _log.info("%s: subscribed again", self._name)

@@ -301,6 +301,9 @@ class _Stream:
         self.outbox = _protocol.Outbox(self._requests.put)
         self.outbox.send(open_request)
         self.call: Any = None  # Set once, right after construction.
+        # Whether the broker accepted the open. Protected by the
+        # subscription's _lock.
+        self.accepted = False
 
     def requests(self) -> Iterator[broker_pb2.SubscribeRequest]:
         while True:
@@ -394,16 +397,18 @@ class _Subscription(Generic[T]):
         skipping what was still queued; acks after this return False.
         """
         with self._lock:
-            self._closing.set()
+            self._closing.set()  # No stream starts after this.
             stream = self._stream
-        if stream is not None:
+            accepted = stream is not None and stream.accepted
+        if accepted:
             stream.outbox.close()
+        elif stream is not None:
+            # Not open (waiting for the broker to come back): nothing to
+            # end cleanly, and nothing to wait for.
+            stream.call.cancel()
         self._thread.join(timeout)
         if self._thread.is_alive():
-            with self._lock:
-                stream = self._stream
-            if stream is not None:
-                stream.call.cancel()
+            stream.call.cancel()
             self._thread.join()
 
     def __enter__(self: "_S") -> "_S":
@@ -481,6 +486,8 @@ class _Subscription(Generic[T]):
         try:
             call.initial_metadata()  # Sent once the broker accepted the open.
             if not call.done() or call.code() == grpc.StatusCode.OK:
+                with self._lock:
+                    stream.accepted = True
                 self._waits = self._backoff.waits()
                 if self._first_answer.is_set():
                     _log.info("%s: subscribed again", self._name)

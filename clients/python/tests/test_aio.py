@@ -246,3 +246,24 @@ def test_an_unreachable_or_silent_broker() -> None:
                 assert "failed to connect" in e.value.message
 
         run(main())
+
+
+def test_closing_while_the_broker_is_away_does_not_wait_for_it(
+        daemon: Daemon) -> None:
+    async def main() -> None:
+        async with hourglass.aio.Client(daemon.address) as client:
+            sub = await client.subscribe("away", "g")
+            await asyncio.get_running_loop().run_in_executor(
+                None, daemon.stop)
+            # The stream broke; the next one waits for the broker.
+            deadline = time.monotonic() + WAIT
+            while sub.reconnects < 1:
+                assert time.monotonic() < deadline, "no new stream started"
+                await asyncio.sleep(0.005)
+            started = time.monotonic()
+            await sub.close(timeout=WAIT)
+            assert time.monotonic() - started < WAIT / 3
+            assert sub.closed and sub.error is None
+            assert await sub.receive(0) is None
+
+    run(main())

@@ -283,3 +283,16 @@ def test_a_negative_nack_delay_ends_the_subscription_with_invalid_argument(
     with pytest.raises(hourglass.InvalidArgument) as e:
         sub.receive(WAIT)
     assert e.value.message == "nack.delay -1s is negative"
+
+
+def test_closing_while_the_broker_is_away_does_not_wait_for_it(
+        daemon, client: hourglass.Client) -> None:
+    sub = client.subscribe("away", "g")
+    daemon.stop()
+    # The stream broke; the next one waits for the broker to come back.
+    eventually(lambda: sub.reconnects >= 1, "a new stream started")
+    started = time.monotonic()
+    sub.close(timeout=WAIT)
+    assert time.monotonic() - started < WAIT / 3
+    assert sub.closed and sub.error is None
+    assert sub.receive(0) is None
