@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 from pathlib import Path
 from typing import Callable, Iterator, List, Sequence
 
@@ -20,6 +21,17 @@ import hourglass
 from helpers import Certificates, Daemon
 
 DaemonFactory = Callable[..., Daemon]
+
+
+@pytest.fixture(autouse=True)
+def no_subscription_outlives_its_test() -> Iterator[None]:
+    """Fails a test that leaves a subscription's reader thread running:
+    closing a subscription, or its client, ends the thread before it
+    returns."""
+    yield
+    running = [t.name for t in threading.enumerate()
+               if t.name.startswith("hourglass ")]
+    assert running == []
 
 
 @pytest.fixture(scope="session")
