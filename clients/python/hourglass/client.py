@@ -485,6 +485,10 @@ class _Subscription(Generic[T]):
         call = stream.call
         try:
             call.initial_metadata()  # Sent once the broker accepted the open.
+            if not call.done():
+                settled = threading.Event()
+                call.add_done_callback(lambda _: settled.set())
+                settled.wait(_protocol.REFUSAL_GRACE)
             if not call.done() or call.code() == grpc.StatusCode.OK:
                 with self._lock:
                     stream.accepted = True
