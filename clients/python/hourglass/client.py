@@ -400,9 +400,11 @@ class _Subscription(Generic[T]):
             self._closing.set()  # No stream starts after this.
             stream = self._stream
             accepted = stream is not None and stream.accepted
+        if stream is None:  # Only before the first stream started.
+            return
         if accepted:
             stream.outbox.close()
-        elif stream is not None:
+        else:
             # Not open (waiting for the broker to come back): nothing to
             # end cleanly, and nothing to wait for.
             stream.call.cancel()

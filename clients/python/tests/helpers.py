@@ -78,10 +78,10 @@ class Daemon:
                 "--shutdown_grace=500ms", *self.flags]
         with self._changed:
             first_line = len(self._lines)
-        self.process = subprocess.Popen(
+        process = self.process = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT, text=True)
-        threading.Thread(target=self._read, args=(self.process,),
+        threading.Thread(target=self._read, args=(process,),
                          daemon=True).start()
 
         def listening() -> Optional[re.Match[str]]:
@@ -93,7 +93,7 @@ class Daemon:
 
         with self._changed:
             found = self._changed.wait_for(
-                lambda: listening() or self.process.poll() is not None,
+                lambda: listening() or process.poll() is not None,
                 START_TIMEOUT)
             match = listening()
         if not found or not match:

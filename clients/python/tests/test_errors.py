@@ -123,11 +123,17 @@ def test_mistakes_the_client_sees_raise_before_sending(free_port: int) -> None:
              ValueError, "publish: give delay or deliver_at, not both"),
             (lambda: client.publish("t", b"x", deliver_at=naive), ValueError,
              "publish: deliver_at 2030-01-01T12:00:00 has no timezone"),
-            (lambda: client.publish("t", b"x", delay=5), TypeError,
+            (lambda: client.publish("t", b"x",
+                                    delay=5),  # type: ignore[arg-type]
+             TypeError,
              "publish: delay is a datetime.timedelta, not int"),
-            (lambda: client.publish("t", {"a": 1}), TypeError,
+            (lambda: client.publish("t",
+                                    {"a": 1}),  # type: ignore[arg-type]
+             TypeError,
              "payload is bytes or str, not dict"),
-            (lambda: client.publish_many([Message("t"), "x"]), TypeError,
+            (lambda: client.publish_many(
+                [Message("t"), "x"]),  # type: ignore[list-item]
+             TypeError,
              "message 1 is a hourglass.Message, not str"),
             (lambda: client.reschedule("t", "x"), ValueError,
              "reschedule: give delay or deliver_at"),
