@@ -15,6 +15,8 @@ packages=(
   prometheus-cpp-dev libssl-dev
   # Tests and benchmarks.
   libgtest-dev libgmock-dev libbenchmark-dev grpc-proto openssl
+  # The Python client (clients/python): its runtime and its tests.
+  python3-grpcio python3-protobuf python3-pytest
   # The fuzz and tsan presets: clang with its sanitizer and libFuzzer runtimes.
   clang libclang-rt-14-dev
 )

@@ -1,0 +1,42 @@
+"""The Python client of Hourglass, a persistent delayed-message broker.
+
+    import hourglass
+    from datetime import timedelta
+
+    with hourglass.Client("127.0.0.1:7070") as client:
+        client.publish("orders", b'{"order": 42}', delay=timedelta(minutes=30),
+                       id="order-42")
+
+``hourglass.Client`` is for threaded code, ``hourglass.aio.Client`` for
+asyncio; both take the same arguments and return the same values
+(``hourglass.types``) and raise the same errors (``hourglass.errors``).
+clients/python/README.md has examples.
+
+The gRPC stubs (``hourglass.v1``) are generated at build time into a
+directory of their own; this package extends its path over every
+``hourglass`` directory on ``sys.path`` to find them there.
+"""
+
+import pkgutil
+
+__path__ = pkgutil.extend_path(__path__, __name__)
+
+# The public names; the imports come after the path is extended, since
+# their modules import hourglass.v1.
+from hourglass.client import BatchSubscription, Client, Subscription  # noqa: E402
+from hourglass.errors import (Aborted, AlreadyExists, Cancelled,  # noqa: E402
+                              DeadlineExceeded, Error, FailedPrecondition,
+                              Internal, InvalidArgument, NotFound,
+                              PermissionDenied, ResourceExhausted,
+                              Unauthenticated, Unavailable)
+from hourglass.types import Backoff, Delivery, Message, Receipt, Tls  # noqa: E402
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Aborted", "AlreadyExists", "Backoff", "BatchSubscription", "Cancelled",
+    "Client", "DeadlineExceeded", "Delivery", "Error", "FailedPrecondition",
+    "Internal", "InvalidArgument", "Message", "NotFound", "PermissionDenied",
+    "Receipt", "ResourceExhausted", "Subscription", "Tls", "Unauthenticated",
+    "Unavailable",
+]

@@ -1,0 +1,447 @@
+"""What hourglass.client (threads) and hourglass.aio (asyncio) share.
+
+The two clients differ only in how they wait. Everything they decide is here,
+once: the channel's credentials, options and call metadata; requests built
+from Python values; answers turned into Python values; gRPC errors turned
+into ``hourglass.errors``; the outbox of a subscribe stream; and which
+stream ends a subscription reconnects after.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import threading
+from datetime import datetime, timedelta, timezone
+from typing import (Callable, Iterable, List, Optional, Sequence, Tuple,
+                    Union)
+
+import grpc
+from google.protobuf import duration_pb2, timestamp_pb2
+
+from hourglass import errors
+from hourglass.types import (Backoff, Delivery, Message, Payload, Pem,
+                             Receipt, Tls)
+
+try:
+    from hourglass.v1 import admin_pb2, broker_pb2
+except ImportError as e:  # pragma: no cover - depends on the build
+    raise ImportError(
+        "hourglass: the generated stubs (hourglass.v1) are missing: build "
+        "them (cmake --build build/dev --target hourglass_python) and put "
+        "build/dev/clients/python/gen on PYTHONPATH beside clients/python"
+    ) from e
+
+#: Default deadline of unary calls, and of opening a subscription, in seconds.
+DEFAULT_TIMEOUT = 10.0
+#: Default time ``close`` gives the broker to end a stream cleanly, in seconds.
+DEFAULT_CLOSE_TIMEOUT = 5.0
+
+#: How long a subscribe stream whose initial metadata came waits for a
+#: status that may follow it, in seconds, before it counts as accepted. The
+#: broker sends initial metadata once it accepted an open, and refuses one
+#: with a status alone (a trailers-only answer); gRPC Python reports such an
+#: answer as two events, empty initial metadata and then the status, a
+#: fraction of a millisecond apart. Without this wait a refused subscribe
+#: could look accepted (about once in a thousand, on a fresh channel) and
+#: fail on its first read instead. A refusal ends the wait at once; an
+#: accepted stream pays it once.
+REFUSAL_GRACE = 0.05
+
+#: What ``Client(tls=...)`` takes: off (None, False), the system's roots
+#: (True), root CAs as PEM bytes or a path (str or os.PathLike; a str holding
+#: PEM text is taken as the PEM itself), or full settings.
+TlsArg = Union[None, bool, bytes, str, "os.PathLike[str]", Tls]
+
+# Ends of a subscribe stream after which a subscription opens a new one:
+# the broker restarted or went away (UNAVAILABLE), ended a stream it could
+# not write to, or the connection broke (CANCELLED; only when the client did
+# not cancel it itself), or it had too many streams open (RESOURCE_EXHAUSTED).
+# Other codes are answers about this subscription (NOT_FOUND: the group was
+# deleted; PERMISSION_DENIED, UNAUTHENTICATED: the token changed;
+# INVALID_ARGUMENT) that a new stream would get again.
+_RECONNECT_CODES = frozenset({
+    grpc.StatusCode.UNAVAILABLE,
+    grpc.StatusCode.CANCELLED,
+    grpc.StatusCode.RESOURCE_EXHAUSTED,
+})
+
+
+def after_stream(failure: Optional[grpc.RpcError], *, opened: bool,
+                 reconnect: bool) -> Tuple[bool, Optional[errors.Error]]:
+    """What a subscription does after one of its streams ended.
+
+    Args:
+        failure: The error the stream ended with; None if it ended OK.
+        opened: Whether a stream of the subscription was ever accepted (the
+            first subscription is not retried: its caller gets the error).
+        reconnect: The subscription's option.
+
+    Returns:
+        (True, the error) to subscribe again after a backoff; else (False,
+        the error the subscription ends with, None for a clean end).
+
+    REQUIRES: the client did not end or cancel the stream itself.
+    """
+    if failure is None:
+        return False, None
+    code = failure.code()  # type: ignore[attr-defined]
+    again = opened and reconnect and code in _RECONNECT_CODES
+    return again, error(failure)
+
+
+# --- The channel -------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class ChannelSettings:
+    """How to build the gRPC channel of a client, sync or asyncio.
+
+    Attributes:
+        target: The broker's address, host:port.
+        credentials: TLS credentials; None for plaintext.
+        options: gRPC channel arguments.
+        metadata: Sent with every call (the bearer token).
+    """
+
+    target: str
+    credentials: Optional[grpc.ChannelCredentials]
+    options: Tuple[Tuple[str, Union[str, int]], ...]
+    metadata: Tuple[Tuple[str, str], ...]
+
+
+def channel_settings(addr: str, token: Optional[str], tls: TlsArg,
+                     backoff: Backoff) -> ChannelSettings:
+    """The channel settings of ``Client(addr, token, tls, backoff=...)``.
+
+    gRPC reconnects a broken channel by itself, with a backoff of its own;
+    it gets the bounds of `backoff`, so that a subscription waiting for the
+    broker to come back waits no longer than the subscription's own backoff
+    says.
+
+    Raises:
+        ValueError: `addr` is empty, `token` is empty or holds characters
+            other than printable ASCII, or `tls` is a bad value.
+        TypeError: `tls` is of no type it takes.
+        OSError: a PEM file of `tls` cannot be read.
+    """
+    if not addr:
+        raise ValueError("Client: addr is empty")
+    metadata: Tuple[Tuple[str, str], ...] = ()
+    if token is not None:
+        if not token or not all(" " < c <= "~" for c in token):
+            raise ValueError(
+                "Client: a token is printable ASCII without spaces, and "
+                "not empty")
+        metadata = (("authorization", f"Bearer {token}"),)
+    options: List[Tuple[str, Union[str, int]]] = [
+        # The broker bounds what it sends (--max_payload_bytes, batches of
+        # about 1 MiB, but a larger delivery travels alone); gRPC's default
+        # limit of 4 MiB would refuse a large payload the broker accepted.
+        ("grpc.max_receive_message_length", -1),
+        ("grpc.initial_reconnect_backoff_ms",
+         max(1, int(backoff.initial.total_seconds() * 1000))),
+        ("grpc.max_reconnect_backoff_ms",
+         max(1, int(backoff.maximum.total_seconds() * 1000))),
+    ]
+    settings = tls_settings(tls)
+    credentials = None
+    if settings is not None:
+        credentials = grpc.ssl_channel_credentials(
+            root_certificates=_pem(settings.root_certs),
+            private_key=_pem(settings.private_key),
+            certificate_chain=_pem(settings.cert_chain))
+        if settings.server_name:
+            options.append(("grpc.ssl_target_name_override",
+                            settings.server_name))
+    return ChannelSettings(addr, credentials, tuple(options), metadata)
+
+
+def tls_settings(tls: TlsArg) -> Optional[Tls]:
+    """The Tls settings `tls` stands for; None for plaintext.
+
+    Raises:
+        TypeError: `tls` is of no type ``Client`` takes.
+    """
+    if tls is None or tls is False:
+        return None
+    if tls is True:
+        return Tls()
+    if isinstance(tls, Tls):
+        return tls
+    if isinstance(tls, (bytes, str, os.PathLike)):
+        return Tls(root_certs=tls)
+    raise TypeError(
+        f"Client: tls is None, a bool, PEM bytes, a path or a hourglass.Tls, "
+        f"not {type(tls).__name__}")
+
+
+def _pem(value: Optional[Pem]) -> Optional[bytes]:
+    """PEM bytes from bytes, PEM text, or a path; None stays None."""
+    if value is None or isinstance(value, bytes):
+        return value
+    if isinstance(value, str) and value.lstrip().startswith("-----BEGIN"):
+        return value.encode("ascii")
+    with open(value, "rb") as f:
+        return f.read()
+
+
+# --- Values ------------------------------------------------------------------
+
+
+def duration(value: timedelta, what: str) -> duration_pb2.Duration:
+    """`value` as a protobuf Duration; `what` names it in errors.
+
+    Raises:
+        TypeError: `value` is not a timedelta.
+    """
+    if not isinstance(value, timedelta):
+        raise TypeError(
+            f"{what} is a datetime.timedelta, not {type(value).__name__}")
+    result = duration_pb2.Duration()
+    result.FromTimedelta(value)
+    return result
+
+
+def timestamp(value: datetime, what: str) -> timestamp_pb2.Timestamp:
+    """`value` as a protobuf Timestamp; `what` names it in errors.
+
+    Raises:
+        TypeError: `value` is not a datetime.
+        ValueError: `value` is naive: it could be any timezone's.
+    """
+    if not isinstance(value, datetime):
+        raise TypeError(
+            f"{what} is a datetime.datetime, not {type(value).__name__}")
+    if value.utcoffset() is None:
+        raise ValueError(
+            f"{what} {value.isoformat()} has no timezone; give it one, "
+            f"e.g. datetime.now(timezone.utc) + timedelta(minutes=30)")
+    result = timestamp_pb2.Timestamp()
+    result.FromDatetime(value)
+    return result
+
+
+def from_timestamp(value: timestamp_pb2.Timestamp) -> datetime:
+    """`value` as an aware datetime in UTC."""
+    return value.ToDatetime(tzinfo=timezone.utc)
+
+
+def _payload(value: Payload) -> bytes:
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    raise TypeError(f"payload is bytes or str, not {type(value).__name__}")
+
+
+def _when(target: Union[broker_pb2.Message, admin_pb2.RescheduleRequest],
+          delay: Optional[timedelta], deliver_at: Optional[datetime],
+          what: str) -> None:
+    if delay is not None and deliver_at is not None:
+        raise ValueError(f"{what}: give delay or deliver_at, not both")
+    if delay is not None:
+        target.delay.CopyFrom(duration(delay, f"{what}: delay"))
+    elif deliver_at is not None:
+        target.deliver_at.CopyFrom(
+            timestamp(deliver_at, f"{what}: deliver_at"))
+
+
+# --- Requests ----------------------------------------------------------------
+
+
+def message(value: Message, what: str = "message") -> broker_pb2.Message:
+    """`value` as the protobuf Message of a PublishRequest.
+
+    Raises:
+        ValueError, TypeError: as ``Client.publish`` says.
+    """
+    if not isinstance(value, Message):
+        raise TypeError(
+            f"{what} is a hourglass.Message, not {type(value).__name__}")
+    result = broker_pb2.Message(topic=value.topic,
+                                payload=_payload(value.payload),
+                                id=value.id or "")
+    if value.headers:
+        result.headers.update(value.headers)
+    _when(result, value.delay, value.deliver_at, what)
+    return result
+
+
+def publish_request(messages: Iterable[Message]) -> broker_pb2.PublishRequest:
+    """A PublishRequest of `messages`, in order.
+
+    Raises:
+        ValueError, TypeError: a message is bad as ``Client.publish`` says;
+            the error names its index.
+    """
+    return broker_pb2.PublishRequest(messages=[
+        message(m, f"message {i}") for i, m in enumerate(messages)
+    ])
+
+
+def cancel_request(topic: str, id: str) -> broker_pb2.CancelRequest:
+    """A CancelRequest (Broker.Cancel)."""
+    return broker_pb2.CancelRequest(topic=topic, id=id)
+
+
+def reschedule_request(topic: str, id: str, delay: Optional[timedelta],
+                       deliver_at: Optional[datetime]
+                       ) -> admin_pb2.RescheduleRequest:
+    """A RescheduleRequest (Admin.Reschedule).
+
+    Raises:
+        ValueError: neither or both of `delay` and `deliver_at`, or a naive
+            `deliver_at`.
+        TypeError: `delay` or `deliver_at` is of the wrong type.
+    """
+    if delay is None and deliver_at is None:
+        raise ValueError("reschedule: give delay or deliver_at")
+    request = admin_pb2.RescheduleRequest(topic=topic, id=id)
+    _when(request, delay, deliver_at, "reschedule")
+    return request
+
+
+def open_request(topic: str, group: str, max_in_flight: int,
+                 ack_timeout: Optional[timedelta]
+                 ) -> broker_pb2.SubscribeRequest:
+    """The first request of a Subscribe or SubscribeBatches stream.
+
+    Raises:
+        ValueError: `max_in_flight` is negative or over 2**32 - 1.
+        TypeError: `ack_timeout` is not a timedelta.
+    """
+    if not 0 <= max_in_flight < 2**32:
+        raise ValueError(
+            f"subscribe: max_in_flight {max_in_flight} is not in 0..2**32-1")
+    open_ = broker_pb2.Open(topic=topic, group=group,
+                            max_in_flight=max_in_flight)
+    if ack_timeout is not None:
+        open_.ack_timeout.CopyFrom(
+            duration(ack_timeout, "subscribe: ack_timeout"))
+    return broker_pb2.SubscribeRequest(open=open_)
+
+
+# --- Answers -----------------------------------------------------------------
+
+
+def receipt(value: broker_pb2.Receipt) -> Receipt:
+    """`value` as a Receipt."""
+    return Receipt(id=value.id, deliver_at=from_timestamp(value.deliver_at),
+                   duplicate=value.duplicate)
+
+
+def deliveries(response: Union[broker_pb2.Delivery, broker_pb2.DeliveryBatch],
+               outbox: "Outbox") -> List[Delivery]:
+    """The deliveries of one response of a subscribe stream, acked through
+    `outbox`, with ``received_at`` now."""
+    received_at = datetime.now(timezone.utc)
+    protos: Sequence[broker_pb2.Delivery] = (
+        response.deliveries if isinstance(response, broker_pb2.DeliveryBatch)
+        else (response,))
+    return [
+        Delivery(id=d.id, topic=d.topic, payload=d.payload,
+                 headers=dict(d.headers),
+                 deliver_at=from_timestamp(d.deliver_at),
+                 published_at=from_timestamp(d.published_at),
+                 attempt=d.attempt, received_at=received_at, _outbox=outbox)
+        for d in protos
+    ]
+
+
+def error(rpc_error: grpc.RpcError) -> errors.Error:
+    """The hourglass error of a failed gRPC call (sync or asyncio), with
+    `rpc_error` as its ``__cause__`` (gRPC's debug details)."""
+    code = rpc_error.code() if hasattr(rpc_error, "code") else None
+    if not isinstance(code, grpc.StatusCode):
+        code = grpc.StatusCode.UNKNOWN
+    message = (rpc_error.details() if hasattr(rpc_error, "details") else None)
+    metadata = (rpc_error.trailing_metadata()
+                if hasattr(rpc_error, "trailing_metadata") else None)
+    result = errors.BY_CODE.get(code, errors.Error)(
+        message or "", code=code,
+        trailing_metadata=tuple((k, v) for k, v in (metadata or ())))
+    result.__cause__ = rpc_error
+    return result
+
+
+# --- Subscribe streams -------------------------------------------------------
+
+
+class Outbox:
+    """The requests waiting to be written to one subscribe stream.
+
+    ``Delivery.ack`` and ``nack`` put requests here and the stream's writer
+    (gRPC, reading the requests through `put`'s queue) sends them in order.
+    Once closed it takes nothing more: the client ended its side of the
+    stream, or the stream ended. Deliveries of a closed outbox are stale (the
+    broker hands them back to the group), so subscriptions drop those not
+    yet taken.
+
+    Thread-safe. `put` is called under the outbox's lock, never concurrently.
+    """
+
+    def __init__(self, put: Callable[[Optional[broker_pb2.SubscribeRequest]],
+                                     None]) -> None:
+        """`put` queues a request for the writer; None ends the requests."""
+        self._lock = threading.Lock()
+        self._put = put
+        self._open = True  # Protected by _lock.
+
+    @property
+    def open(self) -> bool:
+        """Whether the outbox still takes requests."""
+        with self._lock:
+            return self._open
+
+    def send(self, request: broker_pb2.SubscribeRequest) -> bool:
+        """Queues `request`; False (and nothing queued) once closed."""
+        with self._lock:
+            if self._open:
+                self._put(request)
+            return self._open
+
+    def ack(self, ids: Sequence[str]) -> bool:
+        """Queues an Ack of `ids`; False once closed."""
+        return self.send(broker_pb2.SubscribeRequest(
+            ack=broker_pb2.Ack(ids=ids)))
+
+    def nack(self, id: str, delay: timedelta) -> bool:
+        """Queues a Nack of `id` after `delay`; False once closed.
+
+        Raises:
+            TypeError: `delay` is not a timedelta.
+        """
+        request = broker_pb2.SubscribeRequest(nack=broker_pb2.Nack(
+            id=id, delay=duration(delay, "nack: delay")))
+        return self.send(request)
+
+    def close(self) -> None:
+        """Ends the requests (the client's side of the stream); idempotent."""
+        with self._lock:
+            if self._open:
+                self._open = False
+                self._put(None)
+
+
+def ack_all(deliveries_: Iterable[Delivery]) -> int:
+    """Acks `deliveries_` with one Ack per stream they came on.
+
+    Returns:
+        How many acks were queued: those of deliveries whose stream is open.
+    """
+    by_outbox: "dict[int, Tuple[Outbox, List[str]]]" = {}
+    for d in deliveries_:
+        by_outbox.setdefault(id(d._outbox), (d._outbox, []))[1].append(d.id)
+    return sum(len(ids) for outbox, ids in by_outbox.values()
+               if outbox.ack(ids))
+
+
+def subscribe_method(batches: bool) -> str:
+    """The Broker stub's method of a subscription."""
+    return "SubscribeBatches" if batches else "Subscribe"
+
+
+def describe(topic: str, group: str) -> str:
+    """How logs and errors name a subscription."""
+    return f"subscription {topic!r}/{group!r}"

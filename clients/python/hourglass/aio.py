@@ -1,0 +1,454 @@
+"""The Hourglass client for asyncio: ``hourglass.aio.Client``, on grpc.aio.
+
+The same shape as ``hourglass.Client``: the same arguments, values
+(``hourglass.types``) and errors (``hourglass.errors``), with coroutines
+for calls and async iterators for subscriptions. Requests, answers and
+errors go through ``hourglass._protocol``, as the threaded client's do;
+this module only adds how a coroutine waits.
+
+    async with hourglass.aio.Client("127.0.0.1:7070") as client:
+        async with await client.subscribe("orders", "billing") as sub:
+            async for delivery in sub:
+                ...
+                delivery.ack()
+
+Everything here runs on the event loop the client was created in; create
+the client inside a coroutine. ``Delivery.ack`` and ``nack`` are plain
+methods: they queue a request and never wait.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import weakref
+from datetime import datetime, timedelta
+from typing import (Any, AsyncIterator, Generic, Iterable, List, Mapping,
+                    Optional, TypeVar)
+
+import grpc
+import grpc.aio
+
+from hourglass import _protocol, errors
+from hourglass._protocol import (DEFAULT_CLOSE_TIMEOUT, DEFAULT_TIMEOUT,
+                                 TlsArg)
+from hourglass.types import Backoff, Delivery, Message, Payload, Receipt
+from hourglass.v1 import admin_pb2_grpc, broker_pb2, broker_pb2_grpc
+
+__all__ = ["BatchSubscription", "Client", "Subscription"]
+
+_log = logging.getLogger("hourglass")
+
+T = TypeVar("T")
+Request = broker_pb2.SubscribeRequest
+
+# Queued after a subscription's last deliveries.
+_END = object()
+
+
+class Client:
+    """A connection to one hourglassd, for asyncio code.
+
+    As ``hourglass.Client`` (which documents each call in full), with
+    coroutines. Not thread-safe: use it from the event loop it was created
+    in. ``await close()`` (or leaving an ``async with`` block) closes the
+    subscriptions and the channel.
+    """
+
+    def __init__(self, addr: str, token: Optional[str] = None,
+                 tls: TlsArg = None, *,
+                 timeout: Optional[float] = DEFAULT_TIMEOUT,
+                 backoff: Backoff = Backoff()) -> None:
+        """Creates the client; it connects on first use. Arguments as
+        ``hourglass.Client``.
+
+        Raises:
+            RuntimeError: no event loop is running.
+            ValueError, TypeError, OSError: as ``hourglass.Client``.
+        """
+        asyncio.get_running_loop()  # grpc.aio binds the channel to it.
+        self._settings = _protocol.channel_settings(addr, token, tls, backoff)
+        self._timeout = timeout
+        self._backoff = backoff
+        if self._settings.credentials is None:
+            self._channel = grpc.aio.insecure_channel(
+                addr, options=self._settings.options)
+        else:
+            self._channel = grpc.aio.secure_channel(
+                addr, self._settings.credentials,
+                options=self._settings.options)
+        self._broker = broker_pb2_grpc.BrokerStub(self._channel)
+        self._admin = admin_pb2_grpc.AdminStub(self._channel)
+        self._subscriptions: "weakref.WeakSet[_Subscription[Any]]" = (
+            weakref.WeakSet())
+
+    @property
+    def address(self) -> str:
+        """The broker's address, as given."""
+        return self._settings.target
+
+    async def publish(self, topic: str, payload: Payload = b"", *,
+                      delay: Optional[timedelta] = None,
+                      deliver_at: Optional[datetime] = None,
+                      id: Optional[str] = None,
+                      headers: Optional[Mapping[str, str]] = None) -> Receipt:
+        """Stores one message durably; as ``hourglass.Client.publish``."""
+        request = broker_pb2.PublishRequest(messages=[_protocol.message(
+            Message(topic, payload, delay, deliver_at, id, headers),
+            "publish")])
+        response = await self._unary(self._broker.Publish, request)
+        return _protocol.receipt(response.receipts[0])
+
+    async def publish_many(self, messages: Iterable[Message]) -> List[Receipt]:
+        """Stores every message durably, or none: one Publish call; as
+        ``hourglass.Client.publish_many``."""
+        response = await self._unary(self._broker.Publish,
+                                     _protocol.publish_request(messages))
+        return [_protocol.receipt(r) for r in response.receipts]
+
+    async def cancel(self, topic: str, id: str) -> None:
+        """Cancels a scheduled, not-yet-due message; as
+        ``hourglass.Client.cancel``."""
+        await self._unary(self._broker.Cancel,
+                          _protocol.cancel_request(topic, id))
+
+    async def reschedule(self, topic: str, id: str, *,
+                         delay: Optional[timedelta] = None,
+                         deliver_at: Optional[datetime] = None) -> Receipt:
+        """Moves a scheduled, not-yet-due message to a new due time; as
+        ``hourglass.Client.reschedule`` (Admin service: role ``admin``)."""
+        response = await self._unary(
+            self._admin.Reschedule,
+            _protocol.reschedule_request(topic, id, delay, deliver_at))
+        return _protocol.receipt(response)
+
+    async def subscribe(self, topic: str, group: str, *,
+                        max_in_flight: int = 0,
+                        ack_timeout: Optional[timedelta] = None,
+                        reconnect: bool = True) -> "Subscription":
+        """Consumes `topic` as a member of `group`, one delivery at a time;
+        returns once the broker accepted the stream. As
+        ``hourglass.Client.subscribe``, which describes reconnecting and
+        the errors."""
+        subscription = Subscription(self, topic, group, max_in_flight,
+                                    ack_timeout, reconnect)
+        await subscription._open(self._timeout)
+        self._subscriptions.add(subscription)
+        return subscription
+
+    async def subscribe_batches(self, topic: str, group: str, *,
+                                max_in_flight: int = 0,
+                                ack_timeout: Optional[timedelta] = None,
+                                reconnect: bool = True) -> "BatchSubscription":
+        """As ``subscribe``, on a SubscribeBatches stream: it yields lists;
+        see ``hourglass.Client.subscribe_batches``."""
+        subscription = BatchSubscription(self, topic, group, max_in_flight,
+                                         ack_timeout, reconnect)
+        await subscription._open(self._timeout)
+        self._subscriptions.add(subscription)
+        return subscription
+
+    async def close(self, timeout: float = DEFAULT_CLOSE_TIMEOUT) -> None:
+        """Closes every subscription, then the channel. Idempotent."""
+        for subscription in list(self._subscriptions):
+            await subscription.close(timeout)
+        await self._channel.close()
+
+    async def __aenter__(self) -> "Client":
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        await self.close()
+
+    async def _unary(self, method: Any, request: Any) -> Any:
+        """Calls `method` with the client's deadline and metadata; the one
+        place unary calls go through (as ``hourglass.Client._unary``).
+
+        Raises:
+            hourglass.Error: the call failed; its code and message.
+        """
+        try:
+            return await method(request, timeout=self._timeout,
+                                metadata=self._settings.metadata)
+        except grpc.RpcError as e:
+            raise _protocol.error(e) from e
+
+
+class _Stream:
+    """One Subscribe (or SubscribeBatches) call and its outbox.
+
+    grpc.aio's writer task reads `requests()` until the outbox closes.
+    """
+
+    def __init__(self, open_request: broker_pb2.SubscribeRequest) -> None:
+        self._requests: "asyncio.Queue[Optional[Request]]" = asyncio.Queue()
+        self.outbox = _protocol.Outbox(self._requests.put_nowait)
+        self.outbox.send(open_request)
+        self.call: Any = None  # Set once, right after construction.
+        self.accepted = False  # Whether the broker accepted the open.
+
+    async def requests(self) -> AsyncIterator[broker_pb2.SubscribeRequest]:
+        while True:
+            request = await self._requests.get()
+            if request is None:
+                return
+            yield request
+
+
+class _Subscription(Generic[T]):
+    """A subscribe stream that reconnects, for asyncio: what Subscription
+    and BatchSubscription share. `T` is what one step of iteration yields.
+
+    A reader task reads the current stream into a queue and opens the next
+    stream after a break, as the threaded client's reader thread does.
+    """
+
+    def __init__(self, client: Client, topic: str, group: str,
+                 max_in_flight: int, ack_timeout: Optional[timedelta],
+                 reconnect: bool, batches: bool) -> None:
+        self._open_request = _protocol.open_request(
+            topic, group, max_in_flight, ack_timeout)
+        self._name = _protocol.describe(topic, group)
+        self._address = client.address
+        self._method = getattr(client._broker,
+                               _protocol.subscribe_method(batches))
+        self._metadata = client._settings.metadata
+        self._backoff = client._backoff
+        self._reconnect = reconnect
+        self._items: "asyncio.Queue[Any]" = asyncio.Queue()
+        self._first_answer = asyncio.Event()  # First stream opened/ended.
+        self._closing = asyncio.Event()
+        self._ended = asyncio.Event()  # Set before the end is queued.
+        self._stream: Optional[_Stream] = None
+        self._task: Optional["asyncio.Task[None]"] = None
+        self._error: Optional[errors.Error] = None
+        self._reconnects = 0
+        self._waits = self._backoff.waits()
+
+    async def _open(self, timeout: Optional[float]) -> None:
+        """Opens the first stream and waits until the broker accepts it.
+
+        Raises:
+            hourglass.Error: the broker refused it, or DeadlineExceeded.
+        """
+        first = self._start(wait_for_ready=False)
+        self._task = asyncio.get_running_loop().create_task(
+            self._run(first), name=f"hourglass {self._name}")
+        try:
+            await asyncio.wait_for(self._first_answer.wait(), timeout)
+        except asyncio.TimeoutError:
+            await self.close(timeout=0)
+            raise errors.DeadlineExceeded(
+                f"{self._name}: no answer from {self._address} within "
+                f"{timeout} s") from None
+        if self._error is not None:
+            await self._task
+            raise self._error
+
+    @property
+    def reconnects(self) -> int:
+        """How many times a stream was opened again after one broke."""
+        return self._reconnects
+
+    @property
+    def error(self) -> Optional[errors.Error]:
+        """The error the subscription ended with; None while it runs, or
+        after a clean end."""
+        return self._error if self._ended.is_set() else None
+
+    @property
+    def closed(self) -> bool:
+        """Whether the subscription has ended (closed, or by an error)."""
+        return self._ended.is_set()
+
+    def ack(self, deliveries: Iterable[Delivery]) -> int:
+        """Acks `deliveries` in one request per stream they came on; as
+        ``hourglass.Subscription.ack``. Never waits."""
+        return _protocol.ack_all(deliveries)
+
+    async def close(self, timeout: float = DEFAULT_CLOSE_TIMEOUT) -> None:
+        """Ends the subscription cleanly; as ``hourglass.Subscription.close``.
+        Idempotent."""
+        self._closing.set()  # No stream starts after this.
+        stream = self._stream
+        if stream is not None:
+            if stream.accepted:
+                stream.outbox.close()
+            else:
+                # Not open (waiting for the broker to come back): nothing
+                # to end cleanly, and nothing to wait for.
+                stream.call.cancel()
+        if self._task is None:
+            return
+        done, _ = await asyncio.wait({self._task}, timeout=timeout)
+        if not done:
+            assert stream is not None
+            stream.call.cancel()
+            await self._task
+
+    async def __aenter__(self: "_S") -> "_S":
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        await self.close()
+
+    def __aiter__(self: "_S") -> "_S":
+        return self
+
+    async def __anext__(self) -> T:
+        item = await self._take(None)
+        if item is None:
+            if self._error is not None:
+                raise self._error
+            raise StopAsyncIteration
+        return item
+
+    async def receive(self, timeout: Optional[float] = None) -> Optional[T]:
+        """The next step of iteration, waiting at most `timeout` seconds;
+        as ``hourglass.Subscription.receive``."""
+        item = await self._take(timeout)
+        if item is None and self.closed and self._error is not None:
+            raise self._error
+        return item
+
+    def _pick(self, deliveries: List[Delivery]) -> T:
+        raise NotImplementedError
+
+    async def _take(self, timeout: Optional[float]) -> Optional[T]:
+        """What the next response of an open stream holds; None at the end,
+        or after `timeout` seconds."""
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        while True:
+            try:
+                item = self._items.get_nowait()
+            except asyncio.QueueEmpty:
+                if deadline is None:
+                    item = await self._items.get()
+                else:
+                    remaining = deadline - loop.time()
+                    if remaining <= 0:
+                        return None
+                    try:
+                        item = await asyncio.wait_for(self._items.get(),
+                                                      remaining)
+                    except asyncio.TimeoutError:
+                        return None
+            if item is _END:
+                self._items.put_nowait(_END)  # For every later call.
+                return None
+            outbox, deliveries = item
+            if outbox.open:
+                return self._pick(deliveries)
+
+    def _start(self, wait_for_ready: bool) -> Optional[_Stream]:
+        """Opens a stream and makes it the current one; None once closing."""
+        if self._closing.is_set():
+            return None
+        stream = _Stream(self._open_request)
+        stream.call = self._method(stream.requests(), metadata=self._metadata,
+                                   wait_for_ready=wait_for_ready)
+        self._stream = stream
+        return stream
+
+    async def _serve(self, stream: _Stream) -> Optional[grpc.RpcError]:
+        """Reads `stream` into the queue until it ends.
+
+        Returns:
+            None if it ended OK (or was cancelled by ``close``), else the
+            error it ended with.
+        """
+        call = stream.call
+        try:
+            await call.initial_metadata()  # Sent once the broker accepted.
+            if not call.done():
+                settled = asyncio.Event()
+                call.add_done_callback(lambda _: settled.set())
+                try:
+                    await asyncio.wait_for(settled.wait(),
+                                           _protocol.REFUSAL_GRACE)
+                except asyncio.TimeoutError:
+                    pass
+            if not call.done() or await call.code() == grpc.StatusCode.OK:
+                stream.accepted = True
+                self._waits = self._backoff.waits()
+                if self._first_answer.is_set():
+                    _log.info("%s: subscribed again", self._name)
+                self._first_answer.set()
+            async for response in call:
+                self._items.put_nowait(
+                    (stream.outbox,
+                     _protocol.deliveries(response, stream.outbox)))
+            return None
+        except grpc.RpcError as e:
+            return e
+        except asyncio.CancelledError:
+            # grpc.aio raises this for a call cancelled locally, which only
+            # close does; a cancellation of this task itself goes on.
+            if self._closing.is_set() and call.cancelled():
+                return None
+            raise
+        finally:
+            stream.outbox.close()
+
+    async def _run(self, stream: Optional[_Stream]) -> None:
+        """The reader task: serves streams until the subscription ends."""
+        try:
+            while stream is not None:
+                failure = await self._serve(stream)
+                if self._closing.is_set():
+                    break
+                again, error = _protocol.after_stream(
+                    failure, opened=self._first_answer.is_set(),
+                    reconnect=self._reconnect)
+                if not again:
+                    self._error = error
+                    self._first_answer.set()
+                    break
+                wait = next(self._waits)
+                _log.warning(
+                    "%s: stream ended (%s); subscribing again in %.3f s",
+                    self._name, error, wait)
+                try:
+                    await asyncio.wait_for(self._closing.wait(), wait)
+                    break
+                except asyncio.TimeoutError:
+                    pass
+                stream = self._start(wait_for_ready=True)
+                if stream is not None:
+                    self._reconnects += 1
+        finally:
+            self._ended.set()
+            self._items.put_nowait(_END)
+
+
+_S = TypeVar("_S", bound=_Subscription[Any])
+
+
+class Subscription(_Subscription[Delivery]):
+    """The deliveries of a Subscribe stream, one at a time:
+    ``async for delivery in subscription``. As ``hourglass.Subscription``.
+    Made by ``Client.subscribe``."""
+
+    def __init__(self, client: Client, topic: str, group: str,
+                 max_in_flight: int, ack_timeout: Optional[timedelta],
+                 reconnect: bool) -> None:
+        super().__init__(client, topic, group, max_in_flight, ack_timeout,
+                         reconnect, batches=False)
+
+    def _pick(self, deliveries: List[Delivery]) -> Delivery:
+        return deliveries[0]
+
+
+class BatchSubscription(_Subscription[List[Delivery]]):
+    """The deliveries of a SubscribeBatches stream, a list at a time. As
+    ``hourglass.BatchSubscription``. Made by ``Client.subscribe_batches``."""
+
+    def __init__(self, client: Client, topic: str, group: str,
+                 max_in_flight: int, ack_timeout: Optional[timedelta],
+                 reconnect: bool) -> None:
+        super().__init__(client, topic, group, max_in_flight, ack_timeout,
+                         reconnect, batches=True)
+
+    def _pick(self, deliveries: List[Delivery]) -> List[Delivery]:
+        return deliveries
