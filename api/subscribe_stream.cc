@@ -77,9 +77,8 @@ class SubscribeStream final : public SubscribeReactor<Response> {
   static constexpr bool kBatches =
       std::is_same_v<Response, hourglass::v1::DeliveryBatch>;
 
-  SubscribeStream(grpc::CallbackServerContext* context,
-                  broker::Broker* broker, const Limits& limits,
-                  StreamHooks hooks)
+  SubscribeStream(grpc::CallbackServerContext* context, broker::Broker* broker,
+                  const Limits& limits, StreamHooks hooks)
       : context_(context),
         broker_(broker),
         limits_(limits),
@@ -234,9 +233,9 @@ void SubscribeStream<Response>::OnReadDone(bool ok) {
     }
     // The next read starts once the consumer is subscribed.
     broker_->Subscribe(std::move(options), sink_,
-                           [sink = sink_](absl::StatusOr<ConsumerId> id) {
-                             sink->Subscribed(std::move(id));
-                           });
+                       [sink = sink_](absl::StatusOr<ConsumerId> id) {
+                         sink->Subscribed(std::move(id));
+                       });
     return;
   }
   if (HandleRequest()) this->StartRead(&request_);
@@ -317,8 +316,11 @@ void SubscribeStream<Response>::OnSubscribed(absl::StatusOr<ConsumerId> id) {
     absl::MutexLock lock(&mu_);
     if (!finishing_) {
       consumer_ = *id;
-      // Initial metadata tells the client it is subscribed; deliveries
-      // that arrived meanwhile follow it.
+      // Initial metadata tells the client it is subscribed, marked so that
+      // a client that cannot tell it from the empty metadata of a refusal
+      // (gRPC Python) need not guess; deliveries that arrived meanwhile
+      // follow it.
+      context_->AddInitialMetadata(std::string(kSubscribedMetadata), "1");
       this->StartSendInitialMetadata();
       WriteNextLocked();
       this->StartRead(&request_);
@@ -449,8 +451,8 @@ void SubscribeStream<Response>::FinishOnce(const grpc::Status& status,
 SubscribeReactor<hourglass::v1::Delivery>* NewSubscribeStream(
     grpc::CallbackServerContext* context, broker::Broker* broker,
     const Limits& limits, StreamHooks hooks) {
-  return new SubscribeStream<hourglass::v1::Delivery>(context, broker,
-                                                      limits, std::move(hooks));
+  return new SubscribeStream<hourglass::v1::Delivery>(context, broker, limits,
+                                                      std::move(hooks));
 }
 
 SubscribeReactor<hourglass::v1::DeliveryBatch>* NewSubscribeBatchesStream(

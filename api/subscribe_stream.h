@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <string_view>
 
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
@@ -62,6 +63,10 @@ struct StreamHooks {
 template <typename Response>
 using SubscribeReactor =
     grpc::ServerBidiReactor<hourglass::v1::SubscribeRequest, Response>;
+
+// The initial-metadata entry (value "1") with which a stream says its
+// consumer is subscribed (broker.proto, Subscribe).
+inline constexpr std::string_view kSubscribedMetadata = "hourglass-subscribed";
 
 // Most bytes of deliveries (payloads, headers, ids and topics) that a
 // SubscribeBatches stream packs into one DeliveryBatch; a larger delivery

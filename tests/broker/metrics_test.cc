@@ -264,7 +264,8 @@ TEST(MetricsTest, SourcesRenderWholeFamiliesAtEachScrapeUntilRemoved) {
       "# HELP hourglass_scheduled Messages published and not yet due.\n"
       "# TYPE hourglass_scheduled gauge\n";
   const std::string disk =
-      "# HELP hourglass_store_disk_bytes Bytes of table and blob files.\n"
+      "# HELP hourglass_store_disk_bytes Bytes of table and blob files and of "
+      "the write-ahead log.\n"
       "# TYPE hourglass_store_disk_bytes gauge\n"
       "hourglass_store_disk_bytes 4096\n";
   EXPECT_EQ(registry.Render(), ready + scheduled_head +

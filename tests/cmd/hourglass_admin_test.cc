@@ -537,12 +537,17 @@ class HourglassAdminCliStatsTest : public HourglassAdminCliTest {
   }
 };
 
+// The first line of `hourglass stats`: when the broker started, its
+// version, data format and store.
+constexpr char kStatsHeader[] =
+    "broker started YYYY-MM-DDTHH:MM:SS.mmmZ \\(up (0|[0-9]+s)\\), "
+    "hourglassd 0\\.1\\.0, data format 3, store [0-9a-f]{32}";
+
 TEST_F(HourglassAdminCliStatsTest, StatsCountEveryStateExactly) {
   ASSERT_NO_FATAL_FAILURE(StartBroker());
   std::vector<std::string> lines = Lines(Masked(CliOk({"stats"})));
   ASSERT_EQ(lines.size(), 3u);
-  EXPECT_THAT(lines[0], MatchesRegex("broker started YYYY-MM-DDTHH:MM:SS.mmmZ "
-                                     "\\(up (0|[0-9]+s)\\)"));
+  EXPECT_THAT(lines[0], MatchesRegex(kStatsHeader));
   EXPECT_EQ(lines[1], "");
   EXPECT_EQ(lines[2], "no topics");
 
@@ -550,8 +555,7 @@ TEST_F(HourglassAdminCliStatsTest, StatsCountEveryStateExactly) {
   const std::string table = Masked(CliOk({"stats"}));
   lines = Lines(table);
   ASSERT_GE(lines.size(), 2u) << table;
-  EXPECT_THAT(lines[0], MatchesRegex("broker started YYYY-MM-DDTHH:MM:SS.mmmZ "
-                                     "\\(up (0|[0-9]+s)\\)"));
+  EXPECT_THAT(lines[0], MatchesRegex(kStatsHeader));
   // Six publishes in the last minute are 0.1 a second.
   EXPECT_EQ(table.substr(table.find('\n') + 1),
             "\n"
@@ -567,13 +571,20 @@ TEST_F(HourglassAdminCliStatsTest, StatsCountEveryStateExactly) {
             "TOPIC  GROUP  READY  IN_FLIGHT  CONSUMERS  ACK/S\n"
             "beta   g          6          0          0    0.0\n");
 
-  EXPECT_EQ(Masked(CliOk({"stats", "--topic=beta", "--json"})),
+  // The store id, which differs run to run, masked too.
+  std::string json = Masked(CliOk({"stats", "--topic=beta", "--json"}));
+  const size_t id = json.find("\"store_id\":\"");
+  ASSERT_NE(id, std::string::npos) << json;
+  json.replace(id + 12, 32, "<id>");
+  EXPECT_EQ(json,
             "{\"topics\":[{\"topic\":\"beta\",\"scheduled\":\"0\","
             "\"ready\":\"6\",\"in_flight\":\"0\",\"dead_lettered\":\"0\","
             "\"publish_rate\":0.1,\"delivery_rate\":0,\"lateness\":{"
             "\"p50\":\"0s\",\"p90\":\"0s\",\"p99\":\"0s\",\"max\":\"0s\"},"
             "\"groups\":[{\"group\":\"g\",\"ready\":\"6\",\"in_flight\":\"0\","
             "\"consumers\":0,\"ack_rate\":0}]}],"
+            "\"version\":\"0.1.0\",\"format_version\":3,\"store_id\":\"<id>\","
+            "\"serving\":true,\"not_serving_reason\":\"\","
             "\"started_at\":\"YYYY-MM-DDTHH:MM:SS.mmmZ\"}\n");
 
   // A consumer takes one: in flight, delivered, late by some amount.

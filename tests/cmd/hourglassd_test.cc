@@ -175,33 +175,24 @@ void WriteFormatVersion(const std::string& path, uint32_t version) {
   ASSERT_TRUE((*store)->Write(batch).ok());
 }
 
-TEST(HourglassdTest, RefusesAFormatVersionTooOldWithOneLine) {
-  testing::TempDir dir;
-  WriteFormatVersion(dir.path(), 1);
-  const testing::RunResult result = testing::Run(
-      Daemon({"--listen=127.0.0.1:0", "--data_dir=" + dir.path()}), kTimeout);
-  EXPECT_EQ(result.exit_code, 1);
-  EXPECT_THAT(result.output,
-              HasSubstr(absl::StrCat("data dir ", dir.path(),
-                                     " has format version 1; this hourglassd "
-                                     "reads format versions 2 to 3: upgrade "
-                                     "it with an older hourglassd first\n")));
-}
-
-// As when an hourglassd older than the data dir's writer starts on it: a
-// rollback after an upgrade.
-TEST(HourglassdTest, RefusesANewerFormatVersionWithOneLine) {
-  testing::TempDir dir;
-  WriteFormatVersion(dir.path(), 4);
-  const testing::RunResult result = testing::Run(
-      Daemon({"--listen=127.0.0.1:0", "--data_dir=" + dir.path()}), kTimeout);
-  EXPECT_EQ(result.exit_code, 1);
-  EXPECT_THAT(result.output,
-              HasSubstr(absl::StrCat("data dir ", dir.path(),
-                                     " has format version 4; this hourglassd "
-                                     "reads format versions 2 to 3: run the "
-                                     "hourglassd that wrote it, or a newer "
-                                     "one\n")));
+// A data dir too old for this hourglassd (1), and one too new (4: as when
+// an older hourglassd starts on it after an upgrade, a rollback).
+TEST(HourglassdTest, RefusesAFormatVersionItDoesNotReadWithOneLine) {
+  for (const auto& [version, advice] :
+       {std::pair{1, "upgrade it with an older hourglassd first"},
+        std::pair{4, "run the hourglassd that wrote it, or a newer one"}}) {
+    testing::TempDir dir;
+    WriteFormatVersion(dir.path(), version);
+    const testing::RunResult result = testing::Run(
+        Daemon({"--listen=127.0.0.1:0", "--data_dir=" + dir.path()}), kTimeout);
+    EXPECT_EQ(result.exit_code, 1);
+    EXPECT_THAT(result.output,
+                HasSubstr(absl::StrCat("data dir ", dir.path(),
+                                       " has format version ", version,
+                                       "; this hourglassd reads format "
+                                       "versions 2 to 3: ",
+                                       advice, "\n")));
+  }
 }
 
 TEST(HourglassdTest, VersionSaysTheDataFormatsItOpens) {

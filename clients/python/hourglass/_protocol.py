@@ -13,7 +13,7 @@ import dataclasses
 import os
 import threading
 from datetime import datetime, timedelta, timezone
-from typing import (Callable, Iterable, List, Optional, Sequence, Tuple,
+from typing import (Any, Callable, Iterable, List, Optional, Sequence, Tuple,
                     Union)
 
 import grpc
@@ -37,16 +37,18 @@ DEFAULT_TIMEOUT = 10.0
 #: Default time ``close`` gives the broker to end a stream cleanly, in seconds.
 DEFAULT_CLOSE_TIMEOUT = 5.0
 
-#: How long a subscribe stream whose initial metadata came waits for a
-#: status that may follow it, in seconds, before it counts as accepted. The
-#: broker sends initial metadata once it accepted an open, and refuses one
-#: with a status alone (a trailers-only answer); gRPC Python reports such an
-#: answer as two events, empty initial metadata and then the status, a
-#: fraction of a millisecond apart. Without this wait a refused subscribe
-#: could look accepted (about once in a thousand, on a fresh channel) and
-#: fail on its first read instead. A refusal ends the wait at once; an
-#: accepted stream pays it once.
-REFUSAL_GRACE = 0.05
+#: The initial-metadata entry with which the broker says a subscribe
+#: stream's open was accepted (broker.proto, Subscribe). A refused open ends
+#: with a status alone, which gRPC Python reports as empty initial metadata
+#: followed by the status: only the entry tells the two apart.
+SUBSCRIBED_METADATA = "hourglass-subscribed"
+
+
+def accepted(initial_metadata: Any) -> bool:
+    """Whether a subscribe stream's initial metadata says it was accepted."""
+    return any(key == SUBSCRIBED_METADATA for key, _ in
+               (initial_metadata or ()))
+
 
 #: What ``Client(tls=...)`` takes: off (None, False), the system's roots
 #: (True), root CAs as PEM bytes or a path (str or os.PathLike; a str holding

@@ -360,16 +360,9 @@ class _Subscription(Generic[T]):
         """
         call = stream.call
         try:
-            await call.initial_metadata()  # Sent once the broker accepted.
-            if not call.done():
-                settled = asyncio.Event()
-                call.add_done_callback(lambda _: settled.set())
-                try:
-                    await asyncio.wait_for(settled.wait(),
-                                           _protocol.REFUSAL_GRACE)
-                except asyncio.TimeoutError:
-                    pass
-            if not call.done() or await call.code() == grpc.StatusCode.OK:
+            # Sent once the broker accepted the open, marked; a refusal
+            # has none, and reading on raises its status.
+            if _protocol.accepted(await call.initial_metadata()):
                 stream.accepted = True
                 self._waits = self._backoff.waits()
                 if self._first_answer.is_set():

@@ -486,12 +486,9 @@ class _Subscription(Generic[T]):
         """
         call = stream.call
         try:
-            call.initial_metadata()  # Sent once the broker accepted the open.
-            if not call.done():
-                settled = threading.Event()
-                call.add_done_callback(lambda _: settled.set())
-                settled.wait(_protocol.REFUSAL_GRACE)
-            if not call.done() or call.code() == grpc.StatusCode.OK:
+            # Sent once the broker accepted the open, marked; a refusal
+            # has none, and reading on raises its status.
+            if _protocol.accepted(call.initial_metadata()):
                 with self._lock:
                     stream.accepted = True
                 self._waits = self._backoff.waits()
