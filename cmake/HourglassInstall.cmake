@@ -1,4 +1,5 @@
-# What `cmake --install` puts in place, so that another project can
+# What `cmake --install` puts in place: the programs, what runs hourglassd
+# as a systemd service, the documentation, and what another project needs to
 #
 #   find_package(Hourglass 0.1 REQUIRED)
 #   target_link_libraries(app PRIVATE Hourglass::client)
@@ -6,6 +7,19 @@
 # (examples/ is such a project):
 #   bin/                          hourglassd, hourglass, hourglass-bench
 #                                 (their own CMakeLists.txt install them)
+#   lib/systemd/system/           hourglassd.service, naming the paths of
+#                                 this prefix (HOURGLASS_SYSTEMD_UNIT_DIR)
+#   lib/sysusers.d/               hourglass.conf, the user it runs as
+#                                 (HOURGLASS_SYSUSERS_DIR)
+#   /etc/hourglass/               hourglassd.flags, unless one is there; for
+#                                 prefixes other than /, /usr and /usr/local
+#                                 see cmake/HourglassInstallService.cmake
+#   share/doc/hourglass/          README.md, ARCHITECTURE.md, BENCHMARKS.md,
+#                                 docs/sizing.md and deploy/ (its README, the
+#                                 flag file with the defaults, the alerting
+#                                 rules and the Grafana dashboard), at their
+#                                 paths in the repository, so links between
+#                                 them hold
 #   include/hourglass/client/     the client library's public headers
 #   include/hourglass/v1/         the generated messages and stubs of
 #                                 api/hourglass/v1/*.proto
@@ -53,3 +67,41 @@ install(FILES
   ${PROJECT_BINARY_DIR}/HourglassConfig.cmake
   ${PROJECT_BINARY_DIR}/HourglassConfigVersion.cmake
   DESTINATION ${HOURGLASS_CMAKE_DIR})
+
+# --- hourglassd as a systemd service, and the documentation ---------------
+# Relative to the prefix unless absolute. systemd looks for units and
+# sysusers.d files under /usr/local/lib and /usr/lib; with another prefix,
+# link them (`systemctl link`) or set these to /etc/systemd/system and
+# /etc/sysusers.d.
+set(HOURGLASS_SYSTEMD_UNIT_DIR lib/systemd/system CACHE STRING
+    "Where cmake --install puts hourglassd.service (default lib/systemd/system)")
+set(HOURGLASS_SYSUSERS_DIR lib/sysusers.d CACHE STRING
+    "Where cmake --install puts the sysusers.d file (default lib/sysusers.d)")
+
+install(FILES ${PROJECT_SOURCE_DIR}/deploy/hourglass.sysusers.conf
+  DESTINATION ${HOURGLASS_SYSUSERS_DIR} RENAME hourglass.conf)
+# The unit and the flag file: at install time, for the prefix installed to.
+install(CODE "
+  set(HOURGLASS_SOURCE_DIR \"${PROJECT_SOURCE_DIR}\")
+  set(HOURGLASS_BINARY_DIR \"${PROJECT_BINARY_DIR}\")
+  set(HOURGLASS_BINDIR \"${CMAKE_INSTALL_BINDIR}\")
+  set(HOURGLASS_DOCDIR \"${CMAKE_INSTALL_DOCDIR}\")
+  set(HOURGLASS_SYSCONFDIR \"${CMAKE_INSTALL_SYSCONFDIR}\")
+  set(HOURGLASS_SYSTEMD_UNIT_DIR \"${HOURGLASS_SYSTEMD_UNIT_DIR}\")
+  include(\"${PROJECT_SOURCE_DIR}/cmake/HourglassInstallService.cmake\")")
+
+install(FILES
+  ${PROJECT_SOURCE_DIR}/README.md
+  ${PROJECT_SOURCE_DIR}/ARCHITECTURE.md
+  ${PROJECT_SOURCE_DIR}/BENCHMARKS.md
+  DESTINATION ${CMAKE_INSTALL_DOCDIR})
+install(FILES ${PROJECT_SOURCE_DIR}/docs/sizing.md
+  DESTINATION ${CMAKE_INSTALL_DOCDIR}/docs)
+install(FILES
+  ${PROJECT_SOURCE_DIR}/deploy/README.md
+  ${PROJECT_SOURCE_DIR}/deploy/hourglassd.flags
+  DESTINATION ${CMAKE_INSTALL_DOCDIR}/deploy)
+install(FILES ${PROJECT_SOURCE_DIR}/deploy/prometheus/alerts.yml
+  DESTINATION ${CMAKE_INSTALL_DOCDIR}/deploy/prometheus)
+install(FILES ${PROJECT_SOURCE_DIR}/deploy/grafana/hourglass.json
+  DESTINATION ${CMAKE_INSTALL_DOCDIR}/deploy/grafana)

@@ -19,25 +19,56 @@ packages=(
   python3-grpcio python3-protobuf python3-pytest
   # The fuzz and tsan presets: clang with its sanitizer and libFuzzer runtimes.
   clang libclang-rt-14-dev
+  # tests/deploy: Debian's python3 with its YAML parser reads the deploy
+  # files; systemd-analyze verifies the unit, systemd-sysusers its user.
+  python3 python3-yaml systemd
 )
+
+# promtool checks and unit-tests deploy/prometheus/alerts.yml (tests/deploy).
+# Debian ships it only inside its prometheus package, whose installation
+# also enables and starts a Prometheus server; so the binary alone is taken
+# from that package (apt-get download, checked against the archive's
+# signed index like any install) into a directory of its own, off PATH.
+# A promtool on PATH (an installed prometheus package) is used instead.
+promtool_dir=/usr/local/lib/hourglass
+need_promtool=0
+if ! command -v promtool >/dev/null && [[ ! -x $promtool_dir/promtool ]]; then
+  need_promtool=1
+fi
 
 missing=()
 for p in "${packages[@]}"; do
   status=$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)
   [[ "$status" == "installed" ]] || missing+=("$p")
 done
-((${#missing[@]} == 0)) && exit 0
+((${#missing[@]} == 0 && need_promtool == 0)) && exit 0
 
 if ((EUID == 0)); then
   sudo=()
 elif command -v sudo >/dev/null; then
   sudo=(sudo)
 else
+  ((need_promtool)) && missing+=(promtool)
   echo "setup.sh: missing packages (${missing[*]}) and not root; run as root or install sudo" >&2
   exit 1
 fi
 
-echo "setup.sh: installing ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
 "${sudo[@]}" apt-get update -qq
-"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+if ((${#missing[@]} > 0)); then
+  echo "setup.sh: installing ${missing[*]}" >&2
+  "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+if ((need_promtool)); then
+  echo "setup.sh: installing promtool from Debian's prometheus package into $promtool_dir" >&2
+  work=$(mktemp -d)
+  trap '"${sudo[@]}" rm -rf "$work"' EXIT
+  # Downloaded by apt's sandbox user, who must be able to reach and write it.
+  chmod 0755 "$work"
+  mkdir -m 0755 "$work/deb"
+  if id _apt >/dev/null 2>&1; then "${sudo[@]}" chown _apt "$work/deb"; fi
+  (cd "$work/deb" && "${sudo[@]}" apt-get download -qq prometheus)
+  dpkg-deb --fsys-tarfile "$work"/deb/prometheus_*.deb |
+    tar -x -C "$work" ./usr/bin/promtool
+  "${sudo[@]}" install -D -m 0755 "$work/usr/bin/promtool" "$promtool_dir/promtool"
+fi

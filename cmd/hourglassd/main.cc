@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "absl/flags/flag.h"
@@ -33,6 +34,7 @@
 #include "broker/clock.h"
 #include "broker/engine.h"
 #include "broker/metrics.h"
+#include "cmd/hourglassd/sd_notify.h"
 #include "spdlog/spdlog.h"
 #include "storage/message_store.h"
 #include "storage/rocksdb_store.h"
@@ -249,6 +251,16 @@ void WarnIfExposed(const std::string& listen, bool tls, bool mutual_tls,
   }
 }
 
+// Tells the service manager `state` through `notifier` (systemd's
+// Type=notify); a failure is logged, not fatal: the broker serves the same.
+void NotifyServiceManager(
+    const hourglass::hourglassd::ServiceNotifier& notifier,
+    std::string_view state) {
+  if (absl::Status sent = notifier.Notify(state); !sent.ok()) {
+    spdlog::warn("WARNING: {}", std::string(sent.message()));
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -352,6 +364,14 @@ int main(int argc, char** argv) {
     Fail(absl::StrCat("--max_streams_per_connection must be >= 0, not ",
                       max_streams_per_connection));
   }
+
+  // systemd's Type=notify (deploy/hourglassd.service) hears READY=1 once
+  // the broker recovered and serves, STOPPING=1 when shutdown begins. A
+  // malformed $NOTIFY_SOCKET fails fast: the manager would otherwise wait
+  // out its start timeout and kill a broker that serves.
+  absl::StatusOr<hourglass::hourglassd::ServiceNotifier> notifier =
+      hourglass::hourglassd::ServiceNotifier::FromEnvironment();
+  if (!notifier.ok()) Fail(std::string(notifier.status().message()));
 
   // Read before anything starts, so that a bad file fails fast.
   std::unique_ptr<hourglass::api::Authorizer> authorizer;
@@ -508,6 +528,12 @@ int main(int argc, char** argv) {
     WarnIfCertLinesUnused(*authorizer, authorizer->counts().certificates,
                           mutual_tls);
   }
+  // gRPC health follows the store: NOT_SERVING while it refuses writes.
+  hourglass::api::FollowStoreHealth((*engine)->store_health(), server->get());
+  NotifyServiceManager(
+      *notifier,
+      absl::StrCat("READY=1\nSTATUS=serving on ", options.listen_address,
+                   " (port ", (*server)->port(), ")"));
   spdlog::info("hourglassd listening on {} (port {}): {}, {}",
                options.listen_address, (*server)->port(),
                mutual_tls ? "mutual TLS" : (tls ? "TLS" : "plaintext"),
@@ -516,13 +542,13 @@ int main(int argc, char** argv) {
                    : std::string("no authentication"));
   spdlog::info("hourglassd serving metrics on {} (port {})", metrics_listen,
                (*metrics_server)->port());
-  // gRPC health follows the store: NOT_SERVING while it refuses writes.
-  hourglass::api::FollowStoreHealth((*engine)->store_health(), server->get());
-
   const int signal = WaitForTerminationSignal(signals, authorizer.get(),
                                               mutual_tls, broker_service);
   spdlog::info("hourglassd received {}, shutting down",
                signal == SIGTERM ? "SIGTERM" : "SIGINT");
+  NotifyServiceManager(*notifier,
+                       absl::StrCat("STOPPING=1\nSTATUS=shutting down on ",
+                                    signal == SIGTERM ? "SIGTERM" : "SIGINT"));
   // Scrapes stop first: collectors may read the broker.
   (*metrics_server)->Shutdown();
   // Streams end first (consumers reconnect elsewhere or later); calls in

@@ -1,0 +1,138 @@
+"""deploy/grafana/hourglass.json: every query names only metrics hourglassd
+exports, promtool parses it, and the dashboard shows what issue 25 asks:
+publish and delivery rates, lateness, scheduled backlog, dead letters and
+store health."""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import unittest
+
+import deploy_files
+
+# Grafana's variables, as a query sees them once Grafana substituted them.
+VARIABLES = {"$__rate_interval": "5m", "$__interval": "1m",
+             "$__range": "1h"}
+
+
+def dashboard():
+    with open(deploy_files.source_path("deploy", "grafana", "hourglass.json"),
+              encoding="utf-8") as f:
+        return json.load(f)
+
+
+def panels():
+    return [p for p in dashboard()["panels"] if p["type"] != "row"]
+
+
+def queries():
+    """(panel title, PromQL) of every panel target and query variable,
+    with Grafana's variables replaced ($instance and $topic only appear in
+    label values, which stay as they are)."""
+    found = [(p["title"], t["expr"]) for p in panels() for t in p["targets"]]
+    for variable in dashboard()["templating"]["list"]:
+        if variable["type"] == "query":
+            match = re.fullmatch(r"label_values\((.*), (\w+)\)",
+                                 variable["query"]["query"])
+            found.append((f"${variable['name']}", match.group(1)))
+    replaced = []
+    for title, expr in found:
+        for name, value in VARIABLES.items():
+            expr = expr.replace(name, value)
+        replaced.append((title, expr))
+    return replaced
+
+
+class DashboardTest(unittest.TestCase):
+
+    def test_every_query_names_only_metrics_hourglassd_exports(self):
+        for title, expr in queries():
+            with self.subTest(panel=title, expr=expr):
+                self.assertEqual(deploy_files.check_expression(expr), [])
+                self.assertNotIn("$", re.sub(r'"[^"]*"', "", expr))
+
+    def test_query_variables_name_labels_of_their_metric(self):
+        known = deploy_files.known_metrics()
+        for variable in dashboard()["templating"]["list"]:
+            if variable["type"] != "query":
+                continue
+            with self.subTest(variable=variable["name"]):
+                match = re.fullmatch(r"label_values\((\w+).*, (\w+)\)",
+                                     variable["query"]["query"])
+                metric, label = match.groups()
+                self.assertIn(label, set(known[metric][1]) |
+                              deploy_files.TARGET_LABELS)
+                self.assertEqual(variable["definition"],
+                                 variable["query"]["query"])
+
+    def test_promtool_parses_every_query(self):
+        # promtool has no command for a bare expression: each becomes a
+        # recording rule of a rule file it checks.
+        work = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, work)
+        path = os.path.join(work, "dashboard_rules.yml")
+        rules = [{"record": f"dashboard:query_{i}", "expr": expr}
+                 for i, (_, expr) in enumerate(queries())]
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump({"groups": [{"name": "dashboard", "rules": rules}]}, f)
+        result = subprocess.run(
+            [deploy_files.env("HOURGLASS_PROMTOOL"), "check", "rules", path],
+            capture_output=True, text=True, timeout=120)
+        self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
+        self.assertIn(f"SUCCESS: {len(rules)} rules found", result.stdout)
+
+    def test_shows_what_the_issue_asks_for(self):
+        exprs = " ".join(expr for _, expr in queries())
+        for metric in ("hourglass_published_total",       # publish rate
+                       "hourglass_delivered_total",       # delivery rate
+                       "hourglass_delivery_lateness_seconds_bucket",
+                       "hourglass_scheduled",             # backlog
+                       "hourglass_dead_lettered_total",   # dead letters
+                       "hourglass_serving",               # store health
+                       "hourglass_store_errors_total",
+                       "hourglass_calls_refused_total",
+                       "hourglass_store_disk_bytes"):
+            with self.subTest(metric=metric):
+                self.assertRegex(exprs, rf"\b{metric}\b")
+
+    def test_panels_have_unique_ids_fit_the_grid_and_use_the_variable(self):
+        ids = [p["id"] for p in dashboard()["panels"]]
+        self.assertEqual(len(ids), len(set(ids)))
+        for panel in dashboard()["panels"]:
+            with self.subTest(panel=panel["title"]):
+                grid = panel["gridPos"]
+                self.assertLessEqual(grid["x"] + grid["w"], 24)
+                if panel["type"] == "row":
+                    continue
+                self.assertTrue(panel["description"])
+                self.assertEqual(panel["datasource"],
+                                 {"type": "prometheus",
+                                  "uid": "${datasource}"})
+                refs = [t["refId"] for t in panel["targets"]]
+                self.assertEqual(len(refs), len(set(refs)))
+                for target in panel["targets"]:
+                    self.assertEqual(target["datasource"],
+                                     panel["datasource"])
+
+    def test_panels_do_not_overlap(self):
+        cells = {}
+        for panel in dashboard()["panels"]:
+            grid = panel["gridPos"]
+            for y in range(grid["y"], grid["y"] + grid["h"]):
+                for x in range(grid["x"], grid["x"] + grid["w"]):
+                    with self.subTest(panel=panel["title"], x=x, y=y):
+                        self.assertNotIn((x, y), cells)
+                    cells[(x, y)] = panel["title"]
+
+    def test_the_datasource_is_a_variable_of_prometheus_sources(self):
+        variables = {v["name"]: v for v in dashboard()["templating"]["list"]}
+        self.assertEqual(variables["datasource"]["type"], "datasource")
+        self.assertEqual(variables["datasource"]["query"], "prometheus")
+        self.assertEqual(dashboard()["uid"], "hourglass")
+
+
+if __name__ == "__main__":
+    unittest.main()
