@@ -33,7 +33,7 @@ absl::Status BackgroundWrite::Finish(storage::WriteBatch* failed) {
       +[](std::optional<absl::Status>* s) { return s->has_value(); },
       &status_));
   if (!status_->ok()) *failed = *std::move(batch_);
-  batch_.reset();
+  batch_.reset();  // Freed by the thread already unless the write failed.
   return *std::move(status_);
 }
 
@@ -55,6 +55,10 @@ void BackgroundWrite::Run(const std::string& name) {
     mu_.Unlock();
     absl::Status status = commits_->WriteDirect(batch);
     mu_.Lock();
+    // A written batch is freed here rather than by the owner, whose thread
+    // (the dispatcher's step) is the busier one; a failed one is kept for
+    // the owner's retry.
+    if (status.ok()) batch_.reset();
     status_ = std::move(status);
   }
   mu_.Unlock();

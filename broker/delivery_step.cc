@@ -204,6 +204,12 @@ absl::StatusOr<bool> DeliveryStep::Run(bool deliver) {
   for (auto& [consumer, deliveries] : sends) {
     consumer->Send(std::move(deliveries));
   }
+  // The acks' vector, emptied, takes the next step's acks: in a burst
+  // each step would otherwise grow a new one from nothing.
+  if (state_->finished().empty()) {
+    work.acked.clear();
+    state_->finished() = std::move(work.acked);
+  }
   if (absl::Status acked = FinishAckWrite(); !acked.ok()) return acked;
   return true;
 }
