@@ -1,14 +1,10 @@
 #include "storage/rocksdb_store.h"
 
-#include <fcntl.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <array>
 #include <atomic>
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -21,9 +17,7 @@
 
 #include "absl/base/config.h"
 #include "absl/base/thread_annotations.h"
-#include "absl/random/random.h"
 #include "absl/status/status.h"
-#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -38,6 +32,8 @@
 #include "rocksdb/utilities/checkpoint.h"
 #include "rocksdb/utilities/table_properties_collectors.h"
 #include "rocksdb/write_batch.h"
+#include "storage/data_dir.h"
+#include "storage/format_version.h"
 #include "storage/keys.h"
 
 namespace hourglass::storage {
@@ -237,90 +233,6 @@ rocksdb::ColumnFamilyOptions TableOptions(
   cf.table_factory.reset(rocksdb::NewBlockBasedTableFactory(blocks));
   return cf;
 }
-
-// The error for a symbolic link found where a lock file goes: following
-// it would let whoever planted it have a file of their choosing created or
-// locked.
-absl::Status SymlinkRefused(const std::string& path) {
-  return absl::FailedPreconditionError(
-      absl::StrCat("cannot open ", path,
-                   ": it is a symbolic link, which hourglassd does not follow "
-                   "(remove it; the lock file is made afresh)"));
-}
-
-// Creates data dir `path` with mode 0700 if it does not exist, and its
-// missing parents as the umask says; an existing one keeps its mode.
-// Errors: PERMISSION_DENIED, or FAILED_PRECONDITION (say, a parent or the
-// path itself is a file), naming the path.
-absl::Status CreateDataDir(const std::string& path) {
-  std::filesystem::path dir = std::filesystem::path(path).lexically_normal();
-  if (!dir.has_filename()) dir = dir.parent_path();  // "data/"
-  std::error_code error;
-  if (const std::filesystem::path parent = dir.parent_path(); !parent.empty()) {
-    std::filesystem::create_directories(parent, error);
-  }
-  if (!error && mkdir(dir.c_str(), 0700) != 0) {
-    error = std::error_code(errno, std::generic_category());
-    struct stat st;
-    if (error == std::errc::file_exists && stat(dir.c_str(), &st) == 0) {
-      error = S_ISDIR(st.st_mode)
-                  ? std::error_code()
-                  : std::make_error_code(std::errc::not_a_directory);
-    }
-  }
-  if (!error) return absl::OkStatus();
-  const std::string message =
-      absl::StrCat("cannot create data dir ", path, ": ", error.message());
-  return error == std::errc::permission_denied
-             ? absl::PermissionDeniedError(message)
-             : absl::FailedPreconditionError(message);
-}
-
-// Whether `path` is a symbolic link (false if it does not exist).
-bool IsSymlink(const std::string& path) {
-  struct stat st;
-  return lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode);
-}
-
-// Holds an exclusive flock on <data dir>/hourglassd.lock for its lifetime.
-class DataDirLock {
- public:
-  // FAILED_PRECONDITION if another process (or another store in this one)
-  // holds the lock, or the lock file is a symbolic link (never followed);
-  // PERMISSION_DENIED or UNAVAILABLE if the file cannot be opened.
-  static absl::StatusOr<std::unique_ptr<DataDirLock>> Acquire(
-      const std::string& dir) {
-    const std::string path = dir + "/hourglassd.lock";
-    const int fd =
-        open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (fd < 0) {
-      const int error = errno;
-      if (error == ELOOP) return SymlinkRefused(path);
-      const std::string message =
-          absl::StrCat("cannot open ", path, ": ", std::strerror(error));
-      return error == EACCES ? absl::PermissionDeniedError(message)
-                             : absl::UnavailableError(message);
-    }
-    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-      const int error = errno;
-      close(fd);
-      if (error == EWOULDBLOCK) {
-        return absl::FailedPreconditionError(
-            absl::StrCat("data dir ", dir, " is in use by another hourglassd (",
-                         path, " is locked)"));
-      }
-      return absl::UnavailableError(
-          absl::StrCat("cannot lock ", path, ": ", std::strerror(error)));
-    }
-    return std::unique_ptr<DataDirLock>(new DataDirLock(fd));
-  }
-
-  ~DataDirLock() { close(fd_); }  // Closing releases the flock.
-
- private:
-  explicit DataDirLock(int fd) : fd_(fd) {}
-  const int fd_;
-};
 
 class RocksDbStoreImpl final : public MessageStore {
  public:
@@ -624,65 +536,6 @@ class RocksDbStoreImpl final : public MessageStore {
       ABSL_GUARDED_BY(counters_mu_);
 };
 
-// 32 random lowercase hex digits.
-std::string NewStoreId() {
-  absl::BitGen random;
-  std::string bytes(16, '\0');
-  for (char& c : bytes) c = static_cast<char>(absl::Uniform<uint8_t>(random));
-  return absl::BytesToHexString(bytes);
-}
-
-// Checks the format version of an opened store and brings it to
-// kFormatVersion: a new store gets it, an older one is upgraded in place.
-// Each upgrade step writes its changes and the new version in one batch,
-// synced, so a crash leaves the store at one version or the next.
-absl::Status CheckFormatVersion(MessageStore& store,
-                                const RocksDbStoreOptions& options) {
-  const std::string& path = options.path;
-  absl::StatusOr<std::optional<std::string>> version =
-      store.Get(Table::kMeta, kFormatVersionKey);
-  if (!version.ok()) return version.status();
-  auto write_version = [&store](uint32_t v, WriteBatch batch) {
-    std::string encoded;
-    AppendU32(encoded, v);
-    batch.Put(Table::kMeta, std::string(kFormatVersionKey), encoded);
-    if (absl::Status s = store.Write(batch); !s.ok()) return s;
-    return store.SyncLog();
-  };
-  auto with_store_id = [] {
-    WriteBatch batch;
-    batch.Put(Table::kMeta, std::string(kStoreIdKey), NewStoreId());
-    return batch;
-  };
-  if (!version->has_value()) {
-    return write_version(RocksDbStore::kFormatVersion, with_store_id());
-  }
-  const std::string& found = **version;
-  if (found.size() != 4) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("data dir ", path, " has an unreadable format version"));
-  }
-  const uint32_t v = ReadU32(found);
-  const std::string readable = absl::StrCat(
-      "this hourglassd ", "reads format versions ",
-      RocksDbStore::kOldestFormatVersion, " to ", RocksDbStore::kFormatVersion);
-  if (v > RocksDbStore::kFormatVersion) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "data dir ", path, " has format version ", v, "; ", readable,
-        ": run the hourglassd that wrote it, or a newer one"));
-  }
-  if (v < RocksDbStore::kOldestFormatVersion) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("data dir ", path, " has format version ", v, "; ",
-                     readable, ": upgrade it with an older hourglassd first"));
-  }
-  if (v == RocksDbStore::kFormatVersion) return absl::OkStatus();
-  // 2 -> 3: the store gets its identity.
-  if (absl::Status s = write_version(3, with_store_id()); !s.ok()) return s;
-  if (options.on_upgrade) options.on_upgrade(v, RocksDbStore::kFormatVersion);
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<MessageStore>> RocksDbStore::Open(
@@ -746,59 +599,13 @@ absl::StatusOr<std::unique_ptr<MessageStore>> RocksDbStore::Open(
   auto store = std::make_unique<RocksDbStoreImpl>(
       options.path, options.sync, *std::move(lock),
       std::unique_ptr<rocksdb::DB>(raw_db), std::move(handles));
-  if (absl::Status version = CheckFormatVersion(*store, options);
-      !version.ok()) {
+  if (absl::Status version = UpgradeFormat(*store, options); !version.ok()) {
     return version;
   }
   if (absl::Status counters = store->LoadCounters(); !counters.ok()) {
     return counters;
   }
   return store;
-}
-
-absl::Status RocksDbStore::Restore(const std::string& snapshot,
-                                   const std::string& data_dir) {
-  namespace fs = std::filesystem;
-  std::error_code error;
-  if (!fs::is_regular_file(fs::path(snapshot) / "CURRENT", error)) {
-    return absl::NotFoundError(absl::StrCat(
-        "snapshot ", snapshot, " holds no Hourglass store (no CURRENT file)"));
-  }
-  const bool existed = fs::exists(data_dir, error);
-  if (existed &&
-      (!fs::is_directory(data_dir, error) || !fs::is_empty(data_dir, error))) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "cannot restore into data dir ", data_dir,
-        ": it is not an empty directory (restore needs a new or empty one)"));
-  }
-  if (absl::Status created = CreateDataDir(data_dir); !created.ok()) {
-    return created;
-  }
-  // Copies every file but the locks and RocksDB's info logs, which belong
-  // to the process that had the snapshot open; on failure, removes what it
-  // copied.
-  std::vector<fs::path> copied;
-  auto fail = [&](const std::string& what) {
-    for (const fs::path& path : copied) fs::remove(path, error);
-    if (!existed) fs::remove(data_dir, error);
-    return absl::UnavailableError(absl::StrCat("cannot restore ", snapshot,
-                                               " into ", data_dir, ": ", what));
-  };
-  for (const fs::directory_entry& entry :
-       fs::directory_iterator(snapshot, error)) {
-    const std::string name = entry.path().filename().string();
-    if (!entry.is_regular_file(error) || name == "LOCK" ||
-        name == "hourglassd.lock" || name.starts_with("LOG")) {
-      continue;
-    }
-    const fs::path to = fs::path(data_dir) / name;
-    if (!fs::copy_file(entry.path(), to, error)) {
-      return fail(absl::StrCat(name, ": ", error.message()));
-    }
-    copied.push_back(to);
-  }
-  if (error) return fail(error.message());
-  return absl::OkStatus();
 }
 
 }  // namespace hourglass::storage
