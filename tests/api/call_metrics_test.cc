@@ -4,6 +4,7 @@
 #include "api/call_metrics.h"
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -107,6 +108,66 @@ TEST_F(CallMetricsTest, CountsASubscribeWhenItEnds) {
       testing::LinesStartingWith(text, "hourglass_grpc_call_seconds_count"),
       ElementsAre("hourglass_grpc_call_seconds_count{method="
                   "\"hourglass.v1.Broker/Subscribe\"} 2"));
+}
+
+TEST(RefusalReasonTest, NamesTheReasonOfEachRefusalAndNothingElse) {
+  using grpc::StatusCode;
+  EXPECT_EQ(RefusalReason(grpc::Status(StatusCode::RESOURCE_EXHAUSTED,
+                                       "write /data: disk full (IO error)")),
+            "disk_full");
+  EXPECT_EQ(RefusalReason(grpc::Status(StatusCode::RESOURCE_EXHAUSTED,
+                                       "10000 streams are open")),
+            "limit");
+  EXPECT_EQ(RefusalReason(grpc::Status(StatusCode::UNAVAILABLE, "stopping")),
+            "unavailable");
+  EXPECT_EQ(RefusalReason(grpc::Status(StatusCode::ABORTED, "in progress")),
+            "busy");
+  EXPECT_EQ(RefusalReason(grpc::Status(StatusCode::UNAUTHENTICATED, "")),
+            "unauthenticated");
+  EXPECT_EQ(RefusalReason(grpc::Status(StatusCode::PERMISSION_DENIED, "")),
+            "permission_denied");
+  for (StatusCode code :
+       {StatusCode::OK, StatusCode::INVALID_ARGUMENT, StatusCode::NOT_FOUND,
+        StatusCode::ALREADY_EXISTS, StatusCode::FAILED_PRECONDITION,
+        StatusCode::CANCELLED}) {
+    EXPECT_EQ(RefusalReason(grpc::Status(code, "x")), "") << code;
+  }
+}
+
+// Every reason's series exists from the start, so that an alert on its
+// rate sees the first refusal; a refusal counts once, by its reason.
+TEST_F(CallMetricsTest, CountsRefusedCallsByReasonFromZero) {
+  EXPECT_THAT(
+      testing::LinesStartingWith(registry_.Render(),
+                                 "hourglass_calls_refused_total"),
+      ElementsAre(
+          "hourglass_calls_refused_total{reason=\"busy\"} 0",
+          "hourglass_calls_refused_total{reason=\"disk_full\"} 0",
+          "hourglass_calls_refused_total{reason=\"limit\"} 0",
+          "hourglass_calls_refused_total{reason=\"permission_denied\"} 0",
+          "hourglass_calls_refused_total{reason=\"unauthenticated\"} 0",
+          "hourglass_calls_refused_total{reason=\"unavailable\"} 0"));
+  // A caller's mistake is no refusal: cancelling a message that is not there.
+  EXPECT_EQ(client_->Cancel("orders", "nope").error_code(),
+            grpc::StatusCode::NOT_FOUND);
+  // A broker shutting down refuses a new stream: unavailable.
+  engine_->Shutdown(absl::UnavailableError("the broker is stopping"));
+  std::unique_ptr<testing::Subscription> refused =
+      client_->Subscribe("orders", "billing");
+  const std::optional<grpc::Status> end = refused->WaitEnd(absl::Seconds(30));
+  ASSERT_TRUE(end.has_value());
+  ASSERT_EQ(end->error_code(), grpc::StatusCode::UNAVAILABLE)
+      << end->error_message();
+  EXPECT_THAT(
+      testing::LinesStartingWith(registry_.Render(),
+                                 "hourglass_calls_refused_total"),
+      ElementsAre(
+          "hourglass_calls_refused_total{reason=\"busy\"} 0",
+          "hourglass_calls_refused_total{reason=\"disk_full\"} 0",
+          "hourglass_calls_refused_total{reason=\"limit\"} 0",
+          "hourglass_calls_refused_total{reason=\"permission_denied\"} 0",
+          "hourglass_calls_refused_total{reason=\"unauthenticated\"} 0",
+          "hourglass_calls_refused_total{reason=\"unavailable\"} 1"));
 }
 
 }  // namespace
