@@ -137,15 +137,6 @@ broker::Engine::Options FuzzOptions() {
   return options;
 }
 
-bool Tracing() {
-  static const bool tracing = std::getenv("HOURGLASS_FUZZ_TRACE") != nullptr;
-  return tracing;
-}
-#define TRACE(...)                                    \
-  do {                                                \
-    if (Tracing()) std::fprintf(stderr, __VA_ARGS__); \
-  } while (false)
-
 class AdminFuzzer {
  public:
   AdminFuzzer() : rig_(TheRig()) {

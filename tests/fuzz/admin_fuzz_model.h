@@ -272,21 +272,7 @@ struct Expect {
 // Every table, key by key.
 using Snapshot = std::map<std::pair<int, std::string>, std::string>;
 
-// `bytes` as valid UTF-8 (each byte read as Latin-1): string fields of a
-// request that gRPC parses are valid UTF-8, or the call never arrives.
-inline std::string Utf8(const std::string& bytes) {
-  std::string out;
-  for (char c : bytes) {
-    const uint8_t b = static_cast<uint8_t>(c);
-    if (b < 0x80) {
-      out.push_back(c);
-    } else {
-      out.push_back(static_cast<char>(0xc0 | (b >> 6)));
-      out.push_back(static_cast<char>(0x80 | (b & 0x3f)));
-    }
-  }
-  return out;
-}
+using ::hourglass::fuzz::Utf8;
 
 inline std::string Show(const google::protobuf::Message& m) {
   std::string s = m.ShortDebugString();

@@ -113,17 +113,6 @@ class Inbox final : public Consumer {
   bool ended_ ABSL_GUARDED_BY(mu_) = false;
 };
 
-// HOURGLASS_FUZZ_TRACE=1 prints each operation and delivery, to follow
-// what a crashing input does.
-bool Tracing() {
-  static const bool tracing = std::getenv("HOURGLASS_FUZZ_TRACE") != nullptr;
-  return tracing;
-}
-#define TRACE(...)                                    \
-  do {                                                \
-    if (Tracing()) std::fprintf(stderr, __VA_ARGS__); \
-  } while (false)
-
 // ---- The model.
 
 struct ConsumerModel {

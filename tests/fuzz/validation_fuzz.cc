@@ -199,21 +199,7 @@ using TopicId = std::pair<std::string, std::string>;
 
 // ---- Building requests from the input.
 
-// `bytes` as valid UTF-8 (each byte read as Latin-1): string fields of a
-// request that gRPC parsed are valid UTF-8, or the call never arrives.
-std::string Utf8(const std::string& bytes) {
-  std::string out;
-  for (char c : bytes) {
-    const uint8_t b = static_cast<uint8_t>(c);
-    if (b < 0x80) {
-      out.push_back(c);
-    } else {
-      out.push_back(static_cast<char>(0xc0 | (b >> 6)));
-      out.push_back(static_cast<char>(0x80 | (b & 0x3f)));
-    }
-  }
-  return out;
-}
+using ::hourglass::fuzz::Utf8;
 
 std::string ConsumeTopic(FuzzedDataProvider& in) {
   switch (in.ConsumeIntegralInRange(0, 7)) {
@@ -551,7 +537,8 @@ class PublishFuzzer {
           // Its id and schedule entries point back at it.
           const std::optional<uint64_t> sequence = storage::DecodeMessageKey(k);
           FUZZ_CHECK(sequence.has_value(), "bad message key");
-          auto id = broker::lifecycle::FindId(store_, record.topic(), record.id());
+          auto id =
+              broker::lifecycle::FindId(store_, record.topic(), record.id());
           const storage::DueKey due{p.deliver_at_ms, *sequence};
           FUZZ_CHECK(id.ok() && id->has_value() && **id == due,
                      "id \"%s\" does not name message %llu",
