@@ -51,16 +51,40 @@ absl::Status CheckRevision(int64_t mod_revision, std::string_view what) {
   return absl::OkStatus();
 }
 
+// How long a call waits for an endpoint whose last connection attempt
+// failed to connect again: long enough for a connection on a local network,
+// short enough that an endpoint that is down costs little.
+constexpr absl::Duration kReconnectWait = absl::Milliseconds(250);
+
 // Waits until `endpoint` is connected, at most until `deadline`; false if
-// it is not by then. A channel that failed to connect waits out a backoff
-// before it tries again: resetting it makes this call try at once, so that
-// an etcd that came back is found by the first call after it did.
+// it is not by then, or if an attempt to connect fails first. A channel
+// whose last attempt failed waits out a backoff before it tries again, and
+// says TRANSIENT_FAILURE throughout the next attempt: resetting the backoff
+// makes it try at once (so that an etcd that came back is found by the
+// first call after it did), and the call gives that attempt
+// kReconnectWait.
 bool Connect(Endpoint& endpoint, absl::Time deadline) {
-  if (endpoint.channel->GetState(/*try_to_connect=*/true) ==
-      GRPC_CHANNEL_TRANSIENT_FAILURE) {
+  grpc_connectivity_state state =
+      endpoint.channel->GetState(/*try_to_connect=*/true);
+  if (state == GRPC_CHANNEL_READY) return true;
+  if (state == GRPC_CHANNEL_TRANSIENT_FAILURE) {
     grpc::experimental::ChannelResetConnectionBackoff(endpoint.channel.get());
+    return endpoint.channel->WaitForConnected(
+        absl::ToChronoTime(std::min(deadline, absl::Now() + kReconnectWait)));
   }
-  return endpoint.channel->WaitForConnected(absl::ToChronoTime(deadline));
+  // Idle or connecting: an attempt is under way; wait for its outcome.
+  while (state != GRPC_CHANNEL_READY) {
+    if (state == GRPC_CHANNEL_TRANSIENT_FAILURE ||
+        state == GRPC_CHANNEL_SHUTDOWN) {
+      return false;
+    }
+    if (!endpoint.channel->WaitForStateChange(state,
+                                              absl::ToChronoTime(deadline))) {
+      return false;
+    }
+    state = endpoint.channel->GetState(/*try_to_connect=*/true);
+  }
+  return true;
 }
 
 // A transaction on `key` whose failure branch reads the key, so that a
@@ -154,9 +178,7 @@ absl::Status EtcdClient::Call(std::string_view what, bool is_write,
         now + (deadline - now) / static_cast<int64_t>(count - i);
     if (!Connect(endpoint, connect_by)) {
       connection_->Failed(index);
-      failures.push_back(absl::StrCat(endpoint.address,
-                                      ": not connected within ",
-                                      absl::FormatDuration(connect_by - now)));
+      failures.push_back(absl::StrCat(endpoint.address, ": not connected"));
       continue;
     }
     grpc::ClientContext context;

@@ -105,15 +105,17 @@ std::string PrefixRangeEnd(std::string_view prefix);
 //
 // Every call has a deadline (EtcdOptions::call_timeout) and blocks at most
 // until it. A call goes first to the endpoint that last answered; when that
-// endpoint cannot be connected to (or, for a read, answers UNAVAILABLE), the
-// next is tried, each at most once, until the deadline. A write is sent to
-// a second endpoint only if the first could not be connected to, so that it
-// is never applied twice.
+// endpoint cannot be connected to (an attempt to connect fails; one whose
+// last attempt failed gets 250 ms to connect anew) or, for a read, answers
+// UNAVAILABLE, the next is tried, each at most once, until the deadline. A
+// write is sent to a second endpoint only if the first could not be
+// connected to, so that it is never applied twice. So while etcd is down,
+// calls fail within about 250 ms per endpoint.
 //
 // Errors common to every call:
-//   UNAVAILABLE        no endpoint answered: none could be connected to
-//                      before the deadline, or those reached had no etcd
-//                      leader. The message names each endpoint's failure.
+//   UNAVAILABLE        no endpoint answered: none could be connected to,
+//                      or those reached had no etcd leader. The message
+//                      names each endpoint's failure.
 //   DEADLINE_EXCEEDED  an endpoint was reached but did not answer before the
 //                      deadline.
 // A write (Put, Delete, the compare-and-sets, GrantLease, RevokeLease) that
