@@ -1,5 +1,7 @@
 #include "cluster/election.h"
 
+#include <pthread.h>
+
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -23,7 +25,10 @@ absl::StatusOr<std::unique_ptr<Election>> Election::Start(
   }
   std::unique_ptr<Election> election(
       new Election(client, std::move(options), std::move(on_change)));
-  election->thread_ = std::thread([e = election.get()] { e->Run(); });
+  election->thread_ = std::thread([e = election.get()] {
+    pthread_setname_np(pthread_self(), "hg-election");
+    e->Run();
+  });
   return election;
 }
 

@@ -1,5 +1,7 @@
 #include "cluster/lease_keeper.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <deque>
 #include <utility>
@@ -157,7 +159,10 @@ std::unique_ptr<LeaseKeeper> LeaseKeeper::Start(EtcdClient& client, Lease lease,
                                                 LostCallback on_lost) {
   std::unique_ptr<LeaseKeeper> keeper(
       new LeaseKeeper(client, lease, std::move(on_lost)));
-  keeper->thread_ = std::thread([k = keeper.get()] { k->Run(); });
+  keeper->thread_ = std::thread([k = keeper.get()] {
+    pthread_setname_np(pthread_self(), "hg-etcd-lease");
+    k->Run();
+  });
   return keeper;
 }
 
