@@ -123,8 +123,9 @@ std::string PrefixRangeEnd(std::string_view prefix);
 // know reads the key again.
 //
 // Thread-safe: every method may be called concurrently from any thread, but
-// not from inside a Watch's or LeaseKeeper's callbacks (they run on gRPC's
-// threads, which must not block).
+// not from inside a Watch's callbacks (they run on gRPC's threads, which
+// must not block). LeaseKeeper's on_lost runs on a thread of its own and
+// may call it.
 class EtcdClient {
  public:
   // A client of `options.endpoints`. Does not connect: each endpoint is
