@@ -15,6 +15,10 @@ packages=(
   prometheus-cpp-dev libssl-dev
   # Tests and benchmarks.
   libgtest-dev libgmock-dev libbenchmark-dev grpc-proto openssl
+  # Cluster mode's tests (tests/cluster) start a real etcd, /usr/bin/etcd,
+  # on loopback ports of their own. (Where systemd runs, the package also
+  # enables an etcd service on the default ports; the tests do not use it.)
+  etcd-server
   # The Python client (clients/python): its runtime and its tests.
   python3-grpcio python3-protobuf python3-pytest
   # The fuzz and tsan presets: clang with its sanitizer and libFuzzer runtimes.

@@ -79,6 +79,15 @@ bool Subprocess::WaitForOutput(std::string_view text, absl::Duration timeout) {
 
 void Subprocess::Signal(int signal) { kill(pid_, signal); }
 
+bool Subprocess::Exited() {
+  if (reaped_) return true;
+  int status = 0;
+  if (waitpid(pid_, &status, WNOHANG) != pid_) return false;
+  reaped_ = true;
+  exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return true;
+}
+
 int Subprocess::Wait(absl::Duration timeout) {
   if (reaped_) return exit_code_;
   const absl::Time deadline = absl::Now() + timeout;

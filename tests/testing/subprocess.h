@@ -33,6 +33,10 @@ class Subprocess {
   // Sends `signal` to the child.
   void Signal(int signal);
 
+  // Whether the child has exited, without waiting; reaps it if it has (Wait
+  // then returns its exit code).
+  bool Exited();
+
   // Reads the rest of the output and reaps the child. Returns its exit code,
   // or 128 + signal if a signal ended it. If it has not exited after
   // `timeout`, kills it with SIGKILL first (and returns 128 + SIGKILL).

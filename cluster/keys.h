@@ -1,0 +1,37 @@
+#ifndef HOURGLASS_CLUSTER_KEYS_H_
+#define HOURGLASS_CLUSTER_KEYS_H_
+
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+
+namespace hourglass::cluster {
+
+// The keys a cluster keeps in etcd, all under one prefix per cluster
+// (README.md here has what each holds):
+//   /hourglass/<cluster>/nodes/<node_id>   a node's address, under its lease
+//   /hourglass/<cluster>/controller        the controller election
+//   /hourglass/<cluster>/shards/<n>        a shard's epoch and replicas
+// <cluster> is --cluster (default "hourglass"), <node_id> --node_id.
+
+// Checks a cluster name or node id: 1 to 200 of [A-Za-z0-9._-], so that it
+// never contains the "/" that separates key parts. INVALID_ARGUMENT, naming
+// `what` ("--cluster", "--node_id") and the value, otherwise.
+absl::Status ValidateName(std::string_view what, std::string_view name);
+
+// "/hourglass/<cluster>/". REQUIRES: ValidateName accepts `cluster`, as for
+// every function below.
+std::string ClusterPrefix(std::string_view cluster);
+// "/hourglass/<cluster>/controller".
+std::string ControllerKey(std::string_view cluster);
+// "/hourglass/<cluster>/nodes/", the prefix of every node's key.
+std::string NodesPrefix(std::string_view cluster);
+// "/hourglass/<cluster>/nodes/<node_id>".
+std::string NodeKey(std::string_view cluster, std::string_view node_id);
+// "/hourglass/<cluster>/shards/<shard>", the shard in decimal.
+std::string ShardKey(std::string_view cluster, int shard);
+
+}  // namespace hourglass::cluster
+
+#endif  // HOURGLASS_CLUSTER_KEYS_H_
