@@ -275,6 +275,8 @@ TEST_F(ElectionTest, CandidatesKeepTheirViewWhileEtcdIsDownAndGoOnAfter) {
   // And B watches again: it takes over when A's lease ends.
   ASSERT_TRUE(client_->RevokeLease(lease_a).ok());
   ASSERT_TRUE(b->AwaitLeading(true, absl::Now() + kPatience));
+  // A hears of it through its own watch, a moment later.
+  ASSERT_TRUE(a->AwaitLeader("node-b", absl::Now() + kPatience));
   EXPECT_FALSE(a->leading());
   EXPECT_EQ(log_a.AwaitChange(Change{true, leader_a}).front(),
             (Change{true, leader_a}));
