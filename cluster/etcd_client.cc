@@ -202,31 +202,13 @@ absl::Status EtcdClient::Call(std::string_view what, bool is_write,
                    absl::StrJoin(failures, "; "), ")"));
 }
 
-absl::StatusOr<GetResult> EtcdClient::Get(std::string_view key) {
-  const std::string what = absl::StrCat("get ", internal::AsAbsl(key));
+absl::StatusOr<RangeResult> EtcdClient::Range(const std::string& what,
+                                              std::string_view key,
+                                              std::string range_end) {
   if (absl::Status s = CheckKey(key, what); !s.ok()) return s;
   etcdserverpb::RangeRequest request;
   request.set_key(std::string(key));
-  etcdserverpb::RangeResponse response;
-  absl::Status status =
-      Call(what, /*is_write=*/false,
-           [&](Endpoint& endpoint, grpc::ClientContext& context) {
-             return endpoint.kv->Range(&context, request, &response);
-           });
-  if (!status.ok()) return status;
-  GetResult result;
-  result.revision = response.header().revision();
-  if (response.kvs_size() > 0) result.kv = FromProto(response.kvs(0));
-  return result;
-}
-
-absl::StatusOr<RangeResult> EtcdClient::GetPrefix(std::string_view prefix) {
-  const std::string what =
-      absl::StrCat("get prefix ", internal::AsAbsl(prefix));
-  if (absl::Status s = CheckKey(prefix, what); !s.ok()) return s;
-  etcdserverpb::RangeRequest request;
-  request.set_key(std::string(prefix));
-  request.set_range_end(PrefixRangeEnd(prefix));
+  request.set_range_end(std::move(range_end));
   etcdserverpb::RangeResponse response;
   absl::Status status =
       Call(what, /*is_write=*/false,
@@ -241,6 +223,21 @@ absl::StatusOr<RangeResult> EtcdClient::GetPrefix(std::string_view prefix) {
     result.kvs.push_back(FromProto(kv));
   }
   return result;
+}
+
+absl::StatusOr<GetResult> EtcdClient::Get(std::string_view key) {
+  absl::StatusOr<RangeResult> range =
+      Range(absl::StrCat("get ", internal::AsAbsl(key)), key, "");
+  if (!range.ok()) return range.status();
+  GetResult result;
+  result.revision = range->revision;
+  if (!range->kvs.empty()) result.kv = std::move(range->kvs.front());
+  return result;
+}
+
+absl::StatusOr<RangeResult> EtcdClient::GetPrefix(std::string_view prefix) {
+  return Range(absl::StrCat("get prefix ", internal::AsAbsl(prefix)), prefix,
+               PrefixRangeEnd(prefix));
 }
 
 absl::StatusOr<int64_t> EtcdClient::Put(std::string_view key,

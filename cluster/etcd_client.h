@@ -218,6 +218,11 @@ class EtcdClient {
   // sent. `what` describes the call for error messages.
   template <typename Invoke>
   absl::Status Call(std::string_view what, bool is_write, Invoke invoke);
+  // Reads the keys in [key, range_end) (only `key` if range_end is empty),
+  // after checking `key`; `what` names the call in errors.
+  absl::StatusOr<RangeResult> Range(const std::string& what,
+                                    std::string_view key,
+                                    std::string range_end);
 
   const EtcdOptions options_;
   const std::unique_ptr<internal::Connection> connection_;
