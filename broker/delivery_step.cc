@@ -201,6 +201,8 @@ absl::StatusOr<bool> DeliveryStep::Run(bool deliver) {
     sends[*a.send_to].second.push_back(std::move(delivery));
   }
   RecordActivity(work, now);
+  // Stats count a delivery in flight before its consumer can see it.
+  state_->PublishCounts();
   for (auto& [consumer, deliveries] : sends) {
     consumer->Send(std::move(deliveries));
   }
