@@ -43,11 +43,11 @@ Election::~Election() {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
   }
-  thread_.join();
+  if (thread_.joinable()) thread_.join();
   int64_t resign_at = 0;
   {
     absl::MutexLock lock(&mu_);
-    if (leader_.has_value() && leader_->lease == options_.lease &&
+    if (!abandoned_ && leader_.has_value() && leader_->lease == options_.lease &&
         leader_->value == options_.candidate) {
       resign_at = mod_revision_;
     }
@@ -55,6 +55,15 @@ Election::~Election() {
   if (resign_at > 0) {
     client_.DeleteIfModRevision(options_.key, resign_at).IgnoreError();
   }
+}
+
+void Election::Abandon() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    abandoned_ = true;
+  }
+  if (thread_.joinable()) thread_.join();
 }
 
 bool Election::leading() const {

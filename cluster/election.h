@@ -87,6 +87,12 @@ class Election {
   Election& operator=(const Election&) = delete;
 
   // Whether this candidate leads, as far as it knows.
+  // Stops campaigning without resigning, as a crash would: the key stays
+  // until the lease ends (abandon the lease too). No callback runs after
+  // it returns, and destroying the Election then does nothing more.
+  // REQUIRES: not called from the callback.
+  void Abandon();
+
   bool leading() const;
   // Who leads, as far as this candidate knows.
   std::optional<Leader> leader() const;
@@ -129,6 +135,7 @@ class Election {
   bool key_deleted_ ABSL_GUARDED_BY(mu_) = false;
   bool watch_ended_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool abandoned_ ABSL_GUARDED_BY(mu_) = false;
 
   std::thread thread_;
 };

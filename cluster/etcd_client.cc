@@ -88,21 +88,46 @@ bool Connect(Endpoint& endpoint, absl::Time deadline) {
 }
 
 // A transaction on `key` whose failure branch reads the key, so that a
-// compare-and-set that does not succeed says what is there instead.
-etcdserverpb::TxnRequest GuardedTxn(std::string_view key) {
+// compare-and-set that does not succeed says what is there instead. With a
+// fence, it also compares the fence key's create_revision, and the failure
+// branch reads that key second.
+etcdserverpb::TxnRequest GuardedTxn(std::string_view key,
+                                    const std::optional<Fence>& fence) {
   etcdserverpb::TxnRequest request;
   request.add_failure()->mutable_request_range()->set_key(std::string(key));
+  if (fence.has_value()) {
+    etcdserverpb::Compare& compare = *request.add_compare();
+    compare.set_key(fence->key);
+    compare.set_target(etcdserverpb::Compare::CREATE);
+    compare.set_result(etcdserverpb::Compare::EQUAL);
+    compare.set_create_revision(fence->create_revision);
+    request.add_failure()->mutable_request_range()->set_key(fence->key);
+  }
   return request;
 }
 
-TxnResult FromTxn(const etcdserverpb::TxnResponse& response) {
+// The first kv of a failure branch's `index`th read, if any.
+std::optional<KeyValue> ReadInFailure(
+    const etcdserverpb::TxnResponse& response, int index) {
+  if (response.responses_size() <= index ||
+      !response.responses(index).has_response_range() ||
+      response.responses(index).response_range().kvs_size() == 0) {
+    return std::nullopt;
+  }
+  return FromProto(response.responses(index).response_range().kvs(0));
+}
+
+TxnResult FromTxn(const etcdserverpb::TxnResponse& response,
+                  const std::optional<Fence>& fence) {
   TxnResult result;
   result.succeeded = response.succeeded();
   result.revision = response.header().revision();
-  if (!result.succeeded && response.responses_size() > 0 &&
-      response.responses(0).has_response_range() &&
-      response.responses(0).response_range().kvs_size() > 0) {
-    result.current = FromProto(response.responses(0).response_range().kvs(0));
+  if (result.succeeded) return result;
+  result.current = ReadInFailure(response, 0);
+  if (fence.has_value()) {
+    const std::optional<KeyValue> fence_kv = ReadInFailure(response, 1);
+    const int64_t created = fence_kv.has_value() ? fence_kv->create_revision : 0;
+    result.fenced_out = created != fence->create_revision;
   }
   return result;
 }
@@ -273,15 +298,14 @@ absl::StatusOr<DeleteResult> EtcdClient::Delete(std::string_view key) {
   return DeleteResult{response.deleted() > 0, response.header().revision()};
 }
 
-absl::StatusOr<TxnResult> EtcdClient::PutIfModRevision(std::string_view key,
-                                                       std::string_view value,
-                                                       int64_t mod_revision,
-                                                       int64_t lease) {
+absl::StatusOr<TxnResult> EtcdClient::PutIfModRevision(
+    std::string_view key, std::string_view value, int64_t mod_revision,
+    int64_t lease, const std::optional<Fence>& fence) {
   const std::string what = absl::StrCat(
       "put ", internal::AsAbsl(key), " if its mod_revision is ", mod_revision);
   if (absl::Status s = CheckKey(key, what); !s.ok()) return s;
   if (absl::Status s = CheckRevision(mod_revision, what); !s.ok()) return s;
-  etcdserverpb::TxnRequest request = GuardedTxn(key);
+  etcdserverpb::TxnRequest request = GuardedTxn(key, fence);
   etcdserverpb::Compare& compare = *request.add_compare();
   compare.set_key(std::string(key));
   compare.set_target(etcdserverpb::Compare::MOD);
@@ -298,16 +322,16 @@ absl::StatusOr<TxnResult> EtcdClient::PutIfModRevision(std::string_view key,
              return endpoint.kv->Txn(&context, request, &response);
            });
   if (!status.ok()) return status;
-  return FromTxn(response);
+  return FromTxn(response, fence);
 }
 
-absl::StatusOr<TxnResult> EtcdClient::CreateIfAbsent(std::string_view key,
-                                                     std::string_view value,
-                                                     int64_t lease) {
+absl::StatusOr<TxnResult> EtcdClient::CreateIfAbsent(
+    std::string_view key, std::string_view value, int64_t lease,
+    const std::optional<Fence>& fence) {
   const std::string what =
       absl::StrCat("create ", internal::AsAbsl(key), " if absent");
   if (absl::Status s = CheckKey(key, what); !s.ok()) return s;
-  etcdserverpb::TxnRequest request = GuardedTxn(key);
+  etcdserverpb::TxnRequest request = GuardedTxn(key, fence);
   etcdserverpb::Compare& compare = *request.add_compare();
   compare.set_key(std::string(key));
   compare.set_target(etcdserverpb::Compare::CREATE);
@@ -324,7 +348,7 @@ absl::StatusOr<TxnResult> EtcdClient::CreateIfAbsent(std::string_view key,
              return endpoint.kv->Txn(&context, request, &response);
            });
   if (!status.ok()) return status;
-  return FromTxn(response);
+  return FromTxn(response, fence);
 }
 
 absl::StatusOr<TxnResult> EtcdClient::DeleteIfModRevision(
@@ -334,7 +358,7 @@ absl::StatusOr<TxnResult> EtcdClient::DeleteIfModRevision(
                    mod_revision);
   if (absl::Status s = CheckKey(key, what); !s.ok()) return s;
   if (absl::Status s = CheckRevision(mod_revision, what); !s.ok()) return s;
-  etcdserverpb::TxnRequest request = GuardedTxn(key);
+  etcdserverpb::TxnRequest request = GuardedTxn(key, std::nullopt);
   etcdserverpb::Compare& compare = *request.add_compare();
   compare.set_key(std::string(key));
   compare.set_target(etcdserverpb::Compare::MOD);
@@ -349,7 +373,7 @@ absl::StatusOr<TxnResult> EtcdClient::DeleteIfModRevision(
              return endpoint.kv->Txn(&context, request, &response);
            });
   if (!status.ok()) return status;
-  return FromTxn(response);
+  return FromTxn(response, std::nullopt);
 }
 
 absl::StatusOr<Lease> EtcdClient::GrantLease(absl::Duration ttl) {

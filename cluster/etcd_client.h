@@ -56,10 +56,22 @@ struct DeleteResult {
   int64_t revision = 0;  // The store's revision after the call.
 };
 
+// A second condition of a compare-and-set: that `key` exists and its
+// create_revision is `create_revision`. A controller fences its writes with
+// the election key and its term (Leader::term), so that once deposed its
+// writes fail even if it has not noticed.
+struct Fence {
+  std::string key;
+  int64_t create_revision = 0;
+};
+
 // What a compare-and-set did.
 struct TxnResult {
   // Whether the comparison held and the write was made.
   bool succeeded = false;
+  // Whether a fence was given and did not hold (so the write was not made
+  // whatever the key's revision).
+  bool fenced_out = false;
   // The store's revision after the call: when `succeeded`, the revision of
   // the write, which is the key's mod_revision now (for a put).
   int64_t revision = 0;
@@ -168,18 +180,18 @@ class EtcdClient {
   // the comparison holds, since only then is the put made);
   // INVALID_ARGUMENT if
   // `mod_revision` is not positive (CreateIfAbsent writes a key that does
-  // not exist).
-  absl::StatusOr<TxnResult> PutIfModRevision(std::string_view key,
-                                             std::string_view value,
-                                             int64_t mod_revision,
-                                             int64_t lease = 0);
+  // not exist). With a `fence`, the fence must hold too.
+  absl::StatusOr<TxnResult> PutIfModRevision(
+      std::string_view key, std::string_view value, int64_t mod_revision,
+      int64_t lease = 0, const std::optional<Fence>& fence = std::nullopt);
 
   // Writes `value` at `key` (attached to `lease`, 0 for none) only if the
-  // key does not exist (its create_revision is 0). Otherwise the result
-  // carries the key as it is. Errors as PutIfModRevision's.
-  absl::StatusOr<TxnResult> CreateIfAbsent(std::string_view key,
-                                           std::string_view value,
-                                           int64_t lease = 0);
+  // key does not exist (its create_revision is 0) and `fence`, if given,
+  // holds. Otherwise the result carries the key as it is. Errors as
+  // PutIfModRevision's.
+  absl::StatusOr<TxnResult> CreateIfAbsent(
+      std::string_view key, std::string_view value, int64_t lease = 0,
+      const std::optional<Fence>& fence = std::nullopt);
 
   // Deletes `key` only if it exists and its mod_revision is `mod_revision`.
   // Otherwise the result carries the key as it is (nullopt if absent).

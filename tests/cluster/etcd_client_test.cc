@@ -294,6 +294,52 @@ TEST_F(EtcdClientTest, CreateIfAbsentCreatesOnlyOnce) {
             Kv("/t/once", "a", first->revision, first->revision, 1));
 }
 
+TEST_F(EtcdClientTest, AFencedWriteHoldsOnlyWhileTheFenceKeyIsTheSame) {
+  // A controller's term is the create_revision of the election key.
+  absl::StatusOr<int64_t> term = client_->Put("/t/controller", "a");
+  ASSERT_TRUE(term.ok()) << term.status();
+  const Fence fence{"/t/controller", *term};
+
+  absl::StatusOr<TxnResult> created =
+      client_->CreateIfAbsent("/t/shard", "epoch 1", 0, fence);
+  ASSERT_TRUE(created.ok()) << created.status();
+  EXPECT_TRUE(created->succeeded);
+  EXPECT_FALSE(created->fenced_out);
+  absl::StatusOr<TxnResult> changed = client_->PutIfModRevision(
+      "/t/shard", "epoch 2", created->revision, 0, fence);
+  ASSERT_TRUE(changed.ok()) << changed.status();
+  EXPECT_TRUE(changed->succeeded);
+
+  // A new term: the key deleted and created again.
+  ASSERT_TRUE(client_->Delete("/t/controller").ok());
+  absl::StatusOr<int64_t> next_term = client_->Put("/t/controller", "b");
+  ASSERT_TRUE(next_term.ok()) << next_term.status();
+
+  // The deposed term's write fails though the shard's revision is right,
+  // and says the fence is why.
+  absl::StatusOr<TxnResult> stale = client_->PutIfModRevision(
+      "/t/shard", "epoch 3 by a", changed->revision, 0, fence);
+  ASSERT_TRUE(stale.ok()) << stale.status();
+  EXPECT_FALSE(stale->succeeded);
+  EXPECT_TRUE(stale->fenced_out);
+  EXPECT_EQ(stale->current, Kv("/t/shard", "epoch 2", created->revision,
+                               changed->revision, 2));
+  absl::StatusOr<TxnResult> stale_create =
+      client_->CreateIfAbsent("/t/other", "x", 0, fence);
+  ASSERT_TRUE(stale_create.ok()) << stale_create.status();
+  EXPECT_FALSE(stale_create->succeeded);
+  EXPECT_TRUE(stale_create->fenced_out);
+  EXPECT_EQ(stale_create->current, std::nullopt);
+
+  // A write that fails on the revision alone is not fenced out.
+  absl::StatusOr<TxnResult> lost = client_->PutIfModRevision(
+      "/t/shard", "epoch 3", created->revision, 0,
+      Fence{"/t/controller", *next_term});
+  ASSERT_TRUE(lost.ok()) << lost.status();
+  EXPECT_FALSE(lost->succeeded);
+  EXPECT_FALSE(lost->fenced_out);
+}
+
 TEST_F(EtcdClientTest, DeleteIfModRevisionDeletesOnlyAtTheKeysRevision) {
   absl::StatusOr<int64_t> put = client_->Put("/t/k", "v");
   ASSERT_TRUE(put.ok()) << put.status();

@@ -1,0 +1,434 @@
+#include "cluster/member.h"
+
+#include <pthread.h>
+
+#include <algorithm>
+#include <charconv>
+#include <string_view>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "cluster/election.h"
+#include "cluster/keys.h"
+#include "cluster/lease_keeper.h"
+#include "cluster/placement.h"
+#include "cluster/watch.h"
+#include "spdlog/spdlog.h"
+
+namespace hourglass::cluster {
+namespace {
+
+// The shard number of a shards/<n> name; nullopt for what is not one.
+std::optional<int> ParseShard(std::string_view name) {
+  int shard = 0;
+  const auto [end, error] =
+      std::from_chars(name.data(), name.data() + name.size(), shard);
+  if (error != std::errc() || end != name.data() + name.size() || shard < 0) {
+    return std::nullopt;
+  }
+  return shard;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Member>> Member::Join(EtcdClient& client,
+                                                     MemberOptions options,
+                                                     Callbacks callbacks) {
+  if (absl::Status s = ValidateName("--cluster", options.cluster); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = ValidateName("--node_id", options.node_id); !s.ok()) {
+    return s;
+  }
+  if (options.address.empty()) {
+    return absl::InvalidArgumentError("cluster member: no address to advertise");
+  }
+  if (options.shards < 1 || options.replication_factor < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cluster member: --shards (", options.shards,
+        ") and --replication_factor (", options.replication_factor,
+        ") must be at least 1"));
+  }
+  if (!options.position_wait.has_value()) {
+    options.position_wait = options.lease_ttl;
+  }
+  std::unique_ptr<Member> member(
+      new Member(client, std::move(options), std::move(callbacks)));
+  const MemberOptions& o = member->options_;
+
+  absl::StatusOr<Lease> lease = client.GrantLease(o.lease_ttl);
+  if (!lease.ok()) return lease.status();
+  member->keeper_ = LeaseKeeper::Start(
+      client, *lease, [m = member.get()](absl::Status status) {
+        spdlog::error("cluster: node {} lost its lease: {}", m->node_id(),
+                      std::string(status.message()));
+        {
+          absl::MutexLock lock(&m->mu_);
+          m->lost_ = true;
+          m->wake_ = true;
+        }
+        if (m->callbacks_.on_lost) m->callbacks_.on_lost(std::move(status));
+      });
+
+  // nodes/<id>, once no other lease holds it.
+  const std::string key = NodeKey(o.cluster, o.node_id);
+  NodeRecord record;
+  record.address = o.address;
+  const std::string value = EncodeNodeRecord(record);
+  const absl::Time give_up = absl::Now() + o.lease_ttl + absl::Seconds(1);
+  while (true) {
+    absl::StatusOr<TxnResult> created =
+        client.CreateIfAbsent(key, value, lease->id);
+    if (!created.ok()) return created.status();
+    if (created->succeeded) break;
+    if (absl::Now() >= give_up) {
+      std::string holder = "unknown address";
+      if (created->current.has_value()) {
+        absl::StatusOr<NodeRecord> other =
+            DecodeNodeRecord(created->current->value);
+        if (other.ok()) holder = other->address;
+      }
+      return absl::AlreadyExistsError(absl::StrCat(
+          "--node_id=", o.node_id, " is already a live member of cluster ",
+          o.cluster, " (at ", holder,
+          "); give each node its own --node_id"));
+    }
+    absl::SleepFor(o.retry_delay);
+  }
+
+  ElectionOptions election;
+  election.key = ControllerKey(o.cluster);
+  election.candidate = o.node_id;
+  election.lease = lease->id;
+  election.retry_delay = o.retry_delay;
+  absl::StatusOr<std::unique_ptr<Election>> started = Election::Start(
+      client, std::move(election),
+      [m = member.get()](bool leading, const std::optional<Leader>& leader) {
+        if (leading) {
+          spdlog::info("cluster: node {} is the controller (term {})",
+                       m->node_id(), leader->term);
+        }
+        absl::MutexLock lock(&m->mu_);
+        m->wake_ = true;
+      });
+  if (!started.ok()) return started.status();
+  member->election_ = *std::move(started);
+  spdlog::info("cluster: node {} joined cluster {} at {} (lease {:x}, TTL {})",
+               o.node_id, o.cluster, o.address, lease->id,
+               absl::FormatDuration(o.lease_ttl));
+  member->thread_ = std::thread([m = member.get()] {
+    pthread_setname_np(pthread_self(), "hg-member");
+    m->Run();
+  });
+  return member;
+}
+
+Member::Member(EtcdClient& client, MemberOptions options, Callbacks callbacks)
+    : client_(client),
+      options_(std::move(options)),
+      prefix_(ClusterPrefix(options_.cluster)),
+      callbacks_(std::move(callbacks)) {}
+
+Member::~Member() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    wake_ = true;
+  }
+  if (thread_.joinable()) thread_.join();
+  watch_.reset();
+  election_.reset();  // Resigns if it leads.
+  keeper_.reset();    // Revokes the lease, unless abandoned: nodes/<id> goes.
+}
+
+void Member::Abandon() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    wake_ = true;
+  }
+  if (thread_.joinable()) thread_.join();
+  watch_.reset();
+  // Neither resigns: the node's keys go when its lease expires.
+  if (election_ != nullptr) election_->Abandon();
+  if (keeper_ != nullptr) keeper_->Abandon();
+}
+
+int64_t Member::lease() const { return keeper_ == nullptr ? 0 : keeper_->id(); }
+
+ClusterView Member::view() const {
+  absl::MutexLock lock(&mu_);
+  return view_;
+}
+
+bool Member::AwaitView(absl::FunctionRef<bool(const ClusterView&)> condition,
+                       absl::Time deadline) const {
+  absl::MutexLock lock(&mu_);
+  auto holds = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return synced_ && condition(view_);
+  };
+  return mu_.AwaitWithDeadline(absl::Condition(&holds), deadline);
+}
+
+bool Member::controlling() const {
+  return election_ != nullptr && election_->leading();
+}
+
+absl::StatusOr<bool> Member::SetIsr(int shard, std::vector<std::string> isr) {
+  ClusterView::Shard current;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = view_.shards.find(shard);
+    if (it == view_.shards.end() ||
+        it->second.record.primary != options_.node_id) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "node ", options_.node_id, " is not the primary of shard ", shard));
+    }
+    current = it->second;
+  }
+  if (isr.empty() || isr.front() != options_.node_id) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the in-sync set of shard ", shard, " must begin with its primary ",
+        options_.node_id, ", not [", absl::StrJoin(isr, ","), "]"));
+  }
+  ShardRecord next = current.record;
+  next.isr = std::move(isr);
+  absl::StatusOr<TxnResult> written =
+      client_.PutIfModRevision(ShardKey(options_.cluster, shard),
+                               EncodeShardRecord(next), current.mod_revision);
+  if (!written.ok()) return written.status();
+  if (written->succeeded) {
+    spdlog::info("cluster: primary {} set the in-sync set of shard {} at "
+                 "epoch {} to [{}] (was [{}])",
+                 options_.node_id, shard, next.epoch,
+                 absl::StrJoin(next.isr, ","),
+                 absl::StrJoin(current.record.isr, ","));
+  }
+  return written->succeeded;
+}
+
+void Member::Run() {
+  while (true) {
+    bool resync = false;
+    bool lost = false;
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) return;
+      resync = !synced_ || watch_ended_;
+      lost = lost_;
+    }
+    if (lost) {
+      // No longer a member: nothing of the cluster is this node's to do.
+      // (Its election cannot win again: its lease is gone.)
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(&stopping_));
+      return;
+    }
+    if (resync) {
+      if (absl::Status s = Resync(); !s.ok()) {
+        spdlog::warn("cluster: node {} cannot read cluster {}: {}",
+                     options_.node_id, options_.cluster,
+                     std::string(s.message()));
+        WaitForWork(absl::Now() + options_.retry_delay);
+        continue;
+      }
+    }
+    const ClusterView view = this->view();
+    if (callbacks_.on_view && view.revision != delivered_revision_) {
+      delivered_revision_ = view.revision;
+      callbacks_.on_view(view);
+    }
+    ReportPositions(view);
+    absl::Time next = absl::Now() + options_.retry_delay * 4;
+    if (std::optional<Leader> leader = election_->leader();
+        leader.has_value() && election_->leading()) {
+      Control(view, leader->term);
+      for (const auto& [shard, since] : primary_gone_since_) {
+        next = std::min(next, since.second + *options_.position_wait);
+      }
+    } else {
+      primary_gone_since_.clear();
+    }
+    WaitForWork(next);
+  }
+}
+
+void Member::WaitForWork(absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  mu_.AwaitWithDeadline(absl::Condition(&wake_), deadline);
+  wake_ = false;
+}
+
+absl::Status Member::Resync() {
+  watch_.reset();
+  absl::StatusOr<RangeResult> all = client_.GetPrefix(prefix_);
+  if (!all.ok()) return all.status();
+  {
+    absl::MutexLock lock(&mu_);
+    view_ = ClusterView();
+    view_.revision = all->revision;
+    for (const KeyValue& kv : all->kvs) {
+      WatchEvent event;
+      event.kv = kv;
+      Apply(event);
+    }
+    view_.revision = all->revision;
+    watch_ended_ = false;
+  }
+  WatchOptions options;
+  options.key = prefix_;
+  options.prefix = true;
+  options.from_revision = all->revision + 1;
+  Watch::Callbacks callbacks;
+  callbacks.on_event = [this](const WatchEvent& event) {
+    absl::MutexLock lock(&mu_);
+    Apply(event);
+    wake_ = true;
+  };
+  callbacks.on_end = [this](absl::Status status) {
+    spdlog::info("cluster: node {} watches cluster {} again: {}",
+                 options_.node_id, options_.cluster,
+                 std::string(status.message()));
+    absl::MutexLock lock(&mu_);
+    watch_ended_ = true;
+    wake_ = true;
+  };
+  absl::StatusOr<std::unique_ptr<Watch>> watch =
+      Watch::Start(client_, std::move(options), std::move(callbacks));
+  if (!watch.ok()) return watch.status();
+  watch_ = *std::move(watch);
+  absl::MutexLock lock(&mu_);
+  synced_ = true;
+  return absl::OkStatus();
+}
+
+void Member::Apply(const WatchEvent& event) {
+  const KeyValue& kv = event.kv;
+  view_.revision = std::max(view_.revision, kv.mod_revision);
+  if (!kv.key.starts_with(prefix_)) return;
+  const std::string_view rest = std::string_view(kv.key).substr(prefix_.size());
+  const bool put = event.type == WatchEvent::Type::kPut;
+  if (rest == "controller") {
+    view_.controller = put ? kv.value : "";
+  } else if (rest.starts_with("nodes/")) {
+    const std::string id(rest.substr(6));
+    if (!put) {
+      view_.nodes.erase(id);
+      return;
+    }
+    absl::StatusOr<NodeRecord> node = DecodeNodeRecord(kv.value);
+    if (!node.ok()) {
+      spdlog::warn("cluster: ignoring {}: {}", kv.key,
+                   std::string(node.status().message()));
+      return;
+    }
+    view_.nodes[id] = *std::move(node);
+  } else if (rest.starts_with("shards/")) {
+    const std::optional<int> shard = ParseShard(rest.substr(7));
+    if (!shard.has_value()) return;
+    if (!put) {
+      view_.shards.erase(*shard);
+      return;
+    }
+    absl::StatusOr<ShardRecord> record = DecodeShardRecord(kv.value);
+    if (!record.ok()) {
+      spdlog::warn("cluster: ignoring {}: {}", kv.key,
+                   std::string(record.status().message()));
+      return;
+    }
+    view_.shards[*shard] = {*std::move(record), kv.mod_revision};
+  }
+}
+
+void Member::ReportPositions(const ClusterView& view) {
+  auto self = view.nodes.find(options_.node_id);
+  if (self == view.nodes.end() || !callbacks_.position) return;
+  NodeRecord record = self->second;
+  bool changed = false;
+  for (const auto& [shard, s] : view.shards) {
+    const ShardRecord& r = s.record;
+    if (view.nodes.contains(r.primary) || r.primary == options_.node_id ||
+        !r.InIsr(options_.node_id)) {
+      continue;
+    }
+    auto reported = record.positions.find(shard);
+    if (reported != record.positions.end() &&
+        reported->second.epoch == r.epoch) {
+      continue;
+    }
+    const std::optional<int64_t> index = callbacks_.position(shard);
+    if (!index.has_value()) continue;
+    record.positions[shard] = Position{r.epoch, *index};
+    changed = true;
+    spdlog::info("cluster: node {} reports index {} of shard {} at epoch {} "
+                 "(its primary {} is gone)",
+                 options_.node_id, *index, shard, r.epoch, r.primary);
+  }
+  if (!changed) return;
+  absl::StatusOr<int64_t> put =
+      client_.Put(NodeKey(options_.cluster, options_.node_id),
+                  EncodeNodeRecord(record), keeper_->id());
+  if (!put.ok()) {
+    spdlog::warn("cluster: node {} could not report its positions: {}",
+                 options_.node_id, std::string(put.status().message()));
+  }
+}
+
+void Member::Control(const ClusterView& view, int64_t term) {
+  const Fence fence{ControllerKey(options_.cluster), term};
+  const absl::Time now = absl::Now();
+  for (int shard = 0; shard < options_.shards; ++shard) {
+    auto it = view.shards.find(shard);
+    std::optional<ShardRecord> current;
+    if (it != view.shards.end()) current = it->second.record;
+    PlacementOptions placement;
+    placement.replication_factor = options_.replication_factor;
+    if (current.has_value() && !view.nodes.contains(current->primary)) {
+      auto [since, inserted] = primary_gone_since_.try_emplace(
+          shard, current->epoch, now);
+      if (!inserted && since->second.first != current->epoch) {
+        since->second = {current->epoch, now};
+      }
+      placement.position_wait_over =
+          now - since->second.second >= *options_.position_wait;
+    } else {
+      primary_gone_since_.erase(shard);
+    }
+    ShardPlan plan = PlanShard(shard, current, view.nodes, placement);
+    if (!plan.write.has_value()) {
+      if (!plan.reason.empty() && logged_[shard] != plan.reason) {
+        spdlog::warn("cluster: controller {}: {}", options_.node_id,
+                     plan.reason);
+      }
+      logged_[shard] = plan.reason;
+      continue;
+    }
+    const std::string key = ShardKey(options_.cluster, shard);
+    const std::string value = EncodeShardRecord(*plan.write);
+    absl::StatusOr<TxnResult> written =
+        current.has_value()
+            ? client_.PutIfModRevision(key, value, it->second.mod_revision, 0,
+                                       fence)
+            : client_.CreateIfAbsent(key, value, 0, fence);
+    if (!written.ok()) {
+      spdlog::warn("cluster: controller {} could not write {}: {}",
+                   options_.node_id, key, std::string(written.status().message()));
+      continue;
+    }
+    if (written->fenced_out) {
+      spdlog::info("cluster: node {} is no longer the controller (term {})",
+                   options_.node_id, term);
+      return;
+    }
+    if (!written->succeeded) continue;  // Changed meanwhile: the watch tells.
+    logged_[shard] = plan.reason;
+    spdlog::info("cluster: controller {}: {}", options_.node_id, plan.reason);
+    absl::MutexLock lock(&mu_);
+    // Ahead of the watch, so that the next round plans from it.
+    view_.shards[shard] = {*plan.write, written->revision};
+  }
+}
+
+}  // namespace hourglass::cluster

@@ -1,0 +1,180 @@
+#ifndef HOURGLASS_CLUSTER_MEMBER_H_
+#define HOURGLASS_CLUSTER_MEMBER_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/functional/any_invocable.h"
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "cluster/etcd_client.h"
+#include "cluster/records.h"
+
+namespace hourglass::cluster {
+
+class Election;
+class LeaseKeeper;
+class Watch;
+struct WatchEvent;
+
+struct MemberOptions {
+  // --cluster and --node_id; both must pass ValidateName. Required.
+  std::string cluster;
+  std::string node_id;
+  // --advertise: the address clients and peers use. Required.
+  std::string address;
+  // --lease_ttl: a node whose lease is not renewed for this long is dead to
+  // the cluster. Default: 3 s.
+  absl::Duration lease_ttl = absl::Seconds(3);
+  // The shards the controller creates if the cluster has none (--shards;
+  // fixed once the cluster exists). Default: 1.
+  int shards = 1;
+  // --replication_factor. Default: 3.
+  int replication_factor = 3;
+  // How long the controller waits, after a shard's primary is gone, for its
+  // in-sync backups to report their positions before it promotes the most
+  // advanced of those that did. Default: the lease TTL.
+  std::optional<absl::Duration> position_wait;
+  // How long to wait before trying etcd again after a failed call. Default:
+  // 500 ms.
+  absl::Duration retry_delay = absl::Milliseconds(500);
+};
+
+// The cluster as a member last read it from etcd.
+struct ClusterView {
+  struct Shard {
+    ShardRecord record;
+    int64_t mod_revision = 0;  // For compare-and-set.
+  };
+  // The etcd revision the view is at.
+  int64_t revision = 0;
+  // The live nodes, by id.
+  std::map<std::string, NodeRecord> nodes;
+  // The shards created, by number.
+  std::map<int, Shard> shards;
+  // The node id of the controller; empty while there is none.
+  std::string controller;
+};
+
+// One node's membership in a cluster (CLUSTER.md): it holds the node's
+// lease and its key nodes/<id>, campaigns for controller, and keeps a view
+// of the cluster from a watch on the cluster's prefix. While it is the
+// controller it creates the shards and changes their epoch, primary and
+// replicas (cluster/placement.h decides; each write is a compare-and-set
+// fenced by the controller's term). When a shard's primary is gone and
+// this node is one of its in-sync backups, it reports its position in its
+// node record for the controller to choose from.
+//
+// All of that runs on the member's thread. Thread-safe.
+class Member {
+ public:
+  struct Callbacks {
+    // Where this node's copy of `shard` ends: the index of its last durable
+    // log entry; nullopt if it has none. Called on the member's thread when
+    // it reports a position. May be empty (no position is ever reported).
+    absl::AnyInvocable<std::optional<int64_t>(int shard)> position;
+    // Each new view, on the member's thread, in order. Must not block for
+    // long or destroy the member. May be empty.
+    absl::AnyInvocable<void(const ClusterView& view)> on_view;
+    // Once, when the node's lease is lost (LeaseKeeper's codes): the rest of
+    // the cluster takes it as dead, so it must stop acting as a member (a
+    // primary stops writing) and join again. Runs on the lease keeper's
+    // thread. May be empty.
+    absl::AnyInvocable<void(absl::Status status)> on_lost;
+  };
+
+  // Grants the node's lease and writes nodes/<id> under it, then starts
+  // the member's thread. A node id still held by an earlier lease (this
+  // node's before a crash) is waited for, at most a lease TTL and a second.
+  // Errors:
+  //   INVALID_ARGUMENT  a bad name, an empty address, a shard count or
+  //                     replication factor below 1.
+  //   ALREADY_EXISTS    another live node has this id.
+  //   etcd's errors (UNAVAILABLE, ...).
+  static absl::StatusOr<std::unique_ptr<Member>> Join(EtcdClient& client,
+                                                      MemberOptions options,
+                                                      Callbacks callbacks);
+
+  // Leaves the cluster: resigns as controller and revokes the lease, which
+  // deletes nodes/<id> at once. No callback runs after it returns.
+  ~Member();
+  Member(const Member&) = delete;
+  Member& operator=(const Member&) = delete;
+
+  // Stops without revoking the lease or resigning, as a crash would: the
+  // cluster learns of it when the lease expires. Nothing runs afterwards.
+  void Abandon();
+
+  const std::string& node_id() const { return options_.node_id; }
+  int64_t lease() const;
+
+  ClusterView view() const;
+  // Waits until `condition` holds for the view (checked at each change), at
+  // most until `deadline`; whether it does.
+  bool AwaitView(absl::FunctionRef<bool(const ClusterView&)> condition,
+                 absl::Time deadline) const;
+  // Whether this node is the controller now.
+  bool controlling() const;
+
+  // The primary's change of a shard's in-sync set, at its epoch: writes
+  // `isr` (which must hold this node, first) into shards/<shard> if this
+  // node is the primary there and the record has not changed since the
+  // view. Returns whether it was written. Errors: FAILED_PRECONDITION if
+  // this node is not the shard's primary in the view, INVALID_ARGUMENT if
+  // `isr` does not begin with it; etcd's.
+  absl::StatusOr<bool> SetIsr(int shard, std::vector<std::string> isr);
+
+ private:
+  Member(EtcdClient& client, MemberOptions options, Callbacks callbacks);
+
+  void Run();
+  // Reads the whole prefix into a fresh view and watches from after it.
+  absl::Status Resync();
+  void Apply(const WatchEvent& event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Reports this node's positions for shards whose primary is gone.
+  void ReportPositions(const ClusterView& view);
+  // The controller's work: plans each shard and writes the changes.
+  void Control(const ClusterView& view, int64_t term);
+  // Sleeps until `deadline` or until woken.
+  void WaitForWork(absl::Time deadline);
+
+  // Constant after construction.
+  EtcdClient& client_;
+  const MemberOptions options_;
+  const std::string prefix_;
+  Callbacks callbacks_;  // position and on_view: the member thread's.
+
+  std::unique_ptr<LeaseKeeper> keeper_;
+  std::unique_ptr<Election> election_;  // The member thread's once started.
+  std::unique_ptr<Watch> watch_;        // The member thread's.
+
+  mutable absl::Mutex mu_;
+  ClusterView view_ ABSL_GUARDED_BY(mu_);
+  bool synced_ ABSL_GUARDED_BY(mu_) = false;  // view_ read and watched
+  bool watch_ended_ ABSL_GUARDED_BY(mu_) = false;
+  bool wake_ ABSL_GUARDED_BY(mu_) = false;
+  bool lost_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+
+  // The member thread's: since when each shard's primary has been seen
+  // gone (at the shard's epoch), for the controller's position wait.
+  std::map<int, std::pair<int64_t, absl::Time>> primary_gone_since_;
+  // The member thread's: the revision of the last view given to on_view.
+  int64_t delivered_revision_ = -1;
+  // The member thread's: the last reason logged per shard.
+  std::map<int, std::string> logged_;
+  std::thread thread_;
+};
+
+}  // namespace hourglass::cluster
+
+#endif  // HOURGLASS_CLUSTER_MEMBER_H_

@@ -1,0 +1,143 @@
+#include "cluster/placement.h"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace hourglass::cluster {
+namespace {
+
+// Live nodes holding no replica of `record`, in id order.
+std::vector<std::string> Spares(const ShardRecord& record,
+                                const std::map<std::string, NodeRecord>& alive) {
+  std::vector<std::string> spares;
+  for (const auto& [id, node] : alive) {
+    if (!record.IsReplica(id)) spares.push_back(id);
+  }
+  return spares;
+}
+
+// Replaces, in `record`, each replica other than the primary whose node is
+// gone by a spare, while there are spares; the replaced leave the ISR.
+// Adds to `changes` what it did.
+void ReplaceDeadBackups(ShardRecord& record,
+                        const std::map<std::string, NodeRecord>& alive,
+                        std::vector<std::string>& changes) {
+  std::vector<std::string> spares = Spares(record, alive);
+  auto next_spare = spares.begin();
+  for (std::string& replica : record.replicas) {
+    if (next_spare == spares.end()) break;
+    if (replica == record.primary || alive.contains(replica)) continue;
+    changes.push_back(absl::StrCat("replaced ", replica, " by ", *next_spare));
+    std::erase(record.isr, replica);
+    replica = *next_spare++;
+  }
+}
+
+ShardPlan Create(int shard, const std::map<std::string, NodeRecord>& alive,
+                 const PlacementOptions& options) {
+  const int wanted = std::max(options.replication_factor, 1);
+  if (static_cast<int>(alive.size()) < wanted) {
+    return {std::nullopt,
+            absl::StrCat("waiting for ", wanted, " nodes to create shard ",
+                         shard, "; ", alive.size(), " alive")};
+  }
+  std::vector<std::string> ids;
+  for (const auto& [id, node] : alive) ids.push_back(id);
+  ShardRecord record;
+  record.epoch = 1;
+  const size_t first = static_cast<size_t>(shard) % ids.size();
+  for (int i = 0; i < wanted; ++i) {
+    record.replicas.push_back(ids[(first + i) % ids.size()]);
+  }
+  record.primary = record.replicas.front();
+  record.isr = record.replicas;
+  return {record, absl::StrCat("created shard ", shard, " with primary ",
+                               record.primary, " and replicas ",
+                               absl::StrJoin(record.replicas, ","))};
+}
+
+ShardPlan Promote(int shard, const ShardRecord& current,
+                  const std::map<std::string, NodeRecord>& alive,
+                  const PlacementOptions& options) {
+  struct Candidate {
+    std::string id;
+    std::optional<int64_t> index;  // nullopt: not reported yet
+  };
+  std::vector<Candidate> candidates;
+  for (const std::string& id : current.isr) {
+    if (id == current.primary) continue;
+    auto node = alive.find(id);
+    if (node == alive.end()) continue;
+    Candidate c{id, std::nullopt};
+    auto position = node->second.positions.find(shard);
+    if (position != node->second.positions.end() &&
+        position->second.epoch == current.epoch) {
+      c.index = position->second.index;
+    }
+    candidates.push_back(std::move(c));
+  }
+  if (candidates.empty()) {
+    return {std::nullopt,
+            absl::StrCat("shard ", shard, " has lost its primary ",
+                         current.primary, " and no in-sync backup is alive (",
+                         "in-sync set ", absl::StrJoin(current.isr, ","),
+                         "): waiting for one to come back")};
+  }
+  const Candidate* best = nullptr;
+  size_t unreported = 0;
+  for (const Candidate& c : candidates) {
+    if (!c.index.has_value()) {
+      ++unreported;
+      continue;
+    }
+    if (best == nullptr || *c.index > *best->index ||
+        (*c.index == *best->index && c.id < best->id)) {
+      best = &c;
+    }
+  }
+  if (best == nullptr || (unreported > 0 && !options.position_wait_over)) {
+    return {std::nullopt,
+            absl::StrCat("shard ", shard, " has lost its primary ",
+                         current.primary, ": waiting for ", unreported,
+                         " in-sync backups to report their positions")};
+  }
+  ShardRecord next = current;
+  next.epoch = current.epoch + 1;
+  next.primary = best->id;
+  next.isr = {best->id};
+  for (const Candidate& c : candidates) {
+    if (c.index.has_value() && c.id != best->id) next.isr.push_back(c.id);
+  }
+  // The primary first among the replicas.
+  std::erase(next.replicas, best->id);
+  next.replicas.insert(next.replicas.begin(), best->id);
+  std::vector<std::string> changes = {absl::StrCat(
+      "promoted ", best->id, " (at index ", *best->index, ") to primary of ",
+      "shard ", shard, " at epoch ", next.epoch, " after ", current.primary,
+      " left")};
+  ReplaceDeadBackups(next, alive, changes);
+  return {next, absl::StrJoin(changes, "; ")};
+}
+
+}  // namespace
+
+ShardPlan PlanShard(int shard, const std::optional<ShardRecord>& current,
+                    const std::map<std::string, NodeRecord>& alive,
+                    const PlacementOptions& options) {
+  if (!current.has_value()) return Create(shard, alive, options);
+  if (!alive.contains(current->primary)) {
+    return Promote(shard, *current, alive, options);
+  }
+  ShardRecord next = *current;
+  std::vector<std::string> changes;
+  ReplaceDeadBackups(next, alive, changes);
+  if (changes.empty()) return {std::nullopt, ""};
+  return {next, absl::StrCat("shard ", shard, ": ",
+                             absl::StrJoin(changes, "; "))};
+}
+
+}  // namespace hourglass::cluster

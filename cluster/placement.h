@@ -1,0 +1,56 @@
+#ifndef HOURGLASS_CLUSTER_PLACEMENT_H_
+#define HOURGLASS_CLUSTER_PLACEMENT_H_
+
+#include <map>
+#include <optional>
+#include <string>
+
+#include "cluster/records.h"
+
+namespace hourglass::cluster {
+
+// What the controller decided for one shard: a new record to write by
+// compare-and-set, or nothing (with why, while it waits).
+struct ShardPlan {
+  // The record to write; nullopt to leave the shard as it is.
+  std::optional<ShardRecord> write;
+  // Why: the change made ("created", "promoted b after a's lease ended",
+  // "replaced c by d") or what it waits for. Logged by the controller.
+  std::string reason;
+};
+
+struct PlacementOptions {
+  // Replicas per shard (--replication_factor).
+  int replication_factor = 3;
+  // Whether the controller has waited long enough for the in-sync backups
+  // of a shard whose primary is gone to report their positions: before,
+  // it promotes only once every one alive has reported; after, the most
+  // advanced of those that did.
+  bool position_wait_over = false;
+};
+
+// The controller's decision for shard `shard`, whose record is `current`
+// (nullopt: not created yet), given the nodes alive now (by node id; their
+// records carry the positions reported). A pure function: the rules are
+//
+//   - No record: once `replication_factor` nodes are alive, create it at
+//     epoch 1 with that many replicas, all in sync (every copy is empty);
+//     the primary and order rotate with the shard number.
+//   - The primary alive: replace each replica whose node is gone by a live
+//     node holding none of the shard, while there is one (the newcomer is
+//     not in the ISR until it has caught up; the primary adds it).
+//   - The primary gone: promote, at epoch + 1, the in-sync backup alive
+//     with the highest position reported under the current epoch (ties: the
+//     lowest node id). It waits for every one alive to report unless the
+//     wait is over (`position_wait_over`), and for at least one. The new ISR
+//     is the new primary and the in-sync backups that reported; the old
+//     primary stays a replica (to be rebuilt) unless a spare node replaces
+//     it. No in-sync backup alive: nothing can be promoted without losing
+//     acknowledged writes, so the shard waits.
+ShardPlan PlanShard(int shard, const std::optional<ShardRecord>& current,
+                    const std::map<std::string, NodeRecord>& alive,
+                    const PlacementOptions& options);
+
+}  // namespace hourglass::cluster
+
+#endif  // HOURGLASS_CLUSTER_PLACEMENT_H_

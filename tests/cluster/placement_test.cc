@@ -1,0 +1,157 @@
+#include "cluster/placement.h"
+
+#include <map>
+#include <optional>
+#include <string>
+
+#include "cluster/records.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace hourglass::cluster {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+// Live nodes by id, none of them reporting a position.
+std::map<std::string, NodeRecord> Alive(std::initializer_list<const char*> ids) {
+  std::map<std::string, NodeRecord> alive;
+  for (const char* id : ids) {
+    alive[id].address = std::string(id) + ":7070";
+  }
+  return alive;
+}
+
+ShardRecord Record(int64_t epoch, std::string primary,
+                   std::vector<std::string> replicas,
+                   std::vector<std::string> isr) {
+  return ShardRecord{epoch, std::move(primary), std::move(replicas),
+                     std::move(isr)};
+}
+
+TEST(RecordsTest, ShardRecordsRoundTripThroughJson) {
+  const ShardRecord record = Record(7, "b", {"b", "a", "c"}, {"b", "c"});
+  const std::string json = EncodeShardRecord(record);
+  EXPECT_EQ(json,
+            R"({"epoch":"7","primary":"b","replicas":["b","a","c"],)"
+            R"("isr":["b","c"]})");
+  absl::StatusOr<ShardRecord> decoded = DecodeShardRecord(json);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(*decoded, record);
+}
+
+TEST(RecordsTest, NodeRecordsRoundTripThroughJson) {
+  NodeRecord record;
+  record.address = "10.0.0.1:7070";
+  record.positions[0] = Position{3, 1200};
+  absl::StatusOr<NodeRecord> decoded =
+      DecodeNodeRecord(EncodeNodeRecord(record));
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(*decoded, record);
+}
+
+TEST(RecordsTest, WhatIsNotARecordIsRefused) {
+  absl::StatusOr<ShardRecord> bad = DecodeShardRecord("{epoch: nonsense");
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.status().message(), HasSubstr("not a shard record"));
+  EXPECT_EQ(DecodeNodeRecord("[1,2]").status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(PlanShardTest, WaitsForEnoughNodesBeforeCreatingTheShard) {
+  const ShardPlan plan = PlanShard(0, std::nullopt, Alive({"a", "b"}), {});
+  EXPECT_EQ(plan.write, std::nullopt);
+  EXPECT_EQ(plan.reason, "waiting for 3 nodes to create shard 0; 2 alive");
+}
+
+TEST(PlanShardTest, CreatesTheShardAtEpochOneWithEveryReplicaInSync) {
+  const ShardPlan plan =
+      PlanShard(0, std::nullopt, Alive({"c", "a", "d", "b"}), {});
+  EXPECT_EQ(plan.write, Record(1, "a", {"a", "b", "c"}, {"a", "b", "c"}));
+  EXPECT_EQ(plan.reason,
+            "created shard 0 with primary a and replicas a,b,c");
+  // Another shard starts elsewhere in the ring of nodes.
+  EXPECT_EQ(PlanShard(3, std::nullopt, Alive({"c", "a", "d", "b"}), {}).write,
+            Record(1, "d", {"d", "a", "b"}, {"d", "a", "b"}));
+}
+
+TEST(PlanShardTest, LeavesAHealthyShardAlone) {
+  const ShardRecord record = Record(4, "a", {"a", "b", "c"}, {"a", "b"});
+  const ShardPlan plan = PlanShard(0, record, Alive({"a", "b", "c", "d"}), {});
+  EXPECT_EQ(plan.write, std::nullopt);
+  EXPECT_EQ(plan.reason, "");
+}
+
+TEST(PlanShardTest, ReplacesAGoneBackupByASpareNodeOutsideTheIsr) {
+  const ShardRecord record = Record(4, "a", {"a", "b", "c"}, {"a", "b", "c"});
+  const ShardPlan plan = PlanShard(0, record, Alive({"a", "b", "d"}), {});
+  EXPECT_EQ(plan.write, Record(4, "a", {"a", "b", "d"}, {"a", "b"}));
+  EXPECT_EQ(plan.reason, "shard 0: replaced c by d");
+  // Without a spare, the gone backup stays (the primary drops it from the
+  // ISR when it lags).
+  EXPECT_EQ(PlanShard(0, record, Alive({"a", "b"}), {}).write, std::nullopt);
+}
+
+TEST(PlanShardTest, WaitsForTheInSyncBackupsToReportBeforePromoting) {
+  const ShardRecord record = Record(4, "a", {"a", "b", "c"}, {"a", "b", "c"});
+  std::map<std::string, NodeRecord> alive = Alive({"b", "c"});
+  alive["b"].positions[0] = Position{4, 100};
+  const ShardPlan plan = PlanShard(0, record, alive, {});
+  EXPECT_EQ(plan.write, std::nullopt);
+  EXPECT_EQ(plan.reason,
+            "shard 0 has lost its primary a: waiting for 1 in-sync backups "
+            "to report their positions");
+  // A report under an older epoch does not count.
+  alive["c"].positions[0] = Position{3, 500};
+  EXPECT_EQ(PlanShard(0, record, alive, {}).write, std::nullopt);
+}
+
+TEST(PlanShardTest, PromotesTheMostAdvancedInSyncBackupAtTheNextEpoch) {
+  const ShardRecord record = Record(4, "a", {"a", "b", "c"}, {"a", "b", "c"});
+  std::map<std::string, NodeRecord> alive = Alive({"b", "c"});
+  alive["b"].positions[0] = Position{4, 100};
+  alive["c"].positions[0] = Position{4, 102};
+  const ShardPlan plan = PlanShard(0, record, alive, {});
+  EXPECT_EQ(plan.write, Record(5, "c", {"c", "a", "b"}, {"c", "b"}));
+  EXPECT_EQ(plan.reason,
+            "promoted c (at index 102) to primary of shard 0 at epoch 5 "
+            "after a left");
+}
+
+TEST(PlanShardTest, TiesGoToTheLowestNodeId) {
+  const ShardRecord record = Record(2, "a", {"a", "c", "b"}, {"a", "c", "b"});
+  std::map<std::string, NodeRecord> alive = Alive({"b", "c"});
+  alive["b"].positions[0] = Position{2, 9};
+  alive["c"].positions[0] = Position{2, 9};
+  EXPECT_EQ(PlanShard(0, record, alive, {}).write->primary, "b");
+}
+
+TEST(PlanShardTest, AfterTheWaitPromotesAmongThoseThatReported) {
+  const ShardRecord record = Record(4, "a", {"a", "b", "c"}, {"a", "b", "c"});
+  std::map<std::string, NodeRecord> alive = Alive({"b", "c", "d"});
+  alive["b"].positions[0] = Position{4, 100};
+  const ShardPlan plan =
+      PlanShard(0, record, alive, {.position_wait_over = true});
+  // c did not report: it stays a replica, out of the ISR; d, a spare,
+  // replaces the old primary a.
+  EXPECT_EQ(plan.write, Record(5, "b", {"b", "d", "c"}, {"b"}));
+  EXPECT_THAT(plan.reason, HasSubstr("replaced a by d"));
+}
+
+TEST(PlanShardTest, NeverPromotesABackupOutsideTheIsr) {
+  // c is alive and the most advanced, but not in sync: it may lack
+  // acknowledged writes.
+  const ShardRecord record = Record(4, "a", {"a", "b", "c"}, {"a", "b"});
+  std::map<std::string, NodeRecord> alive = Alive({"c"});
+  alive["c"].positions[0] = Position{4, 1000};
+  const ShardPlan plan =
+      PlanShard(0, record, alive, {.position_wait_over = true});
+  EXPECT_EQ(plan.write, std::nullopt);
+  EXPECT_EQ(plan.reason,
+            "shard 0 has lost its primary a and no in-sync backup is alive "
+            "(in-sync set a,b): waiting for one to come back");
+}
+
+}  // namespace
+}  // namespace hourglass::cluster
