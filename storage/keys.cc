@@ -197,6 +197,12 @@ std::optional<CounterKeyParts> DecodeCounterKey(std::string_view key) {
                          std::string(rest.substr(topic_end + 1))};
 }
 
+std::string ReplicationEpochStartKey(uint64_t epoch) {
+  std::string key(kReplicationEpochStartPrefix);
+  AppendU64(key, epoch);
+  return key;
+}
+
 std::string GroupKey(std::string_view topic, std::string_view group) {
   std::string key(kGroupKeyPrefix);
   AppendName(key, topic);

@@ -120,6 +120,19 @@ inline constexpr std::string_view kHealthProbeKey = "health_probe";
 // Every publish sequence below this value may have been used.
 inline constexpr std::string_view kSequenceReservedKey = "sequence_reserved";
 
+// Cluster mode (replication/): where this copy of the shard's replicated
+// log ends, written in the same batch as each log entry: u64 epoch of the
+// entry, u64 index.
+inline constexpr std::string_view kReplicationPositionKey =
+    "replication/position";
+// The highest epoch a backup has accepted (u64): it refuses older ones.
+inline constexpr std::string_view kReplicationEpochKey = "replication/epoch";
+// "replication/epoch_start/" + u64 epoch -> u64 index of the epoch's first
+// entry: the history that tells a diverged copy.
+inline constexpr std::string_view kReplicationEpochStartPrefix =
+    "replication/epoch_start/";
+std::string ReplicationEpochStartKey(uint64_t epoch);
+
 // Splits a GroupKey back into topic and group.
 std::optional<std::pair<std::string, std::string>> DecodeGroupKey(
     std::string_view key);

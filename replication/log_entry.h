@@ -1,0 +1,61 @@
+#ifndef HOURGLASS_REPLICATION_LOG_ENTRY_H_
+#define HOURGLASS_REPLICATION_LOG_ENTRY_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "storage/message_store.h"
+
+namespace hourglass::replication {
+
+// Where a copy of a shard's log ends: the epoch and index of its last
+// entry; {0, 0} for none. Indexes count from 1 across epochs.
+struct LogPosition {
+  int64_t epoch = 0;
+  int64_t index = 0;
+
+  friend bool operator==(const LogPosition&, const LogPosition&) = default;
+};
+
+// One entry of the log: a write batch of the primary, as it wrote it
+// (with its own position keys: a backup applies it verbatim).
+struct LogEntry {
+  int64_t epoch = 0;
+  int64_t index = 0;
+  storage::WriteBatch batch;  // needs_sync() is the primary's
+};
+
+// The entry as replication.proto's Entry, serialized: what the primary
+// keeps and ships.
+std::string EncodeEntry(int64_t epoch, int64_t index,
+                        const storage::WriteBatch& batch);
+// INVALID_ARGUMENT for bytes that are not an Entry, or name a table that
+// does not exist.
+absl::StatusOr<LogEntry> DecodeEntry(std::string_view bytes);
+
+// Adds to `batch` the position keys of entry {epoch, index}: the position,
+// and the epoch's start when the entry is its first (`previous` is the
+// position before it).
+void AddPositionKeys(LogPosition previous, LogPosition next,
+                     storage::WriteBatch& batch);
+
+// This copy's position ({0, 0} for a store that never replicated), and the
+// highest epoch it accepted (0 for none). Errors: the store's; DATA_LOSS
+// for a malformed value.
+absl::StatusOr<LogPosition> ReadPosition(storage::MessageStore& store);
+absl::StatusOr<int64_t> ReadAcceptedEpoch(storage::MessageStore& store);
+
+// Whether a copy that ends at `copy` has entries the log of `store` (which
+// ends at `last`) does not: entries past `last`, or entries of an epoch
+// beyond the point where `store`'s history moved to the next epoch. Such a
+// copy cannot follow `store` (a store cannot take writes back): it is
+// rebuilt. Errors: the store's.
+absl::StatusOr<bool> Diverged(storage::MessageStore& store, LogPosition last,
+                              LogPosition copy);
+
+}  // namespace hourglass::replication
+
+#endif  // HOURGLASS_REPLICATION_LOG_ENTRY_H_

@@ -1,0 +1,64 @@
+#ifndef HOURGLASS_REPLICATION_REPLICA_H_
+#define HOURGLASS_REPLICATION_REPLICA_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "replication/log_entry.h"
+#include "storage/message_store.h"
+
+namespace hourglass::replication {
+
+// A backup's copy of a shard: the primary's log entries applied to the
+// store verbatim (each carries its own position keys), in index order,
+// from the primary of the newest epoch accepted only. Nothing else writes
+// to the store while it is a backup.
+//
+// Thread-safe: calls are serialized by one mutex, so two primaries' streams
+// (an old one still open, a new one) cannot interleave.
+class Replica {
+ public:
+  // Reads the copy's position and accepted epoch from `store`, which must
+  // outlive the Replica. Errors: the store's.
+  static absl::StatusOr<std::unique_ptr<Replica>> Open(
+      storage::MessageStore* store);
+
+  // A primary at `epoch` starts shipping: the epoch becomes the accepted
+  // one, persisted (and synced) before anything of it is applied.
+  // FAILED_PRECONDITION if a newer epoch was accepted: that primary has
+  // been replaced. Accepting the accepted epoch again does nothing.
+  absl::Status Accept(int64_t epoch);
+
+  // Applies `entries`, shipped by the primary of `epoch`, in order, then
+  // syncs the store if any of them needs it. Errors:
+  //   FAILED_PRECONDITION  `epoch` is not the accepted one (a newer primary
+  //                        exists, or Accept was not called), or an entry is
+  //                        of a later epoch than `epoch`.
+  //   OUT_OF_RANGE         an entry's index does not follow the last one.
+  //   the store's.
+  // On error the entries before the bad one stay applied.
+  absl::Status Apply(int64_t epoch, std::vector<LogEntry> entries);
+
+  // The last entry applied (visible) and the last made durable.
+  LogPosition applied() const;
+  LogPosition durable() const;
+  int64_t accepted_epoch() const;
+
+ private:
+  Replica(storage::MessageStore* store, LogPosition position, int64_t epoch);
+
+  storage::MessageStore* const store_;
+  mutable absl::Mutex mu_;
+  LogPosition applied_ ABSL_GUARDED_BY(mu_);
+  LogPosition durable_ ABSL_GUARDED_BY(mu_);
+  int64_t accepted_epoch_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace hourglass::replication
+
+#endif  // HOURGLASS_REPLICATION_REPLICA_H_

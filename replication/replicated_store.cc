@@ -1,0 +1,193 @@
+#include "replication/replicated_store.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "storage/keys.h"
+
+namespace hourglass::replication {
+
+absl::StatusOr<std::unique_ptr<ReplicatedStore>> ReplicatedStore::Open(
+    storage::MessageStore* base, ReplicatedStoreOptions options) {
+  absl::StatusOr<LogPosition> last = ReadPosition(*base);
+  if (!last.ok()) return last.status();
+  if (options.epoch < 1 || options.epoch < last->epoch) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a primary at epoch ", options.epoch,
+        " cannot write after entries of epoch ", last->epoch));
+  }
+  // The primary's own epoch is one it accepted: if it becomes a backup
+  // again, it refuses primaries older than the one it was.
+  absl::StatusOr<int64_t> accepted = ReadAcceptedEpoch(*base);
+  if (!accepted.ok()) return accepted.status();
+  if (*accepted > options.epoch) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "a primary at epoch ", options.epoch, " on a copy that accepted epoch ",
+        *accepted, ": a newer primary exists"));
+  }
+  if (*accepted < options.epoch) {
+    storage::WriteBatch batch;
+    std::string value;
+    storage::AppendU64(value, static_cast<uint64_t>(options.epoch));
+    batch.Put(storage::Table::kMeta, std::string(storage::kReplicationEpochKey),
+              std::move(value));
+    if (absl::Status s = base->Write(batch); !s.ok()) return s;
+    if (absl::Status s = base->SyncLog(); !s.ok()) return s;
+  }
+  return std::unique_ptr<ReplicatedStore>(
+      new ReplicatedStore(base, std::move(options), *last));
+}
+
+ReplicatedStore::ReplicatedStore(storage::MessageStore* base,
+                                 ReplicatedStoreOptions options,
+                                 LogPosition last)
+    : base_(base), options_(std::move(options)), last_(last) {
+  for (const std::string& node : options_.in_sync) {
+    in_sync_.insert(node);
+    backups_[node].in_sync = true;
+  }
+}
+
+absl::Status ReplicatedStore::Write(const storage::WriteBatch& batch) {
+  const bool durable = batch.needs_sync();
+  int64_t index = 0;
+  {
+    absl::MutexLock write_lock(&write_mu_);
+    LogPosition previous;
+    {
+      absl::MutexLock lock(&mu_);
+      if (!closed_.empty()) return absl::UnavailableError(closed_);
+      const size_t members = in_sync_.size() + 1;
+      if (members < static_cast<size_t>(options_.min_insync)) {
+        return absl::UnavailableError(absl::StrCat(
+            "the shard's in-sync set has ", members, " members (the primary",
+            in_sync_.empty() ? "" : " and ", absl::StrJoin(in_sync_, ","),
+            "), fewer than --min_insync=", options_.min_insync,
+            ": writes wait until a backup catches up"));
+      }
+      previous = last_;
+    }
+    const LogPosition next{options_.epoch, previous.index + 1};
+    storage::WriteBatch entry = batch;
+    AddPositionKeys(previous, next, entry);
+    if (absl::Status s = base_->Write(entry); !s.ok()) return s;
+    auto bytes = std::make_shared<const std::string>(
+        EncodeEntry(next.epoch, next.index, entry));
+    absl::MutexLock lock(&mu_);
+    last_ = next;
+    index = next.index;
+    kept_bytes_ += bytes->size();
+    kept_.push_back({index, std::move(bytes)});
+    while (kept_.size() > 1 && kept_bytes_ > options_.retain_bytes) {
+      kept_bytes_ -= kept_.front().bytes->size();
+      kept_.pop_front();
+    }
+  }
+  absl::MutexLock lock(&mu_);
+  auto done = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return !closed_.empty() || AckedLocked(index, durable);
+  };
+  if (!mu_.AwaitWithTimeout(absl::Condition(&done), options_.ack_timeout)) {
+    CloseLocked(absl::StrCat(
+        "entry ", index, " of epoch ", options_.epoch,
+        " was not acknowledged by every in-sync backup (",
+        absl::StrJoin(in_sync_, ","), ") within ",
+        absl::FormatDuration(options_.ack_timeout),
+        "; this primary stopped writing"));
+  }
+  if (!AckedLocked(index, durable)) return absl::UnavailableError(closed_);
+  return absl::OkStatus();
+}
+
+bool ReplicatedStore::AckedLocked(int64_t index, bool durable) const {
+  for (const std::string& node : in_sync_) {
+    auto it = backups_.find(node);
+    if (it == backups_.end()) return false;
+    const LogPosition& position =
+        durable ? it->second.durable : it->second.applied;
+    if (position.index < index) return false;
+  }
+  return true;
+}
+
+absl::StatusOr<std::vector<std::shared_ptr<const std::string>>>
+ReplicatedStore::ReadFrom(int64_t index, size_t max_bytes,
+                          absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return !closed_.empty() || last_.index >= index;
+  };
+  mu_.AwaitWithDeadline(absl::Condition(&ready), deadline);
+  if (!closed_.empty()) return absl::UnavailableError(closed_);
+  std::vector<std::shared_ptr<const std::string>> out;
+  if (last_.index < index) return out;
+  if (kept_.empty() || kept_.front().index > index) {
+    return absl::OutOfRangeError(absl::StrCat(
+        "entry ", index, " is no longer kept (the oldest kept is ",
+        kept_.empty() ? last_.index + 1 : kept_.front().index, ")"));
+  }
+  size_t bytes = 0;
+  for (size_t i = static_cast<size_t>(index - kept_.front().index);
+       i < kept_.size(); ++i) {
+    if (!out.empty() && bytes + kept_[i].bytes->size() > max_bytes) break;
+    bytes += kept_[i].bytes->size();
+    out.push_back(kept_[i].bytes);
+  }
+  return out;
+}
+
+absl::StatusOr<bool> ReplicatedStore::Diverged(LogPosition copy) {
+  return replication::Diverged(*base_, last(), copy);
+}
+
+void ReplicatedStore::ReportProgress(const std::string& node,
+                                     LogPosition applied,
+                                     LogPosition durable) {
+  absl::MutexLock lock(&mu_);
+  BackupState& state = backups_[node];
+  state.applied = applied;
+  state.durable = durable;
+  state.last_heard = absl::Now();
+}
+
+std::map<std::string, ReplicatedStore::BackupState> ReplicatedStore::Backups()
+    const {
+  absl::MutexLock lock(&mu_);
+  return backups_;
+}
+
+LogPosition ReplicatedStore::last() const {
+  absl::MutexLock lock(&mu_);
+  return last_;
+}
+
+void ReplicatedStore::AddInSync(const std::string& node) {
+  absl::MutexLock lock(&mu_);
+  in_sync_.insert(node);
+  backups_[node].in_sync = true;
+}
+
+void ReplicatedStore::RemoveInSync(const std::string& node) {
+  absl::MutexLock lock(&mu_);
+  in_sync_.erase(node);
+  backups_[node].in_sync = false;
+}
+
+void ReplicatedStore::Close(const std::string& reason) {
+  absl::MutexLock lock(&mu_);
+  CloseLocked(reason);
+}
+
+void ReplicatedStore::CloseLocked(const std::string& reason) {
+  if (closed_.empty()) closed_ = reason.empty() ? "closed" : reason;
+}
+
+bool ReplicatedStore::closed() const {
+  absl::MutexLock lock(&mu_);
+  return !closed_.empty();
+}
+
+}  // namespace hourglass::replication

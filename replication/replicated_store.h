@@ -1,0 +1,171 @@
+#ifndef HOURGLASS_REPLICATION_REPLICATED_STORE_H_
+#define HOURGLASS_REPLICATION_REPLICATED_STORE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "replication/log_entry.h"
+#include "storage/message_store.h"
+
+namespace hourglass::replication {
+
+struct ReplicatedStoreOptions {
+  // This primary's epoch. Required (>= 1).
+  int64_t epoch = 0;
+  // The backups in the in-sync set when the primary starts (the shard
+  // record's ISR without the primary).
+  std::vector<std::string> in_sync;
+  // Fewest members of the in-sync set, the primary counted, with which
+  // writes are accepted (--min_insync). Default: 2.
+  int min_insync = 2;
+  // Bytes of recent entries kept in memory for backups to catch up from; a
+  // backup further behind is rebuilt from a checkpoint. Default: 64 MiB.
+  size_t retain_bytes = 64 << 20;
+  // How long a write waits for the in-sync backups before the primary
+  // gives up on the epoch (the write fails with UNAVAILABLE and so does
+  // every later one). Default: 10 s; the primary's lag monitor removes a
+  // silent backup from the in-sync set well before.
+  absl::Duration ack_timeout = absl::Seconds(10);
+};
+
+// The primary's side of a replicated shard: a MessageStore over the
+// shard's own store (`base`) that numbers every write batch as an entry of
+// the shard's log, keeps recent entries for the backups' shippers, and
+// answers a Write only once every backup of the in-sync set has applied
+// the entry (and made it durable, for a batch that needs sync). So a
+// client's write is acknowledged only when the in-sync set holds it, and a
+// delivery's in-flight write returns only once the backups of the current
+// epoch took it: after a new epoch they refuse it, the write fails, and
+// the delivery is never sent (CLUSTER.md "Writing", points 3 and 4).
+//
+// Each batch is written to `base` with its position keys (log_entry.h) in
+// the same atomic write, and shipped exactly as written.
+//
+// Thread-safe. Writes are serialized (the log's order is the store's);
+// reads go straight to `base`.
+class ReplicatedStore final : public storage::MessageStore {
+ public:
+  // Reads the log's position from `base` (which must outlive the store),
+  // and persists options.epoch as the copy's accepted epoch. Errors:
+  // INVALID_ARGUMENT for an epoch below 1 or below the store's last
+  // entry's; FAILED_PRECONDITION if the copy accepted a newer epoch; the
+  // store's.
+  static absl::StatusOr<std::unique_ptr<ReplicatedStore>> Open(
+      storage::MessageStore* base, ReplicatedStoreOptions options);
+
+  // MessageStore. Write's errors, beyond the base store's:
+  //   UNAVAILABLE  the in-sync set is smaller than min_insync; or the
+  //                in-sync backups did not acknowledge within ack_timeout,
+  //                or the store was closed (a newer epoch exists) while
+  //                the write waited: the entry is written here but was not
+  //                acknowledged, and the store is closed.
+  absl::Status Write(const storage::WriteBatch& batch) override;
+  absl::Status SyncLog() override { return base_->SyncLog(); }
+  absl::StatusOr<std::optional<std::string>> Get(
+      storage::Table table, std::string_view key) override {
+    return base_->Get(table, key);
+  }
+  absl::StatusOr<std::vector<std::optional<std::string>>> MultiGet(
+      storage::Table table, const std::vector<std::string>& keys) override {
+    return base_->MultiGet(table, keys);
+  }
+  absl::Status Scan(storage::Table table, std::string_view from,
+                    std::string_view to,
+                    absl::FunctionRef<bool(std::string_view, std::string_view)>
+                        visit) override {
+    return base_->Scan(table, from, to, visit);
+  }
+  absl::StatusOr<std::optional<std::string>> LastKey(
+      storage::Table table) override {
+    return base_->LastKey(table);
+  }
+  std::vector<std::pair<std::string, int64_t>> NonZeroCounters() override {
+    return base_->NonZeroCounters();
+  }
+  storage::StoreStats Stats() override { return base_->Stats(); }
+  absl::StatusOr<storage::CheckpointInfo> Checkpoint(
+      const std::string& dir) override {
+    return base_->Checkpoint(dir);
+  }
+
+  // ---- For the shippers, one per backup.
+
+  // The serialized entries from `index` on (as many as fit in `max_bytes`,
+  // at least one), waiting until there is one or `deadline` passes (then
+  // none). Errors: OUT_OF_RANGE if entry `index` is no longer kept (the
+  // backup must be rebuilt); UNAVAILABLE once closed.
+  absl::StatusOr<std::vector<std::shared_ptr<const std::string>>> ReadFrom(
+      int64_t index, size_t max_bytes, absl::Time deadline);
+  // Whether a copy that ends at `copy` diverged from this log.
+  absl::StatusOr<bool> Diverged(LogPosition copy);
+  // What backup `node` said it applied and made durable.
+  void ReportProgress(const std::string& node, LogPosition applied,
+                      LogPosition durable);
+
+  // ---- For the in-sync set's keeper.
+
+  struct BackupState {
+    LogPosition applied;
+    LogPosition durable;
+    absl::Time last_heard = absl::InfinitePast();
+    bool in_sync = false;
+  };
+  // Every backup heard from or in the in-sync set, by node id.
+  std::map<std::string, BackupState> Backups() const;
+  // The last entry written.
+  LogPosition last() const;
+  int64_t epoch() const { return options_.epoch; }
+  // Changes the backups writes wait for. Add a backup before the cluster's
+  // record says it is in sync, and remove it after: the set writes wait
+  // for must hold every backup the record names, or a write could be
+  // acknowledged without a backup that a failover may promote.
+  void AddInSync(const std::string& node);
+  void RemoveInSync(const std::string& node);
+
+  // Fails every waiting and later Write with UNAVAILABLE carrying `reason`
+  // (the node lost its lease, a newer epoch exists), and ends ReadFrom.
+  void Close(const std::string& reason);
+  bool closed() const;
+
+ private:
+  ReplicatedStore(storage::MessageStore* base, ReplicatedStoreOptions options,
+                  LogPosition last);
+
+  struct Kept {
+    int64_t index;
+    std::shared_ptr<const std::string> bytes;
+  };
+
+  bool AckedLocked(int64_t index, bool durable) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CloseLocked(const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  storage::MessageStore* const base_;
+  const ReplicatedStoreOptions options_;
+
+  // Held across a Write's store write and append, so that the log's order
+  // is the store's. Taken before mu_.
+  absl::Mutex write_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  mutable absl::Mutex mu_;
+  LogPosition last_ ABSL_GUARDED_BY(mu_);
+  std::deque<Kept> kept_ ABSL_GUARDED_BY(mu_);
+  size_t kept_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  std::set<std::string> in_sync_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, BackupState> backups_ ABSL_GUARDED_BY(mu_);
+  std::string closed_ ABSL_GUARDED_BY(mu_);  // why, once closed
+};
+
+}  // namespace hourglass::replication
+
+#endif  // HOURGLASS_REPLICATION_REPLICATED_STORE_H_

@@ -1,0 +1,50 @@
+#ifndef HOURGLASS_REPLICATION_REPLICATION_SERVICE_H_
+#define HOURGLASS_REPLICATION_REPLICATION_SERVICE_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "replication/replica.h"
+
+namespace grpc {
+class Service;
+}  // namespace grpc
+
+namespace hourglass::replication {
+
+// The backup's end of replication: the gRPC service Replication
+// (replication.proto) applying what a primary ships to the Replica set
+// with SetReplica. While there is none (this node holds no backup copy,
+// or is the primary) a stream is refused with FAILED_PRECONDITION.
+//
+// Each stream runs on a gRPC thread of the synchronous API for its whole
+// life (one per primary shipping here), reading, applying and answering
+// in turn: the order of the log is the order of the stream.
+//
+// Thread-safe.
+class ReplicationService {
+ public:
+  ReplicationService();
+  ~ReplicationService();
+  ReplicationService(const ReplicationService&) = delete;
+  ReplicationService& operator=(const ReplicationService&) = delete;
+
+  // The copy streams apply to; nullptr for none (streams open now end at
+  // their next request). `replica` must outlive its use: call
+  // SetReplica(nullptr) before destroying it, which waits until no stream
+  // uses it.
+  void SetReplica(Replica* replica);
+
+  // For api::ServerOptions::services.
+  grpc::Service* service();
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace hourglass::replication
+
+#endif  // HOURGLASS_REPLICATION_REPLICATION_SERVICE_H_

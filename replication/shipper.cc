@@ -1,0 +1,165 @@
+#include "replication/shipper.h"
+
+#include <pthread.h>
+
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "grpcpp/grpcpp.h"
+#include "replication/replication.grpc.pb.h"
+#include "spdlog/spdlog.h"
+
+namespace hourglass::replication {
+namespace {
+
+namespace v1 = ::hourglass::replication::v1;
+
+LogPosition FromProto(const v1::Position& p) {
+  return LogPosition{p.epoch(), p.index()};
+}
+
+absl::Status FromGrpc(const grpc::Status& status) {
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                      status.error_message());
+}
+
+// How long ReadFrom waits for new entries before checking for stop.
+constexpr absl::Duration kPoll = absl::Milliseconds(100);
+
+}  // namespace
+
+Shipper::Shipper(ReplicatedStore* store, std::shared_ptr<grpc::Channel> channel,
+                 ShipperOptions options)
+    : store_(store), channel_(std::move(channel)), options_(std::move(options)) {
+  thread_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "hg-shipper");
+    Run();
+  });
+}
+
+Shipper::~Shipper() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    if (context_ != nullptr) context_->TryCancel();
+  }
+  thread_.join();
+}
+
+std::string Shipper::needs_rebuild() const {
+  absl::MutexLock lock(&mu_);
+  return needs_rebuild_;
+}
+
+absl::Status Shipper::last_error() const {
+  absl::MutexLock lock(&mu_);
+  return last_error_;
+}
+
+void Shipper::Run() {
+  absl::Status logged;
+  while (true) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) return;
+    }
+    absl::Status ended = Stream();
+    {
+      absl::MutexLock lock(&mu_);
+      last_error_ = ended;
+      if (stopping_) return;
+    }
+    if (!ended.ok() && ended != logged) {
+      spdlog::warn("replication: shipping shard {} to {} ({}): {}",
+                   options_.shard, options_.backup, options_.address,
+                   std::string(ended.message()));
+    }
+    logged = ended;
+    absl::MutexLock lock(&mu_);
+    mu_.AwaitWithTimeout(absl::Condition(&stopping_), options_.retry_delay);
+  }
+}
+
+absl::Status Shipper::Stream() {
+  auto stub = v1::Replication::NewStub(channel_);
+  grpc::ClientContext context;
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return absl::CancelledError("stopping");
+    context_ = &context;
+  }
+  struct Unset {
+    ~Unset() {
+      absl::MutexLock lock(&shipper->mu_);
+      shipper->context_ = nullptr;
+    }
+    Shipper* shipper;
+  } unset{this};
+
+  auto stream = stub->Replicate(&context);
+  v1::ReplicateRequest hello;
+  hello.mutable_hello()->set_shard(options_.shard);
+  hello.mutable_hello()->set_epoch(store_->epoch());
+  hello.mutable_hello()->set_primary(options_.primary);
+  v1::ReplicateResponse response;
+  if (!stream->Write(hello) || !stream->Read(&response)) {
+    return FromGrpc(stream->Finish());
+  }
+  LogPosition applied = FromProto(response.applied());
+  store_->ReportProgress(options_.backup, applied,
+                         FromProto(response.durable()));
+  absl::StatusOr<bool> diverged = store_->Diverged(applied);
+  if (!diverged.ok()) return diverged.status();
+  if (*diverged) {
+    const std::string why = absl::StrCat(
+        "its copy ends at entry ", applied.index, " of epoch ", applied.epoch,
+        ", which this primary's log (at ", store_->last().index,
+        ") does not hold: it diverged and must be rebuilt");
+    {
+      absl::MutexLock lock(&mu_);
+      needs_rebuild_ = why;
+    }
+    context.TryCancel();
+    (void)stream->Finish();
+    return absl::FailedPreconditionError(why);
+  }
+  spdlog::info("replication: shipping shard {} to {} from entry {}",
+               options_.shard, options_.backup, applied.index + 1);
+  while (true) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) break;
+    }
+    absl::StatusOr<std::vector<std::shared_ptr<const std::string>>> entries =
+        store_->ReadFrom(applied.index + 1, options_.max_request_bytes,
+                         absl::Now() + kPoll);
+    if (!entries.ok()) {
+      if (entries.status().code() == absl::StatusCode::kOutOfRange) {
+        absl::MutexLock lock(&mu_);
+        needs_rebuild_ = absl::StrCat("it is behind the entries kept: ",
+                                      entries.status().message());
+      }
+      context.TryCancel();
+      (void)stream->Finish();
+      return entries.status();
+    }
+    if (entries->empty()) continue;
+    v1::ReplicateRequest request;
+    for (const auto& bytes : *entries) request.add_entries(*bytes);
+    // A failed write or read: the backup ended the stream; its status says
+    // why (a newer epoch accepted, an entry out of order).
+    if (!stream->Write(request) || !stream->Read(&response)) {
+      return FromGrpc(stream->Finish());
+    }
+    applied = FromProto(response.applied());
+    store_->ReportProgress(options_.backup, applied,
+                           FromProto(response.durable()));
+  }
+  context.TryCancel();
+  (void)stream->Finish();
+  return absl::CancelledError("stopping");
+}
+
+}  // namespace hourglass::replication

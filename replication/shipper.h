@@ -1,0 +1,82 @@
+#ifndef HOURGLASS_REPLICATION_SHIPPER_H_
+#define HOURGLASS_REPLICATION_SHIPPER_H_
+
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "replication/replicated_store.h"
+
+namespace grpc {
+class Channel;
+class ClientContext;
+}  // namespace grpc
+
+namespace hourglass::replication {
+
+struct ShipperOptions {
+  int shard = 0;
+  // The primary's node id, for the backup's logs.
+  std::string primary;
+  // The backup's node id and the address of its Replication service.
+  std::string backup;
+  std::string address;
+  // Most bytes of entries in one request. Default: 4 MiB.
+  size_t max_request_bytes = 4 << 20;
+  // How long to wait before connecting again after a stream ended.
+  // Default: 200 ms.
+  absl::Duration retry_delay = absl::Milliseconds(200);
+};
+
+// Ships a primary's log (ReplicatedStore) to one backup over the
+// Replication service, on a thread of its own: it says hello at the
+// primary's epoch, learns where the backup's copy ends, and sends the
+// entries that follow in order, one request at a time, reporting each
+// answer's position to the store (which is what lets writes waiting for
+// that backup return). A stream that ends is opened again after
+// retry_delay. A copy that diverged from the log, or is behind the entries
+// the store keeps, cannot be caught up by shipping: the shipper says so
+// (needs_rebuild) and waits for it to be rebuilt from a checkpoint.
+//
+// Thread-safe.
+class Shipper {
+ public:
+  // Starts shipping from `store` (which must outlive the shipper) over
+  // `channel` to the backup.
+  Shipper(ReplicatedStore* store, std::shared_ptr<grpc::Channel> channel,
+          ShipperOptions options);
+  // Ends the stream and the thread.
+  ~Shipper();
+  Shipper(const Shipper&) = delete;
+  Shipper& operator=(const Shipper&) = delete;
+
+  // Why the backup cannot follow by shipping, if it cannot (empty if it
+  // can): its copy diverged, or lacks entries no longer kept.
+  std::string needs_rebuild() const;
+  // The last error of a stream (OK while it streams).
+  absl::Status last_error() const;
+
+ private:
+  void Run();
+  // One stream, until it ends; its status.
+  absl::Status Stream();
+
+  ReplicatedStore* const store_;
+  const std::shared_ptr<grpc::Channel> channel_;
+  const ShipperOptions options_;
+
+  mutable absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::ClientContext* context_ ABSL_GUARDED_BY(mu_) = nullptr;
+  std::string needs_rebuild_ ABSL_GUARDED_BY(mu_);
+  absl::Status last_error_ ABSL_GUARDED_BY(mu_);
+  std::thread thread_;
+};
+
+}  // namespace hourglass::replication
+
+#endif  // HOURGLASS_REPLICATION_SHIPPER_H_

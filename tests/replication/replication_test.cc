@@ -1,0 +1,353 @@
+// Primary/backup replication of a shard's store: the log's entries, the
+// backup's copy, and the stream between them over real gRPC on loopback.
+
+#include <memory>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "replication/log_entry.h"
+#include "replication/replica.h"
+#include "replication/replicated_store.h"
+#include "replication/replication_service.h"
+#include "replication/shipper.h"
+#include "storage/keys.h"
+#include "storage/memory_store.h"
+#include "storage/message_store.h"
+#include "tests/testing/eventually.h"
+#include <map>
+
+namespace hourglass::replication {
+
+void PrintTo(const LogPosition& p, std::ostream* out) {
+  *out << "{epoch " << p.epoch << ", index " << p.index << "}";
+}
+
+namespace {
+
+using storage::MessageStore;
+using storage::Table;
+using storage::WriteBatch;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+constexpr absl::Duration kPatience = absl::Seconds(20);
+
+// Every key and value of every table, as (table, key, value).
+using Row = std::tuple<int, std::string, std::string>;
+std::vector<Row> Contents(MessageStore& store) {
+  std::vector<Row> rows;
+  for (int t = 0; t < storage::kNumTables; ++t) {
+    absl::Status s = store.Scan(static_cast<Table>(t), "", "",
+                                [&](std::string_view k, std::string_view v) {
+                                  rows.emplace_back(t, k, v);
+                                  return true;
+                                });
+    EXPECT_TRUE(s.ok()) << s;
+  }
+  return rows;
+}
+
+WriteBatch Batch(const std::string& key, bool needs_sync = true) {
+  WriteBatch batch;
+  batch.Put(Table::kMessages, key, "value of " + key);
+  batch.Add("counter", 1);
+  batch.set_needs_sync(needs_sync);
+  return batch;
+}
+
+TEST(LogEntryTest, AnEntryCarriesItsBatchExactly) {
+  WriteBatch batch;
+  batch.Put(Table::kSchedule, "k1", "v1");
+  batch.Delete(Table::kReady, "k2");
+  batch.Add("c", -3);
+  batch.set_needs_sync(false);
+  absl::StatusOr<LogEntry> entry = DecodeEntry(EncodeEntry(4, 17, batch));
+  ASSERT_TRUE(entry.ok()) << entry.status();
+  EXPECT_EQ(entry->epoch, 4);
+  EXPECT_EQ(entry->index, 17);
+  EXPECT_FALSE(entry->batch.needs_sync());
+  ASSERT_EQ(entry->batch.size(), 3u);
+  const auto& ops = entry->batch.operations();
+  EXPECT_EQ(ops[0].table, Table::kSchedule);
+  EXPECT_EQ(ops[0].kind, WriteBatch::Operation::Kind::kPut);
+  EXPECT_EQ(ops[0].key, "k1");
+  EXPECT_EQ(ops[0].value, "v1");
+  EXPECT_EQ(ops[1].kind, WriteBatch::Operation::Kind::kDelete);
+  EXPECT_EQ(ops[1].key, "k2");
+  EXPECT_EQ(ops[2].kind, WriteBatch::Operation::Kind::kAdd);
+  EXPECT_EQ(storage::DecodeCounter(ops[2].value), -3);
+}
+
+TEST(LogEntryTest, WhatIsNotAnEntryIsRefused) {
+  EXPECT_EQ(DecodeEntry("\xff\xff\xff").status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+// A log of epoch 1 (entries 1 to 5) then epoch 3 (6 to 8), as a primary
+// leaves it in its store.
+std::unique_ptr<MessageStore> LogOfEpochs1And3() {
+  std::unique_ptr<MessageStore> store = storage::MemoryStore::Open();
+  LogPosition last;
+  for (int64_t i = 1; i <= 8; ++i) {
+    const LogPosition next{i <= 5 ? 1 : 3, i};
+    WriteBatch batch;
+    AddPositionKeys(last, next, batch);
+    EXPECT_TRUE(store->Write(batch).ok());
+    last = next;
+  }
+  return store;
+}
+
+TEST(DivergedTest, ACopyIsOnTheLogWhenItsLastEntryIsOfTheSameEpoch) {
+  std::unique_ptr<MessageStore> log = LogOfEpochs1And3();
+  absl::StatusOr<LogPosition> last = ReadPosition(*log);
+  ASSERT_TRUE(last.ok());
+  EXPECT_EQ(*last, (LogPosition{3, 8}));
+  auto diverged = [&](int64_t epoch, int64_t index) {
+    absl::StatusOr<bool> d = Diverged(*log, *last, LogPosition{epoch, index});
+    EXPECT_TRUE(d.ok()) << d.status();
+    return d.value_or(false);
+  };
+  EXPECT_FALSE(diverged(0, 0));  // an empty copy
+  EXPECT_FALSE(diverged(1, 3));
+  EXPECT_FALSE(diverged(1, 5));
+  EXPECT_FALSE(diverged(3, 7));
+  EXPECT_FALSE(diverged(3, 8));
+  EXPECT_TRUE(diverged(1, 6));  // entry 6 here is epoch 3's
+  EXPECT_TRUE(diverged(2, 4));  // an epoch this log never had
+  EXPECT_TRUE(diverged(2, 6));
+  EXPECT_TRUE(diverged(3, 9));  // past the end
+}
+
+TEST(ReplicaTest, RefusesAnOlderEpochAndEntriesOutOfOrder) {
+  std::unique_ptr<MessageStore> store = storage::MemoryStore::Open();
+  absl::StatusOr<std::unique_ptr<Replica>> replica = Replica::Open(store.get());
+  ASSERT_TRUE(replica.ok()) << replica.status();
+  Replica& r = **replica;
+  EXPECT_EQ(r.applied(), (LogPosition{0, 0}));
+
+  // Not accepted yet.
+  EXPECT_EQ(r.Apply(2, {}).code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(r.Accept(2).ok());
+  EXPECT_EQ(r.accepted_epoch(), 2);
+  std::vector<LogEntry> gap;
+  gap.push_back(LogEntry{2, 2, Batch("a")});
+  absl::Status s = r.Apply(2, std::move(gap));
+  EXPECT_EQ(s.code(), absl::StatusCode::kOutOfRange);
+  EXPECT_THAT(s.message(), HasSubstr("entry 2 does not follow"));
+  std::vector<LogEntry> newer;
+  newer.push_back(LogEntry{3, 1, Batch("a")});
+  EXPECT_EQ(r.Apply(2, std::move(newer)).code(),
+            absl::StatusCode::kFailedPrecondition);
+  std::vector<LogEntry> first;
+  first.push_back(LogEntry{1, 1, Batch("a")});  // an older epoch's entry
+  ASSERT_TRUE(r.Apply(2, std::move(first)).ok());
+  EXPECT_EQ(r.applied(), (LogPosition{1, 1}));
+  EXPECT_EQ(r.durable(), (LogPosition{1, 1}));
+
+  // A newer primary: the old one's entries are refused from then on.
+  ASSERT_TRUE(r.Accept(3).ok());
+  EXPECT_EQ(r.Accept(2).code(), absl::StatusCode::kFailedPrecondition);
+  std::vector<LogEntry> stale;
+  stale.push_back(LogEntry{2, 2, Batch("b")});
+  EXPECT_EQ(r.Apply(2, std::move(stale)).code(),
+            absl::StatusCode::kFailedPrecondition);
+
+  // The accepted epoch is persisted.
+  absl::StatusOr<std::unique_ptr<Replica>> reopened =
+      Replica::Open(store.get());
+  ASSERT_TRUE(reopened.ok());
+  EXPECT_EQ((*reopened)->accepted_epoch(), 3);
+}
+
+TEST(ReplicatedStoreTest, RefusesWritesBelowTheMinimumInSyncSet) {
+  std::unique_ptr<MessageStore> base = storage::MemoryStore::Open();
+  absl::StatusOr<std::unique_ptr<ReplicatedStore>> store =
+      ReplicatedStore::Open(base.get(), {.epoch = 1, .min_insync = 2});
+  ASSERT_TRUE(store.ok()) << store.status();
+  absl::Status s = (*store)->Write(Batch("a"));
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(s.message(),
+              HasSubstr("in-sync set has 1 members (the primary), fewer than "
+                        "--min_insync=2"));
+  // Nothing written: no message, no log entry.
+  EXPECT_EQ(base->Get(Table::kMessages, "a").value(), std::nullopt);
+  EXPECT_EQ(ReadPosition(*base).value(), (LogPosition{0, 0}));
+  EXPECT_EQ((*store)->last(), (LogPosition{0, 0}));
+}
+
+TEST(ReplicatedStoreTest, AWriteReturnsOnceEveryInSyncBackupAppliedIt) {
+  std::unique_ptr<MessageStore> base = storage::MemoryStore::Open();
+  absl::StatusOr<std::unique_ptr<ReplicatedStore>> opened =
+      ReplicatedStore::Open(base.get(), {.epoch = 1, .in_sync = {"b"}});
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  ReplicatedStore& store = **opened;
+  std::unique_ptr<MessageStore> copy = storage::MemoryStore::Open();
+  std::unique_ptr<Replica> replica = Replica::Open(copy.get()).value();
+  ASSERT_TRUE(replica->Accept(1).ok());
+
+  absl::Status written;
+  std::thread writer([&] { written = store.Write(Batch("a")); });
+  // The entry is in the primary's store and log before b has it...
+  absl::StatusOr<std::vector<std::shared_ptr<const std::string>>> entries =
+      store.ReadFrom(1, 1 << 20, absl::Now() + kPatience);
+  ASSERT_TRUE(entries.ok()) << entries.status();
+  ASSERT_EQ(entries->size(), 1u);
+  EXPECT_EQ(store.last(), (LogPosition{1, 1}));
+  // ... and the write returns once b reports it.
+  std::vector<LogEntry> decoded;
+  decoded.push_back(DecodeEntry(*entries->front()).value());
+  ASSERT_TRUE(replica->Apply(1, std::move(decoded)).ok());
+  store.ReportProgress("b", replica->applied(), replica->durable());
+  writer.join();
+  EXPECT_TRUE(written.ok()) << written;
+  EXPECT_EQ(Contents(*copy), Contents(*base));
+  EXPECT_EQ(ReadPosition(*copy).value(), (LogPosition{1, 1}));
+}
+
+// A backup node: a store, its Replica and the Replication service on a
+// loopback port chosen by the OS.
+struct Backup {
+  Backup() : store(storage::MemoryStore::Open()) {
+    replica = Replica::Open(store.get()).value();
+    service.SetReplica(replica.get());
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
+                             &port);
+    builder.RegisterService(service.service());
+    server = builder.BuildAndStart();
+  }
+  ~Backup() {
+    server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
+    service.SetReplica(nullptr);
+  }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port); }
+
+  std::unique_ptr<MessageStore> store;
+  std::unique_ptr<Replica> replica;
+  ReplicationService service;
+  int port = 0;
+  std::unique_ptr<grpc::Server> server;
+};
+
+class ShippingTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<Shipper> Ship(ReplicatedStore& store, const std::string& id,
+                                const Backup& backup) {
+    return std::make_unique<Shipper>(
+        &store,
+        grpc::CreateChannel(backup.address(),
+                            grpc::InsecureChannelCredentials()),
+        ShipperOptions{.primary = "a", .backup = id,
+                       .address = backup.address(),
+                       .retry_delay = absl::Milliseconds(50)});
+  }
+};
+
+TEST_F(ShippingTest, BackupsHoldExactlyWhatThePrimaryWrote) {
+  std::unique_ptr<MessageStore> base = storage::MemoryStore::Open();
+  std::unique_ptr<ReplicatedStore> store =
+      ReplicatedStore::Open(base.get(), {.epoch = 1, .in_sync = {"b", "c"}})
+          .value();
+  Backup b, c;
+  std::unique_ptr<Shipper> to_b = Ship(*store, "b", b);
+  std::unique_ptr<Shipper> to_c = Ship(*store, "c", c);
+  for (const char* key : {"m1", "m2", "m3"}) {
+    ASSERT_TRUE(store->Write(Batch(key)).ok());
+  }
+  // Written: both backups have applied and synced every entry.
+  const std::map<std::string, ReplicatedStore::BackupState> backups =
+      store->Backups();
+  EXPECT_EQ(backups.at("b").durable, (LogPosition{1, 3}));
+  EXPECT_EQ(backups.at("c").durable, (LogPosition{1, 3}));
+  EXPECT_EQ(Contents(*b.store), Contents(*base));
+  EXPECT_EQ(Contents(*c.store), Contents(*base));
+  EXPECT_EQ(storage::DecodeCounter(
+                base->Get(Table::kCounters, "counter").value().value()),
+            3);
+}
+
+TEST_F(ShippingTest, ABackupOutsideTheIsrCatchesUpFromTheKeptEntries) {
+  std::unique_ptr<MessageStore> base = storage::MemoryStore::Open();
+  std::unique_ptr<ReplicatedStore> store =
+      ReplicatedStore::Open(base.get(),
+                            {.epoch = 1, .in_sync = {"b"}, .min_insync = 2})
+          .value();
+  Backup b, c;
+  std::unique_ptr<Shipper> to_b = Ship(*store, "b", b);
+  for (const char* key : {"m1", "m2"}) {
+    ASSERT_TRUE(store->Write(Batch(key)).ok());
+  }
+  std::unique_ptr<Shipper> to_c = Ship(*store, "c", c);
+  EXPECT_TRUE(testing::Eventually(
+      [&] { return c.replica->applied() == LogPosition{1, 2}; }, kPatience));
+  EXPECT_EQ(Contents(*c.store), Contents(*base));
+}
+
+TEST_F(ShippingTest, AnOldPrimaryCannotWriteOnceItsBackupAcceptedANewEpoch) {
+  std::unique_ptr<MessageStore> base = storage::MemoryStore::Open();
+  std::unique_ptr<ReplicatedStore> store =
+      ReplicatedStore::Open(base.get(),
+                            {.epoch = 1,
+                             .in_sync = {"b"},
+                             .ack_timeout = absl::Seconds(1)})
+          .value();
+  Backup b;
+  std::unique_ptr<Shipper> to_b = Ship(*store, "b", b);
+  ASSERT_TRUE(store->Write(Batch("before")).ok());
+
+  // A new primary at epoch 2 reached b.
+  ASSERT_TRUE(b.replica->Accept(2).ok());
+  absl::Status s = store->Write(Batch("after"));
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(s.message(),
+              HasSubstr("entry 2 of epoch 1 was not acknowledged by every "
+                        "in-sync backup (b)"));
+  EXPECT_TRUE(store->closed());
+  EXPECT_EQ(store->Write(Batch("later")).code(),
+            absl::StatusCode::kUnavailable);
+  // b holds nothing of it.
+  EXPECT_EQ(b.replica->applied(), (LogPosition{1, 1}));
+  EXPECT_EQ(b.store->Get(Table::kMessages, "after").value(), std::nullopt);
+  EXPECT_EQ(to_b->last_error().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(ShippingTest, ADivergedBackupIsToldToRebuild) {
+  // b took entries 1 and 2 of epoch 1 from an old primary; the new primary
+  // at epoch 2 had only entry 1 of it.
+  Backup b;
+  ASSERT_TRUE(b.replica->Accept(1).ok());
+  std::unique_ptr<MessageStore> base = storage::MemoryStore::Open();
+  {
+    std::vector<LogEntry> old;
+    WriteBatch first = Batch("m1");
+    AddPositionKeys({0, 0}, {1, 1}, first);
+    ASSERT_TRUE(base->Write(first).ok());
+    old.push_back(LogEntry{1, 1, first});
+    WriteBatch second = Batch("m2");
+    AddPositionKeys({1, 1}, {1, 2}, second);
+    old.push_back(LogEntry{1, 2, second});
+    ASSERT_TRUE(b.replica->Apply(1, std::move(old)).ok());
+  }
+  std::unique_ptr<ReplicatedStore> store =
+      ReplicatedStore::Open(base.get(), {.epoch = 2, .min_insync = 1}).value();
+  ASSERT_TRUE(store->Write(Batch("m3")).ok());  // entry 2 of epoch 2
+  std::unique_ptr<Shipper> to_b = Ship(*store, "b", b);
+  EXPECT_TRUE(
+      testing::Eventually([&] { return !to_b->needs_rebuild().empty(); },
+                          kPatience));
+  EXPECT_THAT(to_b->needs_rebuild(),
+              HasSubstr("its copy ends at entry 2 of epoch 1"));
+  EXPECT_EQ(b.replica->applied(), (LogPosition{1, 2}));
+}
+
+}  // namespace
+}  // namespace hourglass::replication
