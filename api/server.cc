@@ -14,6 +14,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "api/call_metrics.h"
+#include "api/redirect.h"
 #include "broker/store_health.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -160,12 +161,17 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
     quota.Resize(options.grpc_memory_bytes);
     builder.SetResourceQuota(quota);
   }
+  std::vector<
+      std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
+      interceptors;
   if (options.metrics != nullptr) {
-    std::vector<
-        std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
-        interceptors;
     interceptors.push_back(
         std::make_unique<CallMetricsFactory>(options.metrics));
+  }
+  if (options.redirect != nullptr) {
+    interceptors.push_back(std::make_unique<RedirectFactory>(options.redirect));
+  }
+  if (!interceptors.empty()) {
     builder.experimental().SetInterceptorCreators(std::move(interceptors));
   }
   for (grpc::Service* service : options.services)

@@ -24,6 +24,8 @@ class StoreHealth;
 
 namespace hourglass::api {
 
+class PrimaryHint;
+
 struct ServerOptions {
   // host:port to listen on. Port 0 lets the OS choose one; port() tells
   // which. Default: loopback only.
@@ -66,6 +68,11 @@ struct ServerOptions {
   // (api/call_metrics.h). Not owned; must outlive the server. Default:
   // none, nothing counted.
   metrics::Registry* metrics = nullptr;
+
+  // Cluster mode: calls that end UNAVAILABLE carry the primary this names,
+  // if any, as trailing metadata (api/redirect.h). Not owned; must outlive
+  // the server. Default: none.
+  const PrimaryHint* redirect = nullptr;
 };
 
 // True if `address` (host:port, [v6]:port or unix:path, as --listen takes)

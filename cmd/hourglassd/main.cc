@@ -4,9 +4,11 @@
 // --help lists them all.
 
 #include <signal.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <cstdint>
 #include <cstdlib>
@@ -19,6 +21,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -29,12 +32,15 @@
 #include "api/auth.h"
 #include "api/broker_service.h"
 #include "api/metrics_http.h"
+#include "api/redirect.h"
 #include "api/server.h"
 #include "api/validation.h"
 #include "broker/clock.h"
 #include "broker/engine.h"
 #include "broker/metrics.h"
+#include "cluster/etcd_client.h"
 #include "cmd/hourglassd/sd_notify.h"
+#include "node/cluster_node.h"
 #include "spdlog/spdlog.h"
 #include "storage/message_store.h"
 #include "storage/rocksdb_store.h"
@@ -139,6 +145,31 @@ ABSL_FLAG(uint64_t, grpc_memory_mb, 0,
           "Memory gRPC may use for connections and calls, in MiB (a gRPC "
           "resource quota); under pressure new connections are refused. 0: "
           "no limit.");
+
+// Cluster mode (CLUSTER.md in the contributors' notes; README "Cluster
+// mode"). Without --etcd, none of these is used.
+ABSL_FLAG(std::string, etcd, "",
+          "host:port[,host:port...] of etcd: turns cluster mode on. Default: "
+          "none, a single node.");
+ABSL_FLAG(std::string, cluster, "hourglass",
+          "Cluster mode: the cluster's name, its prefix in etcd.");
+ABSL_FLAG(std::string, node_id, "",
+          "Cluster mode: this node's id, unique in the cluster (1 to 200 of "
+          "[A-Za-z0-9._-]). Default: the host name.");
+ABSL_FLAG(std::string, advertise, "",
+          "Cluster mode: host:port clients and peers reach this node at. "
+          "Default: --listen, with the port it bound.");
+ABSL_FLAG(int32_t, replication_factor, 3,
+          "Cluster mode: copies of each shard (used when the cluster creates "
+          "it).");
+ABSL_FLAG(int32_t, min_insync, 2,
+          "Cluster mode: fewest in-sync copies, the primary's counted, with "
+          "which a shard takes writes.");
+ABSL_FLAG(absl::Duration, lease_ttl, absl::Seconds(3),
+          "Cluster mode: a node that cannot renew its etcd lease for this "
+          "long is dead to the cluster (whole seconds).");
+ABSL_FLAG(int32_t, shards, 1,
+          "Cluster mode: shards of a new cluster. This version runs one.");
 
 namespace {
 
@@ -259,6 +290,110 @@ void NotifyServiceManager(
   if (absl::Status sent = notifier.Notify(state); !sent.ok()) {
     spdlog::warn("WARNING: {}", std::string(sent.message()));
   }
+}
+
+
+// Single node: restores --restore_from if given, opens the store in
+// `data_dir` and logs the effective configuration. Exits on failure.
+std::unique_ptr<hourglass::storage::MessageStore> OpenSingleStore(
+    const std::string& data_dir, const std::string& durability,
+    int32_t block_cache_mb, absl::FunctionRef<void()> log_configuration) {
+  if (const std::string snapshot = absl::GetFlag(FLAGS_restore_from);
+      !snapshot.empty()) {
+    const absl::Time restore_start = absl::Now();
+    if (absl::Status restored =
+            hourglass::storage::RocksDbStore::Restore(snapshot, data_dir);
+        !restored.ok()) {
+      Fail(std::string(restored.message()));
+    }
+    spdlog::info("hourglassd restored snapshot {} into data dir {} in {}",
+                 snapshot, data_dir,
+                 absl::FormatDuration(absl::Now() - restore_start));
+  }
+  const absl::Time open_start = absl::Now();
+  absl::StatusOr<std::unique_ptr<hourglass::storage::MessageStore>> store =
+      hourglass::storage::RocksDbStore::Open({
+          .path = data_dir,
+          .sync = durability == "sync",
+          .block_cache_bytes = static_cast<size_t>(block_cache_mb) << 20,
+          .on_upgrade =
+              [&data_dir](uint32_t from, uint32_t to) {
+                spdlog::info(
+                    "hourglassd upgraded data dir {} from format version {} "
+                    "to {}; older hourglassd versions no longer open it",
+                    data_dir, from, to);
+              },
+      });
+  if (!store.ok()) Fail(std::string(store.status().message()));
+  log_configuration();
+  spdlog::info(
+      "hourglassd opened data dir {} (durability={}, block cache {} MiB) in {}",
+      data_dir, durability, block_cache_mb,
+      absl::FormatDuration(absl::Now() - open_start));
+  WarnIfDataDirOpen(data_dir);
+  return *std::move(store);
+}
+
+// Cluster mode: checks the cluster flags and opens the node (its shard's
+// store, its connection to etcd). Exits on failure.
+std::unique_ptr<hourglass::node::ClusterNode> OpenClusterNode(
+    const std::string& etcd, const std::string& data_dir, bool sync,
+    int32_t block_cache_mb,
+    const hourglass::broker::Engine::Options& engine_options,
+    hourglass::broker::Clock* clock) {
+  if (!absl::GetFlag(FLAGS_restore_from).empty()) {
+    Fail("--restore_from is for a single node; a cluster node gets its copy "
+         "from the shard's primary");
+  }
+  if (!absl::GetFlag(FLAGS_tls_cert).empty()) {
+    Fail("--tls_cert: TLS between cluster nodes is not supported yet; run "
+         "cluster mode on a private network");
+  }
+  absl::StatusOr<std::vector<std::string>> endpoints =
+      hourglass::cluster::ParseEtcdEndpoints(etcd);
+  if (!endpoints.ok()) Fail(std::string(endpoints.status().message()));
+  hourglass::node::ClusterNodeOptions options;
+  options.etcd = *std::move(endpoints);
+  options.cluster = absl::GetFlag(FLAGS_cluster);
+  options.node_id = absl::GetFlag(FLAGS_node_id);
+  if (options.node_id.empty()) {
+    char host[256] = {};
+    if (gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0') {
+      Fail("--node_id is empty and the host name cannot be read");
+    }
+    options.node_id = host;
+  }
+  const absl::Duration lease_ttl = absl::GetFlag(FLAGS_lease_ttl);
+  if (lease_ttl < absl::Seconds(1) || lease_ttl > absl::Minutes(5)) {
+    Fail(absl::StrCat("--lease_ttl must be between 1s and 5m, not ",
+                      absl::FormatDuration(lease_ttl)));
+  }
+  options.lease_ttl = lease_ttl;
+  options.shards = absl::GetFlag(FLAGS_shards);
+  options.replication_factor = absl::GetFlag(FLAGS_replication_factor);
+  if (options.replication_factor < 1 || options.replication_factor > 9) {
+    Fail(absl::StrCat("--replication_factor must be between 1 and 9, not ",
+                      options.replication_factor));
+  }
+  options.min_insync = absl::GetFlag(FLAGS_min_insync);
+  options.data_dir = data_dir;
+  options.sync = sync;
+  options.block_cache_bytes = static_cast<size_t>(block_cache_mb) << 20;
+  options.engine = engine_options;
+  options.clock = clock;
+  const absl::Time open_start = absl::Now();
+  absl::StatusOr<std::unique_ptr<hourglass::node::ClusterNode>> node =
+      hourglass::node::ClusterNode::Open(std::move(options));
+  if (!node.ok()) Fail(std::string(node.status().message()));
+  spdlog::info(
+      "hourglassd opened the store of shard 0 in {}/shards/0 in {}; cluster "
+      "{} on etcd {} as node {}",
+      data_dir, absl::FormatDuration(absl::Now() - open_start),
+      absl::GetFlag(FLAGS_cluster), etcd,
+      absl::GetFlag(FLAGS_node_id).empty() ? "(the host name)"
+                                           : absl::GetFlag(FLAGS_node_id));
+  WarnIfDataDirOpen(data_dir);
+  return *std::move(node);
 }
 
 }  // namespace
@@ -397,65 +532,6 @@ int main(int argc, char** argv) {
   if (!metrics_server.ok())
     Fail(std::string(metrics_server.status().message()));
 
-  const std::string data_dir = absl::GetFlag(FLAGS_data_dir);
-  if (const std::string snapshot = absl::GetFlag(FLAGS_restore_from);
-      !snapshot.empty()) {
-    const absl::Time restore_start = absl::Now();
-    if (absl::Status restored =
-            hourglass::storage::RocksDbStore::Restore(snapshot, data_dir);
-        !restored.ok()) {
-      Fail(std::string(restored.message()));
-    }
-    spdlog::info("hourglassd restored snapshot {} into data dir {} in {}",
-                 snapshot, data_dir,
-                 absl::FormatDuration(absl::Now() - restore_start));
-  }
-  const absl::Time open_start = absl::Now();
-  absl::StatusOr<std::unique_ptr<hourglass::storage::MessageStore>> store =
-      hourglass::storage::RocksDbStore::Open({
-          .path = data_dir,
-          .sync = durability == "sync",
-          .block_cache_bytes = static_cast<size_t>(block_cache_mb) << 20,
-          .on_upgrade =
-              [&data_dir](uint32_t from, uint32_t to) {
-                spdlog::info(
-                    "hourglassd upgraded data dir {} from format version {} "
-                    "to {}; older hourglassd versions no longer open it",
-                    data_dir, from, to);
-              },
-      });
-  if (!store.ok()) Fail(std::string(store.status().message()));
-  // The effective configuration, logged once the flags, the metrics
-  // address and the data dir passed their checks (whose failures are one
-  // line each).
-  spdlog::info(
-      "hourglassd {} running with --listen={} --data_dir={} "
-      "--metrics_listen={} --metrics_request_timeout={} "
-      "--metrics_max_queued_connections={} "
-      "--durability={} --horizon={} --block_cache_mb={} "
-      "--max_payload_bytes={} --max_delay={} --max_batch={} "
-      "--max_attempts={} --ack_timeout={} --max_credit={} --max_streams={} "
-      "--shutdown_grace={} --tls={} --auth_tokens={}",
-      HOURGLASS_VERSION, absl::GetFlag(FLAGS_listen),
-      absl::GetFlag(FLAGS_data_dir), absl::GetFlag(FLAGS_metrics_listen),
-      absl::FormatDuration(metrics_options.request_timeout),
-      metrics_options.max_queued, durability, absl::FormatDuration(horizon),
-      block_cache_mb, absl::GetFlag(FLAGS_max_payload_bytes),
-      absl::FormatDuration(absl::GetFlag(FLAGS_max_delay)),
-      absl::GetFlag(FLAGS_max_batch), max_attempts,
-      absl::FormatDuration(ack_timeout), absl::GetFlag(FLAGS_max_credit),
-      absl::GetFlag(FLAGS_max_streams),
-      absl::FormatDuration(absl::GetFlag(FLAGS_shutdown_grace)),
-      absl::GetFlag(FLAGS_tls_cert).empty() ? "off" : "on",
-      absl::GetFlag(FLAGS_auth_tokens).empty()
-          ? "off"
-          : absl::GetFlag(FLAGS_auth_tokens));
-  spdlog::info(
-      "hourglassd opened data dir {} (durability={}, block cache {} MiB) in {}",
-      absl::GetFlag(FLAGS_data_dir), durability, block_cache_mb,
-      absl::FormatDuration(absl::Now() - open_start));
-  WarnIfDataDirOpen(absl::GetFlag(FLAGS_data_dir));
-
   hourglass::broker::SystemClock clock;
   hourglass::broker::Engine::Options engine_options;
   engine_options.scheduler.horizon = horizon;
@@ -466,22 +542,70 @@ int main(int argc, char** argv) {
   engine_options.dispatcher.default_ack_timeout = ack_timeout;
   engine_options.dispatcher.stall_timeout = stall_timeout;
   engine_options.dispatcher.max_unsent_bytes = outbox_bytes;
-  const absl::Time recover_start = absl::Now();
-  absl::StatusOr<std::unique_ptr<hourglass::broker::Engine>> engine =
-      hourglass::broker::Engine::Open(store->get(), &clock, engine_options);
-  if (!engine.ok()) Fail(std::string(engine.status().message()));
-  (*engine)->Start();
-  const hourglass::broker::Dispatcher::Recovery& recovery =
-      (*engine)->dispatcher().recovery();
-  const hourglass::broker::BrokerInfo info = (*engine)->Info();
-  spdlog::info(
-      "hourglassd recovered store {} (format version {}) in {}: {} groups, "
-      "{} deliveries that were in flight are due again, {} wait out a nack; "
-      "loading {} ahead",
-      info.store_id, info.format_version,
-      absl::FormatDuration(absl::Now() - recover_start), recovery.groups,
-      recovery.due_again, recovery.waiting,
-      absl::FormatDuration(engine_options.scheduler.horizon));
+
+  // The effective configuration, logged once the flags, the metrics
+  // address and the data dir passed their checks (whose failures are one
+  // line each).
+  auto log_configuration = [&] {
+    spdlog::info(
+        "hourglassd {} running with --listen={} --data_dir={} "
+        "--metrics_listen={} --metrics_request_timeout={} "
+        "--metrics_max_queued_connections={} "
+        "--durability={} --horizon={} --block_cache_mb={} "
+        "--max_payload_bytes={} --max_delay={} --max_batch={} "
+        "--max_attempts={} --ack_timeout={} --max_credit={} --max_streams={} "
+        "--shutdown_grace={} --tls={} --auth_tokens={}",
+        HOURGLASS_VERSION, absl::GetFlag(FLAGS_listen),
+        absl::GetFlag(FLAGS_data_dir), absl::GetFlag(FLAGS_metrics_listen),
+        absl::FormatDuration(metrics_options.request_timeout),
+        metrics_options.max_queued, durability, absl::FormatDuration(horizon),
+        block_cache_mb, absl::GetFlag(FLAGS_max_payload_bytes),
+        absl::FormatDuration(absl::GetFlag(FLAGS_max_delay)),
+        absl::GetFlag(FLAGS_max_batch), max_attempts,
+        absl::FormatDuration(ack_timeout), absl::GetFlag(FLAGS_max_credit),
+        absl::GetFlag(FLAGS_max_streams),
+        absl::FormatDuration(absl::GetFlag(FLAGS_shutdown_grace)),
+        absl::GetFlag(FLAGS_tls_cert).empty() ? "off" : "on",
+        absl::GetFlag(FLAGS_auth_tokens).empty()
+            ? "off"
+            : absl::GetFlag(FLAGS_auth_tokens));
+  };
+
+  // Single node: the store and the engine open here. Cluster mode: the node
+  // opens its shard's store, and the engine runs only while this node is
+  // the shard's primary (node/cluster_node.h).
+  const std::string data_dir = absl::GetFlag(FLAGS_data_dir);
+  std::unique_ptr<hourglass::storage::MessageStore> store;
+  std::unique_ptr<hourglass::broker::Engine> engine;
+  std::unique_ptr<hourglass::node::ClusterNode> cluster_node;
+  hourglass::broker::Broker* broker = nullptr;
+  if (const std::string etcd = absl::GetFlag(FLAGS_etcd); !etcd.empty()) {
+    log_configuration();
+    cluster_node = OpenClusterNode(etcd, data_dir, durability == "sync",
+                                   block_cache_mb, engine_options, &clock);
+    broker = cluster_node->broker();
+  } else {
+    store = OpenSingleStore(data_dir, durability, block_cache_mb,
+                            log_configuration);
+    const absl::Time recover_start = absl::Now();
+    absl::StatusOr<std::unique_ptr<hourglass::broker::Engine>> opened =
+        hourglass::broker::Engine::Open(store.get(), &clock, engine_options);
+    if (!opened.ok()) Fail(std::string(opened.status().message()));
+    engine = *std::move(opened);
+    engine->Start();
+    const hourglass::broker::Dispatcher::Recovery& recovery =
+        engine->dispatcher().recovery();
+    const hourglass::broker::BrokerInfo info = engine->Info();
+    spdlog::info(
+        "hourglassd recovered store {} (format version {}) in {}: {} groups, "
+        "{} deliveries that were in flight are due again, {} wait out a nack; "
+        "loading {} ahead",
+        info.store_id, info.format_version,
+        absl::FormatDuration(absl::Now() - recover_start), recovery.groups,
+        recovery.due_again, recovery.waiting,
+        absl::FormatDuration(engine_options.scheduler.horizon));
+    broker = engine.get();
+  }
 
   hourglass::api::Limits limits;
   limits.max_payload_bytes = absl::GetFlag(FLAGS_max_payload_bytes);
@@ -493,15 +617,21 @@ int main(int argc, char** argv) {
   limits.max_credit = absl::GetFlag(FLAGS_max_credit);
   limits.max_streams = absl::GetFlag(FLAGS_max_streams);
   limits.max_publish_queue_bytes = absl::GetFlag(FLAGS_max_publish_queue_bytes);
-  hourglass::api::BrokerService broker_service(engine->get(), &clock, limits,
+  hourglass::api::BrokerService broker_service(broker, &clock, limits,
                                                authorizer.get());
 
-  hourglass::api::AdminService admin_service(engine->get(), &clock, limits,
-                                             started_at, authorizer.get());
+  hourglass::api::AdminService admin_service(broker, &clock, limits, started_at,
+                                             authorizer.get());
 
   hourglass::api::ServerOptions options;
   options.listen_address = absl::GetFlag(FLAGS_listen);
   options.services = {&broker_service, &admin_service};
+  if (cluster_node != nullptr) {
+    for (grpc::Service* service : cluster_node->services()) {
+      options.services.push_back(service);
+    }
+    options.redirect = cluster_node->hint();
+  }
   // Room for the largest legal Publish (every message at the payload and
   // header limits, plus ids and framing), but no more than
   // --max_request_bytes.
@@ -528,8 +658,33 @@ int main(int argc, char** argv) {
     WarnIfCertLinesUnused(*authorizer, authorizer->counts().certificates,
                           mutual_tls);
   }
-  // gRPC health follows the store: NOT_SERVING while it refuses writes.
-  hourglass::api::FollowStoreHealth((*engine)->store_health(), server->get());
+  std::atomic<bool> lease_lost = false;
+  if (engine != nullptr) {
+    // gRPC health follows the store: NOT_SERVING while it refuses writes.
+    hourglass::api::FollowStoreHealth(engine->store_health(), server->get());
+  } else {
+    // Joins once the server listens: peers and clients reach it at once.
+    std::string advertise = absl::GetFlag(FLAGS_advertise);
+    if (advertise.empty()) {
+      const std::string& listen = options.listen_address;
+      advertise = absl::StrCat(listen.substr(0, listen.rfind(':')), ":",
+                               (*server)->port());
+    }
+    // A node whose lease is lost is dead to the cluster: it stops serving
+    // (ClusterNode does) and exits with 3, for its supervisor to restart it
+    // and join again.
+    if (absl::Status joined = cluster_node->Join(advertise,
+                                                 [&lease_lost] {
+                                                   lease_lost = true;
+                                                   kill(getpid(), SIGTERM);
+                                                 });
+        !joined.ok()) {
+      Fail(std::string(joined.message()));
+    }
+    spdlog::info("hourglassd joined cluster {} as node {}, advertising {}",
+                 absl::GetFlag(FLAGS_cluster), cluster_node->node_id(),
+                 advertise);
+  }
   NotifyServiceManager(
       *notifier,
       absl::StrCat("READY=1\nSTATUS=serving on ", options.listen_address,
@@ -553,13 +708,24 @@ int main(int argc, char** argv) {
   (*metrics_server)->Shutdown();
   // Streams end first (consumers reconnect elsewhere or later); calls in
   // progress, such as publishes being written, finish within the grace.
-  (*engine)->Shutdown(
-      absl::UnavailableError("hourglassd is shutting down; reconnect later"));
+  if (engine != nullptr) {
+    engine->Shutdown(
+        absl::UnavailableError("hourglassd is shutting down; reconnect later"));
+  } else {
+    cluster_node->Leave();
+  }
   (*server)->Shutdown(absl::GetFlag(FLAGS_shutdown_grace));
-  (*engine)->store_health().Unwatch();  // It tells the server.
+  if (engine != nullptr) engine->store_health().Unwatch();  // It tells the server.
   server->reset();
-  engine->reset();
-  store->reset();
+  engine.reset();
+  cluster_node.reset();
+  store.reset();
+  if (lease_lost) {
+    spdlog::critical(
+        "hourglassd stopped: it lost its cluster lease; exiting with 3 so that "
+        "its supervisor restarts it");
+    return 3;
+  }
   spdlog::info("hourglassd stopped");
   return 0;
 }

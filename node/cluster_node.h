@@ -1,0 +1,106 @@
+#ifndef HOURGLASS_NODE_CLUSTER_NODE_H_
+#define HOURGLASS_NODE_CLUSTER_NODE_H_
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "broker/broker.h"
+#include "broker/clock.h"
+#include "broker/engine.h"
+#include "storage/message_store.h"
+
+namespace grpc {
+class Service;
+}  // namespace grpc
+
+namespace hourglass::api {
+class PrimaryHint;
+}  // namespace hourglass::api
+
+namespace hourglass::cluster {
+class EtcdClient;
+class Member;
+}  // namespace hourglass::cluster
+
+namespace hourglass::replication {
+class ReplicationService;
+}  // namespace hourglass::replication
+
+namespace hourglass::node {
+
+class PrimaryGate;
+class ShardHost;
+
+struct ClusterNodeOptions {
+  // --etcd, parsed (cluster::ParseEtcdEndpoints).
+  std::vector<std::string> etcd;
+  std::string cluster = "hourglass";  // --cluster
+  std::string node_id;                // --node_id
+  absl::Duration lease_ttl = absl::Seconds(3);
+  int shards = 1;
+  int replication_factor = 3;
+  int min_insync = 2;
+  // The shard's store: opened at <data_dir>/shards/0.
+  std::string data_dir;
+  bool sync = true;
+  size_t block_cache_bytes = 64 << 20;
+  // The engine run while this node is the shard's primary.
+  broker::Engine::Options engine;
+  broker::Clock* clock = nullptr;  // Required.
+};
+
+// hourglassd as a node of a cluster (CLUSTER.md), with one shard (issue 21,
+// part 1): the shard's store, the broker the gRPC services call (a gate
+// that lets them into the engine while this node is the primary), the
+// Replication service, and, once joined, the node's membership in etcd and
+// the shard's role (node/shard_host.h).
+//
+// Thread-safe.
+class ClusterNode {
+ public:
+  // Opens the store and connects to etcd (without joining). Errors: the
+  // store's; INVALID_ARGUMENT for bad options.
+  static absl::StatusOr<std::unique_ptr<ClusterNode>> Open(
+      ClusterNodeOptions options);
+  // Leaves (if joined) and closes.
+  ~ClusterNode();
+  ClusterNode(const ClusterNode&) = delete;
+  ClusterNode& operator=(const ClusterNode&) = delete;
+
+  // What the gRPC server needs: the broker for the Broker and Admin
+  // services, the services of the cluster, and where to redirect clients.
+  broker::Broker* broker();
+  std::vector<grpc::Service*> services();
+  const api::PrimaryHint* hint() const { return hint_.get(); }
+
+  // Joins the cluster advertising `address` (--advertise, or the address
+  // the server listens on). `on_lost` runs once if the node's lease is
+  // lost later (it no longer serves by then). Errors: Member::Join's.
+  absl::Status Join(const std::string& address,
+                    absl::AnyInvocable<void()> on_lost);
+  // Stops serving and leaves the cluster (its node key goes at once).
+  void Leave();
+
+  const std::string& node_id() const { return options_.node_id; }
+
+ private:
+  explicit ClusterNode(ClusterNodeOptions options);
+
+  const ClusterNodeOptions options_;
+  std::unique_ptr<storage::MessageStore> store_;
+  std::unique_ptr<cluster::EtcdClient> etcd_;
+  std::unique_ptr<PrimaryGate> gate_;
+  std::unique_ptr<api::PrimaryHint> hint_;
+  std::unique_ptr<replication::ReplicationService> replication_;
+  std::unique_ptr<ShardHost> host_;
+  std::unique_ptr<cluster::Member> member_;
+};
+
+}  // namespace hourglass::node
+
+#endif  // HOURGLASS_NODE_CLUSTER_NODE_H_

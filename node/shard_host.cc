@@ -1,0 +1,385 @@
+#include "node/shard_host.h"
+
+#include <pthread.h>
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "api/redirect.h"
+#include "grpcpp/grpcpp.h"
+#include "node/primary_gate.h"
+#include "replication/log_entry.h"
+#include "replication/replica.h"
+#include "replication/replicated_store.h"
+#include "replication/replication_service.h"
+#include "replication/shipper.h"
+#include "spdlog/spdlog.h"
+
+namespace hourglass::node {
+namespace {
+
+// How often the host looks again without a new view: to open an engine
+// that failed to open, and to keep the in-sync set.
+constexpr absl::Duration kTick = absl::Milliseconds(250);
+
+}  // namespace
+
+ShardHost::ShardHost(storage::MessageStore* base, ShardHostOptions options,
+                     PrimaryGate* gate, api::PrimaryHint* hint,
+                     replication::ReplicationService* replication)
+    : base_(base),
+      options_(std::move(options)),
+      gate_(gate),
+      hint_(hint),
+      replication_(replication) {
+  thread_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "hg-shard-host");
+    Run();
+  });
+}
+
+ShardHost::~ShardHost() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    wake_ = true;
+  }
+  thread_.join();
+  absl::MutexLock lock(&role_mu_);
+  StepDownLocked("this node is shutting down");
+  if (replica_ != nullptr) {
+    replication_->SetReplica(nullptr);
+    replica_.reset();
+  }
+}
+
+void ShardHost::Attach(cluster::Member* member) {
+  absl::MutexLock lock(&mu_);
+  member_ = member;
+  wake_ = true;
+}
+
+void ShardHost::OnView(const cluster::ClusterView& view) {
+  absl::MutexLock lock(&mu_);
+  view_ = view;
+  wake_ = true;
+}
+
+std::optional<int64_t> ShardHost::Position() {
+  absl::MutexLock lock(&role_mu_);
+  if (replica_ != nullptr) return replica_->durable().index;
+  if (store_ != nullptr) return store_->last().index;
+  absl::StatusOr<replication::LogPosition> position =
+      replication::ReadPosition(*base_);
+  if (!position.ok()) return std::nullopt;
+  return position->index;
+}
+
+ShardHost::Role ShardHost::role() const {
+  absl::MutexLock lock(&role_mu_);
+  return role_;
+}
+
+int64_t ShardHost::epoch() const {
+  absl::MutexLock lock(&role_mu_);
+  return role_ == Role::kPrimary ? epoch_ : 0;
+}
+
+void ShardHost::StepDown(const std::string& reason) {
+  absl::MutexLock lock(&role_mu_);
+  StepDownLocked(reason);
+}
+
+void ShardHost::Run() {
+  while (true) {
+    std::optional<cluster::ClusterView> view;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.AwaitWithTimeout(absl::Condition(&wake_), kTick);
+      wake_ = false;
+      if (stopping_) return;
+      if (member_ == nullptr) continue;
+      view = view_;
+    }
+    if (view.has_value()) Reconcile(*view);
+  }
+}
+
+void ShardHost::Reconcile(const cluster::ClusterView& view) {
+  auto it = view.shards.find(options_.shard);
+  if (it == view.shards.end()) {
+    SetHint(view, nullptr);
+    absl::MutexLock lock(&role_mu_);
+    if (role_ == Role::kPrimary) {
+      StepDownLocked(absl::StrCat("shard ", options_.shard,
+                                  " has no record in etcd"));
+    }
+    gate_->Close(absl::StrCat("the cluster has not created shard ",
+                              options_.shard, " yet (it waits for ",
+                              "--replication_factor nodes to join)"));
+    return;
+  }
+  const cluster::ShardRecord& record = it->second.record;
+  SetHint(view, &record);
+  if (record.primary == options_.node_id) {
+    BecomePrimary(view, record);
+  } else if (record.IsReplica(options_.node_id)) {
+    BecomeBackup();
+  } else {
+    BecomeNone();
+  }
+}
+
+void ShardHost::SetHint(const cluster::ClusterView& view,
+                        const cluster::ShardRecord* record) {
+  if (record == nullptr || record->primary == options_.node_id) {
+    hint_->Set(std::nullopt);
+    return;
+  }
+  auto primary = view.nodes.find(record->primary);
+  if (primary == view.nodes.end()) {
+    hint_->Set(std::nullopt);
+    gate_->Close(absl::StrCat("shard ", options_.shard, "'s primary ",
+                              record->primary, " is gone; a failover is in ",
+                              "progress, retry shortly"));
+    return;
+  }
+  hint_->Set(api::PrimaryHint::Primary{primary->second.address, record->epoch});
+  gate_->Close(absl::StrCat("node ", options_.node_id,
+                            " is not the primary of shard ", options_.shard,
+                            ": its primary is ", record->primary, " at ",
+                            primary->second.address, " (epoch ",
+                            record->epoch, ")"));
+}
+
+void ShardHost::BecomePrimary(const cluster::ClusterView& view,
+                              const cluster::ShardRecord& record) {
+  absl::MutexLock lock(&role_mu_);
+  if (role_ == Role::kPrimary && epoch_ != record.epoch) {
+    StepDownLocked(absl::StrCat("epoch ", epoch_, " ended"));
+  }
+  if (role_ != Role::kPrimary) {
+    if (replica_ != nullptr) {
+      replication_->SetReplica(nullptr);
+      replica_.reset();
+    }
+    std::vector<std::string> in_sync;
+    for (const std::string& node : record.isr) {
+      if (node != options_.node_id) in_sync.push_back(node);
+    }
+    replication::ReplicatedStoreOptions store_options;
+    store_options.epoch = record.epoch;
+    store_options.in_sync = in_sync;
+    store_options.min_insync = options_.min_insync;
+    store_options.ack_timeout = options_.ack_timeout;
+    absl::StatusOr<std::unique_ptr<replication::ReplicatedStore>> store =
+        replication::ReplicatedStore::Open(base_, std::move(store_options));
+    if (!store.ok()) {
+      spdlog::error("cluster: node {} cannot become the primary of shard {} "
+                    "at epoch {}: {}",
+                    options_.node_id, options_.shard, record.epoch,
+                    std::string(store.status().message()));
+      return;
+    }
+    store_ = *std::move(store);
+    role_ = Role::kPrimary;
+    epoch_ = record.epoch;
+    primary_since_ = absl::Now();
+    engine_error_.clear();
+    spdlog::info("cluster: node {} is the primary of shard {} at epoch {} "
+                 "(in-sync set {}, log at entry {})",
+                 options_.node_id, options_.shard, record.epoch,
+                 absl::StrJoin(record.isr, ","), store_->last().index);
+  }
+  // Shippers first: opening the engine writes, and writes wait for the
+  // in-sync backups.
+  SyncShippers(view, record);
+  KeepInSyncSet(view, record);
+  if (engine_ != nullptr) return;
+  const absl::Time start = absl::Now();
+  absl::StatusOr<std::unique_ptr<broker::Engine>> engine =
+      broker::Engine::Open(store_.get(), options_.clock, options_.engine);
+  if (!engine.ok()) {
+    const std::string error(engine.status().message());
+    if (error != engine_error_) {
+      spdlog::warn("cluster: node {} cannot open shard {} yet: {}",
+                   options_.node_id, options_.shard, error);
+    }
+    engine_error_ = error;
+    if (store_->closed()) {
+      StepDownLocked(absl::StrCat("its store closed: ", error));
+    }
+    return;
+  }
+  engine_ = *std::move(engine);
+  engine_->Start();
+  gate_->Open(engine_.get());
+  spdlog::info("cluster: node {} serves shard {} at epoch {} (recovered in "
+               "{})",
+               options_.node_id, options_.shard, epoch_,
+               absl::FormatDuration(absl::Now() - start));
+}
+
+void ShardHost::SyncShippers(const cluster::ClusterView& view,
+                             const cluster::ShardRecord& record) {
+  std::map<std::string, std::string> wanted;
+  for (const std::string& node : record.replicas) {
+    if (node == options_.node_id) continue;
+    auto it = view.nodes.find(node);
+    if (it != view.nodes.end()) wanted[node] = it->second.address;
+  }
+  for (auto it = shippers_.begin(); it != shippers_.end();) {
+    auto want = wanted.find(it->first);
+    if (want == wanted.end() ||
+        want->second != shipper_addresses_[it->first]) {
+      shipper_addresses_.erase(it->first);
+      it = shippers_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (const auto& [node, address] : wanted) {
+    if (shippers_.contains(node)) continue;
+    replication::ShipperOptions options;
+    options.shard = options_.shard;
+    options.primary = options_.node_id;
+    options.backup = node;
+    options.address = address;
+    shipper_addresses_[node] = address;
+    shippers_[node] = std::make_unique<replication::Shipper>(
+        store_.get(),
+        grpc::CreateChannel(address, grpc::InsecureChannelCredentials()),
+        std::move(options));
+  }
+}
+
+void ShardHost::KeepInSyncSet(const cluster::ClusterView& view,
+                              const cluster::ShardRecord& record) {
+  cluster::Member* member;
+  {
+    absl::MutexLock lock(&mu_);
+    member = member_;
+  }
+  if (member == nullptr || record.epoch != epoch_) return;
+  const absl::Time now = absl::Now();
+  const replication::LogPosition last = store_->last();
+  const std::map<std::string, replication::ReplicatedStore::BackupState>
+      backups = store_->Backups();
+  for (const std::string& node : record.replicas) {
+    if (node == options_.node_id) continue;
+    auto state = backups.find(node);
+    const replication::ReplicatedStore::BackupState st =
+        state == backups.end() ? replication::ReplicatedStore::BackupState{}
+                               : state->second;
+    const bool alive = view.nodes.contains(node);
+    if (record.InIsr(node)) {
+      const absl::Time heard = std::max(st.last_heard, primary_since_);
+      const bool silent_behind = st.applied.index < last.index &&
+                                 now - heard > options_.lag_timeout;
+      if (!alive || silent_behind) {
+        std::vector<std::string> isr;
+        for (const std::string& n : record.isr) {
+          if (n != node) isr.push_back(n);
+        }
+        absl::StatusOr<bool> written = member->SetIsr(options_.shard, isr);
+        if (written.ok() && *written) {
+          store_->RemoveInSync(node);
+          spdlog::warn("cluster: primary {} removed {} from the in-sync set "
+                       "of shard {}: {} (at entry {} of {})",
+                       options_.node_id, node, options_.shard,
+                       alive ? "behind and silent" : "its node is gone",
+                       st.applied.index, last.index);
+        }
+        return;  // One change per view: the next starts from the new record.
+      }
+    } else if (alive && st.applied.index >= last.index &&
+               now - st.last_heard < options_.lag_timeout) {
+      // Writes wait for it from now on; it has every entry acknowledged so
+      // far once it has the last one written before this.
+      store_->AddInSync(node);
+      const int64_t mark = store_->last().index;
+      const absl::Time deadline = now + options_.lag_timeout;
+      while (absl::Now() < deadline) {
+        auto b = store_->Backups();
+        if (b[node].applied.index >= mark) break;
+        absl::SleepFor(absl::Milliseconds(5));
+      }
+      std::vector<std::string> isr = record.isr;
+      isr.push_back(node);
+      absl::StatusOr<bool> written = member->SetIsr(options_.shard, isr);
+      if (!written.ok() || !*written) {
+        store_->RemoveInSync(node);
+        return;
+      }
+      spdlog::info("cluster: primary {} added {} to the in-sync set of shard "
+                   "{} (at entry {})",
+                   options_.node_id, node, options_.shard, mark);
+      return;
+    }
+  }
+}
+
+void ShardHost::BecomeBackup() {
+  absl::MutexLock lock(&role_mu_);
+  if (role_ == Role::kPrimary) {
+    StepDownLocked("a newer primary exists");
+  }
+  if (role_ == Role::kBackup) return;
+  absl::StatusOr<std::unique_ptr<replication::Replica>> replica =
+      replication::Replica::Open(base_);
+  if (!replica.ok()) {
+    spdlog::error("cluster: node {} cannot hold shard {} as a backup: {}",
+                  options_.node_id, options_.shard,
+                  std::string(replica.status().message()));
+    return;
+  }
+  replica_ = *std::move(replica);
+  replication_->SetReplica(replica_.get());
+  role_ = Role::kBackup;
+  spdlog::info("cluster: node {} is a backup of shard {} (its copy ends at "
+               "entry {} of epoch {})",
+               options_.node_id, options_.shard, replica_->applied().index,
+               replica_->applied().epoch);
+}
+
+void ShardHost::BecomeNone() {
+  absl::MutexLock lock(&role_mu_);
+  if (role_ == Role::kPrimary) StepDownLocked("no longer a replica");
+  if (replica_ != nullptr) {
+    replication_->SetReplica(nullptr);
+    replica_.reset();
+  }
+  if (role_ != Role::kNone) {
+    spdlog::info("cluster: node {} holds no copy of shard {} any more",
+                 options_.node_id, options_.shard);
+  }
+  role_ = Role::kNone;
+}
+
+void ShardHost::StepDownLocked(const std::string& reason) {
+  if (role_ != Role::kPrimary) return;
+  spdlog::warn("cluster: node {} stops being the primary of shard {} at "
+               "epoch {}: {}",
+               options_.node_id, options_.shard, epoch_, reason);
+  gate_->Close(absl::StrCat("node ", options_.node_id,
+                            " stopped being the primary of shard ",
+                            options_.shard, ": ", reason));
+  // Writes waiting for backups fail now; then nothing reaches the engine.
+  store_->Close(absl::StrCat("this node stopped being the primary: ", reason));
+  shippers_.clear();
+  shipper_addresses_.clear();
+  if (engine_ != nullptr) {
+    engine_->Shutdown(absl::UnavailableError(
+        absl::StrCat("this node stopped being the primary: ", reason)));
+    engine_.reset();
+  }
+  store_.reset();
+  role_ = Role::kNone;
+  epoch_ = 0;
+}
+
+}  // namespace hourglass::node

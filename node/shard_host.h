@@ -1,0 +1,152 @@
+#ifndef HOURGLASS_NODE_SHARD_HOST_H_
+#define HOURGLASS_NODE_SHARD_HOST_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "broker/clock.h"
+#include "broker/engine.h"
+#include "cluster/member.h"
+#include "storage/message_store.h"
+
+namespace hourglass::api {
+class PrimaryHint;
+}  // namespace hourglass::api
+
+namespace hourglass::replication {
+class Replica;
+class ReplicatedStore;
+class ReplicationService;
+class Shipper;
+}  // namespace hourglass::replication
+
+namespace hourglass::node {
+
+class PrimaryGate;
+
+struct ShardHostOptions {
+  int shard = 0;
+  // This node's id (--node_id).
+  std::string node_id;
+  // --min_insync.
+  int min_insync = 2;
+  // An in-sync backup that is behind and has not answered for this long
+  // leaves the in-sync set (writes stop waiting for it). Default: 5 s.
+  absl::Duration lag_timeout = absl::Seconds(5);
+  // How long a write waits for the in-sync backups before this primary
+  // gives up on its epoch (replication::ReplicatedStoreOptions). Must be
+  // longer than lag_timeout. Default: 15 s.
+  absl::Duration ack_timeout = absl::Seconds(15);
+  // The engine opened while this node is the primary.
+  broker::Engine::Options engine;
+  broker::Clock* clock = nullptr;  // Required.
+};
+
+// One shard on one node of a cluster: it plays the role the shard's record
+// in etcd gives this node, and changes role as the record changes.
+//
+//   primary   the shard's store is a ReplicatedStore over `base`; a Shipper
+//             streams its log to each live replica; the engine runs on it
+//             and the PrimaryGate lets clients in; the in-sync set is kept:
+//             a backup that is behind and silent past lag_timeout is removed
+//             (compare-and-set in etcd, then locally), one that has caught up
+//             is added (locally, then in etcd).
+//   backup    `base` is a Replica that the ReplicationService applies the
+//             primary's entries to; clients are refused with where the
+//             primary is (api::PrimaryHint).
+//   none      the record does not name this node (or does not exist yet).
+//
+// A primary whose record names another primary (a newer epoch) steps down:
+// the gate closes, the store closes (writes waiting fail), the engine shuts
+// down, and the node becomes a backup. Its copy may then hold entries the
+// new primary lacks; it is not rebuilt yet (issue 21), and stays out of
+// the in-sync set.
+//
+// Role changes run on the host's own thread, from the views the Member
+// hands over (OnView) and a tick every 250 ms. Thread-safe.
+class ShardHost {
+ public:
+  // REQUIRES: every pointer outlives the host.
+  ShardHost(storage::MessageStore* base, ShardHostOptions options,
+            PrimaryGate* gate, api::PrimaryHint* hint,
+            replication::ReplicationService* replication);
+  // Steps down (if primary) and stops.
+  ~ShardHost();
+  ShardHost(const ShardHost&) = delete;
+  ShardHost& operator=(const ShardHost&) = delete;
+
+  // The member whose view the host follows and which writes its in-sync
+  // set changes. Call once, after Member::Join.
+  void Attach(cluster::Member* member);
+
+  // For Member::Callbacks::on_view.
+  void OnView(const cluster::ClusterView& view);
+  // For Member::Callbacks::position: where this node's copy ends (its last
+  // durable entry).
+  std::optional<int64_t> Position();
+
+  // Stops serving as primary now, with `reason` (the lease was lost, the
+  // node is shutting down): clients are refused from here on.
+  void StepDown(const std::string& reason);
+
+  enum class Role { kNone, kBackup, kPrimary };
+  Role role() const;
+  // The epoch this node is primary at (0 if it is not).
+  int64_t epoch() const;
+
+ private:
+  void Run();
+  void Reconcile(const cluster::ClusterView& view);
+  void BecomePrimary(const cluster::ClusterView& view,
+                     const cluster::ShardRecord& record);
+  void BecomeBackup();
+  void BecomeNone();
+  void StepDownLocked(const std::string& reason);
+  void SyncShippers(const cluster::ClusterView& view,
+                    const cluster::ShardRecord& record);
+  void KeepInSyncSet(const cluster::ClusterView& view,
+                     const cluster::ShardRecord& record);
+  void SetHint(const cluster::ClusterView& view,
+               const cluster::ShardRecord* record);
+
+  storage::MessageStore* const base_;
+  const ShardHostOptions options_;
+  PrimaryGate* const gate_;
+  api::PrimaryHint* const hint_;
+  replication::ReplicationService* const replication_;
+
+  mutable absl::Mutex mu_;
+  cluster::Member* member_ ABSL_GUARDED_BY(mu_) = nullptr;
+  std::optional<cluster::ClusterView> view_ ABSL_GUARDED_BY(mu_);
+  bool wake_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+
+  // The role's state, changed on the host's thread (and by StepDown) under
+  // role_mu_.
+  mutable absl::Mutex role_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  Role role_ ABSL_GUARDED_BY(role_mu_) = Role::kNone;
+  int64_t epoch_ ABSL_GUARDED_BY(role_mu_) = 0;
+  absl::Time primary_since_ ABSL_GUARDED_BY(role_mu_);
+  std::unique_ptr<replication::Replica> replica_ ABSL_GUARDED_BY(role_mu_);
+  std::unique_ptr<replication::ReplicatedStore> store_
+      ABSL_GUARDED_BY(role_mu_);
+  std::map<std::string, std::unique_ptr<replication::Shipper>> shippers_
+      ABSL_GUARDED_BY(role_mu_);
+  std::map<std::string, std::string> shipper_addresses_
+      ABSL_GUARDED_BY(role_mu_);
+  std::unique_ptr<broker::Engine> engine_ ABSL_GUARDED_BY(role_mu_);
+  std::string engine_error_ ABSL_GUARDED_BY(role_mu_);
+
+  std::thread thread_;
+};
+
+}  // namespace hourglass::node
+
+#endif  // HOURGLASS_NODE_SHARD_HOST_H_
