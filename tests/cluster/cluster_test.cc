@@ -1,0 +1,222 @@
+// Cluster mode end to end: one etcd and three real hourglassd processes on
+// loopback ports, one shard replicated on all three.
+
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "client/channel.h"
+#include "client/consumer.h"
+#include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "hourglass/v1/admin.grpc.pb.h"
+#include "hourglass/v1/broker.grpc.pb.h"
+#include "tests/testing/daemon.h"
+#include "tests/testing/etcd_server.h"
+#include "tests/testing/eventually.h"
+#include "tests/testing/temp_dir.h"
+
+namespace hourglass {
+namespace {
+
+using ::hourglass::client::Channel;
+using ::hourglass::client::ChannelOptions;
+using ::hourglass::client::Consumer;
+using ::hourglass::client::ConsumerOptions;
+using ::hourglass::client::Delivery;
+using ::hourglass::testing::Daemon;
+using ::hourglass::testing::EtcdServer;
+using ::testing::HasSubstr;
+using ::testing::UnorderedElementsAreArray;
+
+constexpr absl::Duration kPatience = absl::Seconds(30);
+
+// What a node answered, with the redirect trailers if any.
+struct Answer {
+  grpc::StatusCode code = grpc::StatusCode::UNKNOWN;
+  std::string message;
+  std::string primary;  // hourglass-primary
+  std::string epoch;    // hourglass-epoch
+};
+
+std::string Trailer(const grpc::ClientContext& context, const char* key) {
+  const auto& trailers = context.GetServerTrailingMetadata();
+  auto it = trailers.find(key);
+  return it == trailers.end() ? "" : std::string(it->second.data(),
+                                                 it->second.size());
+}
+
+class ClusterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::unique_ptr<EtcdServer>> etcd = EtcdServer::Start();
+    ASSERT_TRUE(etcd.ok()) << etcd.status();
+    etcd_ = *std::move(etcd);
+  }
+
+  // Starts node `id`, and the others after it, in id order.
+  void StartNodes(std::vector<std::string> ids) {
+    for (const std::string& id : ids) {
+      absl::StatusOr<std::unique_ptr<Daemon>> node = Daemon::Start(
+          HOURGLASSD_PATH, dir_.path() + "/" + id,
+          {"--etcd=" + etcd_->endpoint(), "--node_id=" + id,
+           "--lease_ttl=2s", "--shutdown_grace=500ms"});
+      ASSERT_TRUE(node.ok()) << node.status();
+      nodes_[id] = *std::move(node);
+    }
+  }
+
+  Answer Publish(const std::string& node, const std::string& topic,
+                 const std::string& id, absl::Duration delay) {
+    auto stub = v1::Broker::NewStub(nodes_.at(node)->Channel());
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + kPatience));
+    v1::PublishRequest request;
+    v1::Message& m = *request.add_messages();
+    m.set_topic(topic);
+    m.set_id(id);
+    m.set_payload("payload of " + id);
+    m.mutable_delay()->set_seconds(absl::ToInt64Seconds(delay));
+    m.mutable_delay()->set_nanos(static_cast<int32_t>(
+        absl::ToInt64Nanoseconds(delay % absl::Seconds(1))));
+    v1::PublishResponse response;
+    const grpc::Status status = stub->Publish(&context, request, &response);
+    return {status.error_code(), status.error_message(),
+            Trailer(context, "hourglass-primary"),
+            Trailer(context, "hourglass-epoch")};
+  }
+
+  grpc::StatusCode Cancel(const std::string& node, const std::string& topic,
+                          const std::string& id) {
+    auto stub = v1::Broker::NewStub(nodes_.at(node)->Channel());
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + kPatience));
+    v1::CancelRequest request;
+    request.set_topic(topic);
+    request.set_id(id);
+    v1::CancelResponse response;
+    return stub->Cancel(&context, request, &response).error_code();
+  }
+
+  // Whether `node` serves (its GetStats answers), with what it said.
+  Answer Stats(const std::string& node) {
+    auto stub = v1::Admin::NewStub(nodes_.at(node)->Channel());
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
+    v1::GetStatsRequest request;
+    v1::GetStatsResponse response;
+    const grpc::Status status = stub->GetStats(&context, request, &response);
+    return {status.error_code(), status.error_message(),
+            Trailer(context, "hourglass-primary"),
+            Trailer(context, "hourglass-epoch")};
+  }
+
+  // The node among `candidates` that serves, once one does ("" if none
+  // does within the patience).
+  std::string AwaitPrimary(const std::vector<std::string>& candidates) {
+    std::string primary;
+    testing::Eventually(
+        [&] {
+          for (const std::string& id : candidates) {
+            if (Stats(id).code == grpc::StatusCode::OK) {
+              primary = id;
+              return true;
+            }
+          }
+          return false;
+        },
+        kPatience);
+    return primary;
+  }
+
+  testing::TempDir dir_;
+  std::unique_ptr<EtcdServer> etcd_;
+  std::map<std::string, std::unique_ptr<Daemon>> nodes_;
+};
+
+TEST_F(ClusterTest, ThePrimaryServesAndTheOthersSendClientsToIt) {
+  StartNodes({"a", "b", "c"});
+  // The shard is created once all three joined, with the first id primary.
+  ASSERT_EQ(AwaitPrimary({"a", "b", "c"}), "a");
+
+  const Answer published = Publish("a", "orders", "o1", absl::Minutes(5));
+  EXPECT_EQ(published.code, grpc::StatusCode::OK) << published.message;
+  EXPECT_EQ(published.primary, "");
+
+  for (const char* other : {"b", "c"}) {
+    const Answer redirected = Publish(other, "orders", "o2", absl::Minutes(5));
+    EXPECT_EQ(redirected.code, grpc::StatusCode::UNAVAILABLE) << other;
+    EXPECT_EQ(redirected.primary, nodes_.at("a")->address()) << other;
+    EXPECT_EQ(redirected.epoch, "1") << other;
+    EXPECT_THAT(redirected.message,
+                HasSubstr(absl::StrCat("node ", other,
+                                       " is not the primary of shard 0: its "
+                                       "primary is a at ",
+                                       nodes_.at("a")->address())));
+    const Answer admin = Stats(other);
+    EXPECT_EQ(admin.code, grpc::StatusCode::UNAVAILABLE);
+    EXPECT_EQ(admin.primary, nodes_.at("a")->address());
+  }
+}
+
+TEST_F(ClusterTest, AcknowledgedPublishesAndCancelsSurviveTheLossOfThePrimary) {
+  StartNodes({"a", "b", "c"});
+  ASSERT_EQ(AwaitPrimary({"a", "b", "c"}), "a");
+
+  // Acknowledged by a: every in-sync backup has them durably.
+  const absl::Time before = absl::FromUnixMillis(absl::ToUnixMillis(absl::Now()));
+  std::vector<std::string> expected;
+  for (int i = 1; i <= 20; ++i) {
+    const std::string id = absl::StrCat("m", i);
+    const Answer answer = Publish("a", "orders", id, absl::Seconds(4));
+    ASSERT_EQ(answer.code, grpc::StatusCode::OK) << id << ": "
+                                                 << answer.message;
+    if (i != 5) expected.push_back(id);
+  }
+  ASSERT_EQ(Cancel("a", "orders", "m5"), grpc::StatusCode::OK);
+
+  nodes_.at("a")->Kill();
+  // a's lease ends within 2 s; the controller promotes b or c at epoch 2.
+  const std::string primary = AwaitPrimary({"b", "c"});
+  ASSERT_FALSE(primary.empty()) << "no new primary";
+  const std::string other = primary == "b" ? "c" : "b";
+  const Answer redirected = Stats(other);
+  EXPECT_EQ(redirected.code, grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(redirected.primary, nodes_.at(primary)->address());
+  EXPECT_EQ(redirected.epoch, "2");
+
+  // Every acknowledged message, never early; the cancelled one never.
+  ChannelOptions channel_options;
+  channel_options.address = nodes_.at(primary)->address();
+  absl::StatusOr<std::shared_ptr<Channel>> channel =
+      Channel::Create(channel_options);
+  ASSERT_TRUE(channel.ok()) << channel.status();
+  ConsumerOptions options;
+  options.topic = "orders";
+  options.group = "g";
+  options.rpc = ConsumerOptions::Rpc::kSubscribe;
+  absl::StatusOr<std::unique_ptr<Consumer>> consumer =
+      Consumer::Subscribe(*channel, options, nullptr);
+  ASSERT_TRUE(consumer.ok()) << consumer.status();
+  std::vector<std::string> got;
+  const absl::Time deadline = absl::Now() + kPatience;
+  while (got.size() < expected.size() && absl::Now() < deadline) {
+    for (const Delivery& d : (*consumer)->Receive(32, deadline)) {
+      got.push_back(d.id);
+      EXPECT_GE(d.deliver_at, before + absl::Seconds(4)) << d.id;
+      EXPECT_GE(d.received_at, d.deliver_at) << d.id;  // never early
+      EXPECT_TRUE((*consumer)->Ack(d.id).ok());
+    }
+  }
+  EXPECT_THAT(got, UnorderedElementsAreArray(expected));
+  EXPECT_TRUE((*consumer)->Receive(1, absl::Now()).empty());
+}
+
+}  // namespace
+}  // namespace hourglass
