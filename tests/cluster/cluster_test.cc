@@ -1,6 +1,8 @@
 // Cluster mode end to end: one etcd and three real hourglassd processes on
 // loopback ports, one shard replicated on all three.
 
+#include <signal.h>
+
 #include <memory>
 #include <set>
 #include <string>
@@ -216,6 +218,52 @@ TEST_F(ClusterTest, AcknowledgedPublishesAndCancelsSurviveTheLossOfThePrimary) {
   }
   EXPECT_THAT(got, UnorderedElementsAreArray(expected));
   EXPECT_TRUE((*consumer)->Receive(1, absl::Now()).empty());
+}
+
+TEST_F(ClusterTest, APausedPrimaryDeliversNothingOnceReplacedAndExits) {
+  StartNodes({"a", "b", "c"});
+  ASSERT_EQ(AwaitPrimary({"a", "b", "c"}), "a");
+  // A consumer on a, and a message that comes due while a is paused.
+  ChannelOptions on_a;
+  on_a.address = nodes_.at("a")->address();
+  absl::StatusOr<std::shared_ptr<Channel>> channel = Channel::Create(on_a);
+  ASSERT_TRUE(channel.ok()) << channel.status();
+  ConsumerOptions options;
+  options.topic = "orders";
+  options.group = "g";
+  options.rpc = ConsumerOptions::Rpc::kSubscribe;
+  absl::StatusOr<std::unique_ptr<Consumer>> old_consumer =
+      Consumer::Subscribe(*channel, options, nullptr);
+  ASSERT_TRUE(old_consumer.ok()) << old_consumer.status();
+  const Answer published =
+      Publish("a", "orders", "due-while-paused", absl::Milliseconds(1500));
+  ASSERT_EQ(published.code, grpc::StatusCode::OK) << published.message;
+
+  nodes_.at("a")->process().Signal(SIGSTOP);
+  const std::string primary = AwaitPrimary({"b", "c"});
+  ASSERT_FALSE(primary.empty()) << "no new primary";
+  // Resumed, a finds its lease gone: it stops serving and exits with 3,
+  // and what came due meanwhile is not delivered by it: its in-flight
+  // write cannot be accepted at its old epoch.
+  nodes_.at("a")->process().Signal(SIGCONT);
+  EXPECT_EQ(nodes_.at("a")->process().Wait(kPatience), 3)
+      << nodes_.at("a")->process().output();
+  EXPECT_THAT((*old_consumer)->Receive(1, absl::Now()), ::testing::IsEmpty());
+
+  // The new primary delivers it, for the first time.
+  ChannelOptions on_primary;
+  on_primary.address = nodes_.at(primary)->address();
+  absl::StatusOr<std::shared_ptr<Channel>> new_channel =
+      Channel::Create(on_primary);
+  ASSERT_TRUE(new_channel.ok()) << new_channel.status();
+  absl::StatusOr<std::unique_ptr<Consumer>> consumer =
+      Consumer::Subscribe(*new_channel, options, nullptr);
+  ASSERT_TRUE(consumer.ok()) << consumer.status();
+  const std::vector<Delivery> got =
+      (*consumer)->Receive(1, absl::Now() + kPatience);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].id, "due-while-paused");
+  EXPECT_EQ(got[0].attempt, 1u);
 }
 
 }  // namespace
