@@ -27,14 +27,25 @@ absl::StatusOr<Response> Call(const Channel& channel,
                                                            const Request&,
                                                            Response*),
                               const Request& request) {
-  grpc::ClientContext context;
   const absl::Duration timeout = channel.options().call_timeout;
-  ChannelAccess::Prepare(channel, context, absl::Now() + timeout);
-  Response response;
-  const grpc::Status status =
-      (ChannelAccess::admin(channel).*method)(&context, request, &response);
-  if (!status.ok()) return ChannelAccess::ToStatus(channel, status, timeout);
-  return response;
+  // Admin calls read or are safe to repeat where the node refused them: a
+  // node that is not the primary (cluster mode) sends them to the one that
+  // is, and a dead one's peers say which that is.
+  for (int attempt = 1;; ++attempt) {
+    grpc::ClientContext context;
+    ChannelAccess::Prepare(channel, context, absl::Now() + timeout);
+    Response response;
+    const grpc::Status status =
+        (ChannelAccess::admin(channel).*method)(&context, request, &response);
+    if (status.ok()) return response;
+    if (attempt < internal::kMaxRedirects &&
+        (ChannelAccess::FollowRedirect(channel, context, status) ||
+         (status.error_code() == grpc::StatusCode::UNAVAILABLE &&
+          ChannelAccess::Rediscover(channel, internal::kRediscoverTimeout)))) {
+      continue;
+    }
+    return ChannelAccess::ToStatus(channel, status, timeout);
+  }
 }
 
 // The name of grpc.health.v1.HealthCheckResponse.ServingStatus `value`.

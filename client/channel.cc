@@ -10,6 +10,7 @@
 #include "absl/strings/cord.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "client/internal/channel_state.h"
 #include "client/internal/reachability.h"
@@ -97,8 +98,8 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> Credentials(
 
 // A gRPC channel to `address` with the state's credentials and options. The
 // one place channels are made, for the primaries of cluster mode too.
-internal::Endpoint MakeEndpoint(const internal::ChannelState& state,
-                                const std::string& address) {
+std::unique_ptr<internal::Endpoint> MakeEndpoint(
+    const internal::ChannelState& state, const std::string& address) {
   grpc::ChannelArguments arguments;
   // Deliveries and pages are as large as the broker allows; it enforces it.
   arguments.SetMaxReceiveMessageSize(-1);
@@ -112,12 +113,13 @@ internal::Endpoint MakeEndpoint(const internal::ChannelState& state,
   if (!state.options.tls.server_name.empty()) {
     arguments.SetSslTargetNameOverride(state.options.tls.server_name);
   }
-  internal::Endpoint endpoint;
-  endpoint.address = address;
-  endpoint.channel =
+  auto endpoint = std::make_unique<internal::Endpoint>();
+  endpoint->address = address;
+  endpoint->channel =
       grpc::CreateCustomChannel(address, state.credentials, arguments);
-  endpoint.broker = hourglass::v1::Broker::NewStub(endpoint.channel);
-  endpoint.admin = hourglass::v1::Admin::NewStub(endpoint.channel);
+  endpoint->broker = hourglass::v1::Broker::NewStub(endpoint->channel);
+  endpoint->admin = hourglass::v1::Admin::NewStub(endpoint->channel);
+  endpoint->cluster = hourglass::v1::Cluster::NewStub(endpoint->channel);
   return endpoint;
 }
 
@@ -159,7 +161,20 @@ absl::StatusOr<std::shared_ptr<Channel>> Channel::Create(
         std::make_unique<BearerToken>(options.token), GRPC_SECURITY_NONE);
   }
   state->options = std::move(options);
-  state->endpoint = MakeEndpoint(*state, state->options.address);
+  {
+    // "a,b,c": calls start at a; b and c are asked for the cluster map.
+    std::vector<std::string> addresses =
+        absl::StrSplit(state->options.address, ',', absl::SkipWhitespace());
+    if (addresses.empty()) {
+      return absl::InvalidArgumentError("address is empty");
+    }
+    absl::MutexLock lock(&state->mu);
+    std::unique_ptr<internal::Endpoint> seed =
+        MakeEndpoint(*state, addresses.front());
+    state->current = seed.get();
+    state->endpoints[addresses.front()] = std::move(seed);
+    state->known = std::move(addresses);
+  }
   return std::shared_ptr<Channel>(new Channel(std::move(state)));
 }
 
@@ -173,8 +188,9 @@ const ChannelOptions& Channel::options() const { return state_->options; }
 bool Channel::tls() const { return state_->tls; }
 
 absl::Status Channel::Connect(absl::Duration timeout) {
-  const std::string& address = state_->endpoint.address;
-  grpc::Channel& channel = *state_->endpoint.channel;
+  const internal::Endpoint& endpoint = internal::ChannelAccess::endpoint(*this);
+  const std::string& address = endpoint.address;
+  grpc::Channel& channel = *endpoint.channel;
   const absl::Time deadline = absl::Now() + timeout;
   grpc_connectivity_state state = channel.GetState(/*try_to_connect=*/true);
   while (state != GRPC_CHANNEL_READY &&
@@ -228,7 +244,89 @@ void ChannelAccess::Prepare(const Channel& channel,
 absl::Status ChannelAccess::ToStatus(const Channel& channel,
                                      const grpc::Status& status,
                                      absl::Duration timeout) {
-  return FromGrpc(status, channel.state_->endpoint.address, timeout);
+  return FromGrpc(status, endpoint(channel).address, timeout);
+}
+
+const Endpoint& ChannelAccess::endpoint(const Channel& channel) {
+  absl::MutexLock lock(&channel.state_->mu);
+  return *channel.state_->current;
+}
+
+bool ChannelAccess::WaitForReady(const Channel& channel) {
+  absl::MutexLock lock(&channel.state_->mu);
+  return channel.state_->known.size() <= 1;
+}
+
+namespace {
+
+// Sends later calls of `state` to `address`, making its endpoint if new.
+// Whether that changed where they go.
+bool SwitchTo(ChannelState& state, const std::string& address)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(state.mu) {
+  if (state.current->address == address) return false;
+  std::unique_ptr<Endpoint>& endpoint = state.endpoints[address];
+  if (endpoint == nullptr) endpoint = MakeEndpoint(state, address);
+  state.current = endpoint.get();
+  return true;
+}
+
+}  // namespace
+
+bool ChannelAccess::FollowRedirect(const Channel& channel,
+                                   const grpc::ClientContext& context,
+                                   const grpc::Status& status) {
+  if (status.error_code() != grpc::StatusCode::UNAVAILABLE) return false;
+  const auto& trailers = context.GetServerTrailingMetadata();
+  auto primary = trailers.find("hourglass-primary");
+  if (primary == trailers.end() || primary->second.empty()) return false;
+  ChannelState& state = *channel.state_;
+  absl::MutexLock lock(&state.mu);
+  return SwitchTo(state, std::string(primary->second.data(),
+                                     primary->second.size()));
+}
+
+bool ChannelAccess::Rediscover(const Channel& channel,
+                               absl::Duration timeout) {
+  ChannelState& state = *channel.state_;
+  std::vector<std::string> addresses;
+  {
+    absl::MutexLock lock(&state.mu);
+    addresses.push_back(state.current->address);
+    for (const std::string& a : state.known) {
+      if (a != addresses.front()) addresses.push_back(a);
+    }
+  }
+  for (const std::string& address : addresses) {
+    hourglass::v1::Cluster::Stub* stub;
+    {
+      absl::MutexLock lock(&state.mu);
+      std::unique_ptr<Endpoint>& endpoint = state.endpoints[address];
+      if (endpoint == nullptr) endpoint = MakeEndpoint(state, address);
+      stub = endpoint->cluster.get();
+    }
+    grpc::ClientContext context;
+    Prepare(channel, context, absl::Now() + timeout);
+    hourglass::v1::ClusterMap map;
+    const grpc::Status status =
+        stub->GetClusterMap(&context, hourglass::v1::GetClusterMapRequest(), &map);
+    if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED) return false;
+    if (!status.ok()) continue;
+    std::map<std::string, std::string> nodes;
+    std::vector<std::string> known;
+    for (const hourglass::v1::ClusterNode& node : map.nodes()) {
+      nodes[node.id()] = node.address();
+      known.push_back(node.address());
+    }
+    absl::MutexLock lock(&state.mu);
+    if (!known.empty()) state.known = std::move(known);
+    for (const hourglass::v1::ShardInfo& shard : map.shards()) {
+      auto primary = nodes.find(shard.primary());
+      if (shard.shard() != 0 || primary == nodes.end()) continue;
+      return SwitchTo(state, primary->second);
+    }
+    return false;  // No live primary yet: a failover is in progress.
+  }
+  return false;
 }
 
 }  // namespace internal

@@ -35,7 +35,9 @@ struct TlsOptions {
 // Where a Channel connects and how.
 struct ChannelOptions {
   // The broker: host:port, or any gRPC target (dns:///host:port,
-  // unix:/path). Default: 127.0.0.1:7070.
+  // unix:/path). For a cluster, any node, or several separated by commas
+  // (calls start at the first; the others are asked for the cluster map
+  // when it does not answer). Default: 127.0.0.1:7070.
   std::string address = "127.0.0.1:7070";
   TlsOptions tls;
   // Bearer token, sent as "authorization: Bearer <token>" call credentials
@@ -54,12 +56,16 @@ struct ChannelOptions {
 // A connection to one broker, shared by the Publishers, Consumers and Admin
 // clients made on it.
 //
-// Every call goes through the channel's endpoint (see
-// client/internal/channel_state.h). Cluster mode (CLUSTER.md) will add an
-// endpoint per primary: a node that is not the primary of a topic answers
-// UNAVAILABLE with trailing metadata "hourglass-primary: host:port", and the
-// call is repeated at that address, on a gRPC channel made with these same
-// options; the classes on top will not change.
+// Every call goes through the channel's current endpoint (see
+// client/internal/channel_state.h). In cluster mode (CLUSTER.md) a node
+// that is not the primary answers UNAVAILABLE with trailing metadata
+// "hourglass-primary: host:port"; the channel then sends calls to that
+// address, on a gRPC channel made with these same options, and the call is
+// repeated there. When the current node does not answer at all (it died),
+// the clients ask the nodes the channel knows (those of `address` and of
+// the last cluster map read) for the map, and go to the primary it names.
+// Publishes with an id are repeated safely (idempotent); a publish without
+// one, or a cancel, whose outcome is unknown is not.
 //
 // Thread-safe. Hold it by the shared_ptr Create returns; the clients made
 // on it keep it alive, and each waits for its own calls before it goes.

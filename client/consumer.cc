@@ -55,6 +55,8 @@ struct ConsumerState {
   // The stream open now; null while reconnecting, or once ended.
   std::shared_ptr<SubscribeStream> stream ABSL_GUARDED_BY(mu);
   uint64_t generation ABSL_GUARDED_BY(mu) = 0;
+  // The last stream ended UNAVAILABLE: the next looks for the primary.
+  bool ended_unavailable ABSL_GUARDED_BY(mu) = false;
   // The newest stream whose end was reported.
   uint64_t ended_generation ABSL_GUARDED_BY(mu) = 0;
   std::vector<std::shared_ptr<SubscribeStream>> ended_streams
@@ -135,7 +137,8 @@ void ConsumerState::Open(uint64_t number) {
                    ChannelAccess::Prepare(c, context, absl::InfiniteFuture());
                    // The first subscription fails fast if the broker cannot
                    // be reached; a reconnection waits until it can.
-                   context.set_wait_for_ready(number > 1);
+                   context.set_wait_for_ready(
+                       number > 1 && ChannelAccess::WaitForReady(c));
                  },
                  open);
 }
@@ -185,6 +188,8 @@ void ConsumerState::Ended(uint64_t number, const grpc::Status& status) {
       return;
     }
     if (options.reconnect && Reconnectable(status.error_code())) {
+      ended_unavailable =
+          status.error_code() == grpc::StatusCode::UNAVAILABLE;
       wait_until = absl::Now() + backoff.Next();
       waits.push_back(std::make_unique<Wait>());
       wait = waits.back().get();
@@ -203,11 +208,18 @@ void ConsumerState::Ended(uint64_t number, const grpc::Status& status) {
 
 void ConsumerState::Reconnect(bool fired) {
   uint64_t number;
+  bool rediscover;
   {
     absl::MutexLock lock(&mu);
     if (!fired || closing) return;
     ++reconnects;
     number = ++generation;
+    rediscover = std::exchange(ended_unavailable, false);
+  }
+  // Cluster mode: the node may have died or stopped being the primary;
+  // its peers say which node is.
+  if (rediscover) {
+    ChannelAccess::Rediscover(*channel, internal::kRediscoverTimeout);
   }
   Open(number);
 }
@@ -243,6 +255,31 @@ Consumer::Consumer(std::unique_ptr<ConsumerState> state)
 }
 
 absl::StatusOr<std::unique_ptr<Consumer>> Consumer::Subscribe(
+    std::shared_ptr<Channel> channel, ConsumerOptions options,
+    Handler handler) {
+  // Cluster mode: a node that is not the primary refuses with UNAVAILABLE;
+  // ask where the primary is and subscribe there.
+  // Each attempt gets the one handler.
+  auto shared = std::make_shared<Handler>(std::move(handler));
+  for (int attempt = 1;; ++attempt) {
+    Handler forward;
+    if (*shared != nullptr) {
+      forward = [shared](Consumer& consumer, std::vector<Delivery> batch) {
+        (*shared)(consumer, std::move(batch));
+      };
+    }
+    absl::StatusOr<std::unique_ptr<Consumer>> consumer =
+        SubscribeOnce(channel, options, std::move(forward));
+    if (consumer.ok() || attempt >= internal::kMaxRedirects ||
+        consumer.status().code() != absl::StatusCode::kUnavailable ||
+        !internal::ChannelAccess::Rediscover(*channel,
+                                             internal::kRediscoverTimeout)) {
+      return consumer;
+    }
+  }
+}
+
+absl::StatusOr<std::unique_ptr<Consumer>> Consumer::SubscribeOnce(
     std::shared_ptr<Channel> channel, ConsumerOptions options,
     Handler handler) {
   const absl::Duration timeout = channel->options().call_timeout;

@@ -133,6 +133,10 @@ class Consumer {
 
  private:
   explicit Consumer(std::unique_ptr<internal::ConsumerState> state);
+  // One subscription attempt at the channel's current endpoint.
+  static absl::StatusOr<std::unique_ptr<Consumer>> SubscribeOnce(
+      std::shared_ptr<Channel> channel, ConsumerOptions options,
+      Handler handler);
 
   const std::unique_ptr<internal::ConsumerState> state_;
 };

@@ -52,6 +52,8 @@ struct PublisherState {
   absl::Mutex mu;
   int in_flight ABSL_GUARDED_BY(mu) = 0;
   std::shared_ptr<PublishStream> stream ABSL_GUARDED_BY(mu);
+  // The endpoint `stream` goes to.
+  const Endpoint* stream_endpoint ABSL_GUARDED_BY(mu) = nullptr;
   // A stream was made before: the next replaces it.
   bool replacing ABSL_GUARDED_BY(mu) = false;
   // Broken streams, kept until they have finished.
@@ -63,7 +65,10 @@ std::shared_ptr<PublishStream> PublisherState::Stream() {
   std::shared_ptr<PublishStream> current;
   {
     absl::MutexLock lock(&mu);
-    if (stream != nullptr && !stream->usable()) {
+    const Endpoint* endpoint = &ChannelAccess::endpoint(*channel);
+    // Broken, or to a node calls no longer go to (cluster mode).
+    if (stream != nullptr &&
+        (!stream->usable() || stream_endpoint != endpoint)) {
       broken.push_back(std::move(stream));
     }
     for (auto it = broken.begin(); it != broken.end();) {
@@ -81,10 +86,11 @@ std::shared_ptr<PublishStream> PublisherState::Stream() {
       // (the requests' deadlines bound the wait).
       const bool wait = replacing;
       replacing = true;
+      stream_endpoint = endpoint;
       stream = std::make_shared<PublishStream>(
-          ChannelAccess::broker(c), [&c, wait](grpc::ClientContext& context) {
+          *endpoint->broker, [&c, wait](grpc::ClientContext& context) {
             ChannelAccess::Prepare(c, context, absl::InfiniteFuture());
-            context.set_wait_for_ready(wait);
+            context.set_wait_for_ready(wait && ChannelAccess::WaitForReady(c));
           });
     }
     current = stream;
@@ -132,14 +138,31 @@ class Operation {
   // once (the deadline bounds the wait).
   void Prepare(grpc::ClientContext& context) const {
     ChannelAccess::Prepare(*state_->channel, context, deadline_);
-    context.set_wait_for_ready(attempts_ > 0);
+    context.set_wait_for_ready(attempts_ > 0 &&
+                               ChannelAccess::WaitForReady(*state_->channel));
   }
   // Reports the outcome to the caller's callback.
   virtual void Report(absl::Status status) = 0;
 
   // An attempt ended with `status`: done, or tried again after a backoff
   // if the policy and the deadline allow.
-  void Attempted(const grpc::Status& status) {
+  void Attempted(const grpc::Status& status,
+                 const grpc::ClientContext* context = nullptr) {
+    // Cluster mode: a node that is not the primary refused the call before
+    // doing anything, and said where the primary is: repeat it there at
+    // once. A node that did not answer: ask the others where the primary
+    // is, and repeat there if repeating is safe.
+    if (status.error_code() == grpc::StatusCode::UNAVAILABLE &&
+        redirects_ < internal::kMaxRedirects &&
+        ((context != nullptr &&
+          ChannelAccess::FollowRedirect(*state_->channel, *context, status)) ||
+         (retry_unavailable_ &&
+          ChannelAccess::Rediscover(*state_->channel,
+                                    internal::kRediscoverTimeout)))) {
+      ++redirects_;
+      Attempt();
+      return;
+    }
     ++attempts_;
     const bool may_retry = Retryable(status.error_code()) &&
                            (status.error_code() == grpc::StatusCode::ABORTED ||
@@ -173,6 +196,7 @@ class Operation {
  private:
   const bool retry_unavailable_;
   int attempts_ = 0;
+  int redirects_ = 0;
   Backoff backoff_;
   std::vector<std::unique_ptr<grpc::Alarm>> alarms_;
 };
@@ -227,7 +251,7 @@ class PublishOperation final : public Operation {
                     if (status.ok()) {
                       Succeeded(response_.receipts());
                     } else {
-                      Attempted(status);
+                      Attempted(status, context_.get());
                     }
                   });
   }
@@ -284,7 +308,7 @@ class CancelOperation final : public Operation {
                    if (status.ok()) {
                      Finish(absl::OkStatus());
                    } else {
-                     Attempted(status);
+                     Attempted(status, context_.get());
                    }
                  });
   }

@@ -2,8 +2,12 @@
 
 #include <utility>
 
+#include "absl/time/clock.h"
+
 #include "absl/strings/str_cat.h"
+#include "api/cluster_service.h"
 #include "api/redirect.h"
+#include "hourglass/v1/cluster.pb.h"
 #include "cluster/etcd_client.h"
 #include "cluster/member.h"
 #include "node/primary_gate.h"
@@ -48,16 +52,19 @@ absl::StatusOr<std::unique_ptr<ClusterNode>> ClusterNode::Open(
       "this node has not joined its cluster yet");
   node->hint_ = std::make_unique<api::PrimaryHint>();
   node->replication_ = std::make_unique<replication::ReplicationService>();
+  node->cluster_service_ = std::make_unique<api::ClusterService>(
+      [n = node.get()] { return n->Map(); }, o.authorizer);
   ShardHostOptions host;
   host.shard = 0;
   host.node_id = o.node_id;
   host.min_insync = o.min_insync;
   host.engine = o.engine;
   host.clock = o.clock;
-  node->host_ = std::make_unique<ShardHost>(node->store_.get(), std::move(host),
-                                            node->gate_.get(),
-                                            node->hint_.get(),
-                                            node->replication_.get());
+  auto shard_host = std::make_unique<ShardHost>(
+      node->store_.get(), std::move(host), node->gate_.get(),
+      node->hint_.get(), node->replication_.get());
+  absl::MutexLock lock(&node->mu_);
+  node->host_ = std::move(shard_host);
   return node;
 }
 
@@ -69,7 +76,7 @@ ClusterNode::~ClusterNode() { Leave(); }
 broker::Broker* ClusterNode::broker() { return gate_.get(); }
 
 std::vector<grpc::Service*> ClusterNode::services() {
-  return {replication_->service()};
+  return {replication_->service(), cluster_service_.get()};
 }
 
 absl::Status ClusterNode::Join(const std::string& address,
@@ -82,7 +89,11 @@ absl::Status ClusterNode::Join(const std::string& address,
   member.shards = options_.shards;
   member.replication_factor = options_.replication_factor;
   cluster::Member::Callbacks callbacks;
-  ShardHost* host = host_.get();
+  ShardHost* host;
+  {
+    absl::MutexLock lock(&mu_);
+    host = host_.get();
+  }
   callbacks.position = [host](int) { return host->Position(); };
   callbacks.on_view = [host](const cluster::ClusterView& view) {
     host->OnView(view);
@@ -96,18 +107,68 @@ absl::Status ClusterNode::Join(const std::string& address,
   absl::StatusOr<std::unique_ptr<cluster::Member>> joined =
       cluster::Member::Join(*etcd_, std::move(member), std::move(callbacks));
   if (!joined.ok()) return joined.status();
+  host->Attach(joined->get());
+  absl::MutexLock lock(&mu_);
   member_ = *std::move(joined);
-  host_->Attach(member_.get());
   return absl::OkStatus();
 }
 
+hourglass::v1::ClusterMap ClusterNode::Map() const {
+  hourglass::v1::ClusterMap map;
+  map.set_cluster(options_.cluster);
+  map.set_node(options_.node_id);
+  map.set_hash("fnv1a-64");
+  map.set_shard_count(static_cast<uint32_t>(options_.shards));
+  absl::MutexLock lock(&mu_);
+  if (member_ == nullptr) return map;
+  const cluster::ClusterView view = member_->view();
+  map.set_controller(view.controller);
+  for (const auto& [id, node] : view.nodes) {
+    hourglass::v1::ClusterNode& out = *map.add_nodes();
+    out.set_id(id);
+    out.set_address(node.address);
+  }
+  const std::optional<ShardHost::Progress> progress = host_->progress();
+  const absl::Time now = absl::Now();
+  for (const auto& [number, shard] : view.shards) {
+    hourglass::v1::ShardInfo& out = *map.add_shards();
+    out.set_shard(static_cast<uint32_t>(number));
+    out.set_epoch(shard.record.epoch);
+    out.set_primary(shard.record.primary);
+    for (const std::string& r : shard.record.replicas) out.add_replicas(r);
+    for (const std::string& r : shard.record.isr) out.add_isr(r);
+    if (shard.record.primary != options_.node_id || !progress.has_value()) {
+      continue;
+    }
+    out.set_last_index(progress->last_index);
+    for (const ShardHost::BackupProgress& b : progress->backups) {
+      hourglass::v1::ReplicaLag& lag = *out.add_lag();
+      lag.set_node(b.node);
+      lag.set_applied_index(b.applied_index);
+      lag.set_durable_index(b.durable_index);
+      lag.set_lag_entries(std::max<int64_t>(
+          0, progress->last_index - b.applied_index));
+      if (b.last_heard != absl::InfinitePast()) {
+        lag.set_seconds_since_heard(absl::ToDoubleSeconds(now - b.last_heard));
+      }
+      lag.set_in_sync(b.in_sync);
+    }
+  }
+  return map;
+}
+
 void ClusterNode::Leave() {
-  if (host_ != nullptr) host_->StepDown("this node is shutting down");
+  std::unique_ptr<cluster::Member> member;
+  std::unique_ptr<ShardHost> host;
+  {
+    absl::MutexLock lock(&mu_);
+    member = std::move(member_);
+    host = std::move(host_);
+  }
+  if (host != nullptr) host->StepDown("this node is shutting down");
   // The member first: it calls into the host.
-  member_.reset();
-  host_.reset();
-  replication_.reset();
-  etcd_.reset();
+  member.reset();
+  host.reset();
 }
 
 }  // namespace hourglass::node

@@ -6,8 +6,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "broker/broker.h"
 #include "broker/clock.h"
@@ -19,8 +21,14 @@ class Service;
 }  // namespace grpc
 
 namespace hourglass::api {
+class Authorizer;
+class ClusterService;
 class PrimaryHint;
 }  // namespace hourglass::api
+
+namespace hourglass::v1 {
+class ClusterMap;
+}  // namespace hourglass::v1
 
 namespace hourglass::cluster {
 class EtcdClient;
@@ -52,6 +60,8 @@ struct ClusterNodeOptions {
   // The engine run while this node is the shard's primary.
   broker::Engine::Options engine;
   broker::Clock* clock = nullptr;  // Required.
+  // Who may read the cluster map (null: everyone). Must outlive the node.
+  const api::Authorizer* authorizer = nullptr;
 };
 
 // hourglassd as a node of a cluster (CLUSTER.md), with one shard (issue 21,
@@ -88,6 +98,9 @@ class ClusterNode {
 
   const std::string& node_id() const { return options_.node_id; }
 
+  // What Cluster.GetClusterMap answers (api/hourglass/v1/cluster.proto).
+  hourglass::v1::ClusterMap Map() const;
+
  private:
   explicit ClusterNode(ClusterNodeOptions options);
 
@@ -97,8 +110,11 @@ class ClusterNode {
   std::unique_ptr<PrimaryGate> gate_;
   std::unique_ptr<api::PrimaryHint> hint_;
   std::unique_ptr<replication::ReplicationService> replication_;
-  std::unique_ptr<ShardHost> host_;
-  std::unique_ptr<cluster::Member> member_;
+  std::unique_ptr<api::ClusterService> cluster_service_;
+  // Replaced only by Join and Leave; read by Map from gRPC threads.
+  mutable absl::Mutex mu_;
+  std::unique_ptr<ShardHost> host_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<cluster::Member> member_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace hourglass::node

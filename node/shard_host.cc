@@ -79,6 +79,18 @@ std::optional<int64_t> ShardHost::Position() {
   return position->index;
 }
 
+std::optional<ShardHost::Progress> ShardHost::progress() const {
+  absl::MutexLock lock(&role_mu_);
+  if (role_ != Role::kPrimary || store_ == nullptr) return std::nullopt;
+  Progress progress;
+  progress.last_index = store_->last().index;
+  for (const auto& [node, state] : store_->Backups()) {
+    progress.backups.push_back({node, state.applied.index, state.durable.index,
+                                state.last_heard, state.in_sync});
+  }
+  return progress;
+}
+
 ShardHost::Role ShardHost::role() const {
   absl::MutexLock lock(&role_mu_);
   return role_;

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -95,6 +96,21 @@ class ShardHost {
   // Stops serving as primary now, with `reason` (the lease was lost, the
   // node is shutting down): clients are refused from here on.
   void StepDown(const std::string& reason);
+
+  // A backup's progress as this primary sees it.
+  struct BackupProgress {
+    std::string node;
+    int64_t applied_index = 0;
+    int64_t durable_index = 0;
+    absl::Time last_heard = absl::InfinitePast();
+    bool in_sync = false;
+  };
+  struct Progress {
+    int64_t last_index = 0;  // of this primary's log
+    std::vector<BackupProgress> backups;  // by node id
+  };
+  // nullopt unless this node is the primary.
+  std::optional<Progress> progress() const;
 
   enum class Role { kNone, kBackup, kPrimary };
   Role role() const;

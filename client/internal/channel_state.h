@@ -1,10 +1,14 @@
 #ifndef HOURGLASS_CLIENT_INTERNAL_CHANNEL_STATE_H_
 #define HOURGLASS_CLIENT_INTERNAL_CHANNEL_STATE_H_
 
+#include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "client/channel.h"
 #include "grpcpp/channel.h"
@@ -13,6 +17,7 @@
 #include "grpcpp/support/status.h"
 #include "hourglass/v1/admin.grpc.pb.h"
 #include "hourglass/v1/broker.grpc.pb.h"
+#include "hourglass/v1/cluster.grpc.pb.h"
 
 namespace hourglass::client::internal {
 
@@ -22,37 +27,73 @@ struct Endpoint {
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<hourglass::v1::Broker::Stub> broker;
   std::unique_ptr<hourglass::v1::Admin::Stub> admin;
+  std::unique_ptr<hourglass::v1::Cluster::Stub> cluster;
 };
 
-// What a client::Channel holds. Constant after Channel::Create.
+// What a client::Channel holds. The options and credentials are constant
+// after Channel::Create; which endpoint calls go to changes in cluster
+// mode, when a node says (or the cluster map shows) that another is the
+// primary.
 struct ChannelState {
   ChannelOptions options;
   bool tls = false;
   std::shared_ptr<grpc::ChannelCredentials> credentials;
   // The token as call credentials; null without one.
   std::shared_ptr<grpc::CallCredentials> call_credentials;
-  // Where every call goes today. Cluster mode will keep one Endpoint per
-  // primary address, made as this one is (MakeEndpoint in channel.cc), and
-  // pick one per call.
-  Endpoint endpoint;
+
+  mutable absl::Mutex mu;
+  // Every endpoint made, by address: kept while the channel lives, so that
+  // a stub a call took stays valid. Few: the nodes of one cluster.
+  std::map<std::string, std::unique_ptr<Endpoint>> endpoints
+      ABSL_GUARDED_BY(mu);
+  // Where calls go now: options.address until a redirect.
+  Endpoint* current ABSL_GUARDED_BY(mu) = nullptr;
+  // The nodes' addresses from the last cluster map read, to ask for the
+  // primary when the current one does not answer.
+  std::vector<std::string> known ABSL_GUARDED_BY(mu);
 };
 
+// Cluster mode: attempts of a call that nodes redirect. A redirect is
+// followed at once; a chain of them is a cluster changing primaries, which
+// the callers' retries with backoff wait out.
+inline constexpr int kMaxRedirects = 3;
+// How long each node may take to answer ChannelAccess::Rediscover.
+inline constexpr absl::Duration kRediscoverTimeout = absl::Seconds(2);
+
 // The client library's access to a Channel's insides; not part of the
-// public API. Thread-safe, as ChannelState is constant.
+// public API. Thread-safe.
 class ChannelAccess {
  public:
   static const ChannelState& state(const Channel& channel) {
     return *channel.state_;
   }
-  static const Endpoint& endpoint(const Channel& channel) {
-    return channel.state_->endpoint;
-  }
+  // The endpoint calls go to now. Valid as long as the channel.
+  static const Endpoint& endpoint(const Channel& channel);
   static hourglass::v1::Broker::Stub& broker(const Channel& channel) {
-    return *channel.state_->endpoint.broker;
+    return *endpoint(channel).broker;
   }
   static hourglass::v1::Admin::Stub& admin(const Channel& channel) {
-    return *channel.state_->endpoint.admin;
+    return *endpoint(channel).admin;
   }
+
+  // Whether a retried call should wait for the current node to be
+  // reachable (gRPC's wait_for_ready): yes for one broker, which comes back
+  // where it was; no once the channel knows other nodes of a cluster, which
+  // it asks instead (Rediscover) after a quick UNAVAILABLE.
+  static bool WaitForReady(const Channel& channel);
+
+  // Cluster mode. After a call on `context` ended with `status`: if a node
+  // refused it for not being the primary and named the primary (the
+  // hourglass-primary trailer), later calls go there. Whether they will
+  // (the caller retries at once).
+  static bool FollowRedirect(const Channel& channel,
+                             const grpc::ClientContext& context,
+                             const grpc::Status& status);
+  // Cluster mode. Asks the nodes the channel knows, the current one first,
+  // for the cluster map (at most `timeout` each) and sends later calls to
+  // the primary it names. Whether calls go elsewhere now. False, at once
+  // after one call, for a broker that is not in cluster mode. Blocks.
+  static bool Rediscover(const Channel& channel, absl::Duration timeout);
 
   // Prepares `context` for one call: `deadline` (InfiniteFuture for none)
   // and the token.

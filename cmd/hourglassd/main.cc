@@ -340,7 +340,8 @@ std::unique_ptr<hourglass::node::ClusterNode> OpenClusterNode(
     const std::string& etcd, const std::string& data_dir, bool sync,
     int32_t block_cache_mb,
     const hourglass::broker::Engine::Options& engine_options,
-    hourglass::broker::Clock* clock) {
+    hourglass::broker::Clock* clock,
+    const hourglass::api::Authorizer* authorizer) {
   if (!absl::GetFlag(FLAGS_restore_from).empty()) {
     Fail("--restore_from is for a single node; a cluster node gets its copy "
          "from the shard's primary");
@@ -381,6 +382,7 @@ std::unique_ptr<hourglass::node::ClusterNode> OpenClusterNode(
   options.block_cache_bytes = static_cast<size_t>(block_cache_mb) << 20;
   options.engine = engine_options;
   options.clock = clock;
+  options.authorizer = authorizer;
   const absl::Time open_start = absl::Now();
   absl::StatusOr<std::unique_ptr<hourglass::node::ClusterNode>> node =
       hourglass::node::ClusterNode::Open(std::move(options));
@@ -582,7 +584,8 @@ int main(int argc, char** argv) {
   if (const std::string etcd = absl::GetFlag(FLAGS_etcd); !etcd.empty()) {
     log_configuration();
     cluster_node = OpenClusterNode(etcd, data_dir, durability == "sync",
-                                   block_cache_mb, engine_options, &clock);
+                                   block_cache_mb, engine_options, &clock,
+                                   authorizer.get());
     broker = cluster_node->broker();
   } else {
     store = OpenSingleStore(data_dir, durability, block_cache_mb,

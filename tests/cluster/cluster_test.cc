@@ -12,8 +12,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "client/admin.h"
 #include "client/channel.h"
 #include "client/consumer.h"
+#include "client/publisher.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
@@ -27,11 +29,15 @@
 namespace hourglass {
 namespace {
 
+using ::hourglass::client::Admin;
 using ::hourglass::client::Channel;
 using ::hourglass::client::ChannelOptions;
 using ::hourglass::client::Consumer;
 using ::hourglass::client::ConsumerOptions;
 using ::hourglass::client::Delivery;
+using ::hourglass::client::Message;
+using ::hourglass::client::Publisher;
+using ::hourglass::client::Receipt;
 using ::hourglass::testing::Daemon;
 using ::hourglass::testing::EtcdServer;
 using ::testing::HasSubstr;
@@ -264,6 +270,58 @@ TEST_F(ClusterTest, APausedPrimaryDeliversNothingOnceReplacedAndExits) {
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got[0].id, "due-while-paused");
   EXPECT_EQ(got[0].attempt, 1u);
+}
+
+TEST_F(ClusterTest, TheClientLibraryFollowsThePrimaryFromAnyNode) {
+  StartNodes({"a", "b", "c"});
+  ASSERT_EQ(AwaitPrimary({"a", "b", "c"}), "a");
+  // Pointed at b, a backup, and told of c.
+  ChannelOptions options;
+  options.address = nodes_.at("b")->address() + "," + nodes_.at("c")->address();
+  absl::StatusOr<std::shared_ptr<Channel>> channel = Channel::Create(options);
+  ASSERT_TRUE(channel.ok()) << channel.status();
+  Publisher publisher(*channel);
+  Message m;
+  m.topic = "orders";
+  m.id = "first";
+  m.payload = "x";
+  m.delay = absl::Seconds(2);
+  absl::StatusOr<Receipt> receipt = publisher.Publish(m);
+  ASSERT_TRUE(receipt.ok()) << receipt.status();
+  EXPECT_EQ(receipt->id, "first");
+  Admin admin(*channel);
+  hourglass::v1::GetStatsRequest stats_request;
+  absl::StatusOr<hourglass::v1::GetStatsResponse> stats =
+      admin.GetStats(stats_request);
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  ASSERT_EQ(stats->topics_size(), 1);
+  EXPECT_EQ(stats->topics(0).scheduled(), 1u);
+
+  ConsumerOptions consumer_options;
+  consumer_options.topic = "orders";
+  consumer_options.group = "g";
+  consumer_options.rpc = ConsumerOptions::Rpc::kSubscribe;
+  consumer_options.reconnect = true;
+  absl::StatusOr<std::unique_ptr<Consumer>> consumer =
+      Consumer::Subscribe(*channel, consumer_options, nullptr);
+  ASSERT_TRUE(consumer.ok()) << consumer.status();
+
+  // The primary dies: the consumer's stream ends, and it finds the new
+  // primary through the nodes it knows; so does the publisher.
+  nodes_.at("a")->Kill();
+  ASSERT_FALSE(AwaitPrimary({"b", "c"}).empty());
+  m.id = "second";
+  receipt = publisher.Publish(m);
+  ASSERT_TRUE(receipt.ok()) << receipt.status();
+  std::vector<std::string> got;
+  const absl::Time deadline = absl::Now() + kPatience;
+  while (got.size() < 2 && absl::Now() < deadline) {
+    for (const Delivery& d : (*consumer)->Receive(2, deadline)) {
+      got.push_back(d.id);
+      EXPECT_TRUE((*consumer)->Ack(d.id).ok());
+    }
+  }
+  EXPECT_THAT(got, UnorderedElementsAreArray({"first", "second"}));
 }
 
 }  // namespace
