@@ -160,6 +160,18 @@ absl::StatusOr<hourglass::v1::Snapshot> Admin::CreateSnapshot(
   return Call(*channel_, &Stub::CreateSnapshot, request);
 }
 
+absl::StatusOr<hourglass::v1::ClusterMap> Admin::GetClusterMap() {
+  grpc::ClientContext context;
+  const absl::Duration timeout = channel_->options().call_timeout;
+  ChannelAccess::Prepare(*channel_, context, absl::Now() + timeout);
+  hourglass::v1::ClusterMap map;
+  const grpc::Status status =
+      ChannelAccess::endpoint(*channel_).cluster->GetClusterMap(
+          &context, hourglass::v1::GetClusterMapRequest(), &map);
+  if (!status.ok()) return ChannelAccess::ToStatus(*channel_, status, timeout);
+  return map;
+}
+
 absl::StatusOr<std::string> Admin::Health(const std::string& service) {
   // grpc.health.v1 by hand: the messages are a string and an enum, and
   // generated code for them would clash with an application's own copy of

@@ -8,6 +8,7 @@
 #include "absl/status/statusor.h"
 #include "client/channel.h"
 #include "hourglass/v1/admin.pb.h"
+#include "hourglass/v1/cluster.pb.h"
 
 namespace hourglass::client {
 
@@ -50,6 +51,10 @@ class Admin {
       const hourglass::v1::PurgeTopicRequest& request);
   absl::StatusOr<hourglass::v1::Snapshot> CreateSnapshot(
       const hourglass::v1::CreateSnapshotRequest& request);
+
+  // Cluster.GetClusterMap of the node calls go to now (not redirected: any
+  // node answers). UNIMPLEMENTED from a broker that is not in cluster mode.
+  absl::StatusOr<hourglass::v1::ClusterMap> GetClusterMap();
 
   // grpc.health.v1.Health/Check of `service` ("": the whole broker; e.g.
   // "hourglass.v1.Broker"): the serving status's name, "SERVING",

@@ -53,6 +53,8 @@ void AddMessageCommands(Registry& registry);
 void AddTopicCommands(Registry& registry);
 // snapshot: snapshot_command.cc
 void AddSnapshotCommand(Registry& registry);
+// cluster: cluster_command.cc
+void AddClusterCommand(Registry& registry);
 
 }  // namespace hourglass::cli
 

@@ -167,6 +167,7 @@ int main(int argc, char** argv) {
   hourglass::cli::AddMessageCommands(registry);
   hourglass::cli::AddTopicCommands(registry);
   hourglass::cli::AddSnapshotCommand(registry);
+  hourglass::cli::AddClusterCommand(registry);
   AddHealthCommand(registry);
   AddMovedBenchCommand(registry);
   NameValues(&app);

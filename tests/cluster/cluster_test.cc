@@ -21,9 +21,11 @@
 #include "gtest/gtest.h"
 #include "hourglass/v1/admin.grpc.pb.h"
 #include "hourglass/v1/broker.grpc.pb.h"
+#include "hourglass/v1/cluster.grpc.pb.h"
 #include "tests/testing/daemon.h"
 #include "tests/testing/etcd_server.h"
 #include "tests/testing/eventually.h"
+#include "tests/testing/subprocess.h"
 #include "tests/testing/temp_dir.h"
 
 namespace hourglass {
@@ -143,6 +145,31 @@ class ClusterTest : public ::testing::Test {
     return primary;
   }
 
+  // Whether every node of `ids` sees shard 0 at `epoch` with `primary`, once
+  // they all do (false if not within the patience).
+  bool AwaitEveryoneSees(const std::vector<std::string>& ids, int64_t epoch,
+                         const std::string& primary) {
+    return testing::Eventually(
+        [&] {
+          for (const std::string& id : ids) {
+            auto stub = v1::Cluster::NewStub(nodes_.at(id)->Channel());
+            grpc::ClientContext context;
+            context.set_deadline(
+                absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
+            v1::ClusterMap map;
+            if (!stub->GetClusterMap(&context, v1::GetClusterMapRequest(),
+                                     &map)
+                     .ok() ||
+                map.shards_size() != 1 || map.shards(0).epoch() != epoch ||
+                map.shards(0).primary() != primary) {
+              return false;
+            }
+          }
+          return true;
+        },
+        kPatience);
+  }
+
   testing::TempDir dir_;
   std::unique_ptr<EtcdServer> etcd_;
   std::map<std::string, std::unique_ptr<Daemon>> nodes_;
@@ -152,6 +179,7 @@ TEST_F(ClusterTest, ThePrimaryServesAndTheOthersSendClientsToIt) {
   StartNodes({"a", "b", "c"});
   // The shard is created once all three joined, with the first id primary.
   ASSERT_EQ(AwaitPrimary({"a", "b", "c"}), "a");
+  ASSERT_TRUE(AwaitEveryoneSees({"a", "b", "c"}, 1, "a"));
 
   const Answer published = Publish("a", "orders", "o1", absl::Minutes(5));
   EXPECT_EQ(published.code, grpc::StatusCode::OK) << published.message;
@@ -176,6 +204,7 @@ TEST_F(ClusterTest, ThePrimaryServesAndTheOthersSendClientsToIt) {
 TEST_F(ClusterTest, AcknowledgedPublishesAndCancelsSurviveTheLossOfThePrimary) {
   StartNodes({"a", "b", "c"});
   ASSERT_EQ(AwaitPrimary({"a", "b", "c"}), "a");
+  ASSERT_TRUE(AwaitEveryoneSees({"a", "b", "c"}, 1, "a"));
 
   // Acknowledged by a: every in-sync backup has them durably.
   const absl::Time before = absl::FromUnixMillis(absl::ToUnixMillis(absl::Now()));
@@ -194,6 +223,7 @@ TEST_F(ClusterTest, AcknowledgedPublishesAndCancelsSurviveTheLossOfThePrimary) {
   const std::string primary = AwaitPrimary({"b", "c"});
   ASSERT_FALSE(primary.empty()) << "no new primary";
   const std::string other = primary == "b" ? "c" : "b";
+  ASSERT_TRUE(AwaitEveryoneSees({"b", "c"}, 2, primary));
   const Answer redirected = Stats(other);
   EXPECT_EQ(redirected.code, grpc::StatusCode::UNAVAILABLE);
   EXPECT_EQ(redirected.primary, nodes_.at(primary)->address());
@@ -229,6 +259,7 @@ TEST_F(ClusterTest, AcknowledgedPublishesAndCancelsSurviveTheLossOfThePrimary) {
 TEST_F(ClusterTest, APausedPrimaryDeliversNothingOnceReplacedAndExits) {
   StartNodes({"a", "b", "c"});
   ASSERT_EQ(AwaitPrimary({"a", "b", "c"}), "a");
+  ASSERT_TRUE(AwaitEveryoneSees({"a", "b", "c"}, 1, "a"));
   // A consumer on a, and a message that comes due while a is paused.
   ChannelOptions on_a;
   on_a.address = nodes_.at("a")->address();
@@ -275,6 +306,7 @@ TEST_F(ClusterTest, APausedPrimaryDeliversNothingOnceReplacedAndExits) {
 TEST_F(ClusterTest, TheClientLibraryFollowsThePrimaryFromAnyNode) {
   StartNodes({"a", "b", "c"});
   ASSERT_EQ(AwaitPrimary({"a", "b", "c"}), "a");
+  ASSERT_TRUE(AwaitEveryoneSees({"a", "b", "c"}, 1, "a"));
   // Pointed at b, a backup, and told of c.
   ChannelOptions options;
   options.address = nodes_.at("b")->address() + "," + nodes_.at("c")->address();
@@ -322,6 +354,87 @@ TEST_F(ClusterTest, TheClientLibraryFollowsThePrimaryFromAnyNode) {
     }
   }
   EXPECT_THAT(got, UnorderedElementsAreArray({"first", "second"}));
+}
+
+TEST_F(ClusterTest, TheCliPublishesThroughAnyNodeAndShowsTheCluster) {
+  StartNodes({"a", "b", "c"});
+  ASSERT_EQ(AwaitPrimary({"a", "b", "c"}), "a");
+  ASSERT_TRUE(AwaitEveryoneSees({"a", "b", "c"}, 1, "a"));
+  const std::string at_c = "--addr=" + nodes_.at("c")->address();
+  testing::RunResult published =
+      testing::Run({HOURGLASS_PATH, at_c, "publish", "--topic=orders",
+                    "--id=o1", "--delay=1h", "--data=x"},
+                   kPatience);
+  EXPECT_EQ(published.exit_code, 0) << published.output;
+  EXPECT_THAT(published.output, HasSubstr("o1"));
+
+  testing::RunResult shown =
+      testing::Run({HOURGLASS_PATH, at_c, "cluster"}, kPatience);
+  EXPECT_EQ(shown.exit_code, 0) << shown.output;
+  EXPECT_THAT(shown.output,
+              HasSubstr("cluster hourglass: 3 live nodes, 1 of 1 shards "
+                        "created, controller a; as node c sees it"));
+  EXPECT_THAT(shown.output,
+              HasSubstr(absl::StrCat("a     ", nodes_.at("a")->address(),
+                                     "  controller, primary of 0")));
+  // The shard's line, and each backup's lag as the primary reports it.
+  EXPECT_THAT(shown.output, ::testing::ContainsRegex(
+                                "    0      1  a        a,b,c     a,b,c "));
+  EXPECT_THAT(shown.output, ::testing::ContainsRegex(
+                                "    0  b +[0-9]+ +[0-9]+ +[0-9]+ .* yes"));
+
+  testing::RunResult json =
+      testing::Run({HOURGLASS_PATH, at_c, "--json", "cluster"}, kPatience);
+  EXPECT_EQ(json.exit_code, 0) << json.output;
+  EXPECT_THAT(json.output, HasSubstr(R"("node":"c","controller":"a")"));
+  EXPECT_THAT(json.output, HasSubstr(R"("epoch":"1","primary":"a")"));
+}
+
+TEST_F(ClusterTest, AStoppedPrimaryHandsOverAndComesBackAsAnInSyncBackup) {
+  StartNodes({"a", "b", "c"});
+  ASSERT_EQ(AwaitPrimary({"a", "b", "c"}), "a");
+  ASSERT_TRUE(AwaitEveryoneSees({"a", "b", "c"}, 1, "a"));
+  ASSERT_EQ(Publish("a", "orders", "kept", absl::Hours(1)).code,
+            grpc::StatusCode::OK);
+
+  // SIGTERM: a stops serving, leaves (its lease revoked, not left to
+  // expire), and an in-sync backup takes over at epoch 2.
+  EXPECT_EQ(nodes_.at("a")->Stop(), 0);
+  const std::string primary = AwaitPrimary({"b", "c"});
+  ASSERT_FALSE(primary.empty());
+  ChannelOptions options;
+  options.address = nodes_.at(primary)->address();
+  absl::StatusOr<std::shared_ptr<Channel>> channel = Channel::Create(options);
+  ASSERT_TRUE(channel.ok()) << channel.status();
+  Admin admin(*channel);
+  absl::StatusOr<hourglass::v1::ClusterMap> map = admin.GetClusterMap();
+  ASSERT_TRUE(map.ok()) << map.status();
+  ASSERT_EQ(map->shards_size(), 1);
+  EXPECT_EQ(map->shards(0).epoch(), 2);
+  EXPECT_EQ(map->shards(0).primary(), primary);
+  EXPECT_EQ(map->nodes_size(), 2);
+  hourglass::v1::GetMessageRequest get;
+  get.set_topic("orders");
+  get.set_id("kept");
+  EXPECT_TRUE(admin.GetMessage(get).ok());
+
+  // a comes back with the same data: its copy is a prefix of the new
+  // primary's log, so it catches up and rejoins the in-sync set.
+  StartNodes({"a"});
+  EXPECT_TRUE(testing::Eventually(
+      [&] {
+        absl::StatusOr<hourglass::v1::ClusterMap> now = admin.GetClusterMap();
+        if (!now.ok() || now->shards_size() != 1) return false;
+        for (const auto& lag : now->shards(0).lag()) {
+          if (lag.node() == "a") return lag.in_sync();
+        }
+        return false;
+      },
+      kPatience));
+  absl::StatusOr<hourglass::v1::ClusterMap> after = admin.GetClusterMap();
+  ASSERT_TRUE(after.ok());
+  EXPECT_THAT(after->shards(0).isr(),
+              ::testing::UnorderedElementsAre("a", "b", "c"));
 }
 
 }  // namespace

@@ -1,0 +1,159 @@
+// The cluster subcommand: the nodes, shards, primaries, epochs, in-sync
+// sets and replication lag of a cluster (hourglassd --etcd).
+
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "cmd/common/connection.h"
+#include "cmd/common/output.h"
+#include "cmd/hourglass/command.h"
+#include "hourglass/v1/cluster.pb.h"
+
+namespace hourglass::cli {
+namespace {
+
+// The map `connection`'s node answers, with a clear error for a single
+// node.
+absl::StatusOr<hourglass::v1::ClusterMap> ReadMap(Connection& connection) {
+  absl::StatusOr<hourglass::v1::ClusterMap> map =
+      connection.admin().GetClusterMap();
+  if (map.status().code() == absl::StatusCode::kUnimplemented) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        connection.address(),
+        " runs as a single node (hourglassd without --etcd): there is no "
+        "cluster to show"));
+  }
+  if (!map.ok()) return connection.Check(map.status());
+  return map;
+}
+
+// The replication lag of each shard comes from its primary: asks the
+// primaries `map` names that are not the node that answered, and puts
+// their shard entries in `map`. A primary that does not answer leaves its
+// shard without lag.
+void AddLagFromPrimaries(const GlobalOptions& globals,
+                         hourglass::v1::ClusterMap& map) {
+  for (hourglass::v1::ShardInfo& shard : *map.mutable_shards()) {
+    if (shard.primary() == map.node() || shard.lag_size() > 0) continue;
+    std::string address;
+    for (const auto& node : map.nodes()) {
+      if (node.id() == shard.primary()) address = node.address();
+    }
+    if (address.empty()) continue;
+    GlobalOptions at_primary = globals;
+    at_primary.addr = address;
+    absl::StatusOr<std::unique_ptr<Connection>> connection =
+        Connection::Open(at_primary);
+    if (!connection.ok()) continue;
+    absl::StatusOr<hourglass::v1::ClusterMap> from_primary =
+        (*connection)->admin().GetClusterMap();
+    if (!from_primary.ok()) continue;
+    for (const hourglass::v1::ShardInfo& s : from_primary->shards()) {
+      if (s.shard() == shard.shard() && s.epoch() == shard.epoch()) {
+        shard.set_last_index(s.last_index());
+        *shard.mutable_lag() = s.lag();
+      }
+    }
+  }
+}
+
+absl::Status ShowCluster(const GlobalOptions& globals) {
+  absl::StatusOr<std::unique_ptr<Connection>> connection =
+      Connection::Open(globals);
+  if (!connection.ok()) return connection.status();
+  absl::StatusOr<hourglass::v1::ClusterMap> map = ReadMap(**connection);
+  if (!map.ok()) return map.status();
+  AddLagFromPrimaries(globals, *map);
+  if (globals.json) return PrintJson(*map);
+
+  std::cout << "cluster " << map->cluster() << ": " << map->nodes_size()
+            << " live nodes, " << map->shards_size() << " of "
+            << map->shard_count() << " shards created, controller "
+            << (map->controller().empty() ? "(none)" : map->controller())
+            << "; as node " << map->node() << " sees it\n\n";
+  Table nodes({"NODE", "ADDRESS", "ROLES"});
+  for (const auto& node : map->nodes()) {
+    std::vector<std::string> roles;
+    if (node.id() == map->controller()) roles.push_back("controller");
+    for (const auto& shard : map->shards()) {
+      if (shard.primary() == node.id()) {
+        roles.push_back(absl::StrCat("primary of ", shard.shard()));
+      } else {
+        for (const std::string& r : shard.replicas()) {
+          if (r == node.id()) {
+            roles.push_back(absl::StrCat("backup of ", shard.shard()));
+          }
+        }
+      }
+    }
+    nodes.AddRow({node.id(), node.address(),
+                  roles.empty() ? "-" : absl::StrJoin(roles, ", ")});
+  }
+  std::cout << nodes.Render() << "\n";
+  if (map->shards_size() == 0) {
+    std::cout << "no shard yet: the controller creates them once "
+                 "--replication_factor nodes have joined"
+              << std::endl;
+    return absl::OkStatus();
+  }
+  Table shards({"SHARD", "EPOCH", "PRIMARY", "REPLICAS", "IN_SYNC",
+                "LAST_ENTRY"});
+  shards.AlignRight(0);
+  shards.AlignRight(1);
+  shards.AlignRight(5);
+  Table lag({"SHARD", "BACKUP", "APPLIED", "DURABLE", "BEHIND", "HEARD",
+             "IN_SYNC"});
+  for (size_t column : {0, 2, 3, 4, 5}) lag.AlignRight(column);
+  for (const auto& shard : map->shards()) {
+    shards.AddRow({absl::StrCat(shard.shard()), absl::StrCat(shard.epoch()),
+                   shard.primary(), absl::StrJoin(shard.replicas(), ","),
+                   absl::StrJoin(shard.isr(), ","),
+                   shard.lag_size() > 0 || shard.primary() == map->node()
+                       ? absl::StrCat(shard.last_index())
+                       : "?"});
+    for (const auto& backup : shard.lag()) {
+      lag.AddRow({absl::StrCat(shard.shard()), backup.node(),
+                  absl::StrCat(backup.applied_index()),
+                  absl::StrCat(backup.durable_index()),
+                  absl::StrCat(backup.lag_entries()),
+                  backup.has_seconds_since_heard()
+                      ? absl::StrFormat("%.1fs ago",
+                                        backup.seconds_since_heard())
+                      : "never",
+                  backup.in_sync() ? "yes" : "no"});
+    }
+  }
+  std::cout << shards.Render();
+  if (!lag.empty()) std::cout << "\n" << lag.Render();
+  std::cout << std::flush;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+void AddClusterCommand(Registry& registry) {
+  CLI::App* cluster = registry.app().add_subcommand(
+      "cluster", "Show a cluster's nodes, shards, primaries, epochs, in-sync "
+                 "sets and replication lag");
+  cluster->footer(R"(
+Any node of the cluster answers (--addr); the lag of each backup comes from
+its shard's primary, which this command asks too. BEHIND is how many log
+entries of the primary the backup has not applied; HEARD when the primary
+last heard from it. A backup out of IN_SYNC is catching up (or cannot: see
+the primary's log). A broker without --etcd has no cluster.
+
+Examples:
+  hourglass --addr=10.0.0.2:7070 cluster
+  hourglass --json cluster)");
+  registry.SetAction(cluster, [&globals = registry.globals()] {
+    return ShowCluster(globals);
+  });
+}
+
+}  // namespace hourglass::cli
