@@ -1,5 +1,6 @@
 #include "node/cluster_node.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/time/clock.h"
@@ -7,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "api/cluster_service.h"
 #include "api/redirect.h"
+#include "broker/metrics.h"
 #include "hourglass/v1/cluster.pb.h"
 #include "cluster/etcd_client.h"
 #include "cluster/member.h"
@@ -60,18 +62,100 @@ absl::StatusOr<std::unique_ptr<ClusterNode>> ClusterNode::Open(
   host.min_insync = o.min_insync;
   host.engine = o.engine;
   host.clock = o.clock;
+  host.metrics = o.engine.metrics;
   auto shard_host = std::make_unique<ShardHost>(
       node->store_.get(), std::move(host), node->gate_.get(),
       node->hint_.get(), node->replication_.get());
-  absl::MutexLock lock(&node->mu_);
-  node->host_ = std::move(shard_host);
+  {
+    absl::MutexLock lock(&node->mu_);
+    node->host_ = std::move(shard_host);
+  }
+  if (o.engine.metrics != nullptr) {
+    node->collector_ = o.engine.metrics->AddCollector(
+        [n = node.get()] { n->CollectMetrics(); });
+  }
   return node;
 }
 
 ClusterNode::ClusterNode(ClusterNodeOptions options)
     : options_(std::move(options)) {}
 
-ClusterNode::~ClusterNode() { Leave(); }
+ClusterNode::~ClusterNode() {
+  if (options_.engine.metrics != nullptr) {
+    options_.engine.metrics->RemoveCollector(collector_);
+  }
+  Leave();
+}
+
+void ClusterNode::CollectMetrics() {
+  metrics::Registry& registry = *options_.engine.metrics;
+  const std::string shard = "0";
+  absl::MutexLock lock(&mu_);
+  if (host_ == nullptr) return;
+  const ShardHost::Role role = host_->role();
+  for (const auto& [name, value] :
+       {std::pair{"primary", ShardHost::Role::kPrimary},
+        std::pair{"backup", ShardHost::Role::kBackup},
+        std::pair{"none", ShardHost::Role::kNone}}) {
+    registry.Gauges(metrics::Metric::kClusterRole)
+        .Add({shard, name})
+        .Set(role == value ? 1 : 0);
+  }
+  registry.Gauges(metrics::Metric::kReplicationPosition)
+      .Add({shard})
+      .Set(static_cast<double>(host_->position()));
+  if (member_ != nullptr) {
+    const cluster::ClusterView view = member_->view();
+    registry.Gauges(metrics::Metric::kClusterController)
+        .Add({})
+        .Set(view.controller == options_.node_id ? 1 : 0);
+    auto record = view.shards.find(0);
+    if (record != view.shards.end()) {
+      registry.Gauges(metrics::Metric::kClusterEpoch)
+          .Add({shard})
+          .Set(static_cast<double>(record->second.record.epoch));
+      registry.Gauges(metrics::Metric::kClusterInSync)
+          .Add({shard})
+          .Set(static_cast<double>(record->second.record.isr.size()));
+    }
+  }
+  // Lag, from the primary only; a backup no longer reported reads 0.
+  std::vector<std::string> reported;
+  const absl::Time now = absl::Now();
+  if (std::optional<ShardHost::Progress> progress = host_->progress()) {
+    for (const ShardHost::BackupProgress& b : progress->backups) {
+      const int64_t behind =
+          std::max<int64_t>(0, progress->last_index - b.applied_index);
+      registry.Gauges(metrics::Metric::kReplicationLagEntries)
+          .Add({shard, b.node})
+          .Set(static_cast<double>(behind));
+      registry.Gauges(metrics::Metric::kReplicationLagBytes)
+          .Add({shard, b.node})
+          .Set(static_cast<double>(b.lag_bytes));
+      double seconds = 0;
+      if (behind > 0) {
+        seconds = b.last_heard == absl::InfinitePast()
+                      ? 0
+                      : absl::ToDoubleSeconds(now - b.last_heard);
+      }
+      registry.Gauges(metrics::Metric::kReplicationLagSeconds)
+          .Add({shard, b.node})
+          .Set(seconds);
+      reported.push_back(b.node);
+    }
+  }
+  for (const std::string& gone : lag_backups_) {
+    if (std::find(reported.begin(), reported.end(), gone) != reported.end()) {
+      continue;
+    }
+    for (metrics::Metric m : {metrics::Metric::kReplicationLagEntries,
+                              metrics::Metric::kReplicationLagBytes,
+                              metrics::Metric::kReplicationLagSeconds}) {
+      registry.Gauges(m).Add({shard, gone}).Set(0);
+    }
+  }
+  lag_backups_ = std::move(reported);
+}
 
 broker::Broker* ClusterNode::broker() { return gate_.get(); }
 

@@ -111,6 +111,13 @@ class ClusterNode {
   std::unique_ptr<api::PrimaryHint> hint_;
   std::unique_ptr<replication::ReplicationService> replication_;
   std::unique_ptr<api::ClusterService> cluster_service_;
+  // Sets the cluster's gauges (a metrics collector: at each scrape).
+  void CollectMetrics();
+
+  uint64_t collector_ = 0;  // In options_.engine.metrics, if any.
+  // The collector's: backups whose lag gauges it set.
+  std::vector<std::string> lag_backups_;
+
   // Replaced only by Join and Leave; read by Map from gRPC threads.
   mutable absl::Mutex mu_;
   std::unique_ptr<ShardHost> host_ ABSL_GUARDED_BY(mu_);

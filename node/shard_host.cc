@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "api/redirect.h"
+#include "broker/metrics.h"
 #include "grpcpp/grpcpp.h"
 #include "node/primary_gate.h"
 #include "replication/log_entry.h"
@@ -85,10 +86,21 @@ std::optional<ShardHost::Progress> ShardHost::progress() const {
   Progress progress;
   progress.last_index = store_->last().index;
   for (const auto& [node, state] : store_->Backups()) {
-    progress.backups.push_back({node, state.applied.index, state.durable.index,
-                                state.last_heard, state.in_sync});
+    progress.backups.push_back({node, state.applied.index,
+                                store_->BytesAfter(state.applied.index),
+                                state.durable.index, state.last_heard,
+                                state.in_sync});
   }
   return progress;
+}
+
+int64_t ShardHost::position() const {
+  absl::MutexLock lock(&role_mu_);
+  if (replica_ != nullptr) return replica_->applied().index;
+  if (store_ != nullptr) return store_->last().index;
+  absl::StatusOr<replication::LogPosition> position =
+      replication::ReadPosition(*base_);
+  return position.ok() ? position->index : 0;
 }
 
 ShardHost::Role ShardHost::role() const {
@@ -198,6 +210,11 @@ void ShardHost::BecomePrimary(const cluster::ClusterView& view,
       return;
     }
     store_ = *std::move(store);
+    if (options_.metrics != nullptr) {
+      options_.metrics->Counters(metrics::Metric::kClusterPromotionsTotal)
+          .Add({std::to_string(options_.shard)})
+          .Increment();
+    }
     role_ = Role::kPrimary;
     epoch_ = record.epoch;
     primary_since_ = absl::Now();

@@ -21,6 +21,10 @@ namespace hourglass::api {
 class PrimaryHint;
 }  // namespace hourglass::api
 
+namespace hourglass::metrics {
+class Registry;
+}  // namespace hourglass::metrics
+
 namespace hourglass::replication {
 class Replica;
 class ReplicatedStore;
@@ -48,6 +52,8 @@ struct ShardHostOptions {
   // The engine opened while this node is the primary.
   broker::Engine::Options engine;
   broker::Clock* clock = nullptr;  // Required.
+  // Counts promotions (hourglass_cluster_promotions_total). Optional.
+  metrics::Registry* metrics = nullptr;
 };
 
 // One shard on one node of a cluster: it plays the role the shard's record
@@ -101,6 +107,8 @@ class ShardHost {
   struct BackupProgress {
     std::string node;
     int64_t applied_index = 0;
+    // Bytes of the primary's log after applied_index.
+    size_t lag_bytes = 0;
     int64_t durable_index = 0;
     absl::Time last_heard = absl::InfinitePast();
     bool in_sync = false;
@@ -111,6 +119,8 @@ class ShardHost {
   };
   // nullopt unless this node is the primary.
   std::optional<Progress> progress() const;
+  // The index of the last entry of this node's copy (0 for none).
+  int64_t position() const;
 
   enum class Role { kNone, kBackup, kPrimary };
   Role role() const;

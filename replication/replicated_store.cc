@@ -164,6 +164,16 @@ LogPosition ReplicatedStore::last() const {
   return last_;
 }
 
+size_t ReplicatedStore::BytesAfter(int64_t index) const {
+  absl::MutexLock lock(&mu_);
+  size_t bytes = 0;
+  for (auto it = kept_.rbegin(); it != kept_.rend() && it->index > index;
+       ++it) {
+    bytes += it->bytes->size();
+  }
+  return bytes;
+}
+
 void ReplicatedStore::AddInSync(const std::string& node) {
   absl::MutexLock lock(&mu_);
   in_sync_.insert(node);

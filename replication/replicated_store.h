@@ -125,6 +125,9 @@ class ReplicatedStore final : public storage::MessageStore {
   std::map<std::string, BackupState> Backups() const;
   // The last entry written.
   LogPosition last() const;
+  // Bytes of the kept entries after `index` (what a backup that applied up
+  // to `index` lacks, as far as the store keeps it).
+  size_t BytesAfter(int64_t index) const;
   int64_t epoch() const { return options_.epoch; }
   // Changes the backups writes wait for. Add a backup before the cluster's
   // record says it is in sync, and remove it after: the set writes wait

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -199,6 +200,27 @@ TEST_F(ClusterTest, ThePrimaryServesAndTheOthersSendClientsToIt) {
     EXPECT_EQ(admin.code, grpc::StatusCode::UNAVAILABLE);
     EXPECT_EQ(admin.primary, nodes_.at("a")->address());
   }
+
+  // Each node's metrics say its role; the primary's, its backups' lag.
+  const std::string primary_metrics = nodes_.at("a")->ScrapeMetrics();
+  EXPECT_THAT(primary_metrics,
+              HasSubstr("hourglass_cluster_role{shard=\"0\",role=\"primary\"} 1\n"));
+  EXPECT_THAT(primary_metrics, HasSubstr("hourglass_cluster_epoch{shard=\"0\"} 1\n"));
+  EXPECT_THAT(primary_metrics,
+              HasSubstr("hourglass_cluster_in_sync{shard=\"0\"} 3\n"));
+  EXPECT_THAT(primary_metrics,
+              HasSubstr("hourglass_cluster_promotions_total{shard=\"0\"} 1\n"));
+  EXPECT_THAT(primary_metrics,
+              ::testing::ContainsRegex(
+                  "hourglass_replication_lag_entries\\{shard=\"0\",backup=\"b\"\\} [0-9]"));
+  // b takes its role when its host thread applies the view it has seen.
+  EXPECT_TRUE(testing::Eventually(
+      [&] {
+        return absl::StrContains(
+            nodes_.at("b")->ScrapeMetrics(),
+            "hourglass_cluster_role{shard=\"0\",role=\"backup\"} 1\n");
+      },
+      kPatience));
 }
 
 TEST_F(ClusterTest, AcknowledgedPublishesAndCancelsSurviveTheLossOfThePrimary) {

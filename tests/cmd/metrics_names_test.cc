@@ -20,7 +20,6 @@
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "httplib.h"
 #include "tests/testing/broker_client.h"
 #include "tests/testing/daemon.h"
 #include "tests/testing/eventually.h"
@@ -68,29 +67,6 @@ const std::vector<std::string> kExported = {
     "hourglass_store_write_batches histogram ",
     "hourglass_store_write_seconds histogram ",
 };
-
-// The port from the "serving metrics on ... (port N)" log line.
-int MetricsPort(const std::string& output) {
-  const size_t at = output.find("serving metrics on");
-  if (at == std::string::npos) return 0;
-  const size_t open = output.find("(port ", at);
-  const size_t close = output.find(')', open);
-  int port = 0;
-  if (open == std::string::npos || close == std::string::npos ||
-      !absl::SimpleAtoi(output.substr(open + 6, close - open - 6), &port)) {
-    return 0;
-  }
-  return port;
-}
-
-std::string Scrape(int port) {
-  httplib::Client client("127.0.0.1", port);
-  client.set_connection_timeout(absl::ToInt64Seconds(kTimeout), 0);
-  client.set_read_timeout(absl::ToInt64Seconds(kTimeout), 0);
-  httplib::Result result = client.Get("/metrics");
-  if (!result || result->status != 200) return "";
-  return result->body;
-}
 
 // The label names of a sample line such as `name{a="x",b="y"} 1`, in order;
 // label values are quoted and may hold escaped quotes and commas.
@@ -154,11 +130,6 @@ TEST(MetricsNamesTest, AScrapeExportsExactlyTheListedFamilies) {
   auto daemon = testing::Daemon::Start(HOURGLASSD_PATH, dir.path() + "/data",
                                        {"--max_attempts=1"});
   ASSERT_TRUE(daemon.ok()) << daemon.status();
-  ASSERT_TRUE(
-      (*daemon)->process().WaitForOutput("serving metrics on", kTimeout))
-      << (*daemon)->process().output();
-  const int port = MetricsPort((*daemon)->process().output());
-  ASSERT_GT(port, 0) << (*daemon)->process().output();
 
   testing::BrokerClient client((*daemon)->Channel());
   // A group with a consumer, and a second group without one.
@@ -181,7 +152,7 @@ TEST(MetricsNamesTest, AScrapeExportsExactlyTheListedFamilies) {
   std::string text;
   ASSERT_TRUE(testing::Eventually(
       [&] {
-        text = Scrape(port);
+        text = (*daemon)->ScrapeMetrics();
         return absl::StrContains(
                    text,
                    "hourglass_dead_lettered_total{topic=\"orders\"} 1\n") &&

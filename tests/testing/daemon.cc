@@ -16,6 +16,7 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
+#include "httplib.h"
 
 namespace hourglass::testing {
 namespace {
@@ -32,7 +33,33 @@ int ListeningPort(const std::string& output) {
   return port;
 }
 
+// The port from the "serving metrics on ... (port N)" log line, or 0.
+int MetricsPort(const std::string& output) {
+  const size_t at = output.find("serving metrics on");
+  if (at == std::string::npos) return 0;
+  const size_t open = output.find("(port ", at);
+  const size_t close = output.find(')', open);
+  int port = 0;
+  if (open == std::string::npos || close == std::string::npos ||
+      !absl::SimpleAtoi(output.substr(open + 6, close - open - 6), &port)) {
+    return 0;
+  }
+  return port;
+}
+
 }  // namespace
+
+std::string Daemon::ScrapeMetrics() {
+  if (!process_->WaitForOutput("serving metrics on", kStartTimeout)) return "";
+  const int port = MetricsPort(process_->output());
+  if (port == 0) return "";
+  httplib::Client client("127.0.0.1", port);
+  client.set_connection_timeout(absl::ToInt64Seconds(kStartTimeout), 0);
+  client.set_read_timeout(absl::ToInt64Seconds(kStartTimeout), 0);
+  httplib::Result result = client.Get("/metrics");
+  if (!result || result->status != 200) return "";
+  return result->body;
+}
 
 absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
     const std::string& hourglassd, const std::string& data_dir,

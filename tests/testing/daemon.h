@@ -38,6 +38,10 @@ class Daemon {
       std::shared_ptr<grpc::ChannelCredentials> credentials,
       const std::string& token = "") const;
 
+  // GET /metrics from the daemon's metrics listener (the port it logged);
+  // the body, or empty if it does not answer 200 within the start timeout.
+  std::string ScrapeMetrics();
+
   // SIGTERM, then waits for the exit code (128 + 9 if it had to be killed
   // after `timeout`).
   int Stop(absl::Duration timeout = absl::Seconds(30));
