@@ -38,14 +38,16 @@ absl::StatusOr<std::unique_ptr<ClusterNode>> ClusterNode::Open(
   }
   std::unique_ptr<ClusterNode> node(new ClusterNode(std::move(options)));
   const ClusterNodeOptions& o = node->options_;
+  const std::string store_dir = o.data_dir + "/shards/0";
+  auto open_store = [sync = o.sync, cache = o.block_cache_bytes](
+                        const std::string& dir)
+      -> absl::StatusOr<std::unique_ptr<storage::MessageStore>> {
+    return storage::RocksDbStore::Open(
+        {.path = dir, .sync = sync, .block_cache_bytes = cache});
+  };
   absl::StatusOr<std::unique_ptr<storage::MessageStore>> store =
-      storage::RocksDbStore::Open({
-          .path = o.data_dir + "/shards/0",
-          .sync = o.sync,
-          .block_cache_bytes = o.block_cache_bytes,
-      });
+      open_store(store_dir);
   if (!store.ok()) return store.status();
-  node->store_ = *std::move(store);
   absl::StatusOr<std::unique_ptr<cluster::EtcdClient>> etcd =
       cluster::EtcdClient::Create(cluster::EtcdOptions{o.etcd});
   if (!etcd.ok()) return etcd.status();
@@ -63,9 +65,15 @@ absl::StatusOr<std::unique_ptr<ClusterNode>> ClusterNode::Open(
   host.engine = o.engine;
   host.clock = o.clock;
   host.metrics = o.engine.metrics;
+  host.store_dir = store_dir;
+  host.open_store = open_store;
   auto shard_host = std::make_unique<ShardHost>(
-      node->store_.get(), std::move(host), node->gate_.get(),
+      *std::move(store), std::move(host), node->gate_.get(),
       node->hint_.get(), node->replication_.get());
+  node->replication_->SetRebuildHandler(
+      [h = shard_host.get()](std::string why) {
+        h->RequestRebuild(std::move(why));
+      });
   {
     absl::MutexLock lock(&node->mu_);
     node->host_ = std::move(shard_host);

@@ -105,7 +105,6 @@ class ClusterNode {
   explicit ClusterNode(ClusterNodeOptions options);
 
   const ClusterNodeOptions options_;
-  std::unique_ptr<storage::MessageStore> store_;
   std::unique_ptr<cluster::EtcdClient> etcd_;
   std::unique_ptr<PrimaryGate> gate_;
   std::unique_ptr<api::PrimaryHint> hint_;

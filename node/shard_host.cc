@@ -3,6 +3,7 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <utility>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "broker/metrics.h"
 #include "grpcpp/grpcpp.h"
 #include "node/primary_gate.h"
+#include "replication/checkpoint_fetch.h"
 #include "replication/log_entry.h"
 #include "replication/replica.h"
 #include "replication/replicated_store.h"
@@ -29,14 +31,18 @@ constexpr absl::Duration kTick = absl::Milliseconds(250);
 
 }  // namespace
 
-ShardHost::ShardHost(storage::MessageStore* base, ShardHostOptions options,
-                     PrimaryGate* gate, api::PrimaryHint* hint,
+ShardHost::ShardHost(std::unique_ptr<storage::MessageStore> base,
+                     ShardHostOptions options, PrimaryGate* gate,
+                     api::PrimaryHint* hint,
                      replication::ReplicationService* replication)
-    : base_(base),
-      options_(std::move(options)),
+    : options_(std::move(options)),
       gate_(gate),
       hint_(hint),
       replication_(replication) {
+  {
+    absl::MutexLock lock(&role_mu_);
+    base_ = std::move(base);
+  }
   thread_ = std::thread([this] {
     pthread_setname_np(pthread_self(), "hg-shard-host");
     Run();
@@ -74,6 +80,7 @@ std::optional<int64_t> ShardHost::Position() {
   absl::MutexLock lock(&role_mu_);
   if (replica_ != nullptr) return replica_->durable().index;
   if (store_ != nullptr) return store_->last().index;
+  if (base_ == nullptr) return std::nullopt;
   absl::StatusOr<replication::LogPosition> position =
       replication::ReadPosition(*base_);
   if (!position.ok()) return std::nullopt;
@@ -98,6 +105,7 @@ int64_t ShardHost::position() const {
   absl::MutexLock lock(&role_mu_);
   if (replica_ != nullptr) return replica_->applied().index;
   if (store_ != nullptr) return store_->last().index;
+  if (base_ == nullptr) return 0;
   absl::StatusOr<replication::LogPosition> position =
       replication::ReadPosition(*base_);
   return position.ok() ? position->index : 0;
@@ -111,6 +119,12 @@ ShardHost::Role ShardHost::role() const {
 int64_t ShardHost::epoch() const {
   absl::MutexLock lock(&role_mu_);
   return role_ == Role::kPrimary ? epoch_ : 0;
+}
+
+void ShardHost::RequestRebuild(std::string why) {
+  absl::MutexLock lock(&mu_);
+  rebuild_ = std::move(why);
+  wake_ = true;
 }
 
 void ShardHost::StepDown(const std::string& reason) {
@@ -152,6 +166,15 @@ void ShardHost::Reconcile(const cluster::ClusterView& view) {
   if (record.primary == options_.node_id) {
     BecomePrimary(view, record);
   } else if (record.IsReplica(options_.node_id)) {
+    std::string why;
+    {
+      absl::MutexLock lock(&mu_);
+      why = rebuild_;
+    }
+    auto primary = view.nodes.find(record.primary);
+    if (!why.empty() && primary != view.nodes.end()) {
+      Rebuild(primary->second.address, why);
+    }
     BecomeBackup();
   } else {
     BecomeNone();
@@ -187,6 +210,7 @@ void ShardHost::BecomePrimary(const cluster::ClusterView& view,
     StepDownLocked(absl::StrCat("epoch ", epoch_, " ended"));
   }
   if (role_ != Role::kPrimary) {
+    if (base_ == nullptr) return;  // A rebuild failed: no copy to serve.
     if (replica_ != nullptr) {
       replication_->SetReplica(nullptr);
       replica_.reset();
@@ -201,7 +225,8 @@ void ShardHost::BecomePrimary(const cluster::ClusterView& view,
     store_options.min_insync = options_.min_insync;
     store_options.ack_timeout = options_.ack_timeout;
     absl::StatusOr<std::unique_ptr<replication::ReplicatedStore>> store =
-        replication::ReplicatedStore::Open(base_, std::move(store_options));
+        replication::ReplicatedStore::Open(base_.get(),
+                                           std::move(store_options));
     if (!store.ok()) {
       spdlog::error("cluster: node {} cannot become the primary of shard {} "
                     "at epoch {}: {}",
@@ -210,6 +235,11 @@ void ShardHost::BecomePrimary(const cluster::ClusterView& view,
       return;
     }
     store_ = *std::move(store);
+    // Checkpoints for rebuilds go next to the store: same file system, so
+    // RocksDB links its files rather than copying them.
+    replication_->SetSource(
+        store_.get(),
+        std::filesystem::path(options_.store_dir).parent_path().string());
     if (options_.metrics != nullptr) {
       options_.metrics->Counters(metrics::Metric::kClusterPromotionsTotal)
           .Add({std::to_string(options_.shard)})
@@ -357,9 +387,9 @@ void ShardHost::BecomeBackup() {
   if (role_ == Role::kPrimary) {
     StepDownLocked("a newer primary exists");
   }
-  if (role_ == Role::kBackup) return;
+  if (role_ == Role::kBackup || base_ == nullptr) return;
   absl::StatusOr<std::unique_ptr<replication::Replica>> replica =
-      replication::Replica::Open(base_);
+      replication::Replica::Open(base_.get());
   if (!replica.ok()) {
     spdlog::error("cluster: node {} cannot hold shard {} as a backup: {}",
                   options_.node_id, options_.shard,
@@ -373,6 +403,75 @@ void ShardHost::BecomeBackup() {
                "entry {} of epoch {})",
                options_.node_id, options_.shard, replica_->applied().index,
                replica_->applied().epoch);
+}
+
+void ShardHost::Rebuild(const std::string& primary_address,
+                        const std::string& why) {
+  const std::string& dir = options_.store_dir;
+  const std::string fresh = dir + ".rebuild";
+  const std::string old = dir + ".old";
+  {
+    absl::MutexLock lock(&role_mu_);
+    if (role_ == Role::kPrimary) return;
+    spdlog::warn("cluster: node {} rebuilds its copy of shard {} from the "
+                 "checkpoint of primary {}: {}",
+                 options_.node_id, options_.shard, primary_address, why);
+    // No stream applies to the copy from here on; requests to rebuild
+    // made before are all in rebuild_, and are this rebuild.
+    replication_->SetReplica(nullptr);
+    replica_.reset();
+    {
+      absl::MutexLock wake_lock(&mu_);
+      rebuild_.clear();
+    }
+    base_.reset();  // Closed: its directory is about to be replaced.
+    role_ = Role::kNone;
+  }
+  const absl::Time start = absl::Now();
+  std::error_code ignored;
+  std::filesystem::remove_all(fresh, ignored);
+  absl::StatusOr<storage::CheckpointInfo> fetched =
+      replication::FetchCheckpoint(
+          grpc::CreateChannel(primary_address,
+                              grpc::InsecureChannelCredentials()),
+          options_.shard, fresh, absl::Hours(1));
+  if (fetched.ok()) {
+    std::filesystem::remove_all(old, ignored);
+    std::error_code error;
+    std::filesystem::rename(dir, old, error);
+    if (!error) std::filesystem::rename(fresh, dir, error);
+    if (error) {
+      fetched = absl::UnavailableError(
+          absl::StrCat("cannot move the checkpoint into ", dir, ": ",
+                       error.message()));
+    }
+    std::filesystem::remove_all(old, ignored);
+  }
+  absl::StatusOr<std::unique_ptr<storage::MessageStore>> reopened =
+      options_.open_store(dir);
+  absl::MutexLock lock(&role_mu_);
+  if (!reopened.ok()) {
+    spdlog::error("cluster: node {} cannot open its copy of shard {} in {}: "
+                  "{}",
+                  options_.node_id, options_.shard, dir,
+                  std::string(reopened.status().message()));
+    return;
+  }
+  base_ = *std::move(reopened);
+  if (!fetched.ok()) {
+    spdlog::error("cluster: node {} could not rebuild its copy of shard {}, "
+                  "and keeps the old one: {}",
+                  options_.node_id, options_.shard,
+                  std::string(fetched.status().message()));
+    return;
+  }
+  absl::StatusOr<replication::LogPosition> position =
+      replication::ReadPosition(*base_);
+  spdlog::info("cluster: node {} rebuilt its copy of shard {} in {}: {} "
+               "files, {} bytes, up to entry {}",
+               options_.node_id, options_.shard,
+               absl::FormatDuration(absl::Now() - start), fetched->files,
+               fetched->bytes, position.ok() ? position->index : -1);
 }
 
 void ShardHost::BecomeNone() {
@@ -399,6 +498,7 @@ void ShardHost::StepDownLocked(const std::string& reason) {
                             options_.shard, ": ", reason));
   // Writes waiting for backups fail now; then nothing reaches the engine.
   store_->Close(absl::StrCat("this node stopped being the primary: ", reason));
+  replication_->SetSource(nullptr, "");
   shippers_.clear();
   shipper_addresses_.clear();
   if (engine_ != nullptr) {

@@ -2,6 +2,7 @@
 #define HOURGLASS_NODE_SHARD_HOST_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "broker/clock.h"
@@ -54,6 +56,13 @@ struct ShardHostOptions {
   broker::Clock* clock = nullptr;  // Required.
   // Counts promotions (hourglass_cluster_promotions_total). Optional.
   metrics::Registry* metrics = nullptr;
+  // Where the shard's store lives, and how to open it there: a backup
+  // whose copy must be rebuilt closes it, replaces the directory by the
+  // primary's checkpoint, and opens it again. Required.
+  std::string store_dir;
+  std::function<absl::StatusOr<std::unique_ptr<storage::MessageStore>>(
+      const std::string& dir)>
+      open_store;
 };
 
 // One shard on one node of a cluster: it plays the role the shard's record
@@ -80,9 +89,11 @@ struct ShardHostOptions {
 // hands over (OnView) and a tick every 250 ms. Thread-safe.
 class ShardHost {
  public:
+  // `base` is the shard's store, opened at options.store_dir.
   // REQUIRES: every pointer outlives the host.
-  ShardHost(storage::MessageStore* base, ShardHostOptions options,
-            PrimaryGate* gate, api::PrimaryHint* hint,
+  ShardHost(std::unique_ptr<storage::MessageStore> base,
+            ShardHostOptions options, PrimaryGate* gate,
+            api::PrimaryHint* hint,
             replication::ReplicationService* replication);
   // Steps down (if primary) and stops.
   ~ShardHost();
@@ -98,6 +109,11 @@ class ShardHost {
   // For Member::Callbacks::position: where this node's copy ends (its last
   // durable entry).
   std::optional<int64_t> Position();
+
+  // For ReplicationService::SetRebuildHandler: the primary says this
+  // backup's copy cannot follow its log; the host rebuilds it from the
+  // primary's checkpoint. Does not block.
+  void RequestRebuild(std::string why);
 
   // Stops serving as primary now, with `reason` (the lease was lost, the
   // node is shutting down): clients are refused from here on.
@@ -133,6 +149,9 @@ class ShardHost {
   void BecomePrimary(const cluster::ClusterView& view,
                      const cluster::ShardRecord& record);
   void BecomeBackup();
+  // Replaces the copy by the primary's checkpoint (closing and reopening
+  // the store), for a backup whose copy cannot follow.
+  void Rebuild(const std::string& primary_address, const std::string& why);
   void BecomeNone();
   void StepDownLocked(const std::string& reason);
   void SyncShippers(const cluster::ClusterView& view,
@@ -142,7 +161,6 @@ class ShardHost {
   void SetHint(const cluster::ClusterView& view,
                const cluster::ShardRecord* record);
 
-  storage::MessageStore* const base_;
   const ShardHostOptions options_;
   PrimaryGate* const gate_;
   api::PrimaryHint* const hint_;
@@ -152,11 +170,15 @@ class ShardHost {
   cluster::Member* member_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::optional<cluster::ClusterView> view_ ABSL_GUARDED_BY(mu_);
   bool wake_ ABSL_GUARDED_BY(mu_) = false;
+  // Why the copy must be rebuilt; empty while it need not.
+  std::string rebuild_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 
   // The role's state, changed on the host's thread (and by StepDown) under
   // role_mu_.
   mutable absl::Mutex role_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  // The shard's store; null only while a rebuild replaces it.
+  std::unique_ptr<storage::MessageStore> base_ ABSL_GUARDED_BY(role_mu_);
   Role role_ ABSL_GUARDED_BY(role_mu_) = Role::kNone;
   int64_t epoch_ ABSL_GUARDED_BY(role_mu_) = 0;
   absl::Time primary_since_ ABSL_GUARDED_BY(role_mu_);

@@ -1,5 +1,8 @@
 #include "replication/replication_service.h"
 
+#include <filesystem>
+#include <fstream>
+#include <random>
 #include <utility>
 #include <vector>
 
@@ -35,6 +38,65 @@ class ReplicationService::Impl final : public v1::Replication::Service {
         +[](int* users) { return *users == 0; }, &users_));
   }
 
+  void SetSource(storage::MessageStore* store, const std::string& scratch) {
+    absl::MutexLock lock(&mu_);
+    source_ = store;
+    scratch_ = scratch;
+    mu_.Await(absl::Condition(
+        +[](int* users) { return *users == 0; }, &users_));
+  }
+
+  void SetRebuildHandler(absl::AnyInvocable<void(std::string)> handler) {
+    absl::MutexLock lock(&mu_);
+    on_rebuild_ = std::move(handler);
+  }
+
+  grpc::Status FetchCheckpoint(
+      grpc::ServerContext* context,
+      const v1::FetchCheckpointRequest* request,
+      grpc::ServerWriter<v1::CheckpointChunk>* writer) override {
+    Use use(this);
+    if (use.source == nullptr) {
+      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                          "this node is not the primary of the shard");
+    }
+    std::random_device random;
+    const std::filesystem::path dir =
+        std::filesystem::path(use.scratch) /
+        absl::StrCat("checkpoint-", request->shard(), "-", random());
+    absl::StatusOr<storage::CheckpointInfo> made =
+        use.source->Checkpoint(dir.string());
+    if (!made.ok()) return ToGrpc(made.status());
+    spdlog::info("replication: sending a checkpoint of shard {} ({} files, "
+                 "{} bytes) to {}",
+                 request->shard(), made->files, made->bytes, context->peer());
+    grpc::Status status = grpc::Status::OK;
+    std::vector<char> buffer(1 << 20);
+    for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+      if (!entry.is_regular_file()) continue;
+      std::ifstream in(entry.path(), std::ios::binary);
+      bool first = true;
+      while (in && status.ok()) {
+        in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+        const std::streamsize got = in.gcount();
+        if (got <= 0 && !first) break;
+        v1::CheckpointChunk chunk;
+        chunk.set_file(entry.path().filename().string());
+        chunk.set_data(buffer.data(), static_cast<size_t>(std::max<std::streamsize>(got, 0)));
+        first = false;
+        if (!writer->Write(chunk)) {
+          status = grpc::Status(grpc::StatusCode::CANCELLED,
+                                "the backup stopped reading");
+        }
+        if (got < static_cast<std::streamsize>(buffer.size())) break;
+      }
+      if (!status.ok()) break;
+    }
+    std::error_code ignored;
+    std::filesystem::remove_all(dir, ignored);
+    return status;
+  }
+
   grpc::Status Replicate(
       grpc::ServerContext* context,
       grpc::ServerReaderWriter<v1::ReplicateResponse, v1::ReplicateRequest>*
@@ -61,6 +123,16 @@ class ReplicationService::Impl final : public v1::Replication::Service {
                  hello.primary(), hello.shard(), hello.epoch());
     while (stream->Read(&request)) {
       if (context->IsCancelled()) break;
+      if (request.rebuild()) {
+        const std::string why = absl::StrCat(
+            "primary ", hello.primary(), " (epoch ", hello.epoch(),
+            ") says this copy cannot follow its log");
+        // Inside a Use: whoever unsets the replica next waits for it.
+        Use use(this);
+        if (use.replica != nullptr && on_rebuild_) on_rebuild_(why);
+        return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                            "rebuilding from the primary's checkpoint");
+      }
       std::vector<LogEntry> entries;
       entries.reserve(request.entries_size());
       for (const std::string& bytes : request.entries()) {
@@ -90,6 +162,8 @@ class ReplicationService::Impl final : public v1::Replication::Service {
     explicit Use(Impl* impl) : impl(impl) {
       absl::MutexLock lock(&impl->mu_);
       replica = impl->replica_;
+      source = impl->source_;
+      scratch = impl->scratch_;
       ++impl->users_;
     }
     ~Use() {
@@ -98,6 +172,8 @@ class ReplicationService::Impl final : public v1::Replication::Service {
     }
     Impl* impl;
     Replica* replica;
+    storage::MessageStore* source;
+    std::string scratch;
   };
 
   static bool Answer(
@@ -112,6 +188,10 @@ class ReplicationService::Impl final : public v1::Replication::Service {
 
   absl::Mutex mu_;
   Replica* replica_ ABSL_GUARDED_BY(mu_) = nullptr;
+  storage::MessageStore* source_ ABSL_GUARDED_BY(mu_) = nullptr;
+  std::string scratch_ ABSL_GUARDED_BY(mu_);
+  // Set once at start-up, before streams (SetRebuildHandler).
+  absl::AnyInvocable<void(std::string)> on_rebuild_;
   int users_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
@@ -120,6 +200,16 @@ ReplicationService::~ReplicationService() = default;
 
 void ReplicationService::SetReplica(Replica* replica) {
   impl_->SetReplica(replica);
+}
+
+void ReplicationService::SetSource(storage::MessageStore* store,
+                                   const std::string& scratch_dir) {
+  impl_->SetSource(store, scratch_dir);
+}
+
+void ReplicationService::SetRebuildHandler(
+    absl::AnyInvocable<void(std::string why)> handler) {
+  impl_->SetRebuildHandler(std::move(handler));
 }
 
 grpc::Service* ReplicationService::service() { return impl_.get(); }

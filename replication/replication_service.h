@@ -5,8 +5,10 @@
 #include <string>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/any_invocable.h"
 #include "absl/synchronization/mutex.h"
 #include "replication/replica.h"
+#include "storage/message_store.h"
 
 namespace grpc {
 class Service;
@@ -36,6 +38,17 @@ class ReplicationService {
   // SetReplica(nullptr) before destroying it, which waits until no stream
   // uses it.
   void SetReplica(Replica* replica);
+
+  // The primary's store FetchCheckpoint copies (it checkpoints into a new
+  // directory under `scratch_dir`, streams it, and removes it); nullptr
+  // while this node is not the primary. As SetReplica, waits until no
+  // call uses the old one.
+  void SetSource(storage::MessageStore* store, const std::string& scratch_dir);
+
+  // What runs when a primary says the copy must be rebuilt (a request with
+  // `rebuild` set); on the stream's thread, so it must not block. May be
+  // empty.
+  void SetRebuildHandler(absl::AnyInvocable<void(std::string why)> handler);
 
   // For api::ServerOptions::services.
   grpc::Service* service();

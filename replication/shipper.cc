@@ -82,6 +82,21 @@ void Shipper::Run() {
   }
 }
 
+absl::Status Shipper::AskToRebuild(
+    grpc::ClientReaderWriterInterface<v1::ReplicateRequest,
+                                      v1::ReplicateResponse>& stream,
+    const std::string& why) {
+  spdlog::warn("replication: backup {} of shard {} must be rebuilt from a "
+               "checkpoint: {}",
+               options_.backup, options_.shard, why);
+  v1::ReplicateRequest request;
+  request.set_rebuild(true);
+  stream.Write(request);
+  stream.WritesDone();
+  (void)stream.Finish();
+  return absl::FailedPreconditionError(why);
+}
+
 absl::Status Shipper::Stream() {
   auto stub = v1::Replication::NewStub(channel_);
   grpc::ClientContext context;
@@ -121,9 +136,11 @@ absl::Status Shipper::Stream() {
       absl::MutexLock lock(&mu_);
       needs_rebuild_ = why;
     }
-    context.TryCancel();
-    (void)stream->Finish();
-    return absl::FailedPreconditionError(why);
+    return AskToRebuild(*stream, why);
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    needs_rebuild_.clear();
   }
   spdlog::info("replication: shipping shard {} to {} from entry {}",
                options_.shard, options_.backup, applied.index + 1);
@@ -137,9 +154,13 @@ absl::Status Shipper::Stream() {
                          absl::Now() + kPoll);
     if (!entries.ok()) {
       if (entries.status().code() == absl::StatusCode::kOutOfRange) {
-        absl::MutexLock lock(&mu_);
-        needs_rebuild_ = absl::StrCat("it is behind the entries kept: ",
-                                      entries.status().message());
+        const std::string why = absl::StrCat("it is behind the entries kept: ",
+                                             entries.status().message());
+        {
+          absl::MutexLock lock(&mu_);
+          needs_rebuild_ = why;
+        }
+        return AskToRebuild(*stream, why);
       }
       context.TryCancel();
       (void)stream->Finish();

@@ -14,7 +14,14 @@
 namespace grpc {
 class Channel;
 class ClientContext;
+template <class W, class R>
+class ClientReaderWriterInterface;
 }  // namespace grpc
+
+namespace hourglass::replication::v1 {
+class ReplicateRequest;
+class ReplicateResponse;
+}  // namespace hourglass::replication::v1
 
 namespace hourglass::replication {
 
@@ -64,6 +71,11 @@ class Shipper {
   void Run();
   // One stream, until it ends; its status.
   absl::Status Stream();
+  // Tells the backup on `stream` to rebuild its copy, and ends the stream.
+  absl::Status AskToRebuild(
+      grpc::ClientReaderWriterInterface<v1::ReplicateRequest,
+                                        v1::ReplicateResponse>& stream,
+      const std::string& why);
 
   ReplicatedStore* const store_;
   const std::shared_ptr<grpc::Channel> channel_;

@@ -3,6 +3,8 @@
 
 #include <signal.h>
 
+#include <algorithm>
+#include <filesystem>
 #include <memory>
 #include <set>
 #include <string>
@@ -71,13 +73,17 @@ class ClusterTest : public ::testing::Test {
     etcd_ = *std::move(etcd);
   }
 
-  // Starts node `id`, and the others after it, in id order.
-  void StartNodes(std::vector<std::string> ids) {
+  // Starts node `id`, and the others after it, in id order, with `flags`
+  // besides the cluster's.
+  void StartNodes(std::vector<std::string> ids,
+                  std::vector<std::string> flags = {}) {
     for (const std::string& id : ids) {
-      absl::StatusOr<std::unique_ptr<Daemon>> node = Daemon::Start(
-          HOURGLASSD_PATH, dir_.path() + "/" + id,
-          {"--etcd=" + etcd_->endpoint(), "--node_id=" + id,
-           "--lease_ttl=2s", "--shutdown_grace=500ms"});
+      std::vector<std::string> all = {"--etcd=" + etcd_->endpoint(),
+                                      "--node_id=" + id, "--lease_ttl=2s",
+                                      "--shutdown_grace=500ms"};
+      all.insert(all.end(), flags.begin(), flags.end());
+      absl::StatusOr<std::unique_ptr<Daemon>> node =
+          Daemon::Start(HOURGLASSD_PATH, dir_.path() + "/" + id, all);
       ASSERT_TRUE(node.ok()) << node.status();
       nodes_[id] = *std::move(node);
     }
@@ -457,6 +463,65 @@ TEST_F(ClusterTest, AStoppedPrimaryHandsOverAndComesBackAsAnInSyncBackup) {
   ASSERT_TRUE(after.ok());
   EXPECT_THAT(after->shards(0).isr(),
               ::testing::UnorderedElementsAre("a", "b", "c"));
+}
+
+TEST_F(ClusterTest, AWipedBackupIsRebuiltFromTheNewPrimarysCheckpoint) {
+  // One in-sync copy suffices here, so that the shard serves while two of
+  // three nodes are down.
+  StartNodes({"a", "b", "c"}, {"--min_insync=1"});
+  ASSERT_EQ(AwaitPrimary({"a", "b", "c"}), "a");
+  ASSERT_TRUE(AwaitEveryoneSees({"a", "b", "c"}, 1, "a"));
+  ASSERT_EQ(Publish("a", "orders", "m1", absl::Hours(1)).code,
+            grpc::StatusCode::OK);
+
+  // b dies; a goes on (with c), then hands over to c at epoch 2. c's log
+  // in memory starts there: what b lacks from before is not in it.
+  nodes_.at("b")->Kill();
+  ASSERT_EQ(Publish("a", "orders", "m2", absl::Hours(1)).code,
+            grpc::StatusCode::OK);
+  EXPECT_EQ(nodes_.at("a")->Stop(), 0);
+  ASSERT_EQ(AwaitPrimary({"c"}), "c");
+  ASSERT_EQ(Publish("c", "orders", "m3", absl::Hours(1)).code,
+            grpc::StatusCode::OK);
+
+  // b comes back with its disk wiped: it must be rebuilt from c's
+  // checkpoint, then follows c's log and rejoins the in-sync set.
+  std::filesystem::remove_all(dir_.path() + "/b");
+  StartNodes({"b"}, {"--min_insync=1"});
+  ChannelOptions options;
+  options.address = nodes_.at("c")->address();
+  absl::StatusOr<std::shared_ptr<Channel>> channel = Channel::Create(options);
+  ASSERT_TRUE(channel.ok()) << channel.status();
+  Admin at_c(*channel);
+  EXPECT_TRUE(testing::Eventually(
+      [&] {
+        absl::StatusOr<hourglass::v1::ClusterMap> map = at_c.GetClusterMap();
+        return map.ok() && map->shards_size() == 1 &&
+               std::find(map->shards(0).isr().begin(),
+                         map->shards(0).isr().end(),
+                         "b") != map->shards(0).isr().end();
+      },
+      kPatience))
+      << nodes_.at("b")->process().output();
+  EXPECT_TRUE(nodes_.at("b")->process().WaitForOutput(
+      "rebuilt its copy of shard 0", kPatience))
+      << nodes_.at("b")->process().output();
+
+  // Then c goes: b, the only copy left, is promoted and holds all three.
+  EXPECT_EQ(nodes_.at("c")->Stop(), 0);
+  ASSERT_EQ(AwaitPrimary({"b"}), "b");
+  ChannelOptions at_b_options;
+  at_b_options.address = nodes_.at("b")->address();
+  absl::StatusOr<std::shared_ptr<Channel>> at_b_channel =
+      Channel::Create(at_b_options);
+  ASSERT_TRUE(at_b_channel.ok());
+  Admin at_b(*at_b_channel);
+  for (const char* id : {"m1", "m2", "m3"}) {
+    hourglass::v1::GetMessageRequest get;
+    get.set_topic("orders");
+    get.set_id(id);
+    EXPECT_TRUE(at_b.GetMessage(get).ok()) << id;
+  }
 }
 
 }  // namespace
