@@ -52,54 +52,62 @@ ReplicatedStore::ReplicatedStore(storage::MessageStore* base,
 }
 
 absl::Status ReplicatedStore::Write(const storage::WriteBatch& batch) {
+  absl::StatusOr<int64_t> index = Append(batch);
+  if (!index.ok()) return index.status();
   const bool durable = batch.needs_sync();
-  int64_t index = 0;
-  {
-    absl::MutexLock write_lock(&write_mu_);
-    LogPosition previous;
-    {
-      absl::MutexLock lock(&mu_);
-      if (!closed_.empty()) return absl::UnavailableError(closed_);
-      const size_t members = in_sync_.size() + 1;
-      if (members < static_cast<size_t>(options_.min_insync)) {
-        return absl::UnavailableError(absl::StrCat(
-            "the shard's in-sync set has ", members, " members (the primary",
-            in_sync_.empty() ? "" : " and ", absl::StrJoin(in_sync_, ","),
-            "), fewer than --min_insync=", options_.min_insync,
-            ": writes wait until a backup catches up"));
-      }
-      previous = last_;
-    }
-    const LogPosition next{options_.epoch, previous.index + 1};
-    storage::WriteBatch entry = batch;
-    AddPositionKeys(previous, next, entry);
-    if (absl::Status s = base_->Write(entry); !s.ok()) return s;
-    auto bytes = std::make_shared<const std::string>(
-        EncodeEntry(next.epoch, next.index, entry));
-    absl::MutexLock lock(&mu_);
-    last_ = next;
-    index = next.index;
-    kept_bytes_ += bytes->size();
-    kept_.push_back({index, std::move(bytes)});
-    while (kept_.size() > 1 && kept_bytes_ > options_.retain_bytes) {
-      kept_bytes_ -= kept_.front().bytes->size();
-      kept_.pop_front();
-    }
-  }
   absl::MutexLock lock(&mu_);
   auto done = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return !closed_.empty() || AckedLocked(index, durable);
+    return !closed_.empty() || AckedLocked(*index, durable);
   };
   if (!mu_.AwaitWithTimeout(absl::Condition(&done), options_.ack_timeout)) {
     CloseLocked(absl::StrCat(
-        "entry ", index, " of epoch ", options_.epoch,
+        "entry ", *index, " of epoch ", options_.epoch,
         " was not acknowledged by every in-sync backup (",
         absl::StrJoin(in_sync_, ","), ") within ",
         absl::FormatDuration(options_.ack_timeout),
         "; this primary stopped writing"));
   }
-  if (!AckedLocked(index, durable)) return absl::UnavailableError(closed_);
+  if (!AckedLocked(*index, durable)) return absl::UnavailableError(closed_);
   return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> ReplicatedStore::Append(
+    const storage::WriteBatch& batch) {
+  absl::MutexLock write_lock(&write_mu_);
+  LogPosition previous;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!closed_.empty()) return absl::UnavailableError(closed_);
+    const size_t members = in_sync_.size() + 1;
+    if (members < static_cast<size_t>(options_.min_insync)) {
+      return absl::UnavailableError(absl::StrCat(
+          "the shard's in-sync set has ", members, " members (the primary",
+          in_sync_.empty() ? "" : " and ", absl::StrJoin(in_sync_, ","),
+          "), fewer than --min_insync=", options_.min_insync,
+          ": writes wait until a backup catches up"));
+    }
+    previous = last_;
+  }
+  const LogPosition next{options_.epoch, previous.index + 1};
+  storage::WriteBatch entry = batch;
+  AddPositionKeys(previous, next, entry);
+  if (absl::Status s = base_->Write(entry); !s.ok()) return s;
+  auto bytes = std::make_shared<const std::string>(
+      EncodeEntry(next.epoch, next.index, entry));
+  absl::MutexLock lock(&mu_);
+  last_ = next;
+  kept_bytes_ += bytes->size();
+  kept_.push_back({next.index, std::move(bytes)});
+  while (kept_.size() > 1 && kept_bytes_ > options_.retain_bytes) {
+    kept_bytes_ -= kept_.front().bytes->size();
+    kept_.pop_front();
+  }
+  return next.index;
+}
+
+bool ReplicatedStore::Acknowledged(int64_t index, bool durable) const {
+  absl::MutexLock lock(&mu_);
+  return AckedLocked(index, durable);
 }
 
 bool ReplicatedStore::AckedLocked(int64_t index, bool durable) const {

@@ -99,6 +99,15 @@ class ReplicatedStore final : public storage::MessageStore {
     return base_->Checkpoint(dir);
   }
 
+  // Write in two halves, for callers that must not block (the protocol's
+  // simulation): Append writes `batch` as the next entry and returns its
+  // index without waiting (errors as Write's, but for the waiting);
+  // Acknowledged says whether every in-sync backup has applied it, and made
+  // it durable if `durable`. Write is Append, then a wait until
+  // Acknowledged(index, batch.needs_sync()).
+  absl::StatusOr<int64_t> Append(const storage::WriteBatch& batch);
+  bool Acknowledged(int64_t index, bool durable) const;
+
   // ---- For the shippers, one per backup.
 
   // The serialized entries from `index` on (as many as fit in `max_bytes`,
