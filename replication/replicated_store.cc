@@ -128,7 +128,9 @@ ReplicatedStore::ReadFrom(int64_t index, size_t max_bytes,
   auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return !closed_.empty() || last_.index >= index;
   };
-  mu_.AwaitWithDeadline(absl::Condition(&ready), deadline);
+  if (!ready() && deadline > absl::Now()) {
+    mu_.AwaitWithDeadline(absl::Condition(&ready), deadline);
+  }
   if (!closed_.empty()) return absl::UnavailableError(closed_);
   std::vector<std::shared_ptr<const std::string>> out;
   if (last_.index < index) return out;
