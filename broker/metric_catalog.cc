@@ -194,6 +194,14 @@ const std::vector<MetricInfo>& Catalog() {
            {"topic"},
            {},
            "Deliveries after the first: ack timeouts, nacks, disconnects."},
+          {Metric::kReplicationCheckpointsTotal,
+           "hourglass_replication_checkpoints_total",
+           kCounter,
+           {"shard", "direction"},
+           {},
+           "Cluster mode: checkpoints of the shard's store sent to backups "
+           "being rebuilt (direction sent, on the primary) and copies "
+           "rebuilt from one (received)."},
           {Metric::kReplicationLagBytes,
            "hourglass_replication_lag_bytes",
            kGauge,

@@ -42,6 +42,7 @@ enum class Metric {
   kPublishedTotal,
   kReady,
   kRedeliveredTotal,
+  kReplicationCheckpointsTotal,
   kReplicationLagBytes,
   kReplicationLagEntries,
   kReplicationLagSeconds,

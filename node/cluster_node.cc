@@ -112,6 +112,11 @@ void ClusterNode::CollectMetrics() {
   registry.Gauges(metrics::Metric::kReplicationPosition)
       .Add({shard})
       .Set(static_cast<double>(host_->position()));
+  const uint64_t sent = replication_->checkpoints_sent();
+  registry.Counters(metrics::Metric::kReplicationCheckpointsTotal)
+      .Add({shard, "sent"})
+      .Increment(static_cast<double>(sent - checkpoints_sent_));
+  checkpoints_sent_ = sent;
   if (member_ != nullptr) {
     const cluster::ClusterView view = member_->view();
     registry.Gauges(metrics::Metric::kClusterController)

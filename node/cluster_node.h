@@ -114,8 +114,10 @@ class ClusterNode {
   void CollectMetrics();
 
   uint64_t collector_ = 0;  // In options_.engine.metrics, if any.
-  // The collector's: backups whose lag gauges it set.
+  // The collector's: backups whose lag gauges it set, and the checkpoints
+  // sent it has counted.
   std::vector<std::string> lag_backups_;
+  uint64_t checkpoints_sent_ = 0;
 
   // Replaced only by Join and Leave; read by Map from gRPC threads.
   mutable absl::Mutex mu_;

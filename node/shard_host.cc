@@ -465,6 +465,11 @@ void ShardHost::Rebuild(const std::string& primary_address,
                   std::string(fetched.status().message()));
     return;
   }
+  if (options_.metrics != nullptr) {
+    options_.metrics->Counters(metrics::Metric::kReplicationCheckpointsTotal)
+        .Add({std::to_string(options_.shard), "received"})
+        .Increment();
+  }
   absl::StatusOr<replication::LogPosition> position =
       replication::ReadPosition(*base_);
   spdlog::info("cluster: node {} rebuilt its copy of shard {} in {}: {} "

@@ -1,5 +1,6 @@
 #include "replication/replication_service.h"
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -94,7 +95,12 @@ class ReplicationService::Impl final : public v1::Replication::Service {
     }
     std::error_code ignored;
     std::filesystem::remove_all(dir, ignored);
+    if (status.ok()) checkpoints_sent_.fetch_add(1, std::memory_order_relaxed);
     return status;
+  }
+
+  uint64_t checkpoints_sent() const {
+    return checkpoints_sent_.load(std::memory_order_relaxed);
   }
 
   grpc::Status Replicate(
@@ -192,6 +198,7 @@ class ReplicationService::Impl final : public v1::Replication::Service {
   std::string scratch_ ABSL_GUARDED_BY(mu_);
   // Set once at start-up, before streams (SetRebuildHandler).
   absl::AnyInvocable<void(std::string)> on_rebuild_;
+  std::atomic<uint64_t> checkpoints_sent_{0};
   int users_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
@@ -210,6 +217,10 @@ void ReplicationService::SetSource(storage::MessageStore* store,
 void ReplicationService::SetRebuildHandler(
     absl::AnyInvocable<void(std::string why)> handler) {
   impl_->SetRebuildHandler(std::move(handler));
+}
+
+uint64_t ReplicationService::checkpoints_sent() const {
+  return impl_->checkpoints_sent();
 }
 
 grpc::Service* ReplicationService::service() { return impl_.get(); }

@@ -50,6 +50,9 @@ class ReplicationService {
   // empty.
   void SetRebuildHandler(absl::AnyInvocable<void(std::string why)> handler);
 
+  // Checkpoints FetchCheckpoint sent in full, since the start.
+  uint64_t checkpoints_sent() const;
+
   // For api::ServerOptions::services.
   grpc::Service* service();
 
