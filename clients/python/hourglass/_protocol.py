@@ -4,7 +4,8 @@ The two clients differ only in how they wait. Everything they decide is here,
 once: the channel's credentials, options and call metadata; requests built
 from Python values; answers turned into Python values; gRPC errors turned
 into ``hourglass.errors``; the outbox of a subscribe stream; and which
-stream ends a subscription reconnects after.
+stream ends a subscription reconnects after. Which node of a cluster calls
+go to is decided in ``hourglass._cluster``.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from hourglass.types import (Backoff, Delivery, Message, Payload, Pem,
 
 try:
     from hourglass.v1 import admin_pb2, broker_pb2
+    from hourglass.v1 import cluster_pb2  # noqa: F401  (for _cluster)
 except ImportError as e:  # pragma: no cover - depends on the build
     raise ImportError(
         "hourglass: the generated stubs (hourglass.v1) are missing: build "
@@ -100,13 +102,16 @@ class ChannelSettings:
     """How to build the gRPC channel of a client, sync or asyncio.
 
     Attributes:
-        target: The broker's address, host:port.
+        target: The broker's address as given: host:port, or several
+            separated by commas (nodes of a cluster).
+        addresses: The addresses of `target`, in order; at least one.
         credentials: TLS credentials; None for plaintext.
         options: gRPC channel arguments.
         metadata: Sent with every call (the bearer token).
     """
 
     target: str
+    addresses: Tuple[str, ...]
     credentials: Optional[grpc.ChannelCredentials]
     options: Tuple[Tuple[str, Union[str, int]], ...]
     metadata: Tuple[Tuple[str, str], ...]
@@ -122,13 +127,13 @@ def channel_settings(addr: str, token: Optional[str], tls: TlsArg,
     says.
 
     Raises:
-        ValueError: `addr` is empty, `token` is empty or holds characters
-            other than printable ASCII, or `tls` is a bad value.
+        ValueError: `addr` is empty or names no address, `token` is empty
+            or holds characters other than printable ASCII, or `tls` is a
+            bad value.
         TypeError: `tls` is of no type it takes.
         OSError: a PEM file of `tls` cannot be read.
     """
-    if not addr:
-        raise ValueError("Client: addr is empty")
+    addresses = addresses_of(addr)
     metadata: Tuple[Tuple[str, str], ...] = ()
     if token is not None:
         if not token or not all(" " < c <= "~" for c in token):
@@ -156,7 +161,23 @@ def channel_settings(addr: str, token: Optional[str], tls: TlsArg,
         if settings.server_name:
             options.append(("grpc.ssl_target_name_override",
                             settings.server_name))
-    return ChannelSettings(addr, credentials, tuple(options), metadata)
+    return ChannelSettings(addr, addresses, credentials, tuple(options),
+                           metadata)
+
+
+def addresses_of(addr: str) -> Tuple[str, ...]:
+    """The addresses of ``Client(addr)``: one, or several separated by
+    commas (the nodes of a cluster), spaces around each ignored.
+
+    Raises:
+        ValueError: `addr` is empty, or names no address (only commas).
+    """
+    if not addr:
+        raise ValueError("Client: addr is empty")
+    addresses = tuple(a.strip() for a in addr.split(",") if a.strip())
+    if not addresses:
+        raise ValueError(f"Client: addr {addr!r} names no address")
+    return addresses
 
 
 def tls_settings(tls: TlsArg) -> Optional[Tls]:
@@ -280,6 +301,14 @@ def publish_request(messages: Iterable[Message]) -> broker_pb2.PublishRequest:
     return broker_pb2.PublishRequest(messages=[
         message(m, f"message {i}") for i, m in enumerate(messages)
     ])
+
+
+def repeatable(request: broker_pb2.PublishRequest) -> bool:
+    """Whether a Publish may be sent again after an unknown outcome (an
+    UNAVAILABLE from a node that died with it): when every message has an
+    id, the broker stores none of them twice (a pending id is answered with
+    its first receipt, ``duplicate`` set)."""
+    return all(m.id for m in request.messages)
 
 
 def cancel_request(topic: str, id: str) -> broker_pb2.CancelRequest:

@@ -23,17 +23,18 @@ import asyncio
 import logging
 import weakref
 from datetime import datetime, timedelta
-from typing import (Any, AsyncIterator, Generic, Iterable, List, Mapping,
-                    Optional, TypeVar)
+from typing import (Any, AsyncIterator, Callable, Generic, Iterable, List,
+                    Mapping, Optional, TypeVar)
 
 import grpc
 import grpc.aio
 
-from hourglass import _protocol, errors
+from hourglass import _cluster, _protocol, errors
+from hourglass._cluster import Endpoint
 from hourglass._protocol import (DEFAULT_CLOSE_TIMEOUT, DEFAULT_TIMEOUT,
                                  TlsArg)
 from hourglass.types import Backoff, Delivery, Message, Payload, Receipt
-from hourglass.v1 import admin_pb2_grpc, broker_pb2, broker_pb2_grpc
+from hourglass.v1 import broker_pb2
 
 __all__ = ["BatchSubscription", "Client", "Subscription"]
 
@@ -47,12 +48,13 @@ _END = object()
 
 
 class Client:
-    """A connection to one hourglassd, for asyncio code.
+    """A connection to one hourglassd, or to a cluster of them, for asyncio
+    code.
 
-    As ``hourglass.Client`` (which documents each call in full), with
-    coroutines. Not thread-safe: use it from the event loop it was created
-    in. ``await close()`` (or leaving an ``async with`` block) closes the
-    subscriptions and the channel.
+    As ``hourglass.Client`` (which documents each call in full, and how it
+    follows a cluster's primary), with coroutines. Not thread-safe: use it
+    from the event loop it was created in. ``await close()`` (or leaving an
+    ``async with`` block) closes the subscriptions and the channels.
     """
 
     def __init__(self, addr: str, token: Optional[str] = None,
@@ -66,25 +68,17 @@ class Client:
             RuntimeError: no event loop is running.
             ValueError, TypeError, OSError: as ``hourglass.Client``.
         """
-        asyncio.get_running_loop()  # grpc.aio binds the channel to it.
+        asyncio.get_running_loop()  # grpc.aio binds the channels to it.
         self._settings = _protocol.channel_settings(addr, token, tls, backoff)
         self._timeout = timeout
         self._backoff = backoff
-        if self._settings.credentials is None:
-            self._channel = grpc.aio.insecure_channel(
-                addr, options=self._settings.options)
-        else:
-            self._channel = grpc.aio.secure_channel(
-                addr, self._settings.credentials,
-                options=self._settings.options)
-        self._broker = broker_pb2_grpc.BrokerStub(self._channel)
-        self._admin = admin_pb2_grpc.AdminStub(self._channel)
+        self._router = _cluster.Router(self._settings, grpc.aio)
         self._subscriptions: "weakref.WeakSet[_Subscription[Any]]" = (
             weakref.WeakSet())
 
     @property
     def address(self) -> str:
-        """The broker's address, as given."""
+        """The broker's address, as given (all of them, in cluster mode)."""
         return self._settings.target
 
     async def publish(self, topic: str, payload: Payload = b"", *,
@@ -96,20 +90,24 @@ class Client:
         request = broker_pb2.PublishRequest(messages=[_protocol.message(
             Message(topic, payload, delay, deliver_at, id, headers),
             "publish")])
-        response = await self._unary(self._broker.Publish, request)
+        response = await self._unary(
+            lambda e: e.broker.Publish, request,
+            repeatable=_protocol.repeatable(request))
         return _protocol.receipt(response.receipts[0])
 
     async def publish_many(self, messages: Iterable[Message]) -> List[Receipt]:
         """Stores every message durably, or none: one Publish call; as
         ``hourglass.Client.publish_many``."""
-        response = await self._unary(self._broker.Publish,
-                                     _protocol.publish_request(messages))
+        request = _protocol.publish_request(messages)
+        response = await self._unary(
+            lambda e: e.broker.Publish, request,
+            repeatable=_protocol.repeatable(request))
         return [_protocol.receipt(r) for r in response.receipts]
 
     async def cancel(self, topic: str, id: str) -> None:
         """Cancels a scheduled, not-yet-due message; as
         ``hourglass.Client.cancel``."""
-        await self._unary(self._broker.Cancel,
+        await self._unary(lambda e: e.broker.Cancel,
                           _protocol.cancel_request(topic, id))
 
     async def reschedule(self, topic: str, id: str, *,
@@ -118,7 +116,7 @@ class Client:
         """Moves a scheduled, not-yet-due message to a new due time; as
         ``hourglass.Client.reschedule`` (Admin service: role ``admin``)."""
         response = await self._unary(
-            self._admin.Reschedule,
+            lambda e: e.admin.Reschedule,
             _protocol.reschedule_request(topic, id, delay, deliver_at))
         return _protocol.receipt(response)
 
@@ -149,10 +147,11 @@ class Client:
         return subscription
 
     async def close(self, timeout: float = DEFAULT_CLOSE_TIMEOUT) -> None:
-        """Closes every subscription, then the channel. Idempotent."""
+        """Closes every subscription, then the channels. Idempotent."""
         for subscription in list(self._subscriptions):
             await subscription.close(timeout)
-        await self._channel.close()
+        for channel in self._router.channels():
+            await channel.close()
 
     async def __aenter__(self) -> "Client":
         return self
@@ -160,18 +159,71 @@ class Client:
     async def __aexit__(self, *exc_info: Any) -> None:
         await self.close()
 
-    async def _unary(self, method: Any, request: Any) -> Any:
-        """Calls `method` with the client's deadline and metadata; the one
-        place unary calls go through (as ``hourglass.Client._unary``).
+    async def _unary(self, method: Callable[[Endpoint], Any], request: Any,
+                     *, repeatable: bool = False) -> Any:
+        """Calls `method` on the node calls go to, with the client's
+        deadline and metadata, following a cluster's primary; the one place
+        unary calls go through. As ``hourglass.Client._unary``.
 
         Raises:
-            hourglass.Error: the call failed; its code and message.
+            hourglass.Error: the call (its last attempt) failed; its code
+                and message.
         """
-        try:
-            return await method(request, timeout=self._timeout,
-                                metadata=self._settings.metadata)
-        except grpc.RpcError as e:
-            raise _protocol.error(e) from e
+        deadline = _cluster.deadline(self._timeout)
+        endpoint = self._router.current()
+        redirects = 0
+        while True:
+            try:
+                return await method(endpoint)(
+                    request, timeout=_cluster.remaining(deadline),
+                    metadata=self._settings.metadata)
+            except grpc.RpcError as e:
+                failure = _protocol.error(e)  # Its __cause__ is e.
+            if (failure.code != grpc.StatusCode.UNAVAILABLE
+                    or redirects >= _cluster.MAX_REDIRECTS):
+                raise failure
+            primary = self._router.follow(endpoint, failure)
+            if primary is None:
+                # Later calls go to the primary found, even when this one
+                # may not be repeated.
+                found = await self._rediscover(endpoint, deadline)
+                primary = found if repeatable else None
+            if primary is None or _cluster.remaining(deadline) == 0:
+                raise failure
+            redirects += 1
+            endpoint = primary
+
+    async def _find_primary(self, failed: Endpoint, error: errors.Error,
+                            deadline: Optional[float],
+                            stop: Callable[[], bool]) -> Optional[Endpoint]:
+        """After a call on `failed` ended UNAVAILABLE with `error`: the
+        primary's endpoint; as ``hourglass.Client._find_primary``."""
+        return (self._router.follow(failed, error)
+                or await self._rediscover(failed, deadline, stop))
+
+    async def _rediscover(self, failed: Endpoint, deadline: Optional[float],
+                          stop: Callable[[], bool] = lambda: False
+                          ) -> Optional[Endpoint]:
+        """Asks the nodes the client knows for the cluster map and moves
+        later calls to the primary a map names; as
+        ``hourglass.Client._rediscover``."""
+        for address in self._router.candidates(failed):
+            timeout = _cluster.map_timeout(deadline)
+            if timeout <= 0 or stop():
+                return None
+            stub = self._router.endpoint(address).cluster
+            try:
+                cluster_map = await stub.GetClusterMap(
+                    _cluster.map_request(), timeout=timeout,
+                    metadata=self._settings.metadata)
+            except grpc.RpcError as e:
+                if _cluster.not_a_cluster(e):
+                    return None
+                continue
+            primary = self._router.learn(cluster_map, failed)
+            if primary is not None:
+                return primary
+        return None
 
 
 class _Stream:
@@ -180,10 +232,12 @@ class _Stream:
     grpc.aio's writer task reads `requests()` until the outbox closes.
     """
 
-    def __init__(self, open_request: broker_pb2.SubscribeRequest) -> None:
+    def __init__(self, open_request: broker_pb2.SubscribeRequest,
+                 endpoint: Endpoint) -> None:
         self._requests: "asyncio.Queue[Optional[Request]]" = asyncio.Queue()
         self.outbox = _protocol.Outbox(self._requests.put_nowait)
         self.outbox.send(open_request)
+        self.endpoint = endpoint  # The node it goes to.
         self.call: Any = None  # Set once, right after construction.
         self.accepted = False  # Whether the broker accepted the open.
 
@@ -200,7 +254,8 @@ class _Subscription(Generic[T]):
     and BatchSubscription share. `T` is what one step of iteration yields.
 
     A reader task reads the current stream into a queue and opens the next
-    stream after a break, as the threaded client's reader thread does.
+    stream after a break, finding a cluster's primary first, as the threaded
+    client's reader thread does.
     """
 
     def __init__(self, client: Client, topic: str, group: str,
@@ -210,8 +265,8 @@ class _Subscription(Generic[T]):
             topic, group, max_in_flight, ack_timeout)
         self._name = _protocol.describe(topic, group)
         self._address = client.address
-        self._method = getattr(client._broker,
-                               _protocol.subscribe_method(batches))
+        self._client = client
+        self._method_name = _protocol.subscribe_method(batches)
         self._metadata = client._settings.metadata
         self._backoff = client._backoff
         self._reconnect = reconnect
@@ -224,6 +279,8 @@ class _Subscription(Generic[T]):
         self._error: Optional[errors.Error] = None
         self._reconnects = 0
         self._waits = self._backoff.waits()
+        # When the first stream must have been accepted (set by _open).
+        self._open_deadline: Optional[float] = None
 
     async def _open(self, timeout: Optional[float]) -> None:
         """Opens the first stream and waits until the broker accepts it.
@@ -231,6 +288,7 @@ class _Subscription(Generic[T]):
         Raises:
             hourglass.Error: the broker refused it, or DeadlineExceeded.
         """
+        self._open_deadline = _cluster.deadline(timeout)
         first = self._start(wait_for_ready=False)
         self._task = asyncio.get_running_loop().create_task(
             self._run(first), name=f"hourglass {self._name}")
@@ -342,12 +400,15 @@ class _Subscription(Generic[T]):
                 return self._pick(deliveries)
 
     def _start(self, wait_for_ready: bool) -> Optional[_Stream]:
-        """Opens a stream and makes it the current one; None once closing."""
+        """Opens a stream to the node calls go to now and makes it the
+        current one; None once closing."""
         if self._closing.is_set():
             return None
-        stream = _Stream(self._open_request)
-        stream.call = self._method(stream.requests(), metadata=self._metadata,
-                                   wait_for_ready=wait_for_ready)
+        endpoint = self._client._router.current()
+        stream = _Stream(self._open_request, endpoint)
+        method = getattr(endpoint.broker, self._method_name)
+        stream.call = method(stream.requests(), metadata=self._metadata,
+                             wait_for_ready=wait_for_ready)
         self._stream = stream
         return stream
 
@@ -386,14 +447,27 @@ class _Subscription(Generic[T]):
 
     async def _run(self, stream: Optional[_Stream]) -> None:
         """The reader task: serves streams until the subscription ends."""
+        redirects = 0
         try:
             while stream is not None:
                 failure = await self._serve(stream)
                 if self._closing.is_set():
                     break
+                opened = self._first_answer.is_set()
                 again, error = _protocol.after_stream(
-                    failure, opened=self._first_answer.is_set(),
-                    reconnect=self._reconnect)
+                    failure, opened=opened, reconnect=self._reconnect)
+                if (not opened and _cluster.unavailable(error)
+                        and redirects < _cluster.MAX_REDIRECTS):
+                    assert error is not None
+                    # Cluster mode: refused by a node that is not the
+                    # primary, or its node did not answer: open it where
+                    # the primary is.
+                    if await self._client._find_primary(
+                            stream.endpoint, error, self._open_deadline,
+                            self._closing.is_set) is not None:
+                        redirects += 1
+                        stream = self._start(wait_for_ready=False)
+                        continue
                 if not again:
                     self._error = error
                     self._first_answer.set()
@@ -407,7 +481,14 @@ class _Subscription(Generic[T]):
                     break
                 except asyncio.TimeoutError:
                     pass
-                stream = self._start(wait_for_ready=True)
+                if _cluster.unavailable(error):
+                    # Cluster mode: its node died or stopped being the
+                    # primary.
+                    assert error is not None
+                    await self._client._find_primary(
+                        stream.endpoint, error, None, self._closing.is_set)
+                stream = self._start(
+                    wait_for_ready=self._client._router.wait_for_ready())
                 if stream is not None:
                     self._reconnects += 1
         finally:

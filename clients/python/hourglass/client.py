@@ -13,16 +13,17 @@ import threading
 import time
 import weakref
 from datetime import datetime, timedelta
-from typing import (Any, Generic, Iterable, Iterator, List, Mapping, Optional,
-                    TypeVar)
+from typing import (Any, Callable, Generic, Iterable, Iterator, List, Mapping,
+                    Optional, TypeVar)
 
 import grpc
 
-from hourglass import _protocol, errors
+from hourglass import _cluster, _protocol, errors
+from hourglass._cluster import Endpoint
 from hourglass._protocol import (DEFAULT_CLOSE_TIMEOUT, DEFAULT_TIMEOUT,
                                  TlsArg)
 from hourglass.types import Backoff, Delivery, Message, Payload, Receipt
-from hourglass.v1 import admin_pb2_grpc, broker_pb2, broker_pb2_grpc
+from hourglass.v1 import broker_pb2
 
 _log = logging.getLogger("hourglass")
 
@@ -34,24 +35,34 @@ _END = object()
 
 
 class Client:
-    """A connection to one hourglassd: publish, cancel, reschedule, consume.
+    """A connection to one hourglassd, or to a cluster of them: publish,
+    cancel, reschedule, consume.
 
-    One gRPC channel carries every call and subscription of the client; gRPC
-    connects it on first use and reconnects it after it breaks. Unary calls
-    (``publish``, ``publish_many``, ``cancel``, ``reschedule``) each have a
-    deadline of ``timeout`` and are not retried: after ``Unavailable`` or
-    ``DeadlineExceeded`` a publish's outcome is unknown, so retry it yourself
-    with ids set (the broker answers an id still pending with its first
-    receipt, ``duplicate`` set, and stores nothing). Subscriptions reconnect
-    by themselves (see ``subscribe``).
+    One gRPC channel carries every call and subscription of the client to a
+    broker; gRPC connects it on first use and reconnects it after it breaks.
+    Unary calls (``publish``, ``publish_many``, ``cancel``, ``reschedule``)
+    each have a deadline of ``timeout`` and are not retried: after
+    ``Unavailable`` or ``DeadlineExceeded`` a publish's outcome is unknown,
+    so retry it yourself with ids set (the broker answers an id still
+    pending with its first receipt, ``duplicate`` set, and stores nothing).
+    Subscriptions reconnect by themselves (see ``subscribe``).
+
+    Cluster mode (``hourglass._cluster``): the client keeps one channel per
+    node it has used, all with the same settings, and sends calls to the
+    shard's primary. A call that a node refused because it is not the
+    primary is repeated at once at the primary it named, and later calls go
+    there. When the node calls go to does not answer (UNAVAILABLE), the
+    client asks the nodes it knows for the cluster map and moves to the
+    primary it names; the failed call is repeated there only if that is
+    safe (a publish whose messages all have ids), else it raises
+    ``Unavailable`` as before and the next call goes to the new primary.
+    A call moves at most 3 times, all within its one deadline.
 
     Thread-safe. ``close`` (or leaving a ``with`` block) closes the
-    subscriptions and the channel; nothing may be called afterwards.
+    subscriptions and the channels; nothing may be called afterwards.
 
-    Every call here is made through ``_unary`` or a subscription's stream:
-    the two places that, in cluster mode, will follow the broker's
-    ``hourglass-primary`` redirects (errors keep their trailing metadata for
-    it).
+    Every call here is made through ``_unary`` or a subscription's stream
+    (``_Subscription._start``): the two places that choose the node.
     """
 
     def __init__(self, addr: str, token: Optional[str] = None,
@@ -61,7 +72,11 @@ class Client:
         """Creates the client; it connects on first use.
 
         Args:
-            addr: The broker's gRPC address, host:port (``--listen``).
+            addr: The broker's gRPC address, host:port (``--listen``). For
+                a cluster, any of its nodes, or several separated by commas
+                (``"10.0.0.1:7070,10.0.0.2:7070"``): calls start at the
+                first; the others are asked where the primary is when the
+                node calls go to does not answer.
             token: Bearer token sent with every call, for brokers with
                 ``--auth_tokens``. None sends none.
             tls: None or False: plaintext. True: TLS trusting the system's
@@ -77,21 +92,14 @@ class Client:
                 doubling up to 5 s, with jitter.
 
         Raises:
-            ValueError, TypeError: a bad argument (see ``Tls``).
+            ValueError, TypeError: a bad argument: `addr` empty or only
+                commas, a bad token, a bad `tls` (see ``Tls``).
             OSError: a PEM file of `tls` cannot be read.
         """
         self._settings = _protocol.channel_settings(addr, token, tls, backoff)
         self._timeout = timeout
         self._backoff = backoff
-        if self._settings.credentials is None:
-            self._channel = grpc.insecure_channel(
-                addr, options=self._settings.options)
-        else:
-            self._channel = grpc.secure_channel(
-                addr, self._settings.credentials,
-                options=self._settings.options)
-        self._broker = broker_pb2_grpc.BrokerStub(self._channel)
-        self._admin = admin_pb2_grpc.AdminStub(self._channel)
+        self._router = _cluster.Router(self._settings, grpc)
         self._lock = threading.Lock()
         # Protected by _lock.
         self._subscriptions: "weakref.WeakSet[_Subscription[Any]]" = (
@@ -99,7 +107,7 @@ class Client:
 
     @property
     def address(self) -> str:
-        """The broker's address, as given."""
+        """The broker's address, as given (all of them, in cluster mode)."""
         return self._settings.target
 
     def publish(self, topic: str, payload: Payload = b"", *,
@@ -123,7 +131,11 @@ class Client:
                 value); nothing is stored.
             ResourceExhausted: the disk is full or the broker's publish
                 queue is at its limit; nothing is stored.
-            Unavailable, DeadlineExceeded: the outcome is unknown.
+            Unavailable, DeadlineExceeded: the outcome is unknown. (In a
+                cluster, a publish with an `id` whose node did not answer
+                is first repeated at the primary the other nodes name; its
+                receipt says ``duplicate`` if the first attempt was
+                stored.)
             Unauthenticated, PermissionDenied: see the token file.
             ValueError: both `delay` and `deliver_at`, or a naive
                 `deliver_at`.
@@ -132,7 +144,8 @@ class Client:
         request = broker_pb2.PublishRequest(messages=[_protocol.message(
             Message(topic, payload, delay, deliver_at, id, headers),
             "publish")])
-        response = self._unary(self._broker.Publish, request)
+        response = self._unary(lambda e: e.broker.Publish, request,
+                               repeatable=_protocol.repeatable(request))
         return _protocol.receipt(response.receipts[0])
 
     def publish_many(self, messages: Iterable[Message]) -> List[Receipt]:
@@ -152,8 +165,9 @@ class Client:
                 error names its index. Nothing is sent.
             Others: as ``publish``.
         """
-        response = self._unary(self._broker.Publish,
-                               _protocol.publish_request(messages))
+        request = _protocol.publish_request(messages)
+        response = self._unary(lambda e: e.broker.Publish, request,
+                               repeatable=_protocol.repeatable(request))
         return [_protocol.receipt(r) for r in response.receipts]
 
     def cancel(self, topic: str, id: str) -> None:
@@ -167,7 +181,8 @@ class Client:
                 topic (never published, already due, cancelled or acked).
             InvalidArgument: a malformed topic, or an empty id.
         """
-        self._unary(self._broker.Cancel, _protocol.cancel_request(topic, id))
+        self._unary(lambda e: e.broker.Cancel,
+                    _protocol.cancel_request(topic, id))
 
     def reschedule(self, topic: str, id: str, *,
                    delay: Optional[timedelta] = None,
@@ -191,7 +206,7 @@ class Client:
             InvalidArgument: a negative delay, or one over ``--max_delay``.
             ValueError: neither or both of `delay` and `deliver_at`.
         """
-        response = self._unary(self._admin.Reschedule,
+        response = self._unary(lambda e: e.admin.Reschedule,
                                _protocol.reschedule_request(
                                    topic, id, delay, deliver_at))
         return _protocol.receipt(response)
@@ -232,7 +247,8 @@ class Client:
             NotFound: the group does not exist and the token may not create
                 it.
             Unavailable: the broker cannot be reached (the first
-                subscription is not retried).
+                subscription is not retried, but in a cluster it follows
+                the primary as unary calls do).
             DeadlineExceeded: no answer within the client's timeout.
             Unauthenticated, PermissionDenied, ResourceExhausted: see the
                 broker's README.
@@ -267,7 +283,8 @@ class Client:
             subscriptions = list(self._subscriptions)
         for subscription in subscriptions:
             subscription.close(timeout)
-        self._channel.close()
+        for channel in self._router.channels():
+            channel.close()
 
     def __enter__(self) -> "Client":
         return self
@@ -275,18 +292,87 @@ class Client:
     def __exit__(self, *exc_info: Any) -> None:
         self.close()
 
-    def _unary(self, method: grpc.UnaryUnaryMultiCallable,
-               request: Any) -> Any:
-        """Calls `method` with the client's deadline and metadata.
+    def _unary(self, method: Callable[[Endpoint], Any], request: Any, *,
+               repeatable: bool = False) -> Any:
+        """Calls `method` on the node calls go to, with the client's
+        deadline and metadata; in cluster mode follows the primary (see the
+        class comment), all attempts within the one deadline.
+
+        Args:
+            method: The stub's method on an endpoint, e.g.
+                ``lambda e: e.broker.Publish``.
+            repeatable: Whether `request` may be sent again after an
+                unknown outcome (``_protocol.repeatable``). A node's
+                redirect needs no such care: it did nothing.
 
         Raises:
-            hourglass.Error: the call failed; its code and message.
+            hourglass.Error: the call (its last attempt) failed; its code
+                and message.
         """
-        try:
-            return method(request, timeout=self._timeout,
-                          metadata=self._settings.metadata)
-        except grpc.RpcError as e:
-            raise _protocol.error(e) from e
+        deadline = _cluster.deadline(self._timeout)
+        endpoint = self._router.current()
+        redirects = 0
+        while True:
+            try:
+                return method(endpoint)(
+                    request, timeout=_cluster.remaining(deadline),
+                    metadata=self._settings.metadata)
+            except grpc.RpcError as e:
+                failure = _protocol.error(e)  # Its __cause__ is e.
+            if (failure.code != grpc.StatusCode.UNAVAILABLE
+                    or redirects >= _cluster.MAX_REDIRECTS):
+                raise failure
+            primary = self._router.follow(endpoint, failure)
+            if primary is None:
+                # Later calls go to the primary found, even when this one
+                # may not be repeated.
+                found = self._rediscover(endpoint, deadline)
+                primary = found if repeatable else None
+            if primary is None or _cluster.remaining(deadline) == 0:
+                raise failure
+            redirects += 1
+            endpoint = primary
+
+    def _find_primary(self, failed: Endpoint, error: errors.Error,
+                      deadline: Optional[float],
+                      stop: Callable[[], bool]) -> Optional[Endpoint]:
+        """After a call on `failed` ended UNAVAILABLE with `error`: the
+        primary's endpoint, the one the node named or else one a cluster
+        map names (``_rediscover``); later calls go there. None if none was
+        found. Blocks."""
+        return (self._router.follow(failed, error)
+                or self._rediscover(failed, deadline, stop))
+
+    def _rediscover(self, failed: Endpoint, deadline: Optional[float],
+                    stop: Callable[[], bool] = lambda: False
+                    ) -> Optional[Endpoint]:
+        """Asks the nodes the client knows for the cluster map, in the
+        order of ``Router.candidates``, each for at most 2 s and all before
+        `deadline` (time.monotonic(); None for none), and moves later calls
+        to the primary a map names.
+
+        Returns:
+            The primary's endpoint; None if no node named one other than
+            `failed`, if a node is a single hourglassd (UNIMPLEMENTED), or
+            once `stop()` holds. Blocks.
+        """
+        for address in self._router.candidates(failed):
+            timeout = _cluster.map_timeout(deadline)
+            if timeout <= 0 or stop():
+                return None
+            stub = self._router.endpoint(address).cluster
+            try:
+                cluster_map = stub.GetClusterMap(
+                    _cluster.map_request(), timeout=timeout,
+                    metadata=self._settings.metadata)
+            except grpc.RpcError as e:
+                if _cluster.not_a_cluster(e):
+                    return None
+                continue
+            primary = self._router.learn(cluster_map, failed)
+            if primary is not None:
+                return primary
+        return None
 
 
 class _Stream:
@@ -295,11 +381,13 @@ class _Stream:
     gRPC's writer thread reads `requests()` until the outbox closes.
     """
 
-    def __init__(self, open_request: broker_pb2.SubscribeRequest) -> None:
+    def __init__(self, open_request: broker_pb2.SubscribeRequest,
+                 endpoint: Endpoint) -> None:
         self._requests: "queue.SimpleQueue[Optional[Request]]" = (
             queue.SimpleQueue())
         self.outbox = _protocol.Outbox(self._requests.put)
         self.outbox.send(open_request)
+        self.endpoint = endpoint  # The node it goes to.
         self.call: Any = None  # Set once, right after construction.
         # Whether the broker accepted the open. Protected by the
         # subscription's _lock.
@@ -320,8 +408,10 @@ class _Subscription(Generic[T]):
     A reader thread of its own reads the current stream into a queue, and
     opens the next stream after a break; iteration takes from the queue and
     skips deliveries of streams that have ended (they went back to the group
-    and come again). Thread-safe: iterate from one thread, ack and close
-    from any.
+    and come again). Each stream goes to the node the client's calls go to
+    when it starts; in cluster mode the reader finds the primary before a
+    new stream when the last one ended UNAVAILABLE (``Client._find_primary``).
+    Thread-safe: iterate from one thread, ack and close from any.
     """
 
     def __init__(self, client: Client, topic: str, group: str,
@@ -330,8 +420,8 @@ class _Subscription(Generic[T]):
         self._open_request = _protocol.open_request(
             topic, group, max_in_flight, ack_timeout)
         self._name = _protocol.describe(topic, group)
-        self._method = getattr(client._broker,
-                               _protocol.subscribe_method(batches))
+        self._client = client
+        self._method_name = _protocol.subscribe_method(batches)
         self._metadata = client._settings.metadata
         self._backoff = client._backoff
         self._reconnect = reconnect
@@ -346,6 +436,9 @@ class _Subscription(Generic[T]):
         self._error: Optional[errors.Error] = None
         self._reconnects = 0
         self._waits = self._backoff.waits()
+        # When the first stream must have been accepted, for finding the
+        # primary meanwhile.
+        self._open_deadline = _cluster.deadline(client._timeout)
 
         first = self._start(wait_for_ready=False)
         assert first is not None
@@ -467,14 +560,16 @@ class _Subscription(Generic[T]):
                 return self._pick(deliveries)
 
     def _start(self, wait_for_ready: bool) -> Optional[_Stream]:
-        """Opens a stream and makes it the current one; None once closing."""
+        """Opens a stream to the node calls go to now and makes it the
+        current one; None once closing."""
         with self._lock:
             if self._closing.is_set():
                 return None
-            stream = _Stream(self._open_request)
-            stream.call = self._method(stream.requests(),
-                                       metadata=self._metadata,
-                                       wait_for_ready=wait_for_ready)
+            endpoint = self._client._router.current()
+            stream = _Stream(self._open_request, endpoint)
+            method = getattr(endpoint.broker, self._method_name)
+            stream.call = method(stream.requests(), metadata=self._metadata,
+                                 wait_for_ready=wait_for_ready)
             self._stream = stream
             return stream
 
@@ -507,13 +602,25 @@ class _Subscription(Generic[T]):
 
     def _run(self, stream: Optional[_Stream]) -> None:
         """The reader thread: serves streams until the subscription ends."""
+        redirects = 0
         while stream is not None:
             failure = self._serve(stream)
             if self._closing.is_set():
                 break
+            opened = self._first_answer.is_set()
             again, error = _protocol.after_stream(
-                failure, opened=self._first_answer.is_set(),
-                reconnect=self._reconnect)
+                failure, opened=opened, reconnect=self._reconnect)
+            if (not opened and _cluster.unavailable(error)
+                    and redirects < _cluster.MAX_REDIRECTS):
+                assert error is not None
+                # Cluster mode: refused by a node that is not the primary,
+                # or its node did not answer: open it where the primary is.
+                if self._client._find_primary(
+                        stream.endpoint, error, self._open_deadline,
+                        self._closing.is_set) is not None:
+                    redirects += 1
+                    stream = self._start(wait_for_ready=False)
+                    continue
             if not again:
                 self._error = error
                 self._first_answer.set()
@@ -523,7 +630,13 @@ class _Subscription(Generic[T]):
                          self._name, error, wait)
             if self._closing.wait(wait):
                 break
-            stream = self._start(wait_for_ready=True)
+            if _cluster.unavailable(error):
+                # Cluster mode: its node died or stopped being the primary.
+                assert error is not None
+                self._client._find_primary(stream.endpoint, error, None,
+                                           self._closing.is_set)
+            stream = self._start(
+                wait_for_ready=self._client._router.wait_for_ready())
             if stream is not None:
                 self._reconnects += 1
         self._ended.set()

@@ -1,5 +1,6 @@
-"""What the Python client's tests share: a real hourglassd, certificates,
-times to the millisecond, and waits with deadlines.
+"""What the Python client's tests share: a real hourglassd, a real etcd
+(for cluster mode), certificates, times to the millisecond, and waits with
+deadlines.
 
 Nothing here sleeps to synchronise: a test waits for a delivery, a log line
 or a process exit, each with a deadline, and fails with what it saw when the
@@ -8,12 +9,15 @@ deadline passes.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import threading
 import time
+import urllib.request
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Callable, Iterable, List, Optional, Sequence, Tuple
@@ -134,6 +138,119 @@ class Daemon:
                     self._changed.notify_all()
         with self._changed:
             self._changed.notify_all()  # The process ended.
+
+
+def free_loopback_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listened on when asked (the OS
+    chose it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Etcd:
+    """A real etcd as a one-member cluster on 127.0.0.1, with client and
+    peer ports that were free when it started and its data in a directory
+    of its own, started as tests/testing/etcd_server.cc starts it: a 50 ms
+    heartbeat and a 500 ms election timeout, so that it starts fast and
+    grants leases of 2 s. Its log goes to etcd.log in that directory.
+    """
+
+    #: The member's name in its one-member cluster.
+    NAME = "hourglass-test"
+
+    def __init__(self, binary: str, directory: Path) -> None:
+        self.binary = binary
+        self.directory = directory
+        self.client_port = 0
+        self.peer_port = 0
+        self.process: Optional[subprocess.Popen[bytes]] = None
+
+    @property
+    def endpoint(self) -> str:
+        """host:port of its client URL, for ``hourglassd --etcd``."""
+        return f"127.0.0.1:{self.client_port}"
+
+    def start(self) -> None:
+        """Starts etcd and waits until it is healthy (it has a leader), at
+        most START_TIMEOUT. A port found free may be taken before etcd
+        binds it: then etcd exits, and new ports are tried, 3 times."""
+        deadline = time.monotonic() + START_TIMEOUT
+        for _ in range(3):
+            self.client_port = free_loopback_port()
+            self.peer_port = free_loopback_port()
+            if self.client_port == self.peer_port:
+                continue
+            self._launch()
+            if self._await_healthy(deadline):
+                return
+            if self.process is not None and self.process.poll() is None:
+                break  # Running, but not healthy in time.
+        self.kill()
+        raise AssertionError(f"etcd did not start: {self.log_tail()}")
+
+    def stop(self) -> None:
+        """SIGTERM, then waits for the exit (SIGKILL after START_TIMEOUT).
+        Its exit code is not checked: etcd is the test's tool."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(START_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def kill(self) -> None:
+        """SIGKILL; waits for the exit."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+    def log_tail(self, lines: int = 20) -> str:
+        """The last lines of its log, for failure messages."""
+        try:
+            text = (self.directory / "etcd.log").read_text(errors="replace")
+        except OSError as e:
+            return f"(no log: {e})"
+        return "\n".join(text.splitlines()[-lines:])
+
+    def _launch(self) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        peer = f"http://127.0.0.1:{self.peer_port}"
+        client = f"http://127.0.0.1:{self.client_port}"
+        argv = [
+            self.binary, f"--name={self.NAME}",
+            f"--data-dir={self.directory / 'data'}",
+            f"--listen-client-urls={client}",
+            f"--advertise-client-urls={client}",
+            f"--listen-peer-urls={peer}",
+            f"--initial-advertise-peer-urls={peer}",
+            f"--initial-cluster={self.NAME}={peer}",
+            "--initial-cluster-state=new",
+            "--heartbeat-interval=50", "--election-timeout=500",
+            "--logger=zap", f"--log-outputs={self.directory / 'etcd.log'}",
+        ]
+        self.process = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
+                                        stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.DEVNULL)
+
+    def _await_healthy(self, deadline: float) -> bool:
+        """Whether etcd's /health says true before `deadline` (False once
+        it exited). Asks every 50 ms, each time for at most 250 ms."""
+        assert self.process is not None
+        # Loopback, never through a proxy the environment may name.
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        url = f"http://{self.endpoint}/health"
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                return False
+            try:
+                with opener.open(url, timeout=0.25) as response:
+                    if json.load(response).get("health") == "true":
+                        return True
+            except (OSError, ValueError):
+                pass  # Not listening yet, or no leader yet.
+            time.sleep(0.05)
+        return False
 
 
 def admin(daemon: Daemon, token: Optional[str] = None

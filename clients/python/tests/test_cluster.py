@@ -1,0 +1,416 @@
+"""Cluster mode: the client follows the primary. First how it decides
+(``hourglass._cluster.Router``, no broker needed); then against a real etcd
+and three real hourglassd nodes (a, b, c) holding one shard.
+
+Node a becomes the primary once all three joined; b and c then refuse every
+call with UNAVAILABLE and the trailer ``hourglass-primary: <a's address>``.
+Killed (SIGKILL), a loses its 2 s lease and b or c takes over at epoch 2.
+Waits poll with deadlines (``eventually``); every delivery is checked never
+early. HOURGLASS_ETCD names etcd (default: /usr/bin/etcd, Debian's
+etcd-server, which deploy/setup.sh installs); without it these tests fail.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Dict, Iterator, List, Optional, Sequence, Set, Tuple
+
+import grpc
+import pytest
+
+import hourglass
+import hourglass.aio
+from hourglass import Message, _cluster, _protocol, errors
+from hourglass.v1 import (admin_pb2, admin_pb2_grpc, broker_pb2, cluster_pb2,
+                          cluster_pb2_grpc)
+from helpers import (WAIT, Daemon, Etcd, check_not_early, eventually, ids,
+                     stored, take)
+
+#: How long one look at a node (GetStats, GetClusterMap) may take.
+ASK_TIMEOUT = 5.0
+
+
+# --- How the client decides (no broker) --------------------------------------
+
+
+def redirect(primary: str) -> errors.Error:
+    """What a node that is not the primary answers (api/redirect.h)."""
+    return errors.Unavailable(
+        "node b is not the primary of shard 0",
+        trailing_metadata=[("hourglass-primary", primary),
+                           ("hourglass-epoch", "1")])
+
+
+def cluster_map(node: str, primary: str,
+                nodes: Dict[str, str]) -> cluster_pb2.ClusterMap:
+    """A map from `node` with shard 0 on `primary`, and live `nodes` (id:
+    address)."""
+    return cluster_pb2.ClusterMap(
+        node=node,
+        nodes=[cluster_pb2.ClusterNode(id=i, address=a)
+               for i, a in nodes.items()],
+        shards=[cluster_pb2.ShardInfo(shard=0, epoch=2, primary=primary,
+                                      replicas=list(nodes))])
+
+
+def test_addr_is_one_address_or_several_separated_by_commas() -> None:
+    assert _protocol.addresses_of("h:1") == ("h:1",)
+    assert _protocol.addresses_of(" a:1, b:2 ,,c:3") == ("a:1", "b:2", "c:3")
+    with pytest.raises(ValueError, match="addr ' , ' names no address"):
+        hourglass.Client(" , ")
+    with hourglass.Client("a:1,b:2") as client:
+        assert client.address == "a:1,b:2"
+        assert client._router.current().address == "a:1"
+
+
+def test_only_a_publish_whose_messages_all_have_ids_is_repeatable() -> None:
+    assert _protocol.repeatable(_protocol.publish_request(
+        [Message("t", id="1"), Message("t", id="2")]))
+    assert not _protocol.repeatable(_protocol.publish_request(
+        [Message("t", id="1"), Message("t")]))
+    assert not _protocol.repeatable(broker_pb2.PublishRequest(
+        messages=[broker_pb2.Message(topic="t")]))
+
+
+def test_the_router_follows_redirects_and_the_primaries_of_maps() -> None:
+    settings = _protocol.channel_settings("a:1,b:2", None, None,
+                                          hourglass.Backoff())
+    router = _cluster.Router(settings, grpc)
+    a = router.current()
+    assert a.address == "a:1"
+    assert router.endpoint("a:1") is a  # One channel per address.
+
+    # Only an UNAVAILABLE with the trailer is a redirect; one to the node
+    # itself is not followed.
+    assert router.follow(a, errors.NotFound(
+        "x", trailing_metadata=[("hourglass-primary", "c:3")])) is None
+    assert router.follow(a, errors.Unavailable("socket closed")) is None
+    assert router.follow(a, redirect("a:1")) is None
+    assert router.current() is a
+    c = router.follow(a, redirect("c:3"))
+    assert c is not None and c.address == "c:3" and router.current() is c
+
+    # Asked for the map: where calls go, the node that failed, the
+    # addresses given, then the nodes of the last map.
+    assert router.candidates(a) == ["c:3", "a:1", "b:2"]
+    d = router.learn(cluster_map("b", "d", {"b": "b:2", "d": "d:4"}), c)
+    assert d is not None and d.address == "d:4" and router.current() is d
+    assert router.candidates(d) == ["d:4", "a:1", "b:2"]
+
+    # A map that names the node that failed (older than its death), or no
+    # live primary (a failover under way), moves nothing.
+    assert router.learn(cluster_map("b", "d", {"b": "b:2", "d": "d:4"}),
+                        d) is None
+    assert router.learn(cluster_map("b", "gone", {"b": "b:2"}), d) is None
+    assert router.current() is d
+    assert router.candidates(d) == ["d:4", "a:1", "b:2"]
+    assert sorted(e.address for e in (a, c, d)) == ["a:1", "c:3", "d:4"]
+    assert len(router.channels()) == 3
+    for channel in router.channels():
+        channel.close()
+
+
+def test_a_new_stream_waits_for_its_node_only_outside_a_cluster() -> None:
+    def router(addr: str) -> _cluster.Router:
+        return _cluster.Router(_protocol.channel_settings(
+            addr, None, None, hourglass.Backoff()), grpc)
+
+    single = router("a:1")
+    assert single.wait_for_ready() is True
+    single.follow(single.current(), redirect("c:3"))
+    assert single.wait_for_ready() is False
+    mapped = router("a:1")
+    mapped.learn(cluster_map("a", "a", {"a": "a:1"}), mapped.current())
+    assert mapped.wait_for_ready() is False
+    several = router("a:1,b:2")
+    assert several.wait_for_ready() is False
+    for r in (single, mapped, several):
+        for channel in r.channels():
+            channel.close()
+
+
+# --- Against a real cluster --------------------------------------------------
+
+
+@pytest.fixture
+def etcd(tmp_path: Path) -> Iterator[Etcd]:
+    """A real etcd on free loopback ports, stopped after the test."""
+    binary = os.environ.get("HOURGLASS_ETCD") or "/usr/bin/etcd"
+    if not os.access(binary, os.X_OK):
+        pytest.fail(f"no etcd at {binary}: install etcd-server "
+                    f"(deploy/setup.sh does) or set HOURGLASS_ETCD")
+    server = Etcd(binary, tmp_path / "etcd")
+    server.start()
+    yield server
+    server.stop()
+
+
+class Cluster:
+    """hourglassd nodes of one cluster on `etcd`, by id, each with its data
+    in a directory of its own. One test drives it from one thread."""
+
+    def __init__(self, hourglassd: str, etcd: Etcd, directory: Path) -> None:
+        self._hourglassd = hourglassd
+        self._etcd = etcd
+        self._directory = directory
+        self.nodes: Dict[str, Daemon] = {}
+        self.killed: Set[str] = set()
+
+    def start(self, *node_ids: str) -> None:
+        """Starts the nodes in order, each once it listens."""
+        for node_id in node_ids:
+            node = Daemon(self._hourglassd, self._directory / node_id,
+                          [f"--etcd={self._etcd.endpoint}",
+                           f"--node_id={node_id}", "--lease_ttl=2s"])
+            self.nodes[node_id] = node
+            node.start()
+
+    def kill(self, node_id: str) -> None:
+        """SIGKILL, as a crash."""
+        self.killed.add(node_id)
+        self.nodes[node_id].kill()
+
+    def stats(self, node_id: str) -> Tuple[grpc.StatusCode, Dict[str, str]]:
+        """What `node_id` answers to Admin GetStats: its code, and its
+        trailing metadata."""
+        channel = grpc.insecure_channel(self.nodes[node_id].address)
+        with channel:
+            stub = admin_pb2_grpc.AdminStub(channel)
+            try:
+                _, call = stub.GetStats.with_call(
+                    admin_pb2.GetStatsRequest(), timeout=ASK_TIMEOUT)
+                return call.code(), dict(call.trailing_metadata() or ())
+            except grpc.RpcError as e:
+                return e.code(), dict(e.trailing_metadata() or ())
+
+    def cluster_map(self, node_id: str) -> Optional[cluster_pb2.ClusterMap]:
+        """`node_id`'s cluster map; None if it does not answer."""
+        channel = grpc.insecure_channel(self.nodes[node_id].address)
+        with channel:
+            stub = cluster_pb2_grpc.ClusterStub(channel)
+            try:
+                return stub.GetClusterMap(cluster_pb2.GetClusterMapRequest(),
+                                          timeout=ASK_TIMEOUT)
+            except grpc.RpcError:
+                return None
+
+    def await_primary(self, candidates: Sequence[str]) -> str:
+        """The node among `candidates` that serves (GetStats OK), once one
+        does."""
+        serving: List[str] = []
+
+        def one_serves() -> bool:
+            serving[:] = [n for n in candidates
+                          if self.stats(n)[0] == grpc.StatusCode.OK]
+            return bool(serving)
+
+        eventually(one_serves, f"one of {list(candidates)} serves")
+        assert len(serving) == 1, f"two primaries: {serving}"
+        return serving[0]
+
+    def await_everyone_sees(self, node_ids: Sequence[str], epoch: int,
+                            primary: str) -> None:
+        """Waits until every node of `node_ids` has shard 0 at `epoch` with
+        `primary` in its map."""
+        def sees(node_id: str) -> bool:
+            m = self.cluster_map(node_id)
+            return (m is not None and len(m.shards) == 1
+                    and m.shards[0].shard == 0 and m.shards[0].epoch == epoch
+                    and m.shards[0].primary == primary)
+
+        eventually(lambda: all(sees(n) for n in node_ids),
+                   f"{list(node_ids)} see {primary} primary at epoch {epoch}")
+
+    def stop(self) -> Dict[str, int]:
+        """Stops every node started and not killed (SIGTERM); their exit
+        codes."""
+        return {node_id: node.stop() for node_id, node in self.nodes.items()
+                if node_id not in self.killed and node.process is not None}
+
+
+@pytest.fixture
+def cluster(hourglassd: str, etcd: Etcd, tmp_path: Path) -> Iterator[Cluster]:
+    """Nodes a, b and c, a primary at epoch 1 as b and c see it too. Stops
+    them after the test and fails it unless each that was not killed exits
+    0."""
+    nodes = Cluster(hourglassd, etcd, tmp_path)
+    try:
+        nodes.start("a", "b", "c")
+        # The shard is made once all three joined, with the first id as
+        # its primary.
+        assert nodes.await_primary(["a", "b", "c"]) == "a"
+        nodes.await_everyone_sees(["a", "b", "c"], 1, "a")
+    except BaseException:
+        nodes.stop()
+        raise
+    yield nodes
+    codes = nodes.stop()
+    assert all(code == 0 for code in codes.values()), (
+        f"exit codes {codes}:\n" + "\n".join(
+            f"--- {n}:\n{nodes.nodes[n].output()}" for n in codes))
+
+
+def test_calls_through_any_node_go_to_the_primary(cluster: Cluster) -> None:
+    a, b, c = (cluster.nodes[n] for n in "abc")
+    # What the client follows: b refuses, naming a and its epoch.
+    code, trailers = cluster.stats("b")
+    assert code == grpc.StatusCode.UNAVAILABLE
+    assert (trailers.get("hourglass-primary"),
+            trailers.get("hourglass-epoch")) == (a.address, "1")
+
+    with hourglass.Client(b.address) as client:
+        receipt = client.publish("orders", b"x", delay=timedelta(minutes=5),
+                                 id="o1")
+        assert (receipt.id, receipt.duplicate) == ("o1", False)
+        assert client._router.current().address == a.address  # Later calls.
+        assert stored(a, "orders", "o1")
+        # The primary's answers keep their exact codes and messages.
+        with pytest.raises(hourglass.NotFound) as not_found:
+            client.cancel("orders", "nope")
+        assert not_found.value.code == grpc.StatusCode.NOT_FOUND
+        assert not_found.value.message == (
+            'no scheduled message with id "nope" in topic "orders" '
+            '(unknown, already due, or cancelled)')
+        with pytest.raises(hourglass.InvalidArgument) as invalid:
+            client.publish("a b", b"x", id="o9")
+        assert invalid.value.code == grpc.StatusCode.INVALID_ARGUMENT
+        assert invalid.value.message == 'message 0: topic "a b" has a space'
+
+    # Admin calls through c: the package's one unary path (GetStats has no
+    # method of its own), and Reschedule.
+    with hourglass.Client(c.address) as client:
+        stats = client._unary(lambda e: e.admin.GetStats,
+                              admin_pb2.GetStatsRequest())
+        assert [(t.topic, t.scheduled) for t in stats.topics] == [
+            ("orders", 1)]
+        moved = client.reschedule("orders", "o1",
+                                  delay=timedelta(minutes=10))
+        assert (moved.id, moved.deliver_at > receipt.deliver_at) == (
+            "o1", True)
+        client.cancel("orders", "o1")  # Refused by c; done by a, once.
+        assert not stored(a, "orders", "o1")
+
+    # A first subscription refused by c follows it to a.
+    with hourglass.Client(c.address) as client:
+        with client.subscribe("orders", "g") as sub:
+            client.publish_many([hourglass.Message("orders", b"now",
+                                                   id="o2")])
+            [d] = take(sub)
+            assert (d.id, d.attempt, d.payload) == ("o2", 1, b"now")
+            assert d.ack() is True
+            assert sub.reconnects == 0
+
+    async def through_b_with_asyncio() -> None:
+        async with hourglass.aio.Client(b.address) as client:
+            async with await client.subscribe("orders", "aio") as sub:
+                receipt = await client.publish("orders", b"aio", id="o3")
+                assert (receipt.id, receipt.duplicate) == ("o3", False)
+                d = await sub.receive(WAIT)
+                assert d is not None and (d.id, d.attempt) == ("o3", 1)
+                check_not_early([d])
+                assert d.ack() is True
+            assert client._router.current().address == a.address
+
+    asyncio.run(through_b_with_asyncio())
+
+
+def test_a_client_of_b_and_c_follows_the_primary_when_it_dies(
+        cluster: Cluster) -> None:
+    a, b, c = (cluster.nodes[n] for n in "abc")
+    b_and_c = f"{b.address},{c.address}"
+
+    # One coroutine, so that an asyncio client lives through the failover
+    # beside the threaded ones. Threaded calls block the loop: its
+    # subscription catches up at the next await.
+    async def scenario() -> None:
+        with hourglass.Client(b_and_c) as client, \
+                hourglass.Client(b_and_c) as without_ids:
+            async with hourglass.aio.Client(b_and_c) as aio_client:
+                with client.subscribe("orders", "g",
+                                      ack_timeout=timedelta(seconds=1)) as sub:
+                    async with await aio_client.subscribe(
+                            "orders", "aio",
+                            ack_timeout=timedelta(seconds=1)) as aio_sub:
+                        await killed_and_replaced(client, sub, without_ids,
+                                                  aio_client, aio_sub)
+
+    async def killed_and_replaced(client: hourglass.Client,
+                                  sub: hourglass.Subscription,
+                                  without_ids: hourglass.Client,
+                                  aio_client: hourglass.aio.Client,
+                                  aio_sub: hourglass.aio.Subscription
+                                  ) -> None:
+        before = client.publish("orders", b"before",
+                                delay=timedelta(seconds=3), id="before")
+        assert (before.id, before.duplicate) == ("before", False)
+        # Each client was sent to a by b.
+        without_ids._unary(lambda e: e.admin.GetStats,
+                           admin_pb2.GetStatsRequest())
+        await aio_client._unary(lambda e: e.admin.GetStats,
+                                admin_pb2.GetStatsRequest())
+        for router in (client._router, without_ids._router,
+                       aio_client._router):
+            assert router.current().address == a.address
+
+        cluster.kill("a")
+        # a's lease ends within 2 s; the controller promotes b or c.
+        primary = cluster.await_primary(["b", "c"])
+        cluster.await_everyone_sees(["b", "c"], 2, primary)
+        new_primary = cluster.nodes[primary].address
+
+        # a does not answer: each client asks b and c where the primary is,
+        # and repeats a publish there if it has an id ...
+        after = client.publish("orders", b"after", id="after")
+        assert (after.id, after.duplicate) == ("after", False)
+        receipt = await aio_client.publish("orders", b"aio", id="after-aio")
+        assert (receipt.id, receipt.duplicate) == ("after-aio", False)
+        # ... but not one without (its outcome on a is unknown): that one
+        # fails, and the next call goes to the new primary.
+        with pytest.raises(hourglass.Unavailable) as unavailable:
+            without_ids.publish("other", b"x")
+        assert unavailable.value.code == grpc.StatusCode.UNAVAILABLE
+        for router in (client._router, without_ids._router,
+                       aio_client._router):
+            assert router.current().address == new_primary
+        stats = without_ids._unary(lambda e: e.admin.GetStats,
+                                   admin_pb2.GetStatsRequest())
+        assert "other" not in [t.topic for t in stats.topics]
+        assert without_ids.publish("other", b"x").id.startswith("hg-")
+
+        # The subscriber found it too: each message once, never early
+        # (take checks), "before" at its due time.
+        got = take(sub, 3)
+        assert sorted(ids(got)) == ["after-aio@1", "after@1", "before@1"]
+        assert {d.id: d.payload for d in got} == {
+            "before": b"before", "after": b"after", "after-aio": b"aio"}
+        assert [d.deliver_at for d in got if d.id == "before"] == [
+            before.deliver_at]
+        assert sub.ack(got) == 3
+        # So did the asyncio subscriber, of its own group.
+        aio_got: List[hourglass.Delivery] = []
+        deadline = time.monotonic() + WAIT
+        while len(aio_got) < 3:
+            d = await aio_sub.receive(max(0.0, deadline - time.monotonic()))
+            assert d is not None, f"within {WAIT} s: {ids(aio_got)}"
+            aio_got.append(d)
+        check_not_early(aio_got)
+        assert sorted(ids(aio_got)) == ["after-aio@1", "after@1", "before@1"]
+        assert aio_sub.ack(aio_got) == 3
+
+        # From here on the loop must run (to send the asyncio acks, and to
+        # read what may come): the threaded waits go to threads.
+        node = cluster.nodes[primary]
+        await asyncio.to_thread(
+            eventually, lambda: not any(
+                stored(node, "orders", i)
+                for i in ("before", "after", "after-aio")), "the acks took")
+        # Unacked, any of them would come again after the 1 s ack timeout.
+        assert await asyncio.gather(asyncio.to_thread(sub.receive, 2.0),
+                                    aio_sub.receive(2.0)) == [None, None]
+        assert sub.reconnects >= 1 and aio_sub.reconnects >= 1
+
+    asyncio.run(scenario())
