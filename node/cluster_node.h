@@ -97,6 +97,7 @@ class ClusterNode {
   void Leave();
 
   const std::string& node_id() const { return options_.node_id; }
+  const std::string& cluster() const { return options_.cluster; }
 
   // What Cluster.GetClusterMap answers (api/hourglass/v1/cluster.proto).
   hourglass::v1::ClusterMap Map() const;

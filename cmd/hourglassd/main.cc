@@ -38,7 +38,7 @@
 #include "broker/clock.h"
 #include "broker/engine.h"
 #include "broker/metrics.h"
-#include "cluster/etcd_client.h"
+#include "cmd/hourglassd/cluster_flags.h"
 #include "cmd/hourglassd/sd_notify.h"
 #include "node/cluster_node.h"
 #include "spdlog/spdlog.h"
@@ -145,31 +145,6 @@ ABSL_FLAG(uint64_t, grpc_memory_mb, 0,
           "Memory gRPC may use for connections and calls, in MiB (a gRPC "
           "resource quota); under pressure new connections are refused. 0: "
           "no limit.");
-
-// Cluster mode (CLUSTER.md in the contributors' notes; README "Cluster
-// mode"). Without --etcd, none of these is used.
-ABSL_FLAG(std::string, etcd, "",
-          "host:port[,host:port...] of etcd: turns cluster mode on. Default: "
-          "none, a single node.");
-ABSL_FLAG(std::string, cluster, "hourglass",
-          "Cluster mode: the cluster's name, its prefix in etcd.");
-ABSL_FLAG(std::string, node_id, "",
-          "Cluster mode: this node's id, unique in the cluster (1 to 200 of "
-          "[A-Za-z0-9._-]). Default: the host name.");
-ABSL_FLAG(std::string, advertise, "",
-          "Cluster mode: host:port clients and peers reach this node at. "
-          "Default: --listen, with the port it bound.");
-ABSL_FLAG(int32_t, replication_factor, 3,
-          "Cluster mode: copies of each shard (used when the cluster creates "
-          "it).");
-ABSL_FLAG(int32_t, min_insync, 2,
-          "Cluster mode: fewest in-sync copies, the primary's counted, with "
-          "which a shard takes writes.");
-ABSL_FLAG(absl::Duration, lease_ttl, absl::Seconds(3),
-          "Cluster mode: a node that cannot renew its etcd lease for this "
-          "long is dead to the cluster (whole seconds).");
-ABSL_FLAG(int32_t, shards, 1,
-          "Cluster mode: shards of a new cluster. This version runs one.");
 
 namespace {
 
@@ -337,7 +312,7 @@ std::unique_ptr<hourglass::storage::MessageStore> OpenSingleStore(
 // Cluster mode: checks the cluster flags and opens the node (its shard's
 // store, its connection to etcd). Exits on failure.
 std::unique_ptr<hourglass::node::ClusterNode> OpenClusterNode(
-    const std::string& etcd, const std::string& data_dir, bool sync,
+    const std::string& data_dir, bool sync,
     int32_t block_cache_mb,
     const hourglass::broker::Engine::Options& engine_options,
     hourglass::broker::Clock* clock,
@@ -350,33 +325,10 @@ std::unique_ptr<hourglass::node::ClusterNode> OpenClusterNode(
     Fail("--tls_cert: TLS between cluster nodes is not supported yet; run "
          "cluster mode on a private network");
   }
-  absl::StatusOr<std::vector<std::string>> endpoints =
-      hourglass::cluster::ParseEtcdEndpoints(etcd);
-  if (!endpoints.ok()) Fail(std::string(endpoints.status().message()));
-  hourglass::node::ClusterNodeOptions options;
-  options.etcd = *std::move(endpoints);
-  options.cluster = absl::GetFlag(FLAGS_cluster);
-  options.node_id = absl::GetFlag(FLAGS_node_id);
-  if (options.node_id.empty()) {
-    char host[256] = {};
-    if (gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0') {
-      Fail("--node_id is empty and the host name cannot be read");
-    }
-    options.node_id = host;
-  }
-  const absl::Duration lease_ttl = absl::GetFlag(FLAGS_lease_ttl);
-  if (lease_ttl < absl::Seconds(1) || lease_ttl > absl::Minutes(5)) {
-    Fail(absl::StrCat("--lease_ttl must be between 1s and 5m, not ",
-                      absl::FormatDuration(lease_ttl)));
-  }
-  options.lease_ttl = lease_ttl;
-  options.shards = absl::GetFlag(FLAGS_shards);
-  options.replication_factor = absl::GetFlag(FLAGS_replication_factor);
-  if (options.replication_factor < 1 || options.replication_factor > 9) {
-    Fail(absl::StrCat("--replication_factor must be between 1 and 9, not ",
-                      options.replication_factor));
-  }
-  options.min_insync = absl::GetFlag(FLAGS_min_insync);
+  absl::StatusOr<hourglass::node::ClusterNodeOptions> from_flags =
+      hourglass::hourglassd::ClusterOptionsFromFlags();
+  if (!from_flags.ok()) Fail(std::string(from_flags.status().message()));
+  hourglass::node::ClusterNodeOptions options = *std::move(from_flags);
   options.data_dir = data_dir;
   options.sync = sync;
   options.block_cache_bytes = static_cast<size_t>(block_cache_mb) << 20;
@@ -391,9 +343,8 @@ std::unique_ptr<hourglass::node::ClusterNode> OpenClusterNode(
       "hourglassd opened the store of shard 0 in {}/shards/0 in {}; cluster "
       "{} on etcd {} as node {}",
       data_dir, absl::FormatDuration(absl::Now() - open_start),
-      absl::GetFlag(FLAGS_cluster), etcd,
-      absl::GetFlag(FLAGS_node_id).empty() ? "(the host name)"
-                                           : absl::GetFlag(FLAGS_node_id));
+      (*node)->cluster(), hourglass::hourglassd::EtcdFlag(),
+      (*node)->node_id());
   WarnIfDataDirOpen(data_dir);
   return *std::move(node);
 }
@@ -581,9 +532,9 @@ int main(int argc, char** argv) {
   std::unique_ptr<hourglass::broker::Engine> engine;
   std::unique_ptr<hourglass::node::ClusterNode> cluster_node;
   hourglass::broker::Broker* broker = nullptr;
-  if (const std::string etcd = absl::GetFlag(FLAGS_etcd); !etcd.empty()) {
+  if (!hourglass::hourglassd::EtcdFlag().empty()) {
     log_configuration();
-    cluster_node = OpenClusterNode(etcd, data_dir, durability == "sync",
+    cluster_node = OpenClusterNode(data_dir, durability == "sync",
                                    block_cache_mb, engine_options, &clock,
                                    authorizer.get());
     broker = cluster_node->broker();
@@ -667,12 +618,8 @@ int main(int argc, char** argv) {
     hourglass::api::FollowStoreHealth(engine->store_health(), server->get());
   } else {
     // Joins once the server listens: peers and clients reach it at once.
-    std::string advertise = absl::GetFlag(FLAGS_advertise);
-    if (advertise.empty()) {
-      const std::string& listen = options.listen_address;
-      advertise = absl::StrCat(listen.substr(0, listen.rfind(':')), ":",
-                               (*server)->port());
-    }
+    const std::string advertise = hourglass::hourglassd::AdvertiseAddress(
+        options.listen_address, (*server)->port());
     // A node whose lease is lost is dead to the cluster: it stops serving
     // (ClusterNode does) and exits with 3, for its supervisor to restart it
     // and join again.
@@ -685,7 +632,7 @@ int main(int argc, char** argv) {
       Fail(std::string(joined.message()));
     }
     spdlog::info("hourglassd joined cluster {} as node {}, advertising {}",
-                 absl::GetFlag(FLAGS_cluster), cluster_node->node_id(),
+                 cluster_node->cluster(), cluster_node->node_id(),
                  advertise);
   }
   NotifyServiceManager(
