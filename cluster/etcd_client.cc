@@ -87,6 +87,31 @@ bool Connect(Endpoint& endpoint, absl::Time deadline) {
   return true;
 }
 
+// Adds to `request` the condition that `key`'s revision of kind `target`
+// (MOD or CREATE) is `revision`.
+void AddRevisionCompare(etcdserverpb::TxnRequest& request, std::string_view key,
+                        etcdserverpb::Compare::CompareTarget target,
+                        int64_t revision) {
+  etcdserverpb::Compare& compare = *request.add_compare();
+  compare.set_key(std::string(key));
+  compare.set_target(target);
+  compare.set_result(etcdserverpb::Compare::EQUAL);
+  if (target == etcdserverpb::Compare::MOD) {
+    compare.set_mod_revision(revision);
+  } else {
+    compare.set_create_revision(revision);
+  }
+}
+
+// Adds to `request`'s success branch a put of `value` at `key` under `lease`.
+void AddPut(etcdserverpb::TxnRequest& request, std::string_view key,
+            std::string_view value, int64_t lease) {
+  etcdserverpb::PutRequest& put = *request.add_success()->mutable_request_put();
+  put.set_key(std::string(key));
+  put.set_value(std::string(value));
+  put.set_lease(lease);
+}
+
 // A transaction on `key` whose failure branch reads the key, so that a
 // compare-and-set that does not succeed says what is there instead. With a
 // fence, it also compares the fence key's create_revision, and the failure
@@ -96,11 +121,8 @@ etcdserverpb::TxnRequest GuardedTxn(std::string_view key,
   etcdserverpb::TxnRequest request;
   request.add_failure()->mutable_request_range()->set_key(std::string(key));
   if (fence.has_value()) {
-    etcdserverpb::Compare& compare = *request.add_compare();
-    compare.set_key(fence->key);
-    compare.set_target(etcdserverpb::Compare::CREATE);
-    compare.set_result(etcdserverpb::Compare::EQUAL);
-    compare.set_create_revision(fence->create_revision);
+    AddRevisionCompare(request, fence->key, etcdserverpb::Compare::CREATE,
+                       fence->create_revision);
     request.add_failure()->mutable_request_range()->set_key(fence->key);
   }
   return request;
@@ -306,23 +328,9 @@ absl::StatusOr<TxnResult> EtcdClient::PutIfModRevision(
   if (absl::Status s = CheckKey(key, what); !s.ok()) return s;
   if (absl::Status s = CheckRevision(mod_revision, what); !s.ok()) return s;
   etcdserverpb::TxnRequest request = GuardedTxn(key, fence);
-  etcdserverpb::Compare& compare = *request.add_compare();
-  compare.set_key(std::string(key));
-  compare.set_target(etcdserverpb::Compare::MOD);
-  compare.set_result(etcdserverpb::Compare::EQUAL);
-  compare.set_mod_revision(mod_revision);
-  etcdserverpb::PutRequest& put = *request.add_success()->mutable_request_put();
-  put.set_key(std::string(key));
-  put.set_value(std::string(value));
-  put.set_lease(lease);
-  etcdserverpb::TxnResponse response;
-  absl::Status status =
-      Call(what, /*is_write=*/true,
-           [&](Endpoint& endpoint, grpc::ClientContext& context) {
-             return endpoint.kv->Txn(&context, request, &response);
-           });
-  if (!status.ok()) return status;
-  return FromTxn(response, fence);
+  AddRevisionCompare(request, key, etcdserverpb::Compare::MOD, mod_revision);
+  AddPut(request, key, value, lease);
+  return Txn(what, request, fence);
 }
 
 absl::StatusOr<TxnResult> EtcdClient::CreateIfAbsent(
@@ -332,23 +340,9 @@ absl::StatusOr<TxnResult> EtcdClient::CreateIfAbsent(
       absl::StrCat("create ", internal::AsAbsl(key), " if absent");
   if (absl::Status s = CheckKey(key, what); !s.ok()) return s;
   etcdserverpb::TxnRequest request = GuardedTxn(key, fence);
-  etcdserverpb::Compare& compare = *request.add_compare();
-  compare.set_key(std::string(key));
-  compare.set_target(etcdserverpb::Compare::CREATE);
-  compare.set_result(etcdserverpb::Compare::EQUAL);
-  compare.set_create_revision(0);
-  etcdserverpb::PutRequest& put = *request.add_success()->mutable_request_put();
-  put.set_key(std::string(key));
-  put.set_value(std::string(value));
-  put.set_lease(lease);
-  etcdserverpb::TxnResponse response;
-  absl::Status status =
-      Call(what, /*is_write=*/true,
-           [&](Endpoint& endpoint, grpc::ClientContext& context) {
-             return endpoint.kv->Txn(&context, request, &response);
-           });
-  if (!status.ok()) return status;
-  return FromTxn(response, fence);
+  AddRevisionCompare(request, key, etcdserverpb::Compare::CREATE, 0);
+  AddPut(request, key, value, lease);
+  return Txn(what, request, fence);
 }
 
 absl::StatusOr<TxnResult> EtcdClient::DeleteIfModRevision(
@@ -359,13 +353,16 @@ absl::StatusOr<TxnResult> EtcdClient::DeleteIfModRevision(
   if (absl::Status s = CheckKey(key, what); !s.ok()) return s;
   if (absl::Status s = CheckRevision(mod_revision, what); !s.ok()) return s;
   etcdserverpb::TxnRequest request = GuardedTxn(key, std::nullopt);
-  etcdserverpb::Compare& compare = *request.add_compare();
-  compare.set_key(std::string(key));
-  compare.set_target(etcdserverpb::Compare::MOD);
-  compare.set_result(etcdserverpb::Compare::EQUAL);
-  compare.set_mod_revision(mod_revision);
+  AddRevisionCompare(request, key, etcdserverpb::Compare::MOD, mod_revision);
   request.add_success()->mutable_request_delete_range()->set_key(
       std::string(key));
+  return Txn(what, request, std::nullopt);
+}
+
+template <typename Request>
+absl::StatusOr<TxnResult> EtcdClient::Txn(const std::string& what,
+                                          const Request& request,
+                                          const std::optional<Fence>& fence) {
   etcdserverpb::TxnResponse response;
   absl::Status status =
       Call(what, /*is_write=*/true,
@@ -373,7 +370,7 @@ absl::StatusOr<TxnResult> EtcdClient::DeleteIfModRevision(
              return endpoint.kv->Txn(&context, request, &response);
            });
   if (!status.ok()) return status;
-  return FromTxn(response, std::nullopt);
+  return FromTxn(response, fence);
 }
 
 absl::StatusOr<Lease> EtcdClient::GrantLease(absl::Duration ttl) {

@@ -230,6 +230,12 @@ class EtcdClient {
   // sent. `what` describes the call for error messages.
   template <typename Invoke>
   absl::Status Call(std::string_view what, bool is_write, Invoke invoke);
+  // Runs the transaction `request` (an etcdserverpb::TxnRequest that
+  // GuardedTxn began), a write; `what` names it in errors.
+  template <typename Request>
+  absl::StatusOr<TxnResult> Txn(const std::string& what,
+                                const Request& request,
+                                const std::optional<Fence>& fence);
   // Reads the keys in [key, range_end) (only `key` if range_end is empty),
   // after checking `key`; `what` names the call in errors.
   absl::StatusOr<RangeResult> Range(const std::string& what,
