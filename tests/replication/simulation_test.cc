@@ -117,37 +117,32 @@ class Simulation {
   int Uniform(int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng_); }
 
   void Step() {
-    const int roll = Uniform(100);
-    if (roll < 25) {
-      last_action_ = "write";
-      Write();
-    } else if (roll < 45) {
-      last_action_ = "ship";
-      Ship();
-    } else if (roll < 65) {
-      last_action_ = "apply";
-      Apply();
-    } else if (roll < 80) {
-      last_action_ = "answer";
-      Answer();
-    } else if (roll < 84) {
-      last_action_ = "break a stream";
-      BreakStream();
-    } else if (roll < 87) {
-      last_action_ = "crash";
-      Crash();
-    } else if (roll < 90) {
-      last_action_ = "restart";
-      Restart();
-    } else if (roll < 92) {
-      last_action_ = "pause";
-      Pause();
-    } else if (roll < 95) {
-      last_action_ = "resume";
-      Resume();
-    } else {
-      last_action_ = "control";
-      Control();
+    // Each action with its share of the steps, in percent.
+    struct Action {
+      int percent;
+      const char* name;
+      void (Simulation::*run)();
+    };
+    static constexpr Action kActions[] = {
+        {25, "write", &Simulation::Write},
+        {20, "ship", &Simulation::Ship},
+        {20, "apply", &Simulation::Apply},
+        {15, "answer", &Simulation::Answer},
+        {4, "break a stream", &Simulation::BreakStream},
+        {3, "crash", &Simulation::Crash},
+        {3, "restart", &Simulation::Restart},
+        {2, "pause", &Simulation::Pause},
+        {3, "resume", &Simulation::Resume},
+        {5, "control", &Simulation::Control},
+    };
+    int roll = Uniform(100);
+    for (const Action& action : kActions) {
+      if (roll < action.percent) {
+        last_action_ = action.name;
+        (this->*action.run)();
+        break;
+      }
+      roll -= action.percent;
     }
     // What every running node does on its own between steps: follow the
     // record, (re)connect streams, keep the in-sync set, and answer clients.
