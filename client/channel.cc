@@ -188,10 +188,40 @@ const ChannelOptions& Channel::options() const { return state_->options; }
 bool Channel::tls() const { return state_->tls; }
 
 absl::Status Channel::Connect(absl::Duration timeout) {
-  const internal::Endpoint& endpoint = internal::ChannelAccess::endpoint(*this);
+  const absl::Time deadline = absl::Now() + timeout;
+  const absl::Status first =
+      ConnectTo(internal::ChannelAccess::endpoint(*this), deadline, timeout);
+  if (first.ok()) return first;
+  // Several nodes (a cluster): the first of the others that answers.
+  std::vector<std::string> others;
+  {
+    absl::MutexLock lock(&state_->mu);
+    for (const std::string& address : state_->known) {
+      if (address != state_->current->address) others.push_back(address);
+    }
+  }
+  for (const std::string& address : others) {
+    if (absl::Now() >= deadline) break;
+    const internal::Endpoint* endpoint;
+    {
+      absl::MutexLock lock(&state_->mu);
+      std::unique_ptr<internal::Endpoint>& made = state_->endpoints[address];
+      if (made == nullptr) made = MakeEndpoint(*state_, address);
+      endpoint = made.get();
+    }
+    if (ConnectTo(*endpoint, deadline, timeout).ok()) {
+      absl::MutexLock lock(&state_->mu);
+      state_->current = state_->endpoints[address].get();
+      return absl::OkStatus();
+    }
+  }
+  return first;
+}
+
+absl::Status Channel::ConnectTo(const internal::Endpoint& endpoint,
+                                absl::Time deadline, absl::Duration timeout) {
   const std::string& address = endpoint.address;
   grpc::Channel& channel = *endpoint.channel;
-  const absl::Time deadline = absl::Now() + timeout;
   grpc_connectivity_state state = channel.GetState(/*try_to_connect=*/true);
   while (state != GRPC_CHANNEL_READY &&
          state != GRPC_CHANNEL_TRANSIENT_FAILURE &&

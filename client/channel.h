@@ -12,6 +12,7 @@ namespace hourglass::client {
 
 namespace internal {
 class ChannelAccess;
+struct Endpoint;
 struct ChannelState;
 }  // namespace internal
 
@@ -87,7 +88,9 @@ class Channel {
 
   // Connects and waits until the connection is ready, at most `timeout`,
   // giving up at the first failed attempt rather than retrying: a refused
-  // connection is reported at once.
+  // connection is reported at once. With several addresses (a cluster's
+  // nodes), the first that answers becomes the one calls go to, and the
+  // error is the first address's if none does.
   //
   // Errors: UNAVAILABLE `cannot reach ADDRESS: WHY`, where WHY is the
   // operating system's reason ("connection refused", `cannot resolve "x":
@@ -103,6 +106,9 @@ class Channel {
 
  private:
   friend class internal::ChannelAccess;
+  // Connect's work for one endpoint, until `deadline`.
+  absl::Status ConnectTo(const internal::Endpoint& endpoint,
+                         absl::Time deadline, absl::Duration timeout);
   explicit Channel(std::unique_ptr<internal::ChannelState> state);
 
   const std::unique_ptr<internal::ChannelState> state_;

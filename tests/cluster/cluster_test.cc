@@ -416,6 +416,25 @@ TEST_F(ClusterTest, TheCliPublishesThroughAnyNodeAndShowsTheCluster) {
   EXPECT_EQ(json.exit_code, 0) << json.output;
   EXPECT_THAT(json.output, HasSubstr(R"("node":"c","controller":"a")"));
   EXPECT_THAT(json.output, HasSubstr(R"("epoch":"1","primary":"a")"));
+
+  // Given every node, the CLI gets past a dead first one.
+  const std::string all = absl::StrCat(
+      "--addr=", nodes_.at("a")->address(), ",", nodes_.at("b")->address(),
+      ",", nodes_.at("c")->address());
+  nodes_.at("a")->Kill();
+  const std::string primary = AwaitPrimary({"b", "c"});
+  ASSERT_FALSE(primary.empty());
+  testing::RunResult after = testing::Run(
+      {HOURGLASS_PATH, all, "publish", "--topic=orders", "--id=o2",
+       "--data=x"},
+      kPatience);
+  EXPECT_EQ(after.exit_code, 0) << after.output;
+  testing::RunResult shown_after =
+      testing::Run({HOURGLASS_PATH, all, "--json", "cluster"}, kPatience);
+  EXPECT_EQ(shown_after.exit_code, 0) << shown_after.output;
+  EXPECT_THAT(shown_after.output,
+              HasSubstr(absl::StrCat(R"("epoch":"2","primary":")", primary,
+                                     R"(")")));
 }
 
 TEST_F(ClusterTest, AStoppedPrimaryHandsOverAndComesBackAsAnInSyncBackup) {
