@@ -153,11 +153,14 @@ class ShardHost {
   // the store), for a backup whose copy cannot follow.
   void Rebuild(const std::string& primary_address, const std::string& why);
   void BecomeNone();
-  void StepDownLocked(const std::string& reason);
+  void StepDownLocked(const std::string& reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(role_mu_);
   void SyncShippers(const cluster::ClusterView& view,
-                    const cluster::ShardRecord& record);
+                    const cluster::ShardRecord& record)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(role_mu_);
   void KeepInSyncSet(const cluster::ClusterView& view,
-                     const cluster::ShardRecord& record);
+                     const cluster::ShardRecord& record)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(role_mu_);
   void SetHint(const cluster::ClusterView& view,
                const cluster::ShardRecord* record);
 
