@@ -6,6 +6,7 @@ starts them (tests/CMakeLists.txt), which sets:
   HOURGLASS_SOURCE_DIR   the repository
   HOURGLASS_BUILD_DIR    the configured and built tree (install tests)
   HOURGLASSD             the hourglassd binary
+  HOURGLASS              the hourglass CLI
   HOURGLASS_PROMTOOL     promtool (deploy/setup.sh installs it)
   HOURGLASS_SYSTEMD_ANALYZE, HOURGLASS_SYSTEMD_SYSUSERS   systemd's tools
 """
