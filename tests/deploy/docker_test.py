@@ -199,6 +199,13 @@ class EtcdStageTest(unittest.TestCase):
         self.assertIn(("USER", "10002:10002"), stage)
         self.assertEqual(exec_form("VOLUME", "etcd"), ["/var/lib/etcd"])
         self.assertEqual(exec_form("ENTRYPOINT", "etcd"), ["etcd"])
+        etcd = deploy_files.load_yaml_documents(
+            "deploy", "kubernetes", "cluster", "etcd.yaml")
+        pod = next(d for d in etcd if d["kind"] == "StatefulSet")[
+            "spec"]["template"]["spec"]
+        self.assertEqual(pod["securityContext"]["runAsUser"], 10002)
+        self.assertEqual(pod["containers"][0]["volumeMounts"][0]["mountPath"],
+                         "/var/lib/etcd")
 
     def test_the_default_target_is_still_the_broker(self):
         self.assertEqual(instructions()[0], ("FROM", "debian:12-slim"))

@@ -31,6 +31,12 @@ def deploy_file_flags():
                                                 "statefulset.yaml"):
         container = doc["spec"]["template"]["spec"]["containers"][0]
         used["deploy/kubernetes/statefulset.yaml"] = container["args"]
+    for doc in deploy_files.load_yaml_documents(
+            "deploy", "kubernetes", "cluster", "statefulset.yaml"):
+        if doc["metadata"]["name"] == "hourglass":
+            container = doc["spec"]["template"]["spec"]["containers"][0]
+            used["deploy/kubernetes/cluster/statefulset.yaml"] = (
+                container["args"])
     compose = deploy_files.load_yaml("deploy", "docker-compose.cluster.yml")
     for name, service in compose["services"].items():
         if service.get("image", "").startswith("hourglass:"):
