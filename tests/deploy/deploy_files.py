@@ -64,10 +64,11 @@ def hourglassd_flags():
 
 def parse_flags(args):
     """{name: value} of `args` ("--name=value" strings), the last of a
-    repeated flag winning, as absl's parser has it."""
+    repeated flag winning, as absl's parser (and etcd's, whose names have
+    dashes) has it."""
     flags = {}
     for arg in args:
-        match = re.fullmatch(r"--(\w+)=(.*)", arg, re.S)
+        match = re.fullmatch(r"--([\w-]+)=(.*)", arg, re.S)
         if not match:
             raise ValueError(f"not a --flag=value argument: {arg!r}")
         flags[match.group(1)] = match.group(2)

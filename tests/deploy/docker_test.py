@@ -218,11 +218,6 @@ def free_port():
         return s.getsockname()[1]
 
 
-def etcd_flags(args):
-    """{name: value} of etcd's "--name=value" arguments."""
-    return dict(re.fullmatch(r"--([\w-]+)=(.*)", a).groups() for a in args)
-
-
 class ComposeClusterTest(unittest.TestCase):
     """deploy/docker-compose.cluster.yml: read as Compose reads it, then its
     commands run for real on loopback (etcd and three hourglassd)."""
@@ -242,14 +237,14 @@ class ComposeClusterTest(unittest.TestCase):
         self.assertEqual(etcd["build"], {"context": "..",
                                          "dockerfile": "deploy/Dockerfile",
                                          "target": "etcd"})
-        flags = etcd_flags(etcd["command"])
+        flags = deploy_files.parse_flags(etcd["command"])
         self.assertEqual(etcd["volumes"], ["etcd-data:/var/lib/etcd"])
         self.assertTrue(flags["data-dir"].startswith("/var/lib/etcd/"))
         self.assertEqual(etcd["healthcheck"]["test"][:2], ["CMD", "etcdctl"])
 
     def test_three_nodes_that_find_etcd_and_each_other(self):
         self.assertEqual(sorted(self.nodes), ["node1", "node2", "node3"])
-        etcd = etcd_flags(self.services["etcd"]["command"])
+        etcd = deploy_files.parse_flags(self.services["etcd"]["command"])
         listen_ports = set()
         for name, node in self.nodes.items():
             with self.subTest(node=name):

@@ -24,18 +24,6 @@ def env_refs(container):
             for e in container.get("env", []) if "valueFrom" in e}
 
 
-def etcd_flags(args):
-    """{name: value} of etcd's "--name=value" arguments (names with
-    dashes)."""
-    flags = {}
-    for arg in args:
-        match = re.fullmatch(r"--([\w-]+)=(.*)", arg, re.S)
-        if not match:
-            raise ValueError(f"not a --flag=value argument: {arg!r}")
-        flags[match.group(1)] = match.group(2)
-    return flags
-
-
 def seconds(duration):
     """A flag's duration ("10s", "500ms", "1m") in seconds."""
     match = re.fullmatch(r"(\d+)(ms|s|m)", duration)
@@ -60,7 +48,8 @@ class KubernetesClusterTest(unittest.TestCase):
         self.etcd = self.named("StatefulSet", "hourglass-etcd")
         self.etcd_container = self.etcd["spec"]["template"]["spec"][
             "containers"][0]
-        self.etcd_flags = etcd_flags(self.etcd_container["args"])
+        self.etcd_flags = deploy_files.parse_flags(
+            self.etcd_container["args"])
 
     def named(self, kind, name):
         found = [o for o in self.objects
