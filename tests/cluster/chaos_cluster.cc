@@ -111,40 +111,44 @@ std::string ChaosCluster::ClientAddresses() const {
   return absl::StrJoin(addresses, ",");
 }
 
+void ChaosCluster::Reap(Node& node) {
+  node.exit_code = node.daemon->process().Wait(absl::Seconds(10));
+  node.last_log = Tail(node.daemon->process().output());
+  node.daemon.reset();
+}
+
 bool ChaosCluster::Running(const std::string& id) {
   Node& node = nodes_.at(id);
   if (node.daemon == nullptr) return false;
   node.daemon->process().ReadUntil(absl::Now() + absl::Milliseconds(1));
   if (!node.daemon->process().Exited()) return true;
-  node.daemon->process().ReadUntil(absl::Now() + absl::Seconds(5));  // To EOF.
-  node.last_log = Tail(node.daemon->process().output());
-  node.daemon.reset();
+  Reap(node);
   return false;
 }
 
 void ChaosCluster::Kill(const std::string& id) {
+  if (!Running(id)) return;
   Node& node = nodes_.at(id);
   node.daemon->process().Signal(SIGCONT);  // If paused: SIGKILL works anyway.
   node.daemon->Kill();
-  node.daemon->process().Wait(absl::Seconds(10));
-  node.last_log = Tail(node.daemon->process().output());
-  node.daemon.reset();
+  Reap(node);
 }
 
 void ChaosCluster::Pause(const std::string& id) {
-  nodes_.at(id).daemon->process().Signal(SIGSTOP);
+  if (Running(id)) nodes_.at(id).daemon->process().Signal(SIGSTOP);
 }
 
 void ChaosCluster::Resume(const std::string& id) {
-  nodes_.at(id).daemon->process().Signal(SIGCONT);
+  if (Running(id)) nodes_.at(id).daemon->process().Signal(SIGCONT);
 }
 
 int ChaosCluster::AwaitExit(const std::string& id, absl::Duration timeout) {
   Node& node = nodes_.at(id);
-  const int code = node.daemon->process().Wait(timeout);
-  node.last_log = Tail(node.daemon->process().output());
-  node.daemon.reset();
-  return code;
+  if (node.daemon != nullptr) {
+    node.daemon->process().Wait(timeout);
+    Reap(node);
+  }
+  return node.exit_code;
 }
 
 std::string ChaosCluster::Outside(const std::string& id,
@@ -188,7 +192,13 @@ void ChaosCluster::FreeDisk(const std::string& id) {
   unlink(Outside(id, nodes_.at(id).mount + "/filler").c_str());
 }
 
-absl::Status ChaosCluster::Restart(const std::string& id) { return Launch(id); }
+absl::Status ChaosCluster::Restart(const std::string& id) {
+  if (Running(id)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("node ", id, " runs already"));
+  }
+  return Launch(id);
+}
 
 void ChaosCluster::CutInbound(const std::string& id) {
   nodes_.at(id).inbound->Freeze();
@@ -241,7 +251,14 @@ absl::Status ChaosCluster::AwaitHealthy(absl::Duration timeout) {
     std::string primary;
     for (const std::string& id : options_.ids) {
       if (!Running(id)) {
-        absl::StrAppend(&seen, id, " not running; ");
+        const int code = nodes_.at(id).exit_code;
+        if (code != 3) {
+          return absl::InternalError(absl::StrCat("node ", id, " exited with ",
+                                                  code, ":\n", LogTail(id)));
+        }
+        restarts_.push_back(id);
+        if (absl::Status s = Launch(id); !s.ok()) return s;
+        absl::StrAppend(&seen, id, " restarted; ");
         healthy = false;
         continue;
       }

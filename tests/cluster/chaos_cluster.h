@@ -61,13 +61,13 @@ class ChaosCluster {
 
   // Whether node `id`'s process runs (false once it exited or was killed).
   bool Running(const std::string& id);
-  // SIGKILL. REQUIRES: Running(id).
+  // SIGKILL; nothing if it is not running.
   void Kill(const std::string& id);
-  // SIGSTOP / SIGCONT. REQUIRES: Running(id).
+  // SIGSTOP / SIGCONT; nothing if it is not running.
   void Pause(const std::string& id);
   void Resume(const std::string& id);
   // Waits until node `id` exits by itself, at most `timeout`; its exit code
-  // (128 + 9 if it had to be killed).
+  // (128 + 9 if it had to be killed; its last one if it had exited).
   int AwaitExit(const std::string& id, absl::Duration timeout);
   // Removes everything in node `id`'s data dir. REQUIRES: !Running(id).
   void Wipe(const std::string& id);
@@ -96,7 +96,15 @@ class ChaosCluster {
   // Waits until every node runs, all see shard 0 at one epoch with one
   // primary and every node in its ISR, and the primary serves (GetStats
   // answers OK). OK, or DEADLINE_EXCEEDED with what was last seen.
+  //
+  // Meanwhile it is the nodes' supervisor, as systemd or Kubernetes is: a
+  // node that exited with 3 by itself (it lost its lease: under load, a
+  // keep-alive can come too late) is started again and counted in
+  // restarts(). A node that exited otherwise (a crash, or killed and not
+  // restarted) is an INTERNAL error.
   absl::Status AwaitHealthy(absl::Duration timeout);
+  // The nodes that AwaitHealthy restarted, in order.
+  const std::vector<std::string>& restarts() const { return restarts_; }
 
   // How much node `id`'s running process has logged; and whether it logs
   // `text` after the first `from` bytes, waiting at most `timeout`.
@@ -117,10 +125,13 @@ class ChaosCluster {
     std::unique_ptr<TcpProxy> etcd_link;  // its --etcd address
     std::unique_ptr<Daemon> daemon;       // null while not started
     std::string last_log;                 // of the previous process
+    int exit_code = -1;                   // of the previous process
   };
 
   explicit ChaosCluster(Options options) : options_(std::move(options)) {}
   absl::Status Launch(const std::string& id);
+  // Reads the rest of its exited (or killed) process's log and forgets it.
+  void Reap(Node& node);
   // `path` (in node `id`'s namespace) as the test sees it.
   std::string Outside(const std::string& id, const std::string& path);
 
@@ -128,6 +139,7 @@ class ChaosCluster {
   TempDir dir_;
   std::unique_ptr<EtcdServer> etcd_;
   std::map<std::string, Node> nodes_;
+  std::vector<std::string> restarts_;
 };
 
 }  // namespace hourglass::testing

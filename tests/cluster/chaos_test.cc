@@ -431,6 +431,10 @@ TEST_F(ChaosTest, TheLedgerHoldsThroughASeededSequenceOfFaults) {
   for (const auto& [name, count] : inflicted) {
     std::cout << "chaos:   " << count << " × " << name << std::endl;
   }
+  std::cout << "chaos: besides, " << cluster_->restarts().size()
+            << " nodes lost their lease on their own (a keep-alive too late "
+               "under load), exited with 3 and were restarted: "
+            << absl::StrJoin(cluster_->restarts(), ",") << std::endl;
   EXPECT_TRUE(report.Holds()) << report.ToString();
   EXPECT_EQ(report.lost, 0);
   EXPECT_EQ(report.after_cancel, 0);
