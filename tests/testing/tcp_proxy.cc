@@ -36,7 +36,10 @@ bool Forward(int from, int to) {
   const ssize_t n = read(from, buffer, sizeof(buffer));
   if (n <= 0) return false;
   for (ssize_t sent = 0; sent < n;) {
-    const ssize_t w = write(to, buffer + sent, static_cast<size_t>(n - sent));
+    // MSG_NOSIGNAL: a peer gone (a killed server) must fail the send, not
+    // raise SIGPIPE, which would end the test process without a word.
+    const ssize_t w =
+        send(to, buffer + sent, static_cast<size_t>(n - sent), MSG_NOSIGNAL);
     if (w <= 0) return false;
     sent += w;
   }
