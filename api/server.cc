@@ -186,6 +186,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
         tls ? ", or gRPC refused the TLS certificate and key (do they match?)"
             : ""));
   }
+  grpc::HealthCheckServiceInterface& health = *server->GetHealthCheckService();
+  health.SetServingStatus(kPrimaryHealthService, options.serving_at_start);
+  if (!options.serving_at_start) health.SetServingStatus(false);
   return std::unique_ptr<Server>(new Server(std::move(server), port));
 }
 
@@ -210,6 +213,11 @@ void FollowStoreHealth(broker::StoreHealth& health, Server* server) {
 void Server::SetServing(bool serving) {
   // Ignored by gRPC once Shutdown began: then NOT_SERVING stays.
   server_->GetHealthCheckService()->SetServingStatus(serving);
+}
+
+void Server::SetServing(absl::string_view service, bool serving) {
+  server_->GetHealthCheckService()->SetServingStatus(std::string(service),
+                                                     serving);
 }
 
 void Server::Shutdown(absl::Duration grace) {

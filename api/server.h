@@ -26,6 +26,13 @@ namespace hourglass::api {
 
 class PrimaryHint;
 
+// The grpc.health.v1 service name that is SERVING only on a node that takes
+// writes: a single node while its store takes writes (as the whole
+// server's status, ""), a cluster node only while it is the shard's primary
+// and takes writes (node/README.md, "Health"). A load balancer that sends
+// calls straight to the primary checks it; Kubernetes' readiness checks "".
+inline constexpr char kPrimaryHealthService[] = "hourglass.v1.Primary";
+
 struct ServerOptions {
   // host:port to listen on. Port 0 lets the OS choose one; port() tells
   // which. Default: loopback only.
@@ -73,6 +80,12 @@ struct ServerOptions {
   // if any, as trailing metadata (api/redirect.h). Not owned; must outlive
   // the server. Default: none.
   const PrimaryHint* redirect = nullptr;
+
+  // What grpc.health.v1 says at start, for "" and kPrimaryHealthService:
+  // SERVING if true (the default: a single node serves once it listens),
+  // NOT_SERVING if false (a cluster node, until it has a part in its
+  // shard; SetServing changes it).
+  bool serving_at_start = true;
 };
 
 // True if `address` (host:port, [v6]:port or unix:path, as --listen takes)
@@ -103,11 +116,16 @@ class Server {
   // The port the server listens on (the OS's choice for port 0).
   int port() const { return port_; }
 
-  // What grpc.health.v1.Health answers for every service (the empty name
-  // and each service's): SERVING or NOT_SERVING. SERVING from the start;
-  // hourglassd sets NOT_SERVING while the store refuses writes. Has no
-  // effect once Shutdown began.
+  // What grpc.health.v1.Health answers for every service it knows (the
+  // empty name and kPrimaryHealthService): SERVING or NOT_SERVING. At start
+  // as ServerOptions::serving_at_start says; a single hourglassd sets
+  // NOT_SERVING while the store refuses writes. Has no effect once Shutdown
+  // began.
   void SetServing(bool serving);
+  // The same for one service name ("" for the whole server): a cluster
+  // node tells "" and kPrimaryHealthService apart. Another name becomes
+  // known to health from this call on.
+  void SetServing(absl::string_view service, bool serving);
 
   // Stops accepting calls, lets running calls finish until `grace` has
   // passed, then cancels the rest. Health reports NOT_SERVING from the

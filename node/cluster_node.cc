@@ -210,6 +210,11 @@ absl::Status ClusterNode::Join(const std::string& address,
   return absl::OkStatus();
 }
 
+void ClusterNode::WatchHealth(absl::AnyInvocable<void(NodeHealth)> listener) {
+  absl::MutexLock lock(&mu_);
+  if (host_ != nullptr) host_->WatchHealth(std::move(listener));
+}
+
 hourglass::v1::ClusterMap ClusterNode::Map() const {
   hourglass::v1::ClusterMap map;
   map.set_cluster(options_.cluster);

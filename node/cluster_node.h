@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -14,6 +15,7 @@
 #include "broker/broker.h"
 #include "broker/clock.h"
 #include "broker/engine.h"
+#include "node/node_health.h"
 #include "storage/message_store.h"
 
 namespace grpc {
@@ -95,6 +97,13 @@ class ClusterNode {
                     absl::AnyInvocable<void()> on_lost);
   // Stops serving and leaves the cluster (its node key goes at once).
   void Leave();
+
+  // Calls `listener` with the node's health now (not serving before Join),
+  // then at each change until Leave, which tells it that the node serves
+  // no more before the hand-over (node/node_health.h). On the shard host's
+  // thread, or Leave's caller, one call at a time; it must not block nor
+  // call the node. hourglassd sets grpc.health.v1 from it.
+  void WatchHealth(absl::AnyInvocable<void(NodeHealth)> listener);
 
   const std::string& node_id() const { return options_.node_id; }
   const std::string& cluster() const { return options_.cluster; }

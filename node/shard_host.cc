@@ -128,8 +128,49 @@ void ShardHost::RequestRebuild(std::string why) {
 }
 
 void ShardHost::StepDown(const std::string& reason) {
+  {
+    absl::MutexLock lock(&role_mu_);
+    left_ = true;
+    StepDownLocked(reason);
+  }
+  TellHealth();
+}
+
+NodeHealth ShardHost::health() const {
   absl::MutexLock lock(&role_mu_);
-  StepDownLocked(reason);
+  NodeHealth health;
+  if (left_) return health;
+  if (role_ == Role::kPrimary) {
+    // The engine opens once the in-sync set is large enough; its store
+    // health says whether writes are taken (a full disk, too few in-sync
+    // backups left to acknowledge them).
+    health.primary =
+        engine_ != nullptr && engine_->store_health().status().ok();
+    health.member = health.primary;
+  } else if (role_ == Role::kBackup) {
+    absl::MutexLock view_lock(&mu_);
+    if (view_.has_value()) {
+      auto it = view_->shards.find(options_.shard);
+      health.member = it != view_->shards.end() &&
+                      it->second.record.InIsr(options_.node_id);
+    }
+  }
+  return health;
+}
+
+void ShardHost::WatchHealth(absl::AnyInvocable<void(NodeHealth)> listener) {
+  absl::MutexLock lock(&health_mu_);
+  health_listener_ = std::move(listener);
+  told_ = health();
+  health_listener_(told_);
+}
+
+void ShardHost::TellHealth() {
+  absl::MutexLock lock(&health_mu_);
+  const NodeHealth now = health();
+  if (now == told_) return;
+  told_ = now;
+  if (health_listener_) health_listener_(now);
 }
 
 void ShardHost::Run() {
@@ -140,10 +181,16 @@ void ShardHost::Run() {
       mu_.AwaitWithTimeout(absl::Condition(&wake_), kTick);
       wake_ = false;
       if (stopping_) return;
-      if (member_ == nullptr) continue;
-      view = view_;
+      if (member_ != nullptr) view = view_;
     }
-    if (view.has_value()) Reconcile(*view);
+    bool left;
+    {
+      absl::MutexLock lock(&role_mu_);
+      left = left_;
+    }
+    if (view.has_value() && !left) Reconcile(*view);
+    // Each tick too: the primary's store health has no callback here.
+    TellHealth();
   }
 }
 
@@ -209,6 +256,7 @@ void ShardHost::BecomePrimary(const cluster::ClusterView& view,
   if (role_ == Role::kPrimary && epoch_ != record.epoch) {
     StepDownLocked(absl::StrCat("epoch ", epoch_, " ended"));
   }
+  if (left_) return;  // StepDown came after the view was read.
   if (role_ != Role::kPrimary) {
     if (base_ == nullptr) return;  // A rebuild failed: no copy to serve.
     if (replica_ != nullptr) {
@@ -427,6 +475,7 @@ void ShardHost::Rebuild(const std::string& primary_address,
     base_.reset();  // Closed: its directory is about to be replaced.
     role_ = Role::kNone;
   }
+  TellHealth();  // Not ready while the copy is fetched, which takes long.
   const absl::Time start = absl::Now();
   std::error_code ignored;
   std::filesystem::remove_all(fresh, ignored);

@@ -11,12 +11,14 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "broker/clock.h"
 #include "broker/engine.h"
 #include "cluster/member.h"
+#include "node/node_health.h"
 #include "storage/message_store.h"
 
 namespace hourglass::api {
@@ -86,7 +88,8 @@ struct ShardHostOptions {
 // the in-sync set.
 //
 // Role changes run on the host's own thread, from the views the Member
-// hands over (OnView) and a tick every 250 ms. Thread-safe.
+// hands over (OnView) and a tick every 250 ms; so does telling the health
+// listener of a change. Thread-safe.
 class ShardHost {
  public:
   // `base` is the shard's store, opened at options.store_dir.
@@ -116,8 +119,18 @@ class ShardHost {
   void RequestRebuild(std::string why);
 
   // Stops serving as primary now, with `reason` (the lease was lost, the
-  // node is shutting down): clients are refused from here on.
+  // node is shutting down): clients are refused from here on. For good:
+  // the node is leaving, and the host takes no role any more (it would
+  // otherwise become primary again from the last view, which still names
+  // it). Health is NOT_SERVING for both names when it returns.
   void StepDown(const std::string& reason);
+
+  // What the node's health is now (node/node_health.h).
+  NodeHealth health() const;
+  // Calls `listener` with health() now, and again after each change, in
+  // order, from the host's thread or StepDown's caller; one call at a time.
+  // Replaces an earlier listener. It must not block nor call the host.
+  void WatchHealth(absl::AnyInvocable<void(NodeHealth)> listener);
 
   // A backup's progress as this primary sees it.
   struct BackupProgress {
@@ -163,6 +176,8 @@ class ShardHost {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(role_mu_);
   void SetHint(const cluster::ClusterView& view,
                const cluster::ShardRecord* record);
+  // Tells the health listener health() if it changed since last told.
+  void TellHealth();
 
   const ShardHostOptions options_;
   PrimaryGate* const gate_;
@@ -194,6 +209,15 @@ class ShardHost {
       ABSL_GUARDED_BY(role_mu_);
   std::unique_ptr<broker::Engine> engine_ ABSL_GUARDED_BY(role_mu_);
   std::string engine_error_ ABSL_GUARDED_BY(role_mu_);
+  // Set by StepDown: the node is leaving, and takes no role any more.
+  bool left_ ABSL_GUARDED_BY(role_mu_) = false;
+
+  // The health listener and what it was told last; held while it is told,
+  // so that changes arrive in order. Taken before role_mu_.
+  absl::Mutex health_mu_ ABSL_ACQUIRED_BEFORE(role_mu_);
+  absl::AnyInvocable<void(NodeHealth)> health_listener_
+      ABSL_GUARDED_BY(health_mu_);
+  NodeHealth told_ ABSL_GUARDED_BY(health_mu_);
 
   std::thread thread_;
 };

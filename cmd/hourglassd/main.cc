@@ -622,6 +622,8 @@ int main(int argc, char** argv) {
   options.keepalive_time = keepalive_time;
   options.keepalive_timeout = keepalive_timeout;
   options.metrics = &registry;
+  // A cluster node is not ready until it has a part in its shard.
+  options.serving_at_start = cluster_node == nullptr;
   auto server = hourglass::api::Server::Start(options);
   if (!server.ok()) Fail(std::string(server.status().message()));
   const bool tls = !options.tls_cert_file.empty();
@@ -637,6 +639,19 @@ int main(int argc, char** argv) {
     // gRPC health follows the store: NOT_SERVING while it refuses writes.
     hourglass::api::FollowStoreHealth(engine->store_health(), server->get());
   } else {
+    // gRPC health follows the node's part in its shard: "" while it is the
+    // primary or an in-sync backup, hourglass.v1.Primary while it is the
+    // primary (node/node_health.h; deploy/README.md says what probes ask).
+    cluster_node->WatchHealth([server = server->get(), first = true](
+                                  hourglass::node::NodeHealth health) mutable {
+      server->SetServing("", health.member);
+      server->SetServing(hourglass::api::kPrimaryHealthService, health.primary);
+      if (std::exchange(first, false)) return;  // As it starts.
+      spdlog::info("hourglassd health: {} (\"\"), {} ({})",
+                   health.member ? "SERVING" : "NOT_SERVING",
+                   health.primary ? "SERVING" : "NOT_SERVING",
+                   hourglass::api::kPrimaryHealthService);
+    });
     // Joins once the server listens: peers and clients reach it at once.
     const std::string advertise = hourglass::hourglassd::AdvertiseAddress(
         options.listen_address, (*server)->port());

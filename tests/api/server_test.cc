@@ -23,10 +23,21 @@ std::unique_ptr<Health::Stub> HealthClient(int port) {
       absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
 }
 
-grpc::Status Check(Health::Stub& stub, HealthCheckResponse* response) {
+grpc::Status Check(Health::Stub& stub, HealthCheckResponse* response,
+                   const std::string& service = "") {
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
-  return stub.Check(&context, HealthCheckRequest(), response);
+  HealthCheckRequest request;
+  request.set_service(service);
+  return stub.Check(&context, request, response);
+}
+
+// The status health gives `service`, or the call's error code's name.
+std::string StatusOf(Health::Stub& stub, const std::string& service) {
+  HealthCheckResponse response;
+  const grpc::Status status = Check(stub, &response, service);
+  if (!status.ok()) return absl::StrCat("error ", status.error_code());
+  return HealthCheckResponse::ServingStatus_Name(response.status());
 }
 
 TEST(ServerTest, ServesHealthOnAnOsChosenPort) {
@@ -39,6 +50,46 @@ TEST(ServerTest, ServesHealthOnAnOsChosenPort) {
   const grpc::Status status = Check(*stub, &response);
   ASSERT_TRUE(status.ok()) << status.error_message();
   EXPECT_EQ(response.status(), HealthCheckResponse::SERVING);
+}
+
+TEST(ServerTest, ThePrimaryServiceFollowsTheWholeServerByDefault) {
+  // A single node takes writes whenever it serves: it is its own primary.
+  auto server = Server::Start({.listen_address = "127.0.0.1:0"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto stub = HealthClient((*server)->port());
+  EXPECT_EQ(StatusOf(*stub, ""), "SERVING");
+  EXPECT_EQ(StatusOf(*stub, kPrimaryHealthService), "SERVING");
+
+  (*server)->SetServing(false);
+  EXPECT_EQ(StatusOf(*stub, ""), "NOT_SERVING");
+  EXPECT_EQ(StatusOf(*stub, kPrimaryHealthService), "NOT_SERVING");
+  (*server)->SetServing(true);
+  EXPECT_EQ(StatusOf(*stub, ""), "SERVING");
+  EXPECT_EQ(StatusOf(*stub, kPrimaryHealthService), "SERVING");
+  // grpc.health.v1's answer for a name it does not know.
+  EXPECT_EQ(StatusOf(*stub, "hourglass.v1.NoSuchService"),
+            absl::StrCat("error ", grpc::StatusCode::NOT_FOUND));
+}
+
+TEST(ServerTest, StartsNotServingWhenToldAndSetsEachNameApart) {
+  // As a cluster node does: not serving until it has a part in its shard,
+  // then "" (a member that answers) and the primary each on their own.
+  auto server = Server::Start(
+      {.listen_address = "127.0.0.1:0", .serving_at_start = false});
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto stub = HealthClient((*server)->port());
+  EXPECT_EQ(StatusOf(*stub, ""), "NOT_SERVING");
+  EXPECT_EQ(StatusOf(*stub, kPrimaryHealthService), "NOT_SERVING");
+
+  (*server)->SetServing("", true);
+  EXPECT_EQ(StatusOf(*stub, ""), "SERVING");
+  EXPECT_EQ(StatusOf(*stub, kPrimaryHealthService), "NOT_SERVING");
+  (*server)->SetServing(kPrimaryHealthService, true);
+  EXPECT_EQ(StatusOf(*stub, ""), "SERVING");
+  EXPECT_EQ(StatusOf(*stub, kPrimaryHealthService), "SERVING");
+  (*server)->SetServing("", false);
+  EXPECT_EQ(StatusOf(*stub, ""), "NOT_SERVING");
+  EXPECT_EQ(StatusOf(*stub, kPrimaryHealthService), "SERVING");
 }
 
 TEST(ServerTest, RefusesAnAddressInUseNamingIt) {

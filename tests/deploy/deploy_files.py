@@ -6,6 +6,7 @@ starts them (tests/CMakeLists.txt), which sets:
   HOURGLASS_SOURCE_DIR   the repository
   HOURGLASS_BUILD_DIR    the configured and built tree (install tests)
   HOURGLASSD             the hourglassd binary
+  HOURGLASS              the hourglass CLI
   HOURGLASS_PROMTOOL     promtool (deploy/setup.sh installs it)
   HOURGLASS_SYSTEMD_ANALYZE, HOURGLASS_SYSTEMD_SYSUSERS   systemd's tools
 """
@@ -63,10 +64,11 @@ def hourglassd_flags():
 
 def parse_flags(args):
     """{name: value} of `args` ("--name=value" strings), the last of a
-    repeated flag winning, as absl's parser has it."""
+    repeated flag winning, as absl's parser (and etcd's, whose names have
+    dashes) has it."""
     flags = {}
     for arg in args:
-        match = re.fullmatch(r"--(\w+)=(.*)", arg, re.S)
+        match = re.fullmatch(r"--([\w-]+)=(.*)", arg, re.S)
         if not match:
             raise ValueError(f"not a --flag=value argument: {arg!r}")
         flags[match.group(1)] = match.group(2)

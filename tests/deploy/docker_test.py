@@ -1,7 +1,10 @@
-"""deploy/Dockerfile and deploy/docker-compose.yml, read as Docker reads
-them (no Docker here): the ENTRYPOINT holds what the image depends on, so
-that arguments add flags instead of replacing them; the real hourglassd
-takes the last value of a repeated flag, which lets arguments override."""
+"""deploy/Dockerfile, deploy/docker-compose.yml and
+deploy/docker-compose.cluster.yml, read as Docker reads them (no Docker
+here): the ENTRYPOINT holds what the image depends on, so that arguments
+add flags instead of replacing them; the real hourglassd takes the last
+value of a repeated flag, which lets arguments override. The cluster's
+commands also run, on loopback, with Debian's etcd (deploy/setup.sh
+installs it) and three hourglassd."""
 
 import json
 import os
@@ -9,8 +12,10 @@ import re
 import selectors
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
+import threading
 import time
 import unittest
 
@@ -19,8 +24,9 @@ import deploy_files
 FLAG_FILE = "/etc/hourglass/hourglassd.flags"
 
 
-def instructions():
-    """(INSTRUCTION, arguments) of the Dockerfile's last stage, with line
+def instructions(stage=None):
+    """(INSTRUCTION, arguments) of the Dockerfile's stage named `stage`
+    (default: the last, which `docker build` builds), with line
     continuations joined and comments dropped, as Docker parses it."""
     text = deploy_files.read_text("deploy", "Dockerfile")
     lines = [l for l in text.splitlines() if not l.lstrip().startswith("#")]
@@ -30,13 +36,18 @@ def instructions():
         if line.strip():
             keyword, _, arguments = line.strip().partition(" ")
             result.append((keyword.upper(), arguments.strip()))
-    last_from = max(i for i, (k, _) in enumerate(result) if k == "FROM")
-    return result[last_from:]
+    starts = [i for i, (k, _) in enumerate(result) if k == "FROM"]
+    if stage is None:
+        return result[starts[-1]:]
+    for at, end in zip(starts, starts[1:] + [len(result)]):
+        if re.search(rf"\sAS\s+{stage}$", result[at][1], re.I):
+            return result[at:end]
+    raise AssertionError(f"no stage {stage} in deploy/Dockerfile")
 
 
-def exec_form(keyword):
+def exec_form(keyword, stage=None):
     """The JSON (exec form) arguments of the stage's last `keyword`."""
-    values = [a for k, a in instructions() if k == keyword]
+    values = [a for k, a in instructions(stage) if k == keyword]
     if not values:
         raise AssertionError(f"no {keyword} in deploy/Dockerfile")
     return json.loads(values[-1])
@@ -172,6 +183,197 @@ class ComposeTest(unittest.TestCase):
         self.assertTrue(datasource["isDefault"])
         self.assertEqual(datasource["url"], "http://prometheus:9090")
         self.assertIn("127.0.0.1:9090:9090", self.services["prometheus"]["ports"])
+
+
+class EtcdStageTest(unittest.TestCase):
+    """The `etcd` target that the cluster's Compose file and Kubernetes
+    manifests run."""
+
+    def test_debians_etcd_as_the_uid_kubernetes_runs_it_with(self):
+        stage = instructions("etcd")
+        self.assertEqual(stage[0], ("FROM", "debian:12-slim AS etcd"))
+        run = " ".join(a for k, a in stage if k == "RUN")
+        self.assertIn("apt-get install -y --no-install-recommends "
+                      "etcd-server etcd-client", run)
+        self.assertIn("--uid 10002", run)
+        self.assertIn(("USER", "10002:10002"), stage)
+        self.assertEqual(exec_form("VOLUME", "etcd"), ["/var/lib/etcd"])
+        self.assertEqual(exec_form("ENTRYPOINT", "etcd"), ["etcd"])
+        etcd = deploy_files.load_yaml_documents(
+            "deploy", "kubernetes", "cluster", "etcd.yaml")
+        pod = next(d for d in etcd if d["kind"] == "StatefulSet")[
+            "spec"]["template"]["spec"]
+        self.assertEqual(pod["securityContext"]["runAsUser"], 10002)
+        self.assertEqual(pod["containers"][0]["volumeMounts"][0]["mountPath"],
+                         "/var/lib/etcd")
+
+    def test_the_default_target_is_still_the_broker(self):
+        self.assertEqual(instructions()[0], ("FROM", "debian:12-slim"))
+        self.assertEqual(exec_form("ENTRYPOINT")[0], "hourglassd")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ComposeClusterTest(unittest.TestCase):
+    """deploy/docker-compose.cluster.yml: read as Compose reads it, then its
+    commands run for real on loopback (etcd and three hourglassd)."""
+
+    def setUp(self):
+        self.compose = deploy_files.load_yaml("deploy",
+                                              "docker-compose.cluster.yml")
+        self.services = self.compose["services"]
+        self.nodes = {name: s for name, s in self.services.items()
+                      if s["image"] == "hourglass:0.1.0"}
+
+    def node_flags(self, name):
+        return deploy_files.parse_flags(self.nodes[name]["command"])
+
+    def test_etcd_is_the_dockerfiles_etcd_target_with_its_data_on_a_volume(self):
+        etcd = self.services["etcd"]
+        self.assertEqual(etcd["build"], {"context": "..",
+                                         "dockerfile": "deploy/Dockerfile",
+                                         "target": "etcd"})
+        flags = deploy_files.parse_flags(etcd["command"])
+        self.assertEqual(etcd["volumes"], ["etcd-data:/var/lib/etcd"])
+        self.assertTrue(flags["data-dir"].startswith("/var/lib/etcd/"))
+        self.assertEqual(etcd["healthcheck"]["test"][:2], ["CMD", "etcdctl"])
+
+    def test_three_nodes_that_find_etcd_and_each_other(self):
+        self.assertEqual(sorted(self.nodes), ["node1", "node2", "node3"])
+        etcd = deploy_files.parse_flags(self.services["etcd"]["command"])
+        listen_ports = set()
+        for name, node in self.nodes.items():
+            with self.subTest(node=name):
+                # The image's ENTRYPOINT stays; the command adds flags.
+                self.assertNotIn("entrypoint", node)
+                self.assertEqual(node["build"]["dockerfile"],
+                                 "deploy/Dockerfile")
+                flags = self.node_flags(name)
+                self.assertEqual(
+                    "http://" + flags["etcd"],
+                    etcd["advertise-client-urls"])
+                self.assertEqual(flags["node_id"], name)
+                node_port = port(flags["listen"])
+                listen_ports.add(node_port)
+                self.assertEqual(flags["listen"], f"0.0.0.0:{node_port}")
+                # Inside the compose network the service name is the host.
+                self.assertEqual(flags["advertise"], f"{name}:{node_port}")
+                self.assertEqual(node["ports"],
+                                 [f"127.0.0.1:{node_port}:{node_port}"])
+                self.assertEqual(node["healthcheck"]["test"], [
+                    "CMD", "hourglass", f"--addr=127.0.0.1:{node_port}",
+                    "--timeout=3s", "health"])
+                self.assertEqual(node["volumes"], [f"{name}-data:/data"])
+                self.assertEqual(node["depends_on"],
+                                 {"etcd": {"condition": "service_healthy"}})
+                # Exit 3 (a lost lease) must bring the node back.
+                self.assertEqual(node["restart"], "unless-stopped")
+                self.assertEqual(node["stop_grace_period"], "30s")
+        self.assertEqual(len(listen_ports), 3)
+
+    def test_the_commands_make_a_cluster_that_hands_over_on_sigterm(self):
+        # Compose's commands as they are, on loopback: etcd's flags plus
+        # peer URLs on a free port (its default, 2380, may be taken here),
+        # hourglassd's ENTRYPOINT and command with the compose names and
+        # ports replaced by free loopback ports.
+        work = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, work)
+        etcd_service = self.services["etcd"]
+        client, peer = free_port(), free_port()
+        etcd_argv = ["etcd"] + [
+            arg.replace("0.0.0.0:2379", f"127.0.0.1:{client}")
+            .replace("etcd:2379", f"127.0.0.1:{client}")
+            .replace("/var/lib/etcd", f"{work}/etcd")
+            for arg in etcd_service["command"]] + [
+            f"--listen-peer-urls=http://127.0.0.1:{peer}",
+            f"--initial-advertise-peer-urls=http://127.0.0.1:{peer}",
+            f"--initial-cluster=etcd=http://127.0.0.1:{peer}"]
+        self.start(etcd_argv, "ready to serve client requests")
+        entrypoint = [
+            arg.replace(FLAG_FILE,
+                        deploy_files.source_path("deploy", "hourglassd.flags"))
+            for arg in exec_form("ENTRYPOINT")[1:]]
+        addresses = {}
+        for name in sorted(self.nodes):
+            flags = self.node_flags(name)
+            node_port = free_port()
+            addresses[name] = f"127.0.0.1:{node_port}"
+            command = [
+                arg.replace(flags["etcd"], f"127.0.0.1:{client}")
+                .replace(flags["listen"], addresses[name])
+                .replace(flags["advertise"], addresses[name])
+                for arg in self.nodes[name]["command"]]
+            self.start([deploy_files.env("HOURGLASSD")] + entrypoint + [
+                f"--data_dir={work}/{name}", "--metrics_listen=127.0.0.1:0",
+                "--block_cache_mb=8"] + command, "listening on")
+
+        # node1, the first id, is the primary; the others in-sync backups.
+        want = {"node1": ("SERVING", "SERVING"),
+                "node2": ("SERVING", "NOT_SERVING"),
+                "node3": ("SERVING", "NOT_SERVING")}
+        self.assertEqual(self.await_health(addresses, want), want)
+
+        # docker stop: SIGTERM, and a backup is primary at once.
+        self.processes[1].send_signal(signal.SIGTERM)
+        self.assertEqual(self.processes[1].wait(timeout=30), 0)
+        del addresses["node1"]
+        health = self.await_health(addresses, None)
+        self.assertEqual(sorted(health.values()), [
+            ("SERVING", "NOT_SERVING"), ("SERVING", "SERVING")])
+
+    def start(self, argv, ready):
+        """Starts argv and reads its output until `ready`; then a thread
+        reads the rest, so that the child never waits on a full pipe."""
+        process = subprocess.Popen(argv, stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT)
+        drain = threading.Thread(target=process.stdout.read, daemon=True)
+
+        def stop():
+            process.kill()
+            process.wait()
+            if drain.is_alive() or drain.ident is not None:
+                drain.join()
+            process.stdout.close()
+
+        self.addCleanup(stop)
+        if not hasattr(self, "processes"):
+            self.processes = []
+        self.processes.append(process)
+        read_until(process, ready, timeout=60)
+        drain.start()
+
+    def await_health(self, addresses, want, timeout=30):
+        """{node: (health "", health hourglass.v1.Primary)} as the CLI
+        reports them, once they are `want` (or, for None, once exactly one
+        node is the primary and the others SERVING); the last seen if not
+        within `timeout`."""
+        deadline = time.monotonic() + timeout
+        while True:
+            seen = {name: (cli_health(address), cli_health(
+                        address, "hourglass.v1.Primary"))
+                    for name, address in addresses.items()}
+            if want is not None and seen == want:
+                return seen
+            if want is None and all(s[0] == "SERVING" for s in seen.values()) \
+                    and [s[1] for s in seen.values()].count("SERVING") == 1:
+                return seen
+            if time.monotonic() > deadline:
+                return seen
+            time.sleep(0.1)
+
+
+def cli_health(address, service=None):
+    """What `hourglass --addr=ADDRESS health [--service=...]` prints."""
+    argv = [deploy_files.env("HOURGLASS"), f"--addr={address}",
+            "--timeout=3s", "health"]
+    if service:
+        argv.append(f"--service={service}")
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+    return result.stdout.strip()
 
 
 class TlsExamplesTest(unittest.TestCase):

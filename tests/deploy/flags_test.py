@@ -23,13 +23,25 @@ def deploy_file_flags():
     hourglassd."""
     used = {}
     dockerfile = deploy_files.read_text("deploy", "Dockerfile")
-    entrypoint = re.search(r"^ENTRYPOINT (\[.*?\])$",
-                           dockerfile.replace("\\\n", ""), re.M | re.S)
-    used["deploy/Dockerfile"] = json.loads(entrypoint.group(1))[1:]
+    # The last stage's (the broker's; the etcd stage comes before it).
+    entrypoint = re.findall(r"^ENTRYPOINT (\[.*?\])$",
+                            dockerfile.replace("\\\n", ""), re.M | re.S)[-1]
+    used["deploy/Dockerfile"] = json.loads(entrypoint)[1:]
     for doc in deploy_files.load_yaml_documents("deploy", "kubernetes",
                                                 "statefulset.yaml"):
         container = doc["spec"]["template"]["spec"]["containers"][0]
         used["deploy/kubernetes/statefulset.yaml"] = container["args"]
+    for doc in deploy_files.load_yaml_documents(
+            "deploy", "kubernetes", "cluster", "statefulset.yaml"):
+        if doc["metadata"]["name"] == "hourglass":
+            container = doc["spec"]["template"]["spec"]["containers"][0]
+            used["deploy/kubernetes/cluster/statefulset.yaml"] = (
+                container["args"])
+    compose = deploy_files.load_yaml("deploy", "docker-compose.cluster.yml")
+    for name, service in compose["services"].items():
+        if service.get("image", "").startswith("hourglass:"):
+            used[f"deploy/docker-compose.cluster.yml {name}"] = (
+                service["command"])
     unit = deploy_files.read_text("deploy", "hourglassd.service")
     exec_start = re.search(r"^ExecStart=(.*)$", unit, re.M).group(1)
     used["deploy/hourglassd.service"] = shlex.split(exec_start)[1:]

@@ -77,6 +77,11 @@ bool Subprocess::WaitForOutput(std::string_view text, absl::Duration timeout) {
   return true;
 }
 
+void Subprocess::ReadUntil(absl::Time deadline) {
+  while (absl::Now() < deadline && ReadSome(deadline)) {
+  }
+}
+
 void Subprocess::Signal(int signal) { kill(pid_, signal); }
 
 bool Subprocess::Exited() {

@@ -30,6 +30,11 @@ class Subprocess {
   // child closes its output first.
   bool WaitForOutput(std::string_view text, absl::Duration timeout);
 
+  // Reads whatever output comes until `deadline` (returns at once at the
+  // end of output): keeps a long-running child from blocking on a full
+  // pipe while the test has nothing to wait for in its output.
+  void ReadUntil(absl::Time deadline);
+
   // Sends `signal` to the child.
   void Signal(int signal);
 

@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -73,9 +74,9 @@ TcpProxy::TcpProxy(int listener, int port, int target_port, int wake_read,
                    int wake_write)
     : listener_(listener),
       port_(port),
-      target_port_(target_port),
       wake_read_(wake_read),
-      wake_write_(wake_write) {}
+      wake_write_(wake_write),
+      target_port_(target_port) {}
 
 TcpProxy::~TcpProxy() {
   {
@@ -89,12 +90,26 @@ TcpProxy::~TcpProxy() {
   close(wake_write_);
 }
 
-void TcpProxy::Freeze() {
+void TcpProxy::Freeze() { SetFrozen(true); }
+
+void TcpProxy::Thaw() { SetFrozen(false); }
+
+void TcpProxy::SetFrozen(bool frozen) {
   {
     absl::MutexLock lock(&mu_);
-    frozen_ = true;
+    frozen_ = frozen;
   }
   (void)!write(wake_write_, "x", 1);
+}
+
+int TcpProxy::TargetPort() {
+  absl::MutexLock lock(&mu_);
+  return target_port_;
+}
+
+void TcpProxy::SetTarget(int target_port) {
+  absl::MutexLock lock(&mu_);
+  target_port_ = target_port;
 }
 
 void TcpProxy::Run() {
@@ -131,9 +146,14 @@ void TcpProxy::Run() {
       const int client = accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
       if (client >= 0) {
         const int server = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        sockaddr_in target = Loopback(target_port_);
+        sockaddr_in target = Loopback(TargetPort());
         if (server >= 0 && connect(server, reinterpret_cast<sockaddr*>(&target),
                                    sizeof(target)) == 0) {
+          // As the ends do: Nagle's wait on top of theirs would add tens of
+          // milliseconds to every small message.
+          const int one = 1;
+          setsockopt(client, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+          setsockopt(server, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
           links.emplace_back(client, server);
         } else {
           close(client);

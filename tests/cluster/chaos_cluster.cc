@@ -1,0 +1,264 @@
+#include "tests/cluster/chaos_cluster.h"
+
+#include <signal.h>
+
+#include <filesystem>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "grpcpp/grpcpp.h"
+#include "hourglass/v1/admin.grpc.pb.h"
+#include "hourglass/v1/cluster.grpc.pb.h"
+
+namespace hourglass::testing {
+namespace {
+
+constexpr absl::Duration kCallTimeout = absl::Seconds(2);
+constexpr size_t kLogTail = 3000;
+
+std::string Tail(const std::string& log) {
+  return log.size() <= kLogTail ? log : log.substr(log.size() - kLogTail);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ChaosCluster>> ChaosCluster::Start(
+    Options options) {
+  std::unique_ptr<ChaosCluster> cluster(new ChaosCluster(std::move(options)));
+  absl::StatusOr<std::unique_ptr<EtcdServer>> etcd = EtcdServer::Start();
+  if (!etcd.ok()) return etcd.status();
+  cluster->etcd_ = *std::move(etcd);
+  for (const std::string& id : cluster->options_.ids) {
+    Node& node = cluster->nodes_[id];
+    node.data_dir = cluster->dir_.path() + "/" + id;
+    // The inbound proxy serves nothing until the node listens.
+    absl::StatusOr<std::unique_ptr<TcpProxy>> inbound = TcpProxy::Start(0);
+    if (!inbound.ok()) return inbound.status();
+    node.inbound = *std::move(inbound);
+    absl::StatusOr<std::unique_ptr<TcpProxy>> link =
+        TcpProxy::Start(cluster->etcd_->client_port());
+    if (!link.ok()) return link.status();
+    node.etcd_link = *std::move(link);
+  }
+  for (const std::string& id : cluster->options_.ids) {
+    if (absl::Status s = cluster->Launch(id); !s.ok()) return s;
+  }
+  return cluster;
+}
+
+ChaosCluster::~ChaosCluster() {
+  // Processes first: a proxy cannot stop while it forwards to a paused one.
+  for (auto& [id, node] : nodes_) {
+    if (node.daemon != nullptr) {
+      node.daemon->process().Signal(SIGCONT);
+      node.daemon->Kill();
+      node.daemon.reset();
+    }
+  }
+  nodes_.clear();
+  etcd_.reset();
+}
+
+absl::Status ChaosCluster::Launch(const std::string& id) {
+  Node& node = nodes_.at(id);
+  std::vector<std::string> flags = {
+      absl::StrCat("--etcd=127.0.0.1:", node.etcd_link->port()),
+      "--node_id=" + id,
+      absl::StrCat("--advertise=127.0.0.1:", node.inbound->port()),
+      absl::StrCat(
+          "--lease_ttl=", absl::ToInt64Milliseconds(options_.lease_ttl), "ms")};
+  flags.insert(flags.end(), options_.flags.begin(), options_.flags.end());
+  absl::StatusOr<std::unique_ptr<Daemon>> daemon =
+      Daemon::Start(options_.hourglassd, node.data_dir, flags);
+  if (!daemon.ok()) {
+    return absl::Status(
+        daemon.status().code(),
+        absl::StrCat("node ", id, ": ", daemon.status().message()));
+  }
+  node.daemon = *std::move(daemon);
+  node.inbound->SetTarget(node.daemon->port());
+  return absl::OkStatus();
+}
+
+std::string ChaosCluster::ClientAddresses() const {
+  std::vector<std::string> addresses;
+  for (const auto& [id, node] : nodes_) {
+    addresses.push_back(absl::StrCat("127.0.0.1:", node.inbound->port()));
+  }
+  return absl::StrJoin(addresses, ",");
+}
+
+bool ChaosCluster::Running(const std::string& id) {
+  Node& node = nodes_.at(id);
+  if (node.daemon == nullptr) return false;
+  node.daemon->process().ReadUntil(absl::Now() + absl::Milliseconds(1));
+  if (!node.daemon->process().Exited()) return true;
+  node.daemon->process().Wait(absl::ZeroDuration());  // The rest of its log.
+  node.last_log = Tail(node.daemon->process().output());
+  node.daemon.reset();
+  return false;
+}
+
+void ChaosCluster::Kill(const std::string& id) {
+  Node& node = nodes_.at(id);
+  node.daemon->process().Signal(SIGCONT);  // If paused: SIGKILL works anyway.
+  node.daemon->Kill();
+  node.daemon->process().Wait(absl::Seconds(10));
+  node.last_log = Tail(node.daemon->process().output());
+  node.daemon.reset();
+}
+
+void ChaosCluster::Pause(const std::string& id) {
+  nodes_.at(id).daemon->process().Signal(SIGSTOP);
+}
+
+void ChaosCluster::Resume(const std::string& id) {
+  nodes_.at(id).daemon->process().Signal(SIGCONT);
+}
+
+int ChaosCluster::AwaitExit(const std::string& id, absl::Duration timeout) {
+  Node& node = nodes_.at(id);
+  const int code = node.daemon->process().Wait(timeout);
+  node.last_log = Tail(node.daemon->process().output());
+  node.daemon.reset();
+  return code;
+}
+
+void ChaosCluster::Wipe(const std::string& id) {
+  std::error_code error;
+  std::filesystem::remove_all(nodes_.at(id).data_dir, error);
+}
+
+absl::Status ChaosCluster::Restart(const std::string& id) { return Launch(id); }
+
+void ChaosCluster::CutInbound(const std::string& id) {
+  nodes_.at(id).inbound->Freeze();
+}
+
+void ChaosCluster::CutEtcd(const std::string& id) {
+  nodes_.at(id).etcd_link->Freeze();
+}
+
+void ChaosCluster::Heal(const std::string& id) {
+  nodes_.at(id).inbound->Thaw();
+  nodes_.at(id).etcd_link->Thaw();
+}
+
+absl::StatusOr<v1::ClusterMap> ChaosCluster::Map() {
+  absl::Status last = absl::UnavailableError("no node runs");
+  for (const std::string& id : options_.ids) {
+    if (!Running(id)) continue;
+    auto stub = v1::Cluster::NewStub(nodes_.at(id).daemon->Channel());
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + kCallTimeout));
+    v1::ClusterMap map;
+    const grpc::Status status =
+        stub->GetClusterMap(&context, v1::GetClusterMapRequest(), &map);
+    if (status.ok()) return map;
+    last = absl::UnavailableError(
+        absl::StrCat("node ", id, ": ", status.error_message()));
+  }
+  return last;
+}
+
+std::string ChaosCluster::Primary() {
+  absl::StatusOr<v1::ClusterMap> map = Map();
+  if (!map.ok() || map->shards_size() == 0) return "";
+  return map->shards(0).primary();
+}
+
+std::string ChaosCluster::Controller() {
+  absl::StatusOr<v1::ClusterMap> map = Map();
+  return map.ok() ? map->controller() : "";
+}
+
+absl::Status ChaosCluster::AwaitHealthy(absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  std::string seen;
+  while (true) {
+    seen.clear();
+    bool healthy = true;
+    int64_t epoch = -1;
+    std::string primary;
+    for (const std::string& id : options_.ids) {
+      if (!Running(id)) {
+        absl::StrAppend(&seen, id, " not running; ");
+        healthy = false;
+        continue;
+      }
+      auto stub = v1::Cluster::NewStub(nodes_.at(id).daemon->Channel());
+      grpc::ClientContext context;
+      context.set_deadline(absl::ToChronoTime(absl::Now() + kCallTimeout));
+      v1::ClusterMap map;
+      const grpc::Status status =
+          stub->GetClusterMap(&context, v1::GetClusterMapRequest(), &map);
+      if (!status.ok() || map.shards_size() != 1) {
+        absl::StrAppend(&seen, id, " has no map (", status.error_message(),
+                        "); ");
+        healthy = false;
+        continue;
+      }
+      const v1::ShardInfo& shard = map.shards(0);
+      absl::StrAppend(&seen, id, " sees epoch ", shard.epoch(), " primary ",
+                      shard.primary(), " isr ", absl::StrJoin(shard.isr(), ","),
+                      "; ");
+      if (epoch == -1) {
+        epoch = shard.epoch();
+        primary = shard.primary();
+      }
+      if (shard.epoch() != epoch || shard.primary() != primary ||
+          shard.isr_size() != static_cast<int>(options_.ids.size())) {
+        healthy = false;
+      }
+    }
+    if (healthy && !primary.empty()) {
+      auto stub = v1::Admin::NewStub(nodes_.at(primary).daemon->Channel());
+      grpc::ClientContext context;
+      context.set_deadline(absl::ToChronoTime(absl::Now() + kCallTimeout));
+      v1::GetStatsResponse stats;
+      const grpc::Status status =
+          stub->GetStats(&context, v1::GetStatsRequest(), &stats);
+      if (status.ok()) return absl::OkStatus();
+      absl::StrAppend(&seen, "primary ", primary,
+                      " does not serve: ", status.error_message());
+    }
+    if (absl::Now() >= deadline) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("the cluster did not heal within ",
+                       absl::FormatDuration(timeout), ": ", seen));
+    }
+    // Each node's log is read meanwhile (Running), so none blocks on it.
+    for (const std::string& id : options_.ids) {
+      if (nodes_.at(id).daemon != nullptr) {
+        nodes_.at(id).daemon->process().ReadUntil(absl::Now() +
+                                                  absl::Milliseconds(30));
+      }
+    }
+  }
+}
+
+void ChaosCluster::Hold(absl::Duration duration) {
+  const absl::Time end = absl::Now() + duration;
+  while (absl::Now() < end) {
+    for (auto& [id, node] : nodes_) {
+      if (node.daemon == nullptr) continue;
+      node.daemon->process().ReadUntil(
+          std::min(end, absl::Now() + absl::Milliseconds(20)));
+    }
+    if (std::all_of(nodes_.begin(), nodes_.end(), [](const auto& kv) {
+          return kv.second.daemon == nullptr;
+        })) {
+      absl::SleepFor(end - absl::Now());  // Nothing to read: only time passes.
+    }
+  }
+}
+
+std::string ChaosCluster::LogTail(const std::string& id) {
+  Node& node = nodes_.at(id);
+  if (node.daemon == nullptr) return node.last_log;
+  node.daemon->process().ReadUntil(absl::Now() + absl::Milliseconds(1));
+  return Tail(node.daemon->process().output());
+}
+
+}  // namespace hourglass::testing

@@ -1,0 +1,109 @@
+#ifndef HOURGLASS_TESTS_CLUSTER_CHAOS_CLUSTER_H_
+#define HOURGLASS_TESTS_CLUSTER_CHAOS_CLUSTER_H_
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "hourglass/v1/cluster.pb.h"
+#include "tests/testing/daemon.h"
+#include "tests/testing/etcd_server.h"
+#include "tests/testing/tcp_proxy.h"
+#include "tests/testing/temp_dir.h"
+
+namespace hourglass::testing {
+
+// One etcd and three (or more) real hourglassd on loopback, wired so that
+// a test can break any part of it: every node is reached by clients and
+// peers through a TCP proxy of its own (its --advertise address), and
+// reaches etcd through another; freezing the first cuts the node off from
+// clients and peers, freezing the second cuts it off from etcd. Nodes can
+// be killed, paused, restarted on their data, or wiped.
+//
+// Not thread-safe: one test thread drives it (clients use the addresses it
+// gives from any thread).
+class ChaosCluster {
+ public:
+  struct Options {
+    std::string hourglassd;  // the binary
+    std::vector<std::string> ids = {"a", "b", "c"};
+    absl::Duration lease_ttl = absl::Seconds(2);
+    // Besides --etcd, --node_id, --advertise, --lease_ttl.
+    std::vector<std::string> flags;
+  };
+
+  // Starts etcd and every node, in id order.
+  static absl::StatusOr<std::unique_ptr<ChaosCluster>> Start(Options options);
+  // Kills every node, then etcd.
+  ~ChaosCluster();
+
+  const std::vector<std::string>& ids() const { return options_.ids; }
+  absl::Duration lease_ttl() const { return options_.lease_ttl; }
+  // Every node's advertised address (its proxy), comma-separated: what
+  // clients are given.
+  std::string ClientAddresses() const;
+
+  // Whether node `id`'s process runs (false once it exited or was killed).
+  bool Running(const std::string& id);
+  // SIGKILL. REQUIRES: Running(id).
+  void Kill(const std::string& id);
+  // SIGSTOP / SIGCONT. REQUIRES: Running(id).
+  void Pause(const std::string& id);
+  void Resume(const std::string& id);
+  // Waits until node `id` exits by itself, at most `timeout`; its exit code
+  // (128 + 9 if it had to be killed).
+  int AwaitExit(const std::string& id, absl::Duration timeout);
+  // Removes everything in node `id`'s data dir. REQUIRES: !Running(id).
+  void Wipe(const std::string& id);
+  // Starts node `id` again on its data dir. REQUIRES: !Running(id).
+  absl::Status Restart(const std::string& id);
+  // Cuts node `id` off from clients and peers (everything sent to its
+  // advertised address), or from etcd; Heal ends both cuts.
+  void CutInbound(const std::string& id);
+  void CutEtcd(const std::string& id);
+  void Heal(const std::string& id);
+
+  // Lets `duration` pass (a fault's length), reading the nodes' logs
+  // meanwhile so that none blocks on a full pipe.
+  void Hold(absl::Duration duration);
+
+  // The cluster map as the first running node that answers sees it.
+  absl::StatusOr<v1::ClusterMap> Map();
+  // The shard's primary, or the controller, per Map() ("" if none).
+  std::string Primary();
+  std::string Controller();
+
+  // Waits until every node runs, all see shard 0 at one epoch with one
+  // primary and every node in its ISR, and the primary serves (GetStats
+  // answers OK). OK, or DEADLINE_EXCEEDED with what was last seen.
+  absl::Status AwaitHealthy(absl::Duration timeout);
+
+  // The end of node `id`'s log, for failure messages.
+  std::string LogTail(const std::string& id);
+
+ private:
+  struct Node {
+    std::string data_dir;
+    std::unique_ptr<TcpProxy> inbound;    // its --advertise address
+    std::unique_ptr<TcpProxy> etcd_link;  // its --etcd address
+    std::unique_ptr<Daemon> daemon;       // null while not started
+    std::string last_log;                 // of the previous process
+  };
+
+  explicit ChaosCluster(Options options) : options_(std::move(options)) {}
+  absl::Status Launch(const std::string& id);
+
+  const Options options_;
+  TempDir dir_;
+  std::unique_ptr<EtcdServer> etcd_;
+  std::map<std::string, Node> nodes_;
+};
+
+}  // namespace hourglass::testing
+
+#endif  // HOURGLASS_TESTS_CLUSTER_CHAOS_CLUSTER_H_

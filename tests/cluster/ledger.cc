@@ -1,0 +1,115 @@
+#include "tests/cluster/ledger.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace hourglass::testing {
+
+std::string Ledger::Report::ToString() const {
+  std::string line = absl::StrCat(
+      "acknowledged ", acknowledged, ", uncertain ", uncertain, ", cancelled ",
+      cancelled, ", delivered ", delivered, " (", deliveries, " deliveries, ",
+      duplicates, " duplicates); lost ", lost, ", after cancel ", after_cancel,
+      ", early ", early, ", cancel not found ", cancel_missing);
+  if (!examples.empty()) {
+    absl::StrAppend(&line, "; e.g. ", absl::StrJoin(examples, ", "));
+  }
+  return line;
+}
+
+void Ledger::Published(const std::string& id, absl::Time deliver_at) {
+  absl::MutexLock lock(&mu_);
+  Entry& e = entries_[id];
+  e.acknowledged = true;
+  e.deliver_at = deliver_at;
+}
+
+void Ledger::PublishUncertain(const std::string& id) {
+  absl::MutexLock lock(&mu_);
+  entries_[id].publish_uncertain = true;
+}
+
+void Ledger::Cancelled(const std::string& id) {
+  absl::MutexLock lock(&mu_);
+  entries_[id].cancel_acknowledged = true;
+}
+
+void Ledger::CancelUncertain(const std::string& id) {
+  absl::MutexLock lock(&mu_);
+  entries_[id].cancel_uncertain = true;
+}
+
+void Ledger::CancelNotFound(const std::string& id, absl::Time answered_at) {
+  absl::MutexLock lock(&mu_);
+  Entry& e = entries_[id];
+  // Only an answer given before the message came due proves it missing: a
+  // due message is no longer scheduled, and NOT_FOUND is then right.
+  if (e.acknowledged && answered_at < e.deliver_at) e.cancel_missing = true;
+}
+
+void Ledger::Delivered(const std::string& id, absl::Time received_at) {
+  absl::MutexLock lock(&mu_);
+  entries_[id].deliveries.push_back(received_at);
+}
+
+bool Ledger::Owed(const Entry& e) {
+  return e.acknowledged && !e.cancel_acknowledged && !e.cancel_uncertain;
+}
+
+int64_t Ledger::Outstanding() const {
+  absl::MutexLock lock(&mu_);
+  return std::count_if(entries_.begin(), entries_.end(), [](const auto& kv) {
+    return Owed(kv.second) && kv.second.deliveries.empty();
+  });
+}
+
+absl::Time Ledger::LastDue() const {
+  absl::MutexLock lock(&mu_);
+  absl::Time last = absl::InfinitePast();
+  for (const auto& [id, e] : entries_) {
+    if (e.acknowledged) last = std::max(last, e.deliver_at);
+  }
+  return last;
+}
+
+Ledger::Report Ledger::Check() const {
+  absl::MutexLock lock(&mu_);
+  Report r;
+  auto example = [&r](const char* what, const std::string& id) {
+    if (r.examples.size() < 10)
+      r.examples.push_back(absl::StrCat(what, " ", id));
+  };
+  for (const auto& [id, e] : entries_) {
+    if (e.acknowledged) ++r.acknowledged;
+    if (e.publish_uncertain && !e.acknowledged) ++r.uncertain;
+    if (e.cancel_acknowledged) ++r.cancelled;
+    if (!e.deliveries.empty()) ++r.delivered;
+    r.deliveries += static_cast<int64_t>(e.deliveries.size());
+    if (e.deliveries.size() > 1) {
+      r.duplicates += static_cast<int64_t>(e.deliveries.size()) - 1;
+    }
+    if (Owed(e) && e.deliveries.empty()) {
+      ++r.lost;
+      example("lost", id);
+    }
+    if (e.cancel_missing) {
+      ++r.cancel_missing;
+      example("cancel-not-found", id);
+    }
+    for (absl::Time at : e.deliveries) {
+      if (e.cancel_acknowledged) {
+        ++r.after_cancel;
+        example("after-cancel", id);
+      }
+      if (e.acknowledged && at < e.deliver_at) {
+        ++r.early;
+        example("early", id);
+      }
+    }
+  }
+  return r;
+}
+
+}  // namespace hourglass::testing
