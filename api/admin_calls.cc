@@ -370,6 +370,34 @@ void AdminCalls::GetMessage(const Grant& grant,
                       });
 }
 
+void AdminCalls::GetSchedule(const Grant& grant,
+                             const v1::GetScheduleRequest& request,
+                             v1::GetScheduleResponse* response, Done done) {
+  if (absl::Status s = grant.Check(Role::kAdmin, request.topic()); !s.ok()) {
+    return std::move(done)(s);
+  }
+  absl::StatusOr<broker::ScheduleQuery> query = ValidateGetSchedule(request);
+  if (!query.ok()) return std::move(done)(query.status());
+  broker_->GetSchedule(
+      *std::move(query),
+      [done = std::move(done), response](
+          absl::StatusOr<std::vector<broker::ScheduleBucket>> buckets) mutable {
+        if (buckets.ok()) {
+          uint64_t total = 0;
+          response->mutable_buckets()->Reserve(
+              static_cast<int>(buckets->size()));
+          for (const broker::ScheduleBucket& b : *buckets) {
+            v1::ScheduleBucket& out = *response->add_buckets();
+            ToProto(b.start, out.mutable_start());
+            out.set_count(b.count);
+            total += b.count;
+          }
+          response->set_total(total);
+        }
+        std::move(done)(buckets.status());
+      });
+}
+
 void AdminCalls::CancelMessage(const Grant& grant,
                                const v1::CancelRequest& request,
                                v1::CancelResponse* response, Done done) {

@@ -65,6 +65,9 @@ class AdminCalls {
   void GetMessage(const Grant& grant,
                   const hourglass::v1::GetMessageRequest& request,
                   hourglass::v1::MessageInfo* response, Done done);
+  void GetSchedule(const Grant& grant,
+                   const hourglass::v1::GetScheduleRequest& request,
+                   hourglass::v1::GetScheduleResponse* response, Done done);
   void CancelMessage(const Grant& grant,
                      const hourglass::v1::CancelRequest& request,
                      hourglass::v1::CancelResponse* response, Done done);

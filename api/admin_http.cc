@@ -179,14 +179,8 @@ const std::vector<Route>& Routes() {
                 &AdminCalls::RedriveDeadLetters),
       MakeRoute("POST", {"topics", "{topic}", "purge"},
                 &AdminCalls::PurgeTopic),
-      Route{"GET",
-            {"topics", "{topic}", "schedule"},
-            [](AdminCalls&, const Grant&, const HttpRequest&, const PathFields&,
-               absl::Duration) -> absl::StatusOr<std::string> {
-              return absl::UnimplementedError(
-                  "the schedule histogram needs the Admin RPC GetSchedule, "
-                  "which this broker does not have yet");
-            }},
+      MakeRoute("GET", {"topics", "{topic}", "schedule"},
+                &AdminCalls::GetSchedule),
       MakeRoute("POST", {"snapshot"}, &AdminCalls::CreateSnapshot),
   };
   return *kRoutes;

@@ -31,7 +31,7 @@ namespace hourglass::api {
 //   POST   /api/v1/topics/{topic}/redrive {"ids":[...]} RedriveDeadLetters
 //   POST   /api/v1/topics/{topic}/purge {"scheduled":true,"ready":true}
 //                                                       PurgeTopic
-//   GET    /api/v1/topics/{topic}/schedule?from=&to=&bucket=
+//   GET    /api/v1/topics/{topic}/schedule?from=T1&to=T2&bucket=3600s
 //                                                       GetSchedule
 //   POST   /api/v1/snapshot {"dir":"/abs/path"}         CreateSnapshot
 //

@@ -88,6 +88,13 @@ grpc::ServerUnaryReactor* AdminService::GetMessage(
                 response);
 }
 
+grpc::ServerUnaryReactor* AdminService::GetSchedule(
+    grpc::CallbackServerContext* context, const v1::GetScheduleRequest* request,
+    v1::GetScheduleResponse* response) {
+  return Handle(*authorizer_, calls_, &AdminCalls::GetSchedule, context,
+                request, response);
+}
+
 grpc::ServerUnaryReactor* AdminService::CancelMessage(
     grpc::CallbackServerContext* context, const v1::CancelRequest* request,
     v1::CancelResponse* response) {

@@ -114,7 +114,6 @@ class ConsoleTest : public ::testing::Test {
   }
 
   void TearDown() override {
-    subscriptions_.clear();
     http_.reset();
     console_.reset();
     calls_.reset();
@@ -140,20 +139,14 @@ class ConsoleTest : public ::testing::Test {
     return web_->Delete(path.c_str(), Auth(token));
   }
 
-  void Publish(const std::string& topic, const std::string& id,
-               absl::Duration delay, const std::string& payload = "payload") {
+  // Publishes through gRPC: the receipt, or a failed test and an empty one.
+  v1::Receipt Publish(const std::string& topic, const std::string& id,
+                      absl::Duration delay,
+                      const std::string& payload = "payload") {
     absl::StatusOr<v1::Receipt> receipt =
         client_->Publish(topic, payload, delay, id);
-    ASSERT_TRUE(receipt.ok()) << receipt.status();
-  }
-
-  testing::Subscription& Subscribe(
-      const std::string& topic, const std::string& group,
-      uint32_t max_in_flight = 0,
-      absl::Duration ack_timeout = absl::ZeroDuration()) {
-    subscriptions_.push_back(
-        client_->Subscribe(topic, group, max_in_flight, ack_timeout));
-    return *subscriptions_.back();
+    EXPECT_TRUE(receipt.ok()) << receipt.status();
+    return receipt.value_or(v1::Receipt());
   }
 
   v1::ListMessagesResponse List(const std::string& topic,
@@ -177,7 +170,6 @@ class ConsoleTest : public ::testing::Test {
   std::unique_ptr<Console> console_;
   std::unique_ptr<api::MetricsServer> http_;
   std::unique_ptr<httplib::Client> web_;
-  std::vector<std::unique_ptr<testing::Subscription>> subscriptions_;
 };
 
 // Expects `result` to be `status` with body `body`.
@@ -237,13 +229,14 @@ TEST_F(ConsoleTest, ServesItsEmbeddedPagesAndChartJs) {
 }
 
 TEST_F(ConsoleTest, StatsAndTopicsAnswerTheBrokersCounts) {
-  testing::Subscription& billing = Subscribe("orders", "billing", 1);
+  std::unique_ptr<testing::Subscription> billing =
+      client_->Subscribe("orders", "billing", /*max_in_flight=*/1);
   Publish("orders", "later-0", absl::Hours(1));
   Publish("orders", "later-1", absl::Hours(2));
   Publish("orders", "now-0", absl::ZeroDuration());
   Publish("orders", "now-1", absl::ZeroDuration());
   Publish("audit", "a-0", absl::Hours(1));
-  ASSERT_EQ(billing.Take(1, kWait).size(), 1u);
+  ASSERT_EQ(billing->Take(1, kWait).size(), 1u);
 
   v1::GetStatsResponse stats;
   ASSERT_TRUE(testing::Eventually([&] {
@@ -528,13 +521,14 @@ TEST_F(ConsoleTest, DeadLettersAreRedrivenAndTopicsPurged) {
   options.dispatcher.max_attempts = 1;
   Start(options);
   {
-    testing::Subscription& silent = Subscribe("pay", "g", 0, absl::Seconds(1));
+    std::unique_ptr<testing::Subscription> silent = client_->Subscribe(
+        "pay", "g", /*max_in_flight=*/0, /*ack_timeout=*/absl::Seconds(1));
     Publish("pay", "p-1", absl::ZeroDuration());
     Publish("pay", "p-2", absl::ZeroDuration());
-    ASSERT_EQ(silent.Take(2, kWait).size(), 2u);
+    ASSERT_EQ(silent->Take(2, kWait).size(), 2u);
     ASSERT_TRUE(testing::Eventually(
         [&] { return List("pay", "DEAD").messages_size() == 2; }));
-    EXPECT_TRUE(silent.Close().ok());
+    EXPECT_TRUE(silent->Close().ok());
   }
   EXPECT_THAT(Ids(List("pay", "DEAD")), ElementsAre("p-1", "p-2"));
   EXPECT_ANSWER(Post("/api/v1/topics/pay/redrive", R"({"ids":["p-2","nope"]})"),
@@ -564,7 +558,7 @@ TEST_F(ConsoleTest, DeadLettersAreRedrivenAndTopicsPurged) {
   EXPECT_THAT(Ids(List("pay", "READY")), ElementsAre());
 }
 
-TEST_F(ConsoleTest, AnswersUnknownEndpointsAndMethodsAndTheMissingSchedule) {
+TEST_F(ConsoleTest, AnswersUnknownEndpointsAndMethods) {
   EXPECT_ANSWER(Get("/api/v1/nothing"), 404,
                 Error("NOT_FOUND", "no API endpoint /api/v1/nothing"));
   EXPECT_ANSWER(Get("/api/v2/topics"), 404, "no such page: /api/v2/topics\n");
@@ -581,11 +575,6 @@ TEST_F(ConsoleTest, AnswersUnknownEndpointsAndMethodsAndTheMissingSchedule) {
             Error("METHOD_NOT_ALLOWED",
                   "PUT is not allowed on /api/v1/topics/orders/groups; use "
                   "GET, POST"));
-  EXPECT_ANSWER(
-      Get("/api/v1/topics/orders/schedule?from=2030-01-01T00:00:00Z"), 501,
-      Error("UNIMPLEMENTED",
-            "the schedule histogram needs the Admin RPC GetSchedule, which "
-            "this broker does not have yet"));
   EXPECT_ANSWER(Post("/api/v1/snapshot", "{}"), 400,
                 Error("INVALID_ARGUMENT",
                       "dir is empty: name a new directory on the broker's "
@@ -594,6 +583,73 @@ TEST_F(ConsoleTest, AnswersUnknownEndpointsAndMethodsAndTheMissingSchedule) {
                 Error("UNIMPLEMENTED",
                       "the memory store keeps no files to copy into a "
                       "snapshot"));
+}
+
+TEST_F(ConsoleTest, ScheduleCountsTheMessagesDueInEachBucket) {
+  // Due in the hours 1, 1 (a minute later) and 3 after this one began.
+  const absl::Time hour =
+      absl::FromUnixSeconds(absl::ToUnixSeconds(absl::Now()) / 3600 * 3600);
+  const absl::Duration since_hour = absl::Now() - hour;
+  Publish("orders", "o-1", absl::Hours(1) + absl::Minutes(5) - since_hour);
+  Publish("orders", "o-2", absl::Hours(1) + absl::Minutes(6) - since_hour);
+  Publish("orders", "o-3", absl::Hours(3) + absl::Minutes(5) - since_hour);
+  const std::string from =
+      absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", hour, absl::UTCTimeZone());
+  const std::string to = absl::FormatTime(
+      "%Y-%m-%dT%H:%M:%SZ", hour + absl::Hours(5), absl::UTCTimeZone());
+  httplib::Result result =
+      Get(absl::StrCat("/api/v1/topics/orders/schedule?from=", from, "&to=", to,
+                       "&bucket=3600s"));
+  ASSERT_TRUE(result);
+  ASSERT_EQ(result->status, 200) << result->body;
+  const auto schedule = Parse<v1::GetScheduleResponse>(result->body);
+  ASSERT_EQ(schedule.buckets_size(), 5);
+  std::vector<uint64_t> counts;
+  for (int i = 0; i < schedule.buckets_size(); ++i) {
+    EXPECT_EQ(schedule.buckets(i).start().seconds(),
+              absl::ToUnixSeconds(hour + absl::Hours(i)));
+    counts.push_back(schedule.buckets(i).count());
+  }
+  EXPECT_THAT(counts, ElementsAre(0, 2, 0, 1, 0));
+  EXPECT_EQ(schedule.total(), 3u);
+  // A topic without messages: every bucket at 0.
+  httplib::Result none = Get(absl::StrCat(
+      "/api/v1/topics/none/schedule?from=", from, "&to=", to, "&bucket=3600s"));
+  ASSERT_TRUE(none);
+  EXPECT_EQ(none->status, 200);
+  EXPECT_EQ(Parse<v1::GetScheduleResponse>(none->body).total(), 0u);
+
+  EXPECT_ANSWER(Get("/api/v1/topics/orders/schedule?to=2030-01-01T00:00:00Z"
+                    "&bucket=60s"),
+                400, Error("INVALID_ARGUMENT", "from is not set"));
+  EXPECT_ANSWER(
+      Get("/api/v1/topics/orders/schedule?from=2030-01-01T00:00:00Z"
+          "&to=2030-01-02T00:00:00Z&bucket=90s"),
+      400,
+      Error("INVALID_ARGUMENT",
+            "bucket 1m30s is not a positive whole number of minutes"));
+  EXPECT_ANSWER(Get("/api/v1/topics/orders/schedule?from=2030-01-02T00:00:00Z"
+                    "&to=2030-01-01T00:00:00Z&bucket=60s"),
+                400,
+                Error("INVALID_ARGUMENT",
+                      "to 2030-01-01T00:00:00Z is not after from "
+                      "2030-01-02T00:00:00Z"));
+  EXPECT_ANSWER(Get("/api/v1/topics/orders/schedule?from=2030-01-01T00:00:00Z"
+                    "&to=2031-01-01T00:00:00Z&bucket=60s"),
+                400,
+                Error("INVALID_ARGUMENT",
+                      "from 2030-01-01T00:00:00Z to 2031-01-01T00:00:00Z in "
+                      "buckets of 1m is 525600 buckets; the limit is 10000: "
+                      "choose longer buckets or a shorter range"));
+  EXPECT_ANSWER(Get("/api/v1/topics/orders/schedule?from=now"), 400,
+                Error("INVALID_ARGUMENT",
+                      "bad query: (from): invalid value Field 'from', Invalid "
+                      "time format: now for type "
+                      "type.googleapis.com/google.protobuf.Timestamp"));
+  EXPECT_ANSWER(Post("/api/v1/topics/orders/schedule", "{}"), 405,
+                Error("METHOD_NOT_ALLOWED",
+                      "POST is not allowed on /api/v1/topics/orders/schedule; "
+                      "use GET"));
 }
 
 TEST_F(ConsoleTest, WithTokensTheApiNeedsAnAdminToken) {
