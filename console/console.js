@@ -287,11 +287,15 @@ async function drawSchedule(topic) {
     return;
   }
   const buckets = answer.buckets || [];
-  const labels = buckets.map((b) => time(b.start));
+  // What the chart shows, for readers of the page (and its tests).
+  Object.assign(status.dataset, {from: from.toISOString(), to: to.toISOString(),
+                                 bucket: `${bucket}s`, total: answer.total});
+  // "2026-11-27" for day buckets, "11-27 14:00" for shorter ones (UTC).
+  const labels = buckets.map((b) => bucket >= 86400 ? b.start.slice(0, 10) :
+      `${b.start.slice(5, 10)} ${b.start.slice(11, 16)}`);
   const counts = buckets.map((b) => Number(b.count || 0));
-  const total = counts.reduce((a, b) => a + b, 0);
   status.className = 'muted';
-  status.textContent = `${count(total)} messages due from ${time(from.toISOString())} ` +
+  status.textContent = `${count(answer.total)} messages due from ${time(from.toISOString())} ` +
       `to ${time(to.toISOString())}, in ${buckets.length} buckets of ` +
       `${$('#schedule-bucket').value}.`;
   $('#schedule-table').replaceChildren(
@@ -541,7 +545,7 @@ async function messageView(topic, id) {
           ([key, value]) => el('tr', {dataset: {key}}, cell('key', key), cell('value', value))),
           'No headers.'),
       el('h2', {}, 'Groups'),
-      table('message-groups', [['Group'], ['State'], ['Attempt', 1], ['Redelivered at']],
+      table('message-groups', [['Group'], ['State'], ['Attempt', 1], ['Redelivery at']],
             (m.groups || []).map((g) => el('tr', {dataset: {group: g.group}},
                 cell('group', g.group), cell('state', g.state.replace('MESSAGE_STATE_', '')),
                 cell('attempt', g.attempt, true), cell('redeliverAt', time(g.redeliverAt)))),

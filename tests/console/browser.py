@@ -10,8 +10,6 @@ deadline (WebDriverWait, helpers.eventually).
 from __future__ import annotations
 
 import re
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Dict, List, Optional
@@ -54,32 +52,10 @@ def start_browser(width: int = 1280, height: int = 900) -> WebDriver:
                             options=options)
 
 
-_SCHEDULE_501 = re.compile(
-    r"/api/v1/topics/[^ ]+/schedule\?\S* - Failed to load resource: the "
-    r"server responded with a status of 501 \(Not Implemented\)$")
-
-
-def schedule_implemented(base: str) -> bool:
-    """Whether the broker at console `base` answers the schedule histogram
-    (the Admin RPC GetSchedule) rather than 501."""
-    try:
-        with urllib.request.urlopen(
-                base + "api/v1/topics/any/schedule", timeout=WAIT):
-            return True
-    except urllib.error.HTTPError as error:
-        return error.code != 501
-
-
 def browser_errors(driver: WebDriver) -> List[str]:
-    """The errors in the browser's console since the last call; but for the
-    topic page's 501 for its schedule while the broker has no GetSchedule
-    (the page then says why instead of drawing the chart)."""
-    errors = [entry["message"] for entry in driver.get_log("browser")
-              if entry["level"] == "SEVERE"]
-    base = driver.current_url.split("#")[0]
-    if base.startswith("http") and not schedule_implemented(base):
-        errors = [e for e in errors if not _SCHEDULE_501.search(e)]
-    return errors
+    """The errors in the browser's console since the last call."""
+    return [entry["message"] for entry in driver.get_log("browser")
+            if entry["level"] == "SEVERE"]
 
 
 def wait_for(driver: WebDriver, css: str) -> WebElement:

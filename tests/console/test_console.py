@@ -17,11 +17,12 @@ import grpc
 import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.support.ui import Select, WebDriverWait
 
 import hourglass
 from browser import (Loaded, browser_errors, call, confirm, console_url,
                      load, show, stats, wait_for, wait_for_text)
-from helpers import Daemon, admin, eventually, write_private
+from helpers import WAIT, Daemon, admin, eventually, write_private
 from hourglass.v1 import admin_pb2
 
 ORDERS = '#topics tr[data-topic="orders"]'
@@ -61,7 +62,7 @@ def test_each_page_loads_without_console_errors(
     base = console_url(daemon)
     for page, ready in [
             ("#/", ORDERS),
-            ("#/topic/orders", "#groups tr[data-group=billing]"),
+            ("#/topic/orders", "#schedule-status[data-total]"),
             ("#/topic/payments", '#dead tr[data-id="pay-0"]'),
             ("#/messages/orders", '#messages tr[data-id="order-000"]'),
             ("#/message/orders/order-003", "#payload"),
@@ -120,6 +121,60 @@ def test_overview_and_topic_show_the_admin_apis_counts(
     dead = admin_list(daemon, "payments", admin_pb2.MESSAGE_STATE_DEAD, 100)
     assert column(browser, "#dead", "id") == [m.id for m in dead.messages] \
         == ["pay-0", "pay-1"]
+
+
+def shown_schedule(driver: WebDriver):
+    """The schedule the topic page shows: its request (from, to, bucket),
+    the chart's counts and the table's rows (start, count) of the buckets
+    that are not empty."""
+    status = driver.find_element(By.ID, "schedule-status")
+    request = {k: status.get_attribute(f"data-{k}")
+               for k in ("from", "to", "bucket")}
+    chart = driver.execute_script(
+        "return Chart.getChart('schedule-chart').data.datasets[0].data")
+    # The table is in a closed <details>: its text is not rendered.
+    rows = [(row.get_attribute("data-start"),
+             row.find_element(By.CSS_SELECTOR, '[data-field="count"]')
+             .get_attribute("textContent"))
+            for row in driver.find_elements(
+                By.CSS_SELECTOR, "#schedule-buckets tbody tr[data-start]")]
+    return request, chart, rows
+
+
+def admin_schedule(daemon: Daemon, topic: str, request: Dict[str, str]
+                   ) -> admin_pb2.GetScheduleResponse:
+    query = admin_pb2.GetScheduleRequest(topic=topic)
+    getattr(query, "from").FromJsonString(request["from"])
+    query.to.FromJsonString(request["to"])
+    query.bucket.FromJsonString(request["bucket"])
+    stub, channel = admin(daemon)
+    with channel:
+        return call(stub.GetSchedule, query)
+
+
+def test_topic_page_charts_the_schedule_the_admin_api_answers(
+        browser: WebDriver, daemon: Daemon, loaded: Loaded) -> None:
+    base = console_url(daemon)
+    show(browser, base, "#/topic/orders", "#schedule-status[data-total]")
+    # Messages of orders come due 1h, 4h1m, 7h2m, ... 73h24m from load().
+    for range_, bucket, seconds, due in [("24h", "1h", "3600s", 8),
+                                         ("7d", "1d", "86400s", 25),
+                                         ("6h", "5m", "300s", 2)]:
+        Select(browser.find_element(By.ID, "schedule-range")) \
+            .select_by_value(range_)
+        Select(browser.find_element(By.ID, "schedule-bucket")) \
+            .select_by_value(bucket)
+        browser.find_element(By.ID, "schedule-show").click()
+        WebDriverWait(browser, WAIT).until(
+            lambda d: d.find_element(By.ID, "schedule-status")
+            .get_attribute("data-bucket") == seconds)
+        request, chart, rows = shown_schedule(browser)
+        expected = admin_schedule(daemon, "orders", request)
+        assert expected.total == due, (range_, bucket)
+        assert chart == [b.count for b in expected.buckets]
+        assert rows == [(b.start.ToJsonString(), str(b.count))
+                        for b in expected.buckets if b.count > 0]
+    assert browser_errors(browser) == []
 
 
 def test_message_browser_pages_like_the_admin_api(
