@@ -32,11 +32,15 @@ def chromium() -> Iterator[WebDriver]:
 
 
 @pytest.fixture
-def browser(chromium: WebDriver) -> WebDriver:
-    """The module's Chromium, its console log emptied of earlier tests'
-    lines."""
+def browser(chromium: WebDriver) -> Iterator[WebDriver]:
+    """The module's Chromium on a blank page, its console log emptied of
+    earlier tests' lines. Left on a blank page after the test too: a
+    console page refreshes itself, and would log errors once its
+    hourglassd is stopped."""
+    chromium.get("about:blank")
     chromium.get_log("browser")
-    return chromium
+    yield chromium
+    chromium.get("about:blank")
 
 
 @pytest.fixture
