@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
@@ -424,6 +425,47 @@ TEST(HourglassdTest, ServesMetricsOnAnOsChosenPort) {
 
   (*daemon)->Signal(SIGTERM);
   EXPECT_EQ((*daemon)->Wait(kTimeout), 0) << (*daemon)->output();
+}
+
+// The web console is on the metrics listener unless --console=false; the
+// JSON API behind it is console_test's.
+TEST(HourglassdTest, ServesTheConsoleBesideMetricsUnlessTurnedOff) {
+  for (const bool on : {true, false}) {
+    testing::TempDir dir;
+    auto daemon = testing::Subprocess::Start(
+        Daemon({"--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0",
+                "--data_dir=" + dir.path() + "/data",
+                on ? "--console=true" : "--console=false"}));
+    ASSERT_TRUE(daemon.ok()) << daemon.status();
+    ASSERT_TRUE((*daemon)->WaitForOutput("serving metrics on", kTimeout))
+        << (*daemon)->output();
+    const int port = MetricsPort((*daemon)->output());
+    ASSERT_GT(port, 0) << (*daemon)->output();
+    EXPECT_EQ(absl::StrContains((*daemon)->output(),
+                                absl::StrCat("hourglassd serving the web "
+                                             "console on 127.0.0.1:0 (port ",
+                                             port, ") at /\n")),
+              on)
+        << (*daemon)->output();
+
+    httplib::Client client("127.0.0.1", port);
+    client.set_connection_timeout(absl::ToInt64Seconds(kTimeout), 0);
+    client.set_read_timeout(absl::ToInt64Seconds(kTimeout), 0);
+    for (const char* path : {"/", "/console.js", "/api/v1/topics"}) {
+      httplib::Result result = client.Get(path);
+      ASSERT_TRUE(result) << path << ": " << httplib::to_string(result.error());
+      EXPECT_EQ(result->status, on ? 200 : 404) << path;
+    }
+    httplib::Result topics = client.Get("/api/v1/topics");
+    ASSERT_TRUE(topics);
+    EXPECT_EQ(topics->body, on ? R"({"topics":[]})" : "");
+    httplib::Result metrics = client.Get("/metrics");
+    ASSERT_TRUE(metrics);
+    EXPECT_EQ(metrics->status, 200);
+
+    (*daemon)->Signal(SIGTERM);
+    EXPECT_EQ((*daemon)->Wait(kTimeout), 0) << (*daemon)->output();
+  }
 }
 
 TEST(HourglassdTest, RefusesAMetricsAddressInUseWithOneLine) {
