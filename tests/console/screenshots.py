@@ -9,6 +9,7 @@ runs it with the environment it needs (HOURGLASSD, PYTHONPATH).
 
 from __future__ import annotations
 
+import base64
 import os
 import sys
 import tempfile
@@ -46,11 +47,14 @@ def main(out: Path) -> None:
                 if name == "console-message.png":
                     driver.find_element(By.ID, "show-hex").click()
                     wait_for(driver, '#payload[data-format="hex"]')
+                # The whole page, beyond the window's height.
                 height = driver.execute_script(
                     "return document.documentElement.scrollHeight")
-                driver.set_window_size(1280, max(900, height))
-                driver.save_screenshot(str(out / name))
-                driver.set_window_size(1280, 900)
+                shot = driver.execute_cdp_cmd("Page.captureScreenshot", {
+                    "format": "png", "captureBeyondViewport": True,
+                    "clip": {"x": 0, "y": 0, "width": 1280,
+                             "height": max(height, 600), "scale": 1}})
+                (out / name).write_bytes(base64.b64decode(shot["data"]))
                 print(out / name)
         finally:
             driver.quit()
