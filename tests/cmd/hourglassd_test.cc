@@ -441,12 +441,18 @@ TEST(HourglassdTest, ServesTheConsoleBesideMetricsUnlessTurnedOff) {
         << (*daemon)->output();
     const int port = MetricsPort((*daemon)->output());
     ASSERT_GT(port, 0) << (*daemon)->output();
-    EXPECT_EQ(absl::StrContains((*daemon)->output(),
-                                absl::StrCat("hourglassd serving the web "
-                                             "console on 127.0.0.1:0 (port ",
-                                             port, ") at /\n")),
-              on)
-        << (*daemon)->output();
+    // Logged right after the metrics line: waited for when on. When off,
+    // it never comes.
+    const std::string console_line =
+        absl::StrCat("hourglassd serving the web console on 127.0.0.1:0 (port ",
+                     port, ") at /\n");
+    if (on) {
+      EXPECT_TRUE((*daemon)->WaitForOutput(console_line, kTimeout))
+          << (*daemon)->output();
+    } else {
+      EXPECT_FALSE(absl::StrContains((*daemon)->output(), "web console"))
+          << (*daemon)->output();
+    }
 
     httplib::Client client("127.0.0.1", port);
     client.set_connection_timeout(absl::ToInt64Seconds(kTimeout), 0);
