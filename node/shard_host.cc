@@ -93,10 +93,9 @@ std::optional<ShardHost::Progress> ShardHost::progress() const {
   Progress progress;
   progress.last_index = store_->last().index;
   for (const auto& [node, state] : store_->Backups()) {
-    progress.backups.push_back({node, state.applied.index,
-                                store_->BytesAfter(state.applied.index),
-                                state.durable.index, state.last_heard,
-                                state.in_sync});
+    progress.backups.push_back(
+        {node, state.applied.index, store_->BytesAfter(state.applied.index),
+         state.durable.index, state.last_heard, state.in_sync});
   }
   return progress;
 }
@@ -200,8 +199,8 @@ void ShardHost::Reconcile(const cluster::ClusterView& view) {
     SetHint(view, nullptr);
     absl::MutexLock lock(&role_mu_);
     if (role_ == Role::kPrimary) {
-      StepDownLocked(absl::StrCat("shard ", options_.shard,
-                                  " has no record in etcd"));
+      StepDownLocked(
+          absl::StrCat("shard ", options_.shard, " has no record in etcd"));
     }
     gate_->Close(absl::StrCat("the cluster has not created shard ",
                               options_.shard, " yet (it waits for ",
@@ -243,11 +242,10 @@ void ShardHost::SetHint(const cluster::ClusterView& view,
     return;
   }
   hint_->Set(api::PrimaryHint::Primary{primary->second.address, record->epoch});
-  gate_->Close(absl::StrCat("node ", options_.node_id,
-                            " is not the primary of shard ", options_.shard,
-                            ": its primary is ", record->primary, " at ",
-                            primary->second.address, " (epoch ",
-                            record->epoch, ")"));
+  gate_->Close(
+      absl::StrCat("node ", options_.node_id, " is not the primary of shard ",
+                   options_.shard, ": its primary is ", record->primary, " at ",
+                   primary->second.address, " (epoch ", record->epoch, ")"));
 }
 
 void ShardHost::BecomePrimary(const cluster::ClusterView& view,
@@ -276,10 +274,11 @@ void ShardHost::BecomePrimary(const cluster::ClusterView& view,
         replication::ReplicatedStore::Open(base_.get(),
                                            std::move(store_options));
     if (!store.ok()) {
-      spdlog::error("cluster: node {} cannot become the primary of shard {} "
-                    "at epoch {}: {}",
-                    options_.node_id, options_.shard, record.epoch,
-                    std::string(store.status().message()));
+      spdlog::error(
+          "cluster: node {} cannot become the primary of shard {} "
+          "at epoch {}: {}",
+          options_.node_id, options_.shard, record.epoch,
+          std::string(store.status().message()));
       return;
     }
     store_ = *std::move(store);
@@ -297,10 +296,11 @@ void ShardHost::BecomePrimary(const cluster::ClusterView& view,
     epoch_ = record.epoch;
     primary_since_ = absl::Now();
     engine_error_.clear();
-    spdlog::info("cluster: node {} is the primary of shard {} at epoch {} "
-                 "(in-sync set {}, log at entry {})",
-                 options_.node_id, options_.shard, record.epoch,
-                 absl::StrJoin(record.isr, ","), store_->last().index);
+    spdlog::info(
+        "cluster: node {} is the primary of shard {} at epoch {} "
+        "(in-sync set {}, log at entry {})",
+        options_.node_id, options_.shard, record.epoch,
+        absl::StrJoin(record.isr, ","), store_->last().index);
   }
   // Shippers first: opening the engine writes, and writes wait for the
   // in-sync backups.
@@ -325,10 +325,11 @@ void ShardHost::BecomePrimary(const cluster::ClusterView& view,
   engine_ = *std::move(engine);
   engine_->Start();
   gate_->Open(engine_.get());
-  spdlog::info("cluster: node {} serves shard {} at epoch {} (recovered in "
-               "{})",
-               options_.node_id, options_.shard, epoch_,
-               absl::FormatDuration(absl::Now() - start));
+  spdlog::info(
+      "cluster: node {} serves shard {} at epoch {} (recovered in "
+      "{})",
+      options_.node_id, options_.shard, epoch_,
+      absl::FormatDuration(absl::Now() - start));
 }
 
 void ShardHost::SyncShippers(const cluster::ClusterView& view,
@@ -341,8 +342,7 @@ void ShardHost::SyncShippers(const cluster::ClusterView& view,
   }
   for (auto it = shippers_.begin(); it != shippers_.end();) {
     auto want = wanted.find(it->first);
-    if (want == wanted.end() ||
-        want->second != shipper_addresses_[it->first]) {
+    if (want == wanted.end() || want->second != shipper_addresses_[it->first]) {
       shipper_addresses_.erase(it->first);
       it = shippers_.erase(it);
     } else {
@@ -384,10 +384,12 @@ void ShardHost::KeepInSyncSet(const cluster::ClusterView& view,
                                : state->second;
     const bool alive = view.nodes.contains(node);
     if (record.InIsr(node)) {
-      const absl::Time heard = std::max(st.last_heard, primary_since_);
-      const bool silent_behind = st.applied.index < last.index &&
-                                 now - heard > options_.lag_timeout;
-      if (!alive || silent_behind) {
+      // Behind, and no further for lag_timeout: silent, or answering but
+      // applying nothing (a full disk).
+      const absl::Time progressed = std::max(st.last_progress, primary_since_);
+      const bool stuck_behind = st.applied.index < last.index &&
+                                now - progressed > options_.lag_timeout;
+      if (!alive || stuck_behind) {
         std::vector<std::string> isr;
         for (const std::string& n : record.isr) {
           if (n != node) isr.push_back(n);
@@ -395,11 +397,12 @@ void ShardHost::KeepInSyncSet(const cluster::ClusterView& view,
         absl::StatusOr<bool> written = member->SetIsr(options_.shard, isr);
         if (written.ok() && *written) {
           store_->RemoveInSync(node);
-          spdlog::warn("cluster: primary {} removed {} from the in-sync set "
-                       "of shard {}: {} (at entry {} of {})",
-                       options_.node_id, node, options_.shard,
-                       alive ? "behind and silent" : "its node is gone",
-                       st.applied.index, last.index);
+          spdlog::warn(
+              "cluster: primary {} removed {} from the in-sync set "
+              "of shard {}: {} (at entry {} of {})",
+              options_.node_id, node, options_.shard,
+              alive ? "behind and making no progress" : "its node is gone",
+              st.applied.index, last.index);
         }
         return;  // One change per view: the next starts from the new record.
       }
@@ -422,9 +425,10 @@ void ShardHost::KeepInSyncSet(const cluster::ClusterView& view,
         store_->RemoveInSync(node);
         return;
       }
-      spdlog::info("cluster: primary {} added {} to the in-sync set of shard "
-                   "{} (at entry {})",
-                   options_.node_id, node, options_.shard, mark);
+      spdlog::info(
+          "cluster: primary {} added {} to the in-sync set of shard "
+          "{} (at entry {})",
+          options_.node_id, node, options_.shard, mark);
       return;
     }
   }
@@ -447,10 +451,11 @@ void ShardHost::BecomeBackup() {
   replica_ = *std::move(replica);
   replication_->SetReplica(replica_.get());
   role_ = Role::kBackup;
-  spdlog::info("cluster: node {} is a backup of shard {} (its copy ends at "
-               "entry {} of epoch {})",
-               options_.node_id, options_.shard, replica_->applied().index,
-               replica_->applied().epoch);
+  spdlog::info(
+      "cluster: node {} is a backup of shard {} (its copy ends at "
+      "entry {} of epoch {})",
+      options_.node_id, options_.shard, replica_->applied().index,
+      replica_->applied().epoch);
 }
 
 void ShardHost::Rebuild(const std::string& primary_address,
@@ -461,9 +466,10 @@ void ShardHost::Rebuild(const std::string& primary_address,
   {
     absl::MutexLock lock(&role_mu_);
     if (role_ == Role::kPrimary) return;
-    spdlog::warn("cluster: node {} rebuilds its copy of shard {} from the "
-                 "checkpoint of primary {}: {}",
-                 options_.node_id, options_.shard, primary_address, why);
+    spdlog::warn(
+        "cluster: node {} rebuilds its copy of shard {} from the "
+        "checkpoint of primary {}: {}",
+        options_.node_id, options_.shard, primary_address, why);
     // No stream applies to the copy from here on; requests to rebuild
     // made before are all in rebuild_, and are this rebuild.
     replication_->SetReplica(nullptr);
@@ -490,9 +496,8 @@ void ShardHost::Rebuild(const std::string& primary_address,
     std::filesystem::rename(dir, old, error);
     if (!error) std::filesystem::rename(fresh, dir, error);
     if (error) {
-      fetched = absl::UnavailableError(
-          absl::StrCat("cannot move the checkpoint into ", dir, ": ",
-                       error.message()));
+      fetched = absl::UnavailableError(absl::StrCat(
+          "cannot move the checkpoint into ", dir, ": ", error.message()));
     }
     std::filesystem::remove_all(old, ignored);
   }
@@ -500,18 +505,20 @@ void ShardHost::Rebuild(const std::string& primary_address,
       options_.open_store(dir);
   absl::MutexLock lock(&role_mu_);
   if (!reopened.ok()) {
-    spdlog::error("cluster: node {} cannot open its copy of shard {} in {}: "
-                  "{}",
-                  options_.node_id, options_.shard, dir,
-                  std::string(reopened.status().message()));
+    spdlog::error(
+        "cluster: node {} cannot open its copy of shard {} in {}: "
+        "{}",
+        options_.node_id, options_.shard, dir,
+        std::string(reopened.status().message()));
     return;
   }
   base_ = *std::move(reopened);
   if (!fetched.ok()) {
-    spdlog::error("cluster: node {} could not rebuild its copy of shard {}, "
-                  "and keeps the old one: {}",
-                  options_.node_id, options_.shard,
-                  std::string(fetched.status().message()));
+    spdlog::error(
+        "cluster: node {} could not rebuild its copy of shard {}, "
+        "and keeps the old one: {}",
+        options_.node_id, options_.shard,
+        std::string(fetched.status().message()));
     return;
   }
   if (options_.metrics != nullptr) {
@@ -521,11 +528,12 @@ void ShardHost::Rebuild(const std::string& primary_address,
   }
   absl::StatusOr<replication::LogPosition> position =
       replication::ReadPosition(*base_);
-  spdlog::info("cluster: node {} rebuilt its copy of shard {} in {}: {} "
-               "files, {} bytes, up to entry {}",
-               options_.node_id, options_.shard,
-               absl::FormatDuration(absl::Now() - start), fetched->files,
-               fetched->bytes, position.ok() ? position->index : -1);
+  spdlog::info(
+      "cluster: node {} rebuilt its copy of shard {} in {}: {} "
+      "files, {} bytes, up to entry {}",
+      options_.node_id, options_.shard,
+      absl::FormatDuration(absl::Now() - start), fetched->files, fetched->bytes,
+      position.ok() ? position->index : -1);
 }
 
 void ShardHost::BecomeNone() {
@@ -544,9 +552,10 @@ void ShardHost::BecomeNone() {
 
 void ShardHost::StepDownLocked(const std::string& reason) {
   if (role_ != Role::kPrimary) return;
-  spdlog::warn("cluster: node {} stops being the primary of shard {} at "
-               "epoch {}: {}",
-               options_.node_id, options_.shard, epoch_, reason);
+  spdlog::warn(
+      "cluster: node {} stops being the primary of shard {} at "
+      "epoch {}: {}",
+      options_.node_id, options_.shard, epoch_, reason);
   gate_->Close(absl::StrCat("node ", options_.node_id,
                             " stopped being the primary of shard ",
                             options_.shard, ": ", reason));

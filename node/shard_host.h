@@ -73,7 +73,8 @@ struct ShardHostOptions {
 //   primary   the shard's store is a ReplicatedStore over `base`; a Shipper
 //             streams its log to each live replica; the engine runs on it
 //             and the PrimaryGate lets clients in; the in-sync set is kept:
-//             a backup that is behind and silent past lag_timeout is removed
+//             a backup that is behind and gets no further for lag_timeout
+//             (silent, or refusing entries it cannot write) is removed
 //             (compare-and-set in etcd, then locally), one that has caught up
 //             is added (locally, then in etcd).
 //   backup    `base` is a Replica that the ReplicationService applies the

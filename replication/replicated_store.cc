@@ -15,9 +15,9 @@ absl::StatusOr<std::unique_ptr<ReplicatedStore>> ReplicatedStore::Open(
   absl::StatusOr<LogPosition> last = ReadPosition(*base);
   if (!last.ok()) return last.status();
   if (options.epoch < 1 || options.epoch < last->epoch) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "a primary at epoch ", options.epoch,
-        " cannot write after entries of epoch ", last->epoch));
+    return absl::InvalidArgumentError(
+        absl::StrCat("a primary at epoch ", options.epoch,
+                     " cannot write after entries of epoch ", last->epoch));
   }
   // The primary's own epoch is one it accepted: if it becomes a backup
   // again, it refuses primaries older than the one it was.
@@ -60,12 +60,11 @@ absl::Status ReplicatedStore::Write(const storage::WriteBatch& batch) {
     return !closed_.empty() || AckedLocked(*index, durable);
   };
   if (!mu_.AwaitWithTimeout(absl::Condition(&done), options_.ack_timeout)) {
-    CloseLocked(absl::StrCat(
-        "entry ", *index, " of epoch ", options_.epoch,
-        " was not acknowledged by every in-sync backup (",
-        absl::StrJoin(in_sync_, ","), ") within ",
-        absl::FormatDuration(options_.ack_timeout),
-        "; this primary stopped writing"));
+    CloseLocked(absl::StrCat("entry ", *index, " of epoch ", options_.epoch,
+                             " was not acknowledged by every in-sync backup (",
+                             absl::StrJoin(in_sync_, ","), ") within ",
+                             absl::FormatDuration(options_.ack_timeout),
+                             "; this primary stopped writing"));
   }
   if (!AckedLocked(*index, durable)) return absl::UnavailableError(closed_);
   return absl::OkStatus();
@@ -154,13 +153,17 @@ absl::StatusOr<bool> ReplicatedStore::Diverged(LogPosition copy) {
 }
 
 void ReplicatedStore::ReportProgress(const std::string& node,
-                                     LogPosition applied,
-                                     LogPosition durable) {
+                                     LogPosition applied, LogPosition durable) {
+  const absl::Time now = absl::Now();
   absl::MutexLock lock(&mu_);
   BackupState& state = backups_[node];
+  if (state.last_heard == absl::InfinitePast() ||
+      applied.index > state.applied.index || applied.index >= last_.index) {
+    state.last_progress = now;
+  }
   state.applied = applied;
   state.durable = durable;
-  state.last_heard = absl::Now();
+  state.last_heard = now;
 }
 
 std::map<std::string, ReplicatedStore::BackupState> ReplicatedStore::Backups()

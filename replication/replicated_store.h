@@ -127,7 +127,12 @@ class ReplicatedStore final : public storage::MessageStore {
   struct BackupState {
     LogPosition applied;
     LogPosition durable;
+    // When it last reported, and when it last reported progress: a later
+    // applied position, or having every entry, or its first report. A
+    // backup that answers but applies nothing (its disk is full) is heard
+    // and makes no progress.
     absl::Time last_heard = absl::InfinitePast();
+    absl::Time last_progress = absl::InfinitePast();
     bool in_sync = false;
   };
   // Every backup heard from or in the in-sync set, by node id.

@@ -5,6 +5,8 @@
 
 #include <array>
 #include <atomic>
+#include <cstdarg>
+#include <cstdio>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -24,6 +26,7 @@
 #include "rocksdb/cache.h"
 #include "rocksdb/convenience.h"
 #include "rocksdb/db.h"
+#include "rocksdb/env.h"
 #include "rocksdb/filter_policy.h"
 #include "rocksdb/merge_operator.h"
 #include "rocksdb/options.h"
@@ -32,6 +35,7 @@
 #include "rocksdb/utilities/checkpoint.h"
 #include "rocksdb/utilities/table_properties_collectors.h"
 #include "rocksdb/write_batch.h"
+#include "spdlog/spdlog.h"
 #include "storage/data_dir.h"
 #include "storage/format_version.h"
 #include "storage/keys.h"
@@ -41,6 +45,36 @@ namespace {
 
 // The one place where a rocksdb::Status becomes an absl::Status. `context`
 // says what was being done, and to which path.
+// RocksDB's own log, into hourglassd's, from warnings up; not into a LOG
+// file in the data dir. RocksDB 7.8's file logger asserts once a write to
+// its file failed, and a full disk makes one fail: with its LOG there, a
+// full disk would abort hourglassd instead of failing writes until space
+// returns (tests/storage/full_disk_test.cc).
+class RocksDbLog final : public rocksdb::Logger {
+ public:
+  RocksDbLog() : rocksdb::Logger(rocksdb::InfoLogLevel::WARN_LEVEL) {}
+
+  using rocksdb::Logger::Logv;
+  void Logv(const char* format, va_list ap) override {
+    Logv(rocksdb::InfoLogLevel::INFO_LEVEL, format, ap);
+  }
+  void Logv(const rocksdb::InfoLogLevel level, const char* format,
+            va_list ap) override {
+    // HEADER_LEVEL is the options dump at open: ranked above FATAL, it is
+    // no more than information.
+    if (level < GetInfoLogLevel() ||
+        level == rocksdb::InfoLogLevel::HEADER_LEVEL) {
+      return;
+    }
+    char line[1024];
+    std::vsnprintf(line, sizeof(line), format, ap);
+    spdlog::log(level >= rocksdb::InfoLogLevel::ERROR_LEVEL
+                    ? spdlog::level::err
+                    : spdlog::level::warn,
+                "rocksdb: {}", line);
+  }
+};
+
 absl::Status ToStatus(const rocksdb::Status& s, const std::string& context) {
   if (s.ok()) return absl::OkStatus();
   const std::string message = absl::StrCat(context, ": ", s.ToString());
@@ -271,10 +305,11 @@ class RocksDbStoreImpl final : public MessageStore {
     if (needs_resume_.load(std::memory_order_acquire)) {
       // A failed write (disk full) stops RocksDB's writes until Resume; try
       // it before each write so the store recovers once space returns.
-      if (absl::Status resumed = ToStatus(db_->Resume(), Context("resume"));
-          !resumed.ok()) {
-        return resumed;
-      }
+      // While RocksDB recovers by itself (from a full disk it does, once
+      // space returns), Resume is busy: the failure stands until then.
+      const rocksdb::Status resumed = db_->Resume();
+      if (resumed.IsBusy()) return WriteFailure();
+      if (!resumed.ok()) return ToStatus(resumed, Context("resume"));
       needs_resume_.store(false, std::memory_order_release);
     }
     rocksdb::WriteBatch rocks_batch(batch.ByteSize() + 16 * batch.size());
@@ -299,10 +334,7 @@ class RocksDbStoreImpl final : public MessageStore {
     }
     // Never synced here: SyncLog does it, without holding up other writes.
     const rocksdb::Status s = WriteToDb(rocks_batch);
-    if (!s.ok()) {
-      needs_resume_.store(true, std::memory_order_release);
-      return ToStatus(s, Context("write"));
-    }
+    if (!s.ok()) return Failed(ToStatus(s, Context("write")));
     if (changes_counters) {
       absl::MutexLock lock(&counters_mu_);
       for (const WriteBatch::Operation& op : batch.operations()) {
@@ -314,12 +346,15 @@ class RocksDbStoreImpl final : public MessageStore {
 
   absl::Status SyncLog() override {
     if (!sync_) return absl::OkStatus();
+    // After a failed write, the log cannot be synced until resumed: and
+    // RocksDB 7.8 asserts on a sync of a log whose write failed. (A write
+    // that fails while this sync is under way can still reach it; the
+    // window is the few instructions between RocksDB's failed append and
+    // Failed below.)
+    if (needs_resume_.load(std::memory_order_acquire)) return WriteFailure();
     // Syncs the WAL files without holding up concurrent writes.
     const rocksdb::Status s = db_->SyncWAL();
-    if (!s.ok()) {
-      needs_resume_.store(true, std::memory_order_release);
-      return ToStatus(s, Context("sync log"));
-    }
+    if (!s.ok()) return Failed(ToStatus(s, Context("sync log")));
     return absl::OkStatus();
   }
 
@@ -532,8 +567,25 @@ class RocksDbStoreImpl final : public MessageStore {
   }
 #endif
 
+  // Records a failed write or sync: until RocksDB is resumed, writes and
+  // syncs answer `failure`. Returns it.
+  absl::Status Failed(absl::Status failure) {
+    {
+      absl::MutexLock lock(&failure_mu_);
+      failure_ = failure;
+    }
+    needs_resume_.store(true, std::memory_order_release);
+    return failure;
+  }
+  absl::Status WriteFailure() {
+    absl::MutexLock lock(&failure_mu_);
+    return failure_;
+  }
+
   // Set after a failed write; the next write calls Resume first.
   std::atomic<bool> needs_resume_{false};
+  absl::Mutex failure_mu_;
+  absl::Status failure_ ABSL_GUARDED_BY(failure_mu_);
 
   // The non-zero counters of Table::kCounters, as the table holds them once
   // the Writes that returned are applied. A Write changes them after the
@@ -586,7 +638,7 @@ absl::StatusOr<std::unique_ptr<MessageStore>> RocksDbStore::Open(
   // When writes must be slowed, not below 64 MiB/s (RocksDB's default of
   // 16 MiB/s holds a burst back for seconds).
   db_options.delayed_write_rate = size_t{64} << 20;
-  db_options.keep_log_file_num = 4;
+  db_options.info_log = std::make_shared<RocksDbLog>();
 
   const std::shared_ptr<rocksdb::Cache> cache =
       rocksdb::NewLRUCache(options.block_cache_bytes);

@@ -1,7 +1,12 @@
 #include "tests/cluster/chaos_cluster.h"
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <utility>
 
@@ -31,7 +36,22 @@ absl::StatusOr<std::unique_ptr<ChaosCluster>> ChaosCluster::Start(
   cluster->etcd_ = *std::move(etcd);
   for (const std::string& id : cluster->options_.ids) {
     Node& node = cluster->nodes_[id];
-    node.data_dir = cluster->dir_.path() + "/" + id;
+    node.mount = cluster->dir_.path() + "/" + id;
+    node.data_dir = node.mount + "/data";
+    std::filesystem::create_directories(node.mount);
+    absl::StatusOr<std::unique_ptr<Subprocess>> disk = Subprocess::Start(
+        {"/usr/bin/unshare", "--mount", "--propagation", "private", "/bin/sh",
+         "-c",
+         absl::StrCat("mount -t tmpfs -o size=", cluster->options_.disk,
+                      " hourglass-chaos ", node.mount,
+                      " && echo mounted && exec sleep infinity")});
+    if (!disk.ok()) return disk.status();
+    node.disk = *std::move(disk);
+    if (!node.disk->WaitForOutput("mounted\n", absl::Seconds(10))) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "no tmpfs for node ", id,
+          " (the chaos harness needs root): ", node.disk->output()));
+    }
     // The inbound proxy serves nothing until the node listens.
     absl::StatusOr<std::unique_ptr<TcpProxy>> inbound = TcpProxy::Start(0);
     if (!inbound.ok()) return inbound.status();
@@ -69,8 +89,10 @@ absl::Status ChaosCluster::Launch(const std::string& id) {
       absl::StrCat(
           "--lease_ttl=", absl::ToInt64Milliseconds(options_.lease_ttl), "ms")};
   flags.insert(flags.end(), options_.flags.begin(), options_.flags.end());
-  absl::StatusOr<std::unique_ptr<Daemon>> daemon =
-      Daemon::Start(options_.hourglassd, node.data_dir, flags);
+  absl::StatusOr<std::unique_ptr<Daemon>> daemon = Daemon::Start(
+      options_.hourglassd, node.data_dir, flags,
+      {"/usr/bin/nsenter",
+       absl::StrCat("--mount=/proc/", node.disk->pid(), "/ns/mnt"), "--"});
   if (!daemon.ok()) {
     return absl::Status(
         daemon.status().code(),
@@ -89,48 +111,94 @@ std::string ChaosCluster::ClientAddresses() const {
   return absl::StrJoin(addresses, ",");
 }
 
+void ChaosCluster::Reap(Node& node) {
+  node.exit_code = node.daemon->process().Wait(absl::Seconds(10));
+  node.last_log = Tail(node.daemon->process().output());
+  node.daemon.reset();
+}
+
 bool ChaosCluster::Running(const std::string& id) {
   Node& node = nodes_.at(id);
   if (node.daemon == nullptr) return false;
   node.daemon->process().ReadUntil(absl::Now() + absl::Milliseconds(1));
   if (!node.daemon->process().Exited()) return true;
-  node.daemon->process().Wait(absl::ZeroDuration());  // The rest of its log.
-  node.last_log = Tail(node.daemon->process().output());
-  node.daemon.reset();
+  Reap(node);
   return false;
 }
 
 void ChaosCluster::Kill(const std::string& id) {
+  if (!Running(id)) return;
   Node& node = nodes_.at(id);
   node.daemon->process().Signal(SIGCONT);  // If paused: SIGKILL works anyway.
   node.daemon->Kill();
-  node.daemon->process().Wait(absl::Seconds(10));
-  node.last_log = Tail(node.daemon->process().output());
-  node.daemon.reset();
+  Reap(node);
 }
 
 void ChaosCluster::Pause(const std::string& id) {
-  nodes_.at(id).daemon->process().Signal(SIGSTOP);
+  if (Running(id)) nodes_.at(id).daemon->process().Signal(SIGSTOP);
 }
 
 void ChaosCluster::Resume(const std::string& id) {
-  nodes_.at(id).daemon->process().Signal(SIGCONT);
+  if (Running(id)) nodes_.at(id).daemon->process().Signal(SIGCONT);
 }
 
 int ChaosCluster::AwaitExit(const std::string& id, absl::Duration timeout) {
   Node& node = nodes_.at(id);
-  const int code = node.daemon->process().Wait(timeout);
-  node.last_log = Tail(node.daemon->process().output());
-  node.daemon.reset();
-  return code;
+  if (node.daemon != nullptr) {
+    node.daemon->process().Wait(timeout);
+    Reap(node);
+  }
+  return node.exit_code;
+}
+
+std::string ChaosCluster::Outside(const std::string& id,
+                                  const std::string& path) {
+  return absl::StrCat("/proc/", nodes_.at(id).disk->pid(), "/root", path);
 }
 
 void ChaosCluster::Wipe(const std::string& id) {
   std::error_code error;
-  std::filesystem::remove_all(nodes_.at(id).data_dir, error);
+  std::filesystem::remove_all(Outside(id, nodes_.at(id).data_dir), error);
 }
 
-absl::Status ChaosCluster::Restart(const std::string& id) { return Launch(id); }
+absl::Status ChaosCluster::FillDisk(const std::string& id) {
+  const std::string filler = Outside(id, nodes_.at(id).mount + "/filler");
+  const int fd = open(filler.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return absl::InternalError(absl::StrCat("open ", filler));
+  // All that is free, then halves of what is left, to the last page.
+  absl::Status status = absl::OkStatus();
+  struct statvfs disk;
+  off_t size = 0;
+  off_t chunk = fstatvfs(fd, &disk) == 0
+                    ? static_cast<off_t>(disk.f_bavail * disk.f_frsize)
+                    : 0;
+  while (chunk >= 4096) {
+    const int error = posix_fallocate(fd, size, chunk);
+    if (error == 0) {
+      size += chunk;
+    } else if (error == ENOSPC) {
+      chunk /= 2;
+    } else {
+      status = absl::InternalError(
+          absl::StrCat("fallocate ", filler, ": ", std::strerror(error)));
+      break;
+    }
+  }
+  close(fd);
+  return status;
+}
+
+void ChaosCluster::FreeDisk(const std::string& id) {
+  unlink(Outside(id, nodes_.at(id).mount + "/filler").c_str());
+}
+
+absl::Status ChaosCluster::Restart(const std::string& id) {
+  if (Running(id)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("node ", id, " runs already"));
+  }
+  return Launch(id);
+}
 
 void ChaosCluster::CutInbound(const std::string& id) {
   nodes_.at(id).inbound->Freeze();
@@ -183,7 +251,14 @@ absl::Status ChaosCluster::AwaitHealthy(absl::Duration timeout) {
     std::string primary;
     for (const std::string& id : options_.ids) {
       if (!Running(id)) {
-        absl::StrAppend(&seen, id, " not running; ");
+        const int code = nodes_.at(id).exit_code;
+        if (code != 3) {
+          return absl::InternalError(absl::StrCat("node ", id, " exited with ",
+                                                  code, ":\n", LogTail(id)));
+        }
+        restarts_.push_back(id);
+        if (absl::Status s = Launch(id); !s.ok()) return s;
+        absl::StrAppend(&seen, id, " restarted; ");
         healthy = false;
         continue;
       }
@@ -252,6 +327,24 @@ void ChaosCluster::Hold(absl::Duration duration) {
       absl::SleepFor(end - absl::Now());  // Nothing to read: only time passes.
     }
   }
+}
+
+size_t ChaosCluster::LogSize(const std::string& id) {
+  Subprocess& process = nodes_.at(id).daemon->process();
+  process.ReadUntil(absl::Now() + absl::Milliseconds(1));
+  return process.output().size();
+}
+
+bool ChaosCluster::AwaitLog(const std::string& id, std::string_view text,
+                            size_t from, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  Subprocess& process = nodes_.at(id).daemon->process();
+  while (process.output().find(text, from) == std::string::npos) {
+    if (absl::Now() >= deadline) return false;
+    // The others' logs are read meanwhile, so that none blocks on it.
+    Hold(absl::Milliseconds(50));
+  }
+  return true;
 }
 
 std::string ChaosCluster::LogTail(const std::string& id) {

@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -13,6 +14,7 @@
 #include "hourglass/v1/cluster.pb.h"
 #include "tests/testing/daemon.h"
 #include "tests/testing/etcd_server.h"
+#include "tests/testing/subprocess.h"
 #include "tests/testing/tcp_proxy.h"
 #include "tests/testing/temp_dir.h"
 
@@ -25,6 +27,13 @@ namespace hourglass::testing {
 // clients and peers, freezing the second cuts it off from etcd. Nodes can
 // be killed, paused, restarted on their data, or wiped.
 //
+// Each node's data dir is a tmpfs of its own (Options::disk), mounted in a
+// private mount namespace that a holder process keeps (unshare(1), so the
+// test needs CAP_SYS_ADMIN: root) and entered by the node's every process
+// (nsenter(1)): FillDisk makes it full, as a disk is, and nothing of it is
+// seen or left behind outside. tmpfs makes fsync free, which chaos does not
+// need: a killed process's writes stay in the page cache all the same.
+//
 // Not thread-safe: one test thread drives it (clients use the addresses it
 // gives from any thread).
 class ChaosCluster {
@@ -35,6 +44,8 @@ class ChaosCluster {
     absl::Duration lease_ttl = absl::Seconds(2);
     // Besides --etcd, --node_id, --advertise, --lease_ttl.
     std::vector<std::string> flags;
+    // The size of each node's disk, as mount(8)'s tmpfs size= takes it.
+    std::string disk = "1g";
   };
 
   // Starts etcd and every node, in id order.
@@ -50,16 +61,20 @@ class ChaosCluster {
 
   // Whether node `id`'s process runs (false once it exited or was killed).
   bool Running(const std::string& id);
-  // SIGKILL. REQUIRES: Running(id).
+  // SIGKILL; nothing if it is not running.
   void Kill(const std::string& id);
-  // SIGSTOP / SIGCONT. REQUIRES: Running(id).
+  // SIGSTOP / SIGCONT; nothing if it is not running.
   void Pause(const std::string& id);
   void Resume(const std::string& id);
   // Waits until node `id` exits by itself, at most `timeout`; its exit code
-  // (128 + 9 if it had to be killed).
+  // (128 + 9 if it had to be killed; its last one if it had exited).
   int AwaitExit(const std::string& id, absl::Duration timeout);
   // Removes everything in node `id`'s data dir. REQUIRES: !Running(id).
   void Wipe(const std::string& id);
+  // Fills node `id`'s disk to the last byte (a file beside its data dir),
+  // or frees that space again.
+  absl::Status FillDisk(const std::string& id);
+  void FreeDisk(const std::string& id);
   // Starts node `id` again on its data dir. REQUIRES: !Running(id).
   absl::Status Restart(const std::string& id);
   // Cuts node `id` off from clients and peers (everything sent to its
@@ -81,27 +96,50 @@ class ChaosCluster {
   // Waits until every node runs, all see shard 0 at one epoch with one
   // primary and every node in its ISR, and the primary serves (GetStats
   // answers OK). OK, or DEADLINE_EXCEEDED with what was last seen.
+  //
+  // Meanwhile it is the nodes' supervisor, as systemd or Kubernetes is: a
+  // node that exited with 3 by itself (it lost its lease: under load, a
+  // keep-alive can come too late) is started again and counted in
+  // restarts(). A node that exited otherwise (a crash, or killed and not
+  // restarted) is an INTERNAL error.
   absl::Status AwaitHealthy(absl::Duration timeout);
+  // The nodes that AwaitHealthy restarted, in order.
+  const std::vector<std::string>& restarts() const { return restarts_; }
+
+  // How much node `id`'s running process has logged; and whether it logs
+  // `text` after the first `from` bytes, waiting at most `timeout`.
+  // REQUIRES: Running(id).
+  size_t LogSize(const std::string& id);
+  bool AwaitLog(const std::string& id, std::string_view text, size_t from,
+                absl::Duration timeout);
 
   // The end of node `id`'s log, for failure messages.
   std::string LogTail(const std::string& id);
 
  private:
   struct Node {
-    std::string data_dir;
+    std::unique_ptr<Subprocess> disk;     // holds the namespace with the tmpfs
+    std::string mount;                    // where the tmpfs is, in it
+    std::string data_dir;                 // mount + "/data", in it
     std::unique_ptr<TcpProxy> inbound;    // its --advertise address
     std::unique_ptr<TcpProxy> etcd_link;  // its --etcd address
     std::unique_ptr<Daemon> daemon;       // null while not started
     std::string last_log;                 // of the previous process
+    int exit_code = -1;                   // of the previous process
   };
 
   explicit ChaosCluster(Options options) : options_(std::move(options)) {}
   absl::Status Launch(const std::string& id);
+  // Reads the rest of its exited (or killed) process's log and forgets it.
+  void Reap(Node& node);
+  // `path` (in node `id`'s namespace) as the test sees it.
+  std::string Outside(const std::string& id, const std::string& path);
 
   const Options options_;
   TempDir dir_;
   std::unique_ptr<EtcdServer> etcd_;
   std::map<std::string, Node> nodes_;
+  std::vector<std::string> restarts_;
 };
 
 }  // namespace hourglass::testing

@@ -61,8 +61,9 @@ struct Answer {
 std::string Trailer(const grpc::ClientContext& context, const char* key) {
   const auto& trailers = context.GetServerTrailingMetadata();
   auto it = trailers.find(key);
-  return it == trailers.end() ? "" : std::string(it->second.data(),
-                                                 it->second.size());
+  return it == trailers.end()
+             ? ""
+             : std::string(it->second.data(), it->second.size());
 }
 
 class ClusterTest : public ::testing::Test {
@@ -164,8 +165,7 @@ class ClusterTest : public ::testing::Test {
             context.set_deadline(
                 absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
             v1::ClusterMap map;
-            if (!stub->GetClusterMap(&context, v1::GetClusterMapRequest(),
-                                     &map)
+            if (!stub->GetClusterMap(&context, v1::GetClusterMapRequest(), &map)
                      .ok() ||
                 map.shards_size() != 1 || map.shards(0).epoch() != epoch ||
                 map.shards(0).primary() != primary) {
@@ -209,16 +209,18 @@ TEST_F(ClusterTest, ThePrimaryServesAndTheOthersSendClientsToIt) {
 
   // Each node's metrics say its role; the primary's, its backups' lag.
   const std::string primary_metrics = nodes_.at("a")->ScrapeMetrics();
+  EXPECT_THAT(
+      primary_metrics,
+      HasSubstr("hourglass_cluster_role{shard=\"0\",role=\"primary\"} 1\n"));
   EXPECT_THAT(primary_metrics,
-              HasSubstr("hourglass_cluster_role{shard=\"0\",role=\"primary\"} 1\n"));
-  EXPECT_THAT(primary_metrics, HasSubstr("hourglass_cluster_epoch{shard=\"0\"} 1\n"));
+              HasSubstr("hourglass_cluster_epoch{shard=\"0\"} 1\n"));
   EXPECT_THAT(primary_metrics,
               HasSubstr("hourglass_cluster_in_sync{shard=\"0\"} 3\n"));
   EXPECT_THAT(primary_metrics,
               HasSubstr("hourglass_cluster_promotions_total{shard=\"0\"} 1\n"));
   EXPECT_THAT(primary_metrics,
-              ::testing::ContainsRegex(
-                  "hourglass_replication_lag_entries\\{shard=\"0\",backup=\"b\"\\} [0-9]"));
+              ::testing::ContainsRegex("hourglass_replication_lag_entries\\{"
+                                       "shard=\"0\",backup=\"b\"\\} [0-9]"));
   // b takes its role when its host thread applies the view it has seen.
   EXPECT_TRUE(testing::Eventually(
       [&] {
@@ -235,13 +237,14 @@ TEST_F(ClusterTest, AcknowledgedPublishesAndCancelsSurviveTheLossOfThePrimary) {
   ASSERT_TRUE(AwaitEveryoneSees({"a", "b", "c"}, 1, "a"));
 
   // Acknowledged by a: every in-sync backup has them durably.
-  const absl::Time before = absl::FromUnixMillis(absl::ToUnixMillis(absl::Now()));
+  const absl::Time before =
+      absl::FromUnixMillis(absl::ToUnixMillis(absl::Now()));
   std::vector<std::string> expected;
   for (int i = 1; i <= 20; ++i) {
     const std::string id = absl::StrCat("m", i);
     const Answer answer = Publish("a", "orders", id, absl::Seconds(4));
-    ASSERT_EQ(answer.code, grpc::StatusCode::OK) << id << ": "
-                                                 << answer.message;
+    ASSERT_EQ(answer.code, grpc::StatusCode::OK)
+        << id << ": " << answer.message;
     if (i != 5) expected.push_back(id);
   }
   ASSERT_EQ(Cancel("a", "orders", "m5"), grpc::StatusCode::OK);
@@ -418,23 +421,22 @@ TEST_F(ClusterTest, TheCliPublishesThroughAnyNodeAndShowsTheCluster) {
   EXPECT_THAT(json.output, HasSubstr(R"("epoch":"1","primary":"a")"));
 
   // Given every node, the CLI gets past a dead first one.
-  const std::string all = absl::StrCat(
-      "--addr=", nodes_.at("a")->address(), ",", nodes_.at("b")->address(),
-      ",", nodes_.at("c")->address());
+  const std::string all =
+      absl::StrCat("--addr=", nodes_.at("a")->address(), ",",
+                   nodes_.at("b")->address(), ",", nodes_.at("c")->address());
   nodes_.at("a")->Kill();
   const std::string primary = AwaitPrimary({"b", "c"});
   ASSERT_FALSE(primary.empty());
   testing::RunResult after = testing::Run(
-      {HOURGLASS_PATH, all, "publish", "--topic=orders", "--id=o2",
-       "--data=x"},
+      {HOURGLASS_PATH, all, "publish", "--topic=orders", "--id=o2", "--data=x"},
       kPatience);
   EXPECT_EQ(after.exit_code, 0) << after.output;
   testing::RunResult shown_after =
       testing::Run({HOURGLASS_PATH, all, "--json", "cluster"}, kPatience);
   EXPECT_EQ(shown_after.exit_code, 0) << shown_after.output;
-  EXPECT_THAT(shown_after.output,
-              HasSubstr(absl::StrCat(R"("epoch":"2","primary":")", primary,
-                                     R"(")")));
+  EXPECT_THAT(
+      shown_after.output,
+      HasSubstr(absl::StrCat(R"("epoch":"2","primary":")", primary, R"(")")));
 }
 
 TEST_F(ClusterTest, AStoppedPrimaryHandsOverAndComesBackAsAnInSyncBackup) {
@@ -466,20 +468,24 @@ TEST_F(ClusterTest, AStoppedPrimaryHandsOverAndComesBackAsAnInSyncBackup) {
   EXPECT_TRUE(admin.GetMessage(get).ok());
 
   // a comes back with the same data: its copy is a prefix of the new
-  // primary's log, so it catches up and rejoins the in-sync set.
+  // primary's log, so it catches up and rejoins the in-sync set: first in
+  // the primary's own view (its lag report), then in etcd's record (the
+  // map's isr), which the primary writes right after.
   StartNodes({"a"});
+  absl::StatusOr<hourglass::v1::ClusterMap> after;
   EXPECT_TRUE(testing::Eventually(
       [&] {
-        absl::StatusOr<hourglass::v1::ClusterMap> now = admin.GetClusterMap();
-        if (!now.ok() || now->shards_size() != 1) return false;
-        for (const auto& lag : now->shards(0).lag()) {
-          if (lag.node() == "a") return lag.in_sync();
+        after = admin.GetClusterMap();
+        if (!after.ok() || after->shards_size() != 1) return false;
+        for (const auto& lag : after->shards(0).lag()) {
+          if (lag.node() == "a") {
+            return lag.in_sync() && after->shards(0).isr_size() == 3;
+          }
         }
         return false;
       },
       kPatience));
-  absl::StatusOr<hourglass::v1::ClusterMap> after = admin.GetClusterMap();
-  ASSERT_TRUE(after.ok());
+  ASSERT_TRUE(after.ok()) << after.status();
   EXPECT_THAT(after->shards(0).isr(),
               ::testing::UnorderedElementsAre("a", "b", "c"));
 }

@@ -322,8 +322,8 @@ TEST_F(EtcdClientTest, AFencedWriteHoldsOnlyWhileTheFenceKeyIsTheSame) {
   ASSERT_TRUE(stale.ok()) << stale.status();
   EXPECT_FALSE(stale->succeeded);
   EXPECT_TRUE(stale->fenced_out);
-  EXPECT_EQ(stale->current, Kv("/t/shard", "epoch 2", created->revision,
-                               changed->revision, 2));
+  EXPECT_EQ(stale->current,
+            Kv("/t/shard", "epoch 2", created->revision, changed->revision, 2));
   absl::StatusOr<TxnResult> stale_create =
       client_->CreateIfAbsent("/t/other", "x", 0, fence);
   ASSERT_TRUE(stale_create.ok()) << stale_create.status();
@@ -332,9 +332,9 @@ TEST_F(EtcdClientTest, AFencedWriteHoldsOnlyWhileTheFenceKeyIsTheSame) {
   EXPECT_EQ(stale_create->current, std::nullopt);
 
   // A write that fails on the revision alone is not fenced out.
-  absl::StatusOr<TxnResult> lost = client_->PutIfModRevision(
-      "/t/shard", "epoch 3", created->revision, 0,
-      Fence{"/t/controller", *next_term});
+  absl::StatusOr<TxnResult> lost =
+      client_->PutIfModRevision("/t/shard", "epoch 3", created->revision, 0,
+                                Fence{"/t/controller", *next_term});
   ASSERT_TRUE(lost.ok()) << lost.status();
   EXPECT_FALSE(lost->succeeded);
   EXPECT_FALSE(lost->fenced_out);

@@ -45,7 +45,8 @@ TEST(LedgerTest, AnUncertainPublishOrCancelIsNotOwed) {
   ledger.PublishUncertain("maybe");
   ledger.Published("cancelled-maybe", kDue);
   ledger.CancelUncertain("cancelled-maybe");
-  ledger.Delivered("cancelled-maybe", kDue);  // Allowed: the cancel may have failed.
+  ledger.Delivered("cancelled-maybe",
+                   kDue);  // Allowed: the cancel may have failed.
   const Ledger::Report r = ledger.Check();
   EXPECT_TRUE(r.Holds()) << r.ToString();
   EXPECT_EQ(r.uncertain, 1);

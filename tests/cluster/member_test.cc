@@ -135,9 +135,9 @@ TEST_F(MemberTest, JoinRefusesBadOptions) {
 TEST_F(MemberTest, TheControllerCreatesTheShardOnceEnoughNodesJoined) {
   std::unique_ptr<Member> a = Join("a");
   ASSERT_NE(a, nullptr);
-  ASSERT_TRUE(a->AwaitView(
-      [](const ClusterView& v) { return v.controller == "a"; },
-      absl::Now() + kPatience));
+  ASSERT_TRUE(
+      a->AwaitView([](const ClusterView& v) { return v.controller == "a"; },
+                   absl::Now() + kPatience));
   std::unique_ptr<Member> b = Join("b");
   ASSERT_NE(b, nullptr);
   // Two of three: no shard yet, but each sees both nodes and a controller.
@@ -275,11 +275,11 @@ TEST_F(MemberTest, OnlyThePrimaryChangesTheInSyncSetAndOnlyAtItsEpoch) {
   EXPECT_EQ(AwaitShard(*c, smaller), smaller);
   // From a view that is no longer current, the write does not happen.
   ASSERT_EQ(AwaitShard(*a, smaller), smaller);
-  ASSERT_TRUE(client_
-                  ->Put(ShardKey(kCluster, 0),
-                        EncodeShardRecord(
-                            Record(2, "b", {"b", "a", "c"}, {"b", "c"})))
-                  .ok());
+  ASSERT_TRUE(
+      client_
+          ->Put(ShardKey(kCluster, 0),
+                EncodeShardRecord(Record(2, "b", {"b", "a", "c"}, {"b", "c"})))
+          .ok());
   // a may or may not have seen the change yet: not written either way
   // (false from a stale view, FAILED_PRECONDITION from a current one).
   absl::StatusOr<bool> stale = a->SetIsr(0, {"a"});

@@ -15,7 +15,8 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 // Live nodes by id, none of them reporting a position.
-std::map<std::string, NodeRecord> Alive(std::initializer_list<const char*> ids) {
+std::map<std::string, NodeRecord> Alive(
+    std::initializer_list<const char*> ids) {
   std::map<std::string, NodeRecord> alive;
   for (const char* id : ids) {
     alive[id].address = std::string(id) + ":7070";
@@ -33,9 +34,8 @@ ShardRecord Record(int64_t epoch, std::string primary,
 TEST(RecordsTest, ShardRecordsRoundTripThroughJson) {
   const ShardRecord record = Record(7, "b", {"b", "a", "c"}, {"b", "c"});
   const std::string json = EncodeShardRecord(record);
-  EXPECT_EQ(json,
-            R"({"epoch":"7","primary":"b","replicas":["b","a","c"],)"
-            R"("isr":["b","c"]})");
+  EXPECT_EQ(json, R"({"epoch":"7","primary":"b","replicas":["b","a","c"],)"
+                  R"("isr":["b","c"]})");
   absl::StatusOr<ShardRecord> decoded = DecodeShardRecord(json);
   ASSERT_TRUE(decoded.ok()) << decoded.status();
   EXPECT_EQ(*decoded, record);
@@ -69,8 +69,7 @@ TEST(PlanShardTest, CreatesTheShardAtEpochOneWithEveryReplicaInSync) {
   const ShardPlan plan =
       PlanShard(0, std::nullopt, Alive({"c", "a", "d", "b"}), {});
   EXPECT_EQ(plan.write, Record(1, "a", {"a", "b", "c"}, {"a", "b", "c"}));
-  EXPECT_EQ(plan.reason,
-            "created shard 0 with primary a and replicas a,b,c");
+  EXPECT_EQ(plan.reason, "created shard 0 with primary a and replicas a,b,c");
   // Another shard starts elsewhere in the ring of nodes.
   EXPECT_EQ(PlanShard(3, std::nullopt, Alive({"c", "a", "d", "b"}), {}).write,
             Record(1, "d", {"d", "a", "b"}, {"d", "a", "b"}));

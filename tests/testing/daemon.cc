@@ -63,10 +63,11 @@ std::string Daemon::ScrapeMetrics() {
 
 absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
     const std::string& hourglassd, const std::string& data_dir,
-    std::vector<std::string> flags) {
-  std::vector<std::string> argv = {hourglassd, "--listen=127.0.0.1:0",
-                                   "--metrics_listen=127.0.0.1:0",
-                                   "--data_dir=" + data_dir};
+    std::vector<std::string> flags, const std::vector<std::string>& launcher) {
+  std::vector<std::string> argv = launcher;
+  argv.insert(argv.end(),
+              {hourglassd, "--listen=127.0.0.1:0",
+               "--metrics_listen=127.0.0.1:0", "--data_dir=" + data_dir});
   argv.insert(argv.end(), flags.begin(), flags.end());
   absl::StatusOr<std::unique_ptr<Subprocess>> process = Subprocess::Start(argv);
   if (!process.ok()) return process.status();

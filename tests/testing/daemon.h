@@ -20,9 +20,12 @@ class Daemon {
   // Starts hourglassd (the HOURGLASSD_PATH the test was built with) with
   // --listen=127.0.0.1:0, --data_dir and `flags`, and waits until it
   // listens. Fails with its output if it exits or does not listen in time.
+  // A `launcher` (a command and its arguments, e.g. nsenter's) runs
+  // hourglassd as its last arguments.
   static absl::StatusOr<std::unique_ptr<Daemon>> Start(
       const std::string& hourglassd, const std::string& data_dir,
-      std::vector<std::string> flags = {});
+      std::vector<std::string> flags = {},
+      const std::vector<std::string>& launcher = {});
 
   // Kills the child (SIGKILL) if it still runs.
   ~Daemon() = default;

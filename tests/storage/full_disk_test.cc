@@ -1,0 +1,152 @@
+// RocksDbStore on a disk that fills up and frees again: a real tmpfs of a
+// few MiB, mounted in a mount namespace of this test's own (so the test
+// needs root, as CI runs it). Disk-full handling above the store is tested
+// with a faulty store (tests/api/fault_test.cc); this is the part only the
+// real RocksDB can show: that it fails cleanly, and comes back.
+
+#include <fcntl.h>
+#include <sched.h>
+#include <sys/mount.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "storage/message_store.h"
+#include "storage/rocksdb_store.h"
+#include "tests/testing/eventually.h"
+#include "tests/testing/temp_dir.h"
+
+namespace hourglass::storage {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr size_t kValueBytes = 64 << 10;
+
+std::string Key(int i) { return absl::StrCat("key-", 100000 + i); }
+
+class FullDiskTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // Once per process, before any thread: a mount namespace whose mounts
+    // nobody else sees and which ends with the process.
+    static const int unshared = [] {
+      if (unshare(CLONE_NEWNS) != 0) return errno;
+      if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
+        return errno;
+      }
+      return 0;
+    }();
+    ASSERT_EQ(unshared, 0) << "a mount namespace needs root: "
+                           << std::strerror(unshared);
+    ASSERT_EQ(
+        mount("hourglass-test", dir_.path().c_str(), "tmpfs", 0, "size=160m"), 0)
+        << std::strerror(errno);
+    mounted_ = true;
+  }
+
+  void TearDown() override {
+    store_.reset();
+    if (mounted_) umount2(dir_.path().c_str(), MNT_DETACH);
+  }
+
+  absl::Status Open() {
+    RocksDbStoreOptions options;
+    options.path = dir_.path() + "/data";
+    absl::StatusOr<std::unique_ptr<MessageStore>> store =
+        RocksDbStore::Open(options);
+    if (!store.ok()) return store.status();
+    store_ = *std::move(store);
+    return absl::OkStatus();
+  }
+
+  // Takes every free byte of the disk but `leave`.
+  void Fill(size_t leave = 0) {
+    const std::string filler = dir_.path() + "/filler";
+    const int fd = open(filler.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    ASSERT_GE(fd, 0);
+    const std::filesystem::space_info space =
+        std::filesystem::space(dir_.path());
+    off_t size = 0;
+    for (off_t chunk = static_cast<off_t>(space.available - leave);
+         chunk >= 4096;) {
+      if (posix_fallocate(fd, size, chunk) == 0) {
+        size += chunk;
+      } else {
+        chunk /= 2;
+      }
+    }
+    close(fd);
+  }
+
+  void Free() { std::filesystem::remove(dir_.path() + "/filler"); }
+
+  absl::Status WriteValue(int i) {
+    WriteBatch batch;
+    batch.Put(Table::kMessages, Key(i), std::string(kValueBytes, 'v'));
+    if (absl::Status s = store_->Write(batch); !s.ok()) return s;
+    return store_->SyncLog();
+  }
+
+  testing::TempDir dir_;
+  bool mounted_ = false;
+  std::unique_ptr<MessageStore> store_;
+};
+
+TEST_F(FullDiskTest, WritesFailAsResourceExhaustedAndResumeOnceSpaceReturns) {
+  ASSERT_TRUE(Open().ok());
+  Fill(/*leave=*/4 << 20);
+  // Writes go on while the log has room, then fail, each with the reason.
+  std::vector<int> acknowledged;
+  absl::Status failed;
+  for (int i = 0; i < 1000 && failed.ok(); ++i) {
+    failed = WriteValue(i);
+    if (failed.ok()) acknowledged.push_back(i);
+  }
+  ASSERT_FALSE(failed.ok()) << "64 MiB of writes on a disk with 4 MiB free";
+  EXPECT_EQ(failed.code(), absl::StatusCode::kResourceExhausted) << failed;
+  EXPECT_THAT(failed.message(), HasSubstr("disk full"));
+  // Again and again, the same answer, and no crash: not a write, not a sync.
+  for (int i = 0; i < 3; ++i) {
+    const absl::Status again = WriteValue(5000 + i);
+    EXPECT_EQ(again.code(), absl::StatusCode::kResourceExhausted) << again;
+    EXPECT_FALSE(store_->SyncLog().ok());
+  }
+
+  // Once space returns, RocksDB recovers (by itself, or when the next
+  // write resumes it): writes succeed again.
+  Free();
+  absl::Status resumed;
+  EXPECT_TRUE(testing::Eventually(
+      [&] {
+        resumed = WriteValue(9000);
+        return resumed.ok();
+      },
+      absl::Seconds(30)))
+      << resumed;
+  acknowledged.push_back(9000);
+  // Everything acknowledged is there, now and after reopening.
+  for (int reopen = 0; reopen < 2; ++reopen) {
+    for (int i : acknowledged) {
+      absl::StatusOr<std::optional<std::string>> got =
+          store_->Get(Table::kMessages, Key(i));
+      ASSERT_TRUE(got.ok()) << got.status();
+      ASSERT_TRUE(got->has_value()) << Key(i);
+      EXPECT_EQ((*got)->size(), kValueBytes);
+    }
+    store_.reset();
+    ASSERT_TRUE(Open().ok());
+  }
+}
+
+}  // namespace
+}  // namespace hourglass::storage
