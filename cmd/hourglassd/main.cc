@@ -237,9 +237,11 @@ void WarnIfDataDirOpen(const std::string& data_dir) {
 }
 
 // Loud warnings for a gRPC API reachable from other machines without TLS
-// or without authentication, and for metrics off loopback.
+// or without authentication, and for metrics and the web console off
+// loopback.
 void WarnIfExposed(const std::string& listen, bool tls, bool mutual_tls,
-                   bool tokens, const std::string& metrics_listen) {
+                   bool tokens, const std::string& metrics_listen,
+                   bool console) {
   if (!hourglass::api::IsLoopbackAddress(listen)) {
     if (!tls) {
       spdlog::warn(
@@ -260,6 +262,15 @@ void WarnIfExposed(const std::string& listen, bool tls, bool mutual_tls,
         "WARNING: --metrics_listen={} is not loopback: /metrics is plain "
         "HTTP without authentication",
         metrics_listen);
+    if (console) {
+      spdlog::warn(
+          "WARNING: --metrics_listen={} is not loopback and serves the web "
+          "console over plain HTTP: {}; --console=false turns it off",
+          metrics_listen,
+          tokens ? "its admin tokens travel in plain text"
+                 : "without --auth_tokens anyone who can connect may cancel, "
+                   "reschedule, redrive and purge");
+    }
   }
 }
 
@@ -636,7 +647,7 @@ int main(int argc, char** argv) {
   const bool tls = !options.tls_cert_file.empty();
   const bool mutual_tls = !options.tls_client_ca_file.empty();
   WarnIfExposed(options.listen_address, tls, mutual_tls, authorizer != nullptr,
-                metrics_listen);
+                metrics_listen, console != nullptr);
   if (authorizer != nullptr) {
     WarnIfCertLinesUnused(*authorizer, authorizer->counts().certificates,
                           mutual_tls);

@@ -326,8 +326,25 @@ TEST(HourglassdTest, WarnsOfEachWayItIsExposedOffLoopback) {
        {"--listen=0.0.0.0:0", "--auth_tokens=" + tokens},
        {"warning WARNING: --listen=0.0.0.0:0 is not loopback and TLS is off "
         "(--tls_cert, --tls_key): requests and tokens travel in plain text"}},
-      {"metrics",
+      {"metrics and the console",
        {"--listen=127.0.0.1:0", "--metrics_listen=0.0.0.0:0"},
+       {"warning WARNING: --metrics_listen=0.0.0.0:0 is not loopback: "
+        "/metrics is plain HTTP without authentication",
+        "warning WARNING: --metrics_listen=0.0.0.0:0 is not loopback and "
+        "serves the web console over plain HTTP: without --auth_tokens anyone "
+        "who can connect may cancel, reschedule, redrive and purge; "
+        "--console=false turns it off"}},
+      {"metrics and the console with tokens",
+       {"--listen=127.0.0.1:0", "--metrics_listen=0.0.0.0:0",
+        "--auth_tokens=" + tokens},
+       {"warning WARNING: --metrics_listen=0.0.0.0:0 is not loopback: "
+        "/metrics is plain HTTP without authentication",
+        "warning WARNING: --metrics_listen=0.0.0.0:0 is not loopback and "
+        "serves the web console over plain HTTP: its admin tokens travel in "
+        "plain text; --console=false turns it off"}},
+      {"metrics without the console",
+       {"--listen=127.0.0.1:0", "--metrics_listen=0.0.0.0:0",
+        "--console=false"},
        {"warning WARNING: --metrics_listen=0.0.0.0:0 is not loopback: "
         "/metrics is plain HTTP without authentication"}},
   };
