@@ -194,8 +194,9 @@ class ShardHost {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 
   // The role's state, changed on the host's thread (and by StepDown) under
-  // role_mu_.
-  mutable absl::Mutex role_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  // role_mu_. Taken before mu_ (the role's work reads the view and wakes
+  // the thread while it holds role_mu_), never while mu_ is held.
+  mutable absl::Mutex role_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   // The shard's store; null only while a rebuild replaces it.
   std::unique_ptr<storage::MessageStore> base_ ABSL_GUARDED_BY(role_mu_);
   Role role_ ABSL_GUARDED_BY(role_mu_) = Role::kNone;

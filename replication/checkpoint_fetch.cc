@@ -54,9 +54,8 @@ class OutFile {
  private:
   static absl::Status Error(const char* what,
                             const std::filesystem::path& path) {
-    return absl::UnavailableError(absl::StrCat("cannot ", what, " ",
-                                               path.string(), ": ",
-                                               std::strerror(errno)));
+    return absl::UnavailableError(absl::StrCat(
+        "cannot ", what, " ", path.string(), ": ", std::strerror(errno)));
   }
 
   int fd_ = -1;
@@ -100,9 +99,9 @@ absl::StatusOr<storage::CheckpointInfo> Fetch(
   }
   const grpc::Status status = reader->Finish();
   if (!status.ok()) {
-    return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                        absl::StrCat("fetching the checkpoint: ",
-                                     status.error_message()));
+    return absl::Status(
+        static_cast<absl::StatusCode>(status.error_code()),
+        absl::StrCat("fetching the checkpoint: ", status.error_message()));
   }
   if (file == nullptr) {
     return absl::UnavailableError("the primary sent an empty checkpoint");

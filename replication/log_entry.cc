@@ -62,9 +62,9 @@ absl::StatusOr<LogEntry> DecodeEntry(std::string_view bytes) {
   out.batch.Reserve(entry.operations_size());
   for (v1::Operation& op : *entry.mutable_operations()) {
     if (op.table() < 0 || op.table() >= storage::kNumTables) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "log entry ", entry.index(), " names table ", op.table(),
-          ", which does not exist"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("log entry ", entry.index(), " names table ", op.table(),
+                       ", which does not exist"));
     }
     const Table table = static_cast<Table>(op.table());
     switch (op.kind()) {
@@ -101,9 +101,10 @@ void AddPositionKeys(LogPosition previous, LogPosition next,
   if (next.epoch != previous.epoch) {
     std::string start;
     storage::AppendU64(start, static_cast<uint64_t>(next.index));
-    batch.Put(Table::kMeta,
-              storage::ReplicationEpochStartKey(static_cast<uint64_t>(next.epoch)),
-              std::move(start));
+    batch.Put(
+        Table::kMeta,
+        storage::ReplicationEpochStartKey(static_cast<uint64_t>(next.epoch)),
+        std::move(start));
   }
 }
 
@@ -113,13 +114,13 @@ absl::StatusOr<LogPosition> ReadPosition(storage::MessageStore& store) {
   if (!value.ok()) return value.status();
   if (!value->has_value()) return LogPosition{};
   if ((*value)->size() != 16) {
-    return absl::DataLossError(absl::StrCat(
-        "meta/", std::string(storage::kReplicationPositionKey), " has ", (*value)->size(),
-        " bytes, not 16"));
+    return absl::DataLossError(
+        absl::StrCat("meta/", std::string(storage::kReplicationPositionKey),
+                     " has ", (*value)->size(), " bytes, not 16"));
   }
   return LogPosition{static_cast<int64_t>(storage::ReadU64(**value)),
-                     static_cast<int64_t>(
-                         storage::ReadU64(std::string_view(**value).substr(8)))};
+                     static_cast<int64_t>(storage::ReadU64(
+                         std::string_view(**value).substr(8)))};
 }
 
 absl::StatusOr<int64_t> ReadAcceptedEpoch(storage::MessageStore& store) {
@@ -128,9 +129,9 @@ absl::StatusOr<int64_t> ReadAcceptedEpoch(storage::MessageStore& store) {
   if (!value.ok()) return value.status();
   if (!value->has_value()) return 0;
   if ((*value)->size() != 8) {
-    return absl::DataLossError(absl::StrCat(
-        "meta/", std::string(storage::kReplicationEpochKey), " has ", (*value)->size(),
-        " bytes, not 8"));
+    return absl::DataLossError(
+        absl::StrCat("meta/", std::string(storage::kReplicationEpochKey),
+                     " has ", (*value)->size(), " bytes, not 8"));
   }
   return static_cast<int64_t>(storage::ReadU64(**value));
 }

@@ -47,18 +47,22 @@ absl::Status Replica::Accept(int64_t epoch) {
 }
 
 absl::Status Replica::Apply(int64_t epoch, std::vector<LogEntry> entries) {
+  if (absl::Status s = Write(epoch, std::move(entries)); !s.ok()) return s;
+  return Sync();
+}
+
+absl::Status Replica::Write(int64_t epoch, std::vector<LogEntry> entries) {
   absl::MutexLock lock(&mu_);
   if (epoch != accepted_epoch_) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "entries of the primary of epoch ", epoch, ", but this replica ",
-        "follows epoch ", accepted_epoch_));
+    return absl::FailedPreconditionError(
+        absl::StrCat("entries of the primary of epoch ", epoch,
+                     ", but this replica ", "follows epoch ", accepted_epoch_));
   }
-  bool sync = false;
   for (LogEntry& entry : entries) {
     if (entry.epoch > epoch) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "entry ", entry.index, " is of epoch ", entry.epoch,
-          ", later than its primary's ", epoch));
+      return absl::FailedPreconditionError(
+          absl::StrCat("entry ", entry.index, " is of epoch ", entry.epoch,
+                       ", later than its primary's ", epoch));
     }
     if (entry.index != applied_.index + 1) {
       return absl::OutOfRangeError(absl::StrCat(
@@ -67,12 +71,18 @@ absl::Status Replica::Apply(int64_t epoch, std::vector<LogEntry> entries) {
     }
     if (absl::Status s = store_->Write(entry.batch); !s.ok()) return s;
     applied_ = LogPosition{entry.epoch, entry.index};
-    sync = sync || entry.batch.needs_sync();
+    unsynced_ = unsynced_ || entry.batch.needs_sync();
   }
-  if (sync) {
+  return absl::OkStatus();
+}
+
+absl::Status Replica::Sync() {
+  absl::MutexLock lock(&mu_);
+  if (unsynced_) {
     if (absl::Status s = store_->SyncLog(); !s.ok()) return s;
-    durable_ = applied_;
+    unsynced_ = false;
   }
+  durable_ = applied_;
   return absl::OkStatus();
 }
 

@@ -44,6 +44,13 @@ class Replica {
   // On error the entries before the bad one stay applied.
   absl::Status Apply(int64_t epoch, std::vector<LogEntry> entries);
 
+  // Apply's halves, for a backup that tells its primary what it applied
+  // before it syncs: Write applies (errors as Apply's but for the sync),
+  // Sync syncs if anything applied since the last sync needs it (the
+  // store's errors) and then durable() reaches applied().
+  absl::Status Write(int64_t epoch, std::vector<LogEntry> entries);
+  absl::Status Sync();
+
   // The last entry applied (visible) and the last made durable.
   LogPosition applied() const;
   LogPosition durable() const;
@@ -56,6 +63,8 @@ class Replica {
   mutable absl::Mutex mu_;
   LogPosition applied_ ABSL_GUARDED_BY(mu_);
   LogPosition durable_ ABSL_GUARDED_BY(mu_);
+  // An entry applied since the last sync needs sync.
+  bool unsynced_ ABSL_GUARDED_BY(mu_) = false;
   int64_t accepted_epoch_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -54,19 +54,28 @@ ReplicatedStore::ReplicatedStore(storage::MessageStore* base,
 absl::Status ReplicatedStore::Write(const storage::WriteBatch& batch) {
   absl::StatusOr<int64_t> index = Append(batch);
   if (!index.ok()) return index.status();
-  const bool durable = batch.needs_sync();
+  return AwaitAcknowledged(*index, /*durable=*/false);
+}
+
+absl::Status ReplicatedStore::SyncLog() {
+  const int64_t index = last().index;
+  if (absl::Status s = base_->SyncLog(); !s.ok()) return s;
+  return AwaitAcknowledged(index, /*durable=*/true);
+}
+
+absl::Status ReplicatedStore::AwaitAcknowledged(int64_t index, bool durable) {
   absl::MutexLock lock(&mu_);
   auto done = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return !closed_.empty() || AckedLocked(*index, durable);
+    return !closed_.empty() || AckedLocked(index, durable);
   };
   if (!mu_.AwaitWithTimeout(absl::Condition(&done), options_.ack_timeout)) {
-    CloseLocked(absl::StrCat("entry ", *index, " of epoch ", options_.epoch,
+    CloseLocked(absl::StrCat("entry ", index, " of epoch ", options_.epoch,
                              " was not acknowledged by every in-sync backup (",
                              absl::StrJoin(in_sync_, ","), ") within ",
                              absl::FormatDuration(options_.ack_timeout),
                              "; this primary stopped writing"));
   }
-  if (!AckedLocked(*index, durable)) return absl::UnavailableError(closed_);
+  if (!AckedLocked(index, durable)) return absl::UnavailableError(closed_);
   return absl::OkStatus();
 }
 

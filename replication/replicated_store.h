@@ -41,13 +41,17 @@ struct ReplicatedStoreOptions {
 
 // The primary's side of a replicated shard: a MessageStore over the
 // shard's own store (`base`) that numbers every write batch as an entry of
-// the shard's log, keeps recent entries for the backups' shippers, and
-// answers a Write only once every backup of the in-sync set has applied
-// the entry (and made it durable, for a batch that needs sync). So a
-// client's write is acknowledged only when the in-sync set holds it, and a
+// the shard's log, keeps recent entries for the backups' shippers, answers
+// a Write only once every backup of the in-sync set has applied the entry,
+// and a SyncLog only once they all made every entry written before it
+// durable. As the MessageStore contract has it, a Write is visible and a
+// SyncLog makes it durable: so a client's write (which the commit queue
+// syncs) is acknowledged only when the in-sync set holds it durably, and a
 // delivery's in-flight write returns only once the backups of the current
 // epoch took it: after a new epoch they refuse it, the write fails, and
-// the delivery is never sent (CLUSTER.md "Writing", points 3 and 4).
+// the delivery is never sent (CLUSTER.md "Writing", points 3 and 4). The
+// writer does not wait for the backups' fsyncs, only the syncer does, so
+// the next group is written and shipped meanwhile.
 //
 // Each batch is written to `base` with its position keys (log_entry.h) in
 // the same atomic write, and shipped exactly as written.
@@ -71,7 +75,8 @@ class ReplicatedStore final : public storage::MessageStore {
   //                the write waited: the entry is written here but was not
   //                acknowledged, and the store is closed.
   absl::Status Write(const storage::WriteBatch& batch) override;
-  absl::Status SyncLog() override { return base_->SyncLog(); }
+  // Errors: the base store's, and as Write's for the wait.
+  absl::Status SyncLog() override;
   absl::StatusOr<std::optional<std::string>> Get(
       storage::Table table, std::string_view key) override {
     return base_->Get(table, key);
@@ -104,7 +109,7 @@ class ReplicatedStore final : public storage::MessageStore {
   // index without waiting (errors as Write's, but for the waiting);
   // Acknowledged says whether every in-sync backup has applied it, and made
   // it durable if `durable`. Write is Append, then a wait until
-  // Acknowledged(index, batch.needs_sync()).
+  // Acknowledged(index, false).
   absl::StatusOr<int64_t> Append(const storage::WriteBatch& batch);
   bool Acknowledged(int64_t index, bool durable) const;
 
@@ -164,9 +169,13 @@ class ReplicatedStore final : public storage::MessageStore {
     std::shared_ptr<const std::string> bytes;
   };
 
+  // Waits until Acknowledged(index, durable), at most ack_timeout (then
+  // closes the store). OK, or UNAVAILABLE with why the store closed.
+  absl::Status AwaitAcknowledged(int64_t index, bool durable);
   bool AckedLocked(int64_t index, bool durable) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void CloseLocked(const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CloseLocked(const std::string& reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   storage::MessageStore* const base_;
   const ReplicatedStoreOptions options_;

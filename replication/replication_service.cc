@@ -53,8 +53,7 @@ class ReplicationService::Impl final : public v1::Replication::Service {
   }
 
   grpc::Status FetchCheckpoint(
-      grpc::ServerContext* context,
-      const v1::FetchCheckpointRequest* request,
+      grpc::ServerContext* context, const v1::FetchCheckpointRequest* request,
       grpc::ServerWriter<v1::CheckpointChunk>* writer) override {
     Use use(this);
     if (use.source == nullptr) {
@@ -68,9 +67,10 @@ class ReplicationService::Impl final : public v1::Replication::Service {
     absl::StatusOr<storage::CheckpointInfo> made =
         use.source->Checkpoint(dir.string());
     if (!made.ok()) return ToGrpc(made.status());
-    spdlog::info("replication: sending a checkpoint of shard {} ({} files, "
-                 "{} bytes) to {}",
-                 request->shard(), made->files, made->bytes, context->peer());
+    spdlog::info(
+        "replication: sending a checkpoint of shard {} ({} files, "
+        "{} bytes) to {}",
+        request->shard(), made->files, made->bytes, context->peer());
     grpc::Status status = grpc::Status::OK;
     std::vector<char> buffer(1 << 20);
     for (const auto& entry : std::filesystem::directory_iterator(dir)) {
@@ -83,7 +83,8 @@ class ReplicationService::Impl final : public v1::Replication::Service {
         if (got <= 0 && !first) break;
         v1::CheckpointChunk chunk;
         chunk.set_file(entry.path().filename().string());
-        chunk.set_data(buffer.data(), static_cast<size_t>(std::max<std::streamsize>(got, 0)));
+        chunk.set_data(buffer.data(),
+                       static_cast<size_t>(std::max<std::streamsize>(got, 0)));
         first = false;
         if (!writer->Write(chunk)) {
           status = grpc::Status(grpc::StatusCode::CANCELLED,
@@ -130,9 +131,9 @@ class ReplicationService::Impl final : public v1::Replication::Service {
     while (stream->Read(&request)) {
       if (context->IsCancelled()) break;
       if (request.rebuild()) {
-        const std::string why = absl::StrCat(
-            "primary ", hello.primary(), " (epoch ", hello.epoch(),
-            ") says this copy cannot follow its log");
+        const std::string why =
+            absl::StrCat("primary ", hello.primary(), " (epoch ", hello.epoch(),
+                         ") says this copy cannot follow its log");
         // Inside a Use: whoever unsets the replica next waits for it.
         Use use(this);
         if (use.replica != nullptr && on_rebuild_) on_rebuild_(why);
@@ -151,10 +152,16 @@ class ReplicationService::Impl final : public v1::Replication::Service {
         return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                             "this node no longer holds a backup copy");
       }
-      if (absl::Status s = use.replica->Apply(hello.epoch(), std::move(entries));
-          !s.ok()) {
-        spdlog::warn("replication: refused entries of primary {} (epoch {}): {}",
-                     hello.primary(), hello.epoch(), std::string(s.message()));
+      // What is applied is answered at once (the primary's writes wait
+      // for that), then again once synced (its syncs wait for that): the
+      // primary's next writes need not wait for this node's fsync.
+      absl::Status s = use.replica->Write(hello.epoch(), std::move(entries));
+      if (s.ok() && !Answer(*use.replica, stream)) break;
+      if (s.ok()) s = use.replica->Sync();
+      if (!s.ok()) {
+        spdlog::warn(
+            "replication: refused entries of primary {} (epoch {}): {}",
+            hello.primary(), hello.epoch(), std::string(s.message()));
         return ToGrpc(s);
       }
       if (!Answer(*use.replica, stream)) break;
@@ -182,10 +189,9 @@ class ReplicationService::Impl final : public v1::Replication::Service {
     std::string scratch;
   };
 
-  static bool Answer(
-      const Replica& replica,
-      grpc::ServerReaderWriter<v1::ReplicateResponse, v1::ReplicateRequest>*
-          stream) {
+  static bool Answer(const Replica& replica,
+                     grpc::ServerReaderWriter<v1::ReplicateResponse,
+                                              v1::ReplicateRequest>* stream) {
     v1::ReplicateResponse response;
     ToProto(replica.applied(), response.mutable_applied());
     ToProto(replica.durable(), response.mutable_durable());

@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -32,7 +33,9 @@ constexpr absl::Duration kPoll = absl::Milliseconds(100);
 
 Shipper::Shipper(ReplicatedStore* store, std::shared_ptr<grpc::Channel> channel,
                  ShipperOptions options)
-    : store_(store), channel_(std::move(channel)), options_(std::move(options)) {
+    : store_(store),
+      channel_(std::move(channel)),
+      options_(std::move(options)) {
   thread_ = std::thread([this] {
     pthread_setname_np(pthread_self(), "hg-shipper");
     Run();
@@ -82,19 +85,18 @@ void Shipper::Run() {
   }
 }
 
-absl::Status Shipper::AskToRebuild(
+void Shipper::AskToRebuild(
     grpc::ClientReaderWriterInterface<v1::ReplicateRequest,
                                       v1::ReplicateResponse>& stream,
     const std::string& why) {
-  spdlog::warn("replication: backup {} of shard {} must be rebuilt from a "
-               "checkpoint: {}",
-               options_.backup, options_.shard, why);
+  spdlog::warn(
+      "replication: backup {} of shard {} must be rebuilt from a "
+      "checkpoint: {}",
+      options_.backup, options_.shard, why);
   v1::ReplicateRequest request;
   request.set_rebuild(true);
   stream.Write(request);
   stream.WritesDone();
-  (void)stream.Finish();
-  return absl::FailedPreconditionError(why);
 }
 
 absl::Status Shipper::Stream() {
@@ -136,7 +138,9 @@ absl::Status Shipper::Stream() {
       absl::MutexLock lock(&mu_);
       needs_rebuild_ = why;
     }
-    return AskToRebuild(*stream, why);
+    AskToRebuild(*stream, why);
+    (void)stream->Finish();
+    return absl::FailedPreconditionError(why);
   }
   {
     absl::MutexLock lock(&mu_);
@@ -144,14 +148,44 @@ absl::Status Shipper::Stream() {
   }
   spdlog::info("replication: shipping shard {} to {} from entry {}",
                options_.shard, options_.backup, applied.index + 1);
+
+  // Answers come on a thread of their own, so that requests need not wait
+  // for them: the backup answers each request once applied and once
+  // synced, and reports go to the store as they come.
+  {
+    absl::MutexLock lock(&mu_);
+    answered_ = applied.index;
+    reader_done_ = false;
+  }
+  std::thread reader([this, &stream] {
+    v1::ReplicateResponse answer;
+    while (stream->Read(&answer)) {
+      const LogPosition now = FromProto(answer.applied());
+      store_->ReportProgress(options_.backup, now, FromProto(answer.durable()));
+      absl::MutexLock lock(&mu_);
+      answered_ = now.index;
+    }
+    absl::MutexLock lock(&mu_);
+    reader_done_ = true;
+  });
+
+  absl::Status ended = absl::CancelledError("stopping");
+  bool write_failed = false;
+  int64_t next = applied.index + 1;  // The first entry not sent yet.
   while (true) {
     {
+      // At most max_in_flight entries sent and not yet applied.
       absl::MutexLock lock(&mu_);
-      if (stopping_) break;
+      auto window = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stopping_ || reader_done_ ||
+               next - 1 - answered_ < options_.max_in_flight;
+      };
+      mu_.AwaitWithTimeout(absl::Condition(&window), kPoll);
+      if (stopping_ || reader_done_) break;
+      if (!window()) continue;
     }
     absl::StatusOr<std::vector<std::shared_ptr<const std::string>>> entries =
-        store_->ReadFrom(applied.index + 1, options_.max_request_bytes,
-                         absl::Now() + kPoll);
+        store_->ReadFrom(next, options_.max_request_bytes, absl::Now() + kPoll);
     if (!entries.ok()) {
       if (entries.status().code() == absl::StatusCode::kOutOfRange) {
         const std::string why = absl::StrCat("it is behind the entries kept: ",
@@ -160,27 +194,36 @@ absl::Status Shipper::Stream() {
           absl::MutexLock lock(&mu_);
           needs_rebuild_ = why;
         }
-        return AskToRebuild(*stream, why);
+        AskToRebuild(*stream, why);
+        ended = absl::FailedPreconditionError(why);
+        break;
       }
-      context.TryCancel();
-      (void)stream->Finish();
-      return entries.status();
+      ended = entries.status();
+      break;
     }
     if (entries->empty()) continue;
     v1::ReplicateRequest request;
     for (const auto& bytes : *entries) request.add_entries(*bytes);
-    // A failed write or read: the backup ended the stream; its status says
-    // why (a newer epoch accepted, an entry out of order).
-    if (!stream->Write(request) || !stream->Read(&response)) {
-      return FromGrpc(stream->Finish());
+    // A failed write: the backup ended the stream; its status says why (a
+    // newer epoch accepted, an entry out of order).
+    if (!stream->Write(request)) {
+      write_failed = true;
+      break;
     }
-    applied = FromProto(response.applied());
-    store_->ReportProgress(options_.backup, applied,
-                           FromProto(response.durable()));
+    next += static_cast<int64_t>(entries->size());
   }
-  context.TryCancel();
-  (void)stream->Finish();
-  return absl::CancelledError("stopping");
+  bool backup_ended;
+  {
+    absl::MutexLock lock(&mu_);
+    backup_ended = reader_done_ || write_failed;
+  }
+  // The backup ends the stream itself when it ended already, or after a
+  // rebuild request; otherwise this side does.
+  const bool rebuild = absl::IsFailedPrecondition(ended);
+  if (!backup_ended && !rebuild) context.TryCancel();
+  reader.join();
+  const grpc::Status finished = stream->Finish();
+  return backup_ended && !rebuild ? FromGrpc(finished) : ended;
 }
 
 }  // namespace hourglass::replication

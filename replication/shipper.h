@@ -34,6 +34,9 @@ struct ShipperOptions {
   std::string address;
   // Most bytes of entries in one request. Default: 4 MiB.
   size_t max_request_bytes = 4 << 20;
+  // Most entries sent and not yet applied by the backup: requests go out
+  // while earlier ones are applied and synced. Default: 1024.
+  int64_t max_in_flight = 1024;
   // How long to wait before connecting again after a stream ended.
   // Default: 200 ms.
   absl::Duration retry_delay = absl::Milliseconds(200);
@@ -42,9 +45,10 @@ struct ShipperOptions {
 // Ships a primary's log (ReplicatedStore) to one backup over the
 // Replication service, on a thread of its own: it says hello at the
 // primary's epoch, learns where the backup's copy ends, and sends the
-// entries that follow in order, one request at a time, reporting each
-// answer's position to the store (which is what lets writes waiting for
-// that backup return). A stream that ends is opened again after
+// entries that follow in order, without waiting for answers (up to
+// max_in_flight entries ahead); a second thread of the stream reports each
+// answer's position to the store (which is what lets writes and syncs
+// waiting for that backup return). A stream that ends is opened again after
 // retry_delay. A copy that diverged from the log, or is behind the entries
 // the store keeps, cannot be caught up by shipping: the shipper says so
 // (needs_rebuild) and waits for it to be rebuilt from a checkpoint.
@@ -71,11 +75,11 @@ class Shipper {
   void Run();
   // One stream, until it ends; its status.
   absl::Status Stream();
-  // Tells the backup on `stream` to rebuild its copy, and ends the stream.
-  absl::Status AskToRebuild(
-      grpc::ClientReaderWriterInterface<v1::ReplicateRequest,
-                                        v1::ReplicateResponse>& stream,
-      const std::string& why);
+  // Tells the backup on `stream` to rebuild its copy, and half-closes the
+  // stream (the backup ends it; the caller finishes it).
+  void AskToRebuild(grpc::ClientReaderWriterInterface<
+                        v1::ReplicateRequest, v1::ReplicateResponse>& stream,
+                    const std::string& why);
 
   ReplicatedStore* const store_;
   const std::shared_ptr<grpc::Channel> channel_;
@@ -85,6 +89,10 @@ class Shipper {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   grpc::ClientContext* context_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::string needs_rebuild_ ABSL_GUARDED_BY(mu_);
+  // The stream's: the last entry the backup said it applied, and whether
+  // its answers ended (the backup ended the stream, or it broke).
+  int64_t answered_ ABSL_GUARDED_BY(mu_) = 0;
+  bool reader_done_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status last_error_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;
 };

@@ -1,6 +1,7 @@
 // Primary/backup replication of a shard's store: the log's entries, the
 // backup's copy, and the stream between them over real gRPC on loopback.
 
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -22,7 +23,6 @@
 #include "storage/memory_store.h"
 #include "storage/message_store.h"
 #include "tests/testing/eventually.h"
-#include <map>
 
 namespace hourglass::replication {
 
@@ -152,6 +152,14 @@ TEST(ReplicaTest, RefusesAnOlderEpochAndEntriesOutOfOrder) {
   ASSERT_TRUE(r.Apply(2, std::move(first)).ok());
   EXPECT_EQ(r.applied(), (LogPosition{1, 1}));
   EXPECT_EQ(r.durable(), (LogPosition{1, 1}));
+  // Apply's halves: Write makes an entry visible, Sync durable.
+  std::vector<LogEntry> second;
+  second.push_back(LogEntry{2, 2, Batch("b")});
+  ASSERT_TRUE(r.Write(2, std::move(second)).ok());
+  EXPECT_EQ(r.applied(), (LogPosition{2, 2}));
+  EXPECT_EQ(r.durable(), (LogPosition{1, 1}));
+  ASSERT_TRUE(r.Sync().ok());
+  EXPECT_EQ(r.durable(), (LogPosition{2, 2}));
 
   // A newer primary: the old one's entries are refused from then on.
   ASSERT_TRUE(r.Accept(3).ok());
@@ -246,7 +254,8 @@ class ShippingTest : public ::testing::Test {
         &store,
         grpc::CreateChannel(backup.address(),
                             grpc::InsecureChannelCredentials()),
-        ShipperOptions{.primary = "a", .backup = id,
+        ShipperOptions{.primary = "a",
+                       .backup = id,
                        .address = backup.address(),
                        .retry_delay = absl::Milliseconds(50)});
   }
@@ -263,9 +272,14 @@ TEST_F(ShippingTest, BackupsHoldExactlyWhatThePrimaryWrote) {
   for (const char* key : {"m1", "m2", "m3"}) {
     ASSERT_TRUE(store->Write(Batch(key)).ok());
   }
-  // Written: both backups have applied and synced every entry.
-  const std::map<std::string, ReplicatedStore::BackupState> backups =
+  // Written: both backups have applied every entry.
+  std::map<std::string, ReplicatedStore::BackupState> backups =
       store->Backups();
+  EXPECT_EQ(backups.at("b").applied, (LogPosition{1, 3}));
+  EXPECT_EQ(backups.at("c").applied, (LogPosition{1, 3}));
+  // Synced: both have made every entry durable.
+  ASSERT_TRUE(store->SyncLog().ok());
+  backups = store->Backups();
   EXPECT_EQ(backups.at("b").durable, (LogPosition{1, 3}));
   EXPECT_EQ(backups.at("c").durable, (LogPosition{1, 3}));
   EXPECT_EQ(Contents(*b.store), Contents(*base));
@@ -288,17 +302,19 @@ TEST_F(ShippingTest, ABackupOutsideTheIsrCatchesUpFromTheKeptEntries) {
   }
   std::unique_ptr<Shipper> to_c = Ship(*store, "c", c);
   EXPECT_TRUE(testing::Eventually(
-      [&] { return c.replica->applied() == LogPosition{1, 2}; }, kPatience));
+      [&] {
+        return c.replica->applied() == LogPosition{1, 2};
+      },
+      kPatience));
   EXPECT_EQ(Contents(*c.store), Contents(*base));
 }
 
 TEST_F(ShippingTest, AnOldPrimaryCannotWriteOnceItsBackupAcceptedANewEpoch) {
   std::unique_ptr<MessageStore> base = storage::MemoryStore::Open();
   std::unique_ptr<ReplicatedStore> store =
-      ReplicatedStore::Open(base.get(),
-                            {.epoch = 1,
-                             .in_sync = {"b"},
-                             .ack_timeout = absl::Seconds(1)})
+      ReplicatedStore::Open(
+          base.get(),
+          {.epoch = 1, .in_sync = {"b"}, .ack_timeout = absl::Seconds(1)})
           .value();
   Backup b;
   std::unique_ptr<Shipper> to_b = Ship(*store, "b", b);
@@ -341,9 +357,8 @@ TEST_F(ShippingTest, ADivergedBackupIsToldToRebuild) {
       ReplicatedStore::Open(base.get(), {.epoch = 2, .min_insync = 1}).value();
   ASSERT_TRUE(store->Write(Batch("m3")).ok());  // entry 2 of epoch 2
   std::unique_ptr<Shipper> to_b = Ship(*store, "b", b);
-  EXPECT_TRUE(
-      testing::Eventually([&] { return !to_b->needs_rebuild().empty(); },
-                          kPatience));
+  EXPECT_TRUE(testing::Eventually(
+      [&] { return !to_b->needs_rebuild().empty(); }, kPatience));
   EXPECT_THAT(to_b->needs_rebuild(),
               HasSubstr("its copy ends at entry 2 of epoch 1"));
   EXPECT_EQ(b.replica->applied(), (LogPosition{1, 2}));
