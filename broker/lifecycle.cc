@@ -47,11 +47,18 @@ void Changes::Count(Counter kind, std::string_view topic,
   }
 }
 
+void Changes::CountScheduled(std::string_view topic, int64_t deliver_at_ms,
+                             int64_t delta) {
+  Count(Counter::kScheduled, topic, "", delta);
+  schedule_counts_.Add(topic, deliver_at_ms, delta);
+}
+
 void Changes::Append(Changes other) {
   batch_.Append(std::move(other.batch_));
   for (auto& [name, delta] : other.counters_) {
     Count(name.kind, name.topic, name.group, delta);
   }
+  schedule_counts_.Append(other.schedule_counts_);
 }
 
 storage::WriteBatch Changes::Take() {
@@ -70,6 +77,8 @@ storage::WriteBatch Changes::Take() {
     }
   }
   counters_.clear();
+  schedule_counts_.AppendTo(batch_);
+  schedule_counts_.clear();
   const bool needs_sync = batch_.needs_sync();
   storage::WriteBatch taken = std::exchange(batch_, storage::WriteBatch());
   batch_.set_needs_sync(needs_sync);
@@ -91,7 +100,7 @@ void Publish(Changes& changes, const storage::MessageRecord& record,
   }
   batch.Put(Table::kSchedule, storage::ScheduleKey(key), topic);
   batch.Put(Table::kTopicDue, storage::TopicDueKey(topic, key), id);
-  changes.Count(Changes::Counter::kScheduled, topic, "", 1);
+  changes.CountScheduled(topic, key.deliver_at_ms, 1);
   changes.Count(Changes::Counter::kMessages, topic, "", 1);
 }
 
@@ -99,7 +108,7 @@ void Cancel(Changes& changes, std::string_view topic, const DueKey& key,
             std::string_view id) {
   DeleteMessage(changes, topic, key, id);
   changes.batch().Delete(Table::kSchedule, storage::ScheduleKey(key));
-  changes.Count(Changes::Counter::kScheduled, topic, "", -1);
+  changes.CountScheduled(topic, key.deliver_at_ms, -1);
 }
 
 void Reschedule(Changes& changes, const storage::MessageRecord& record,
@@ -117,6 +126,8 @@ void Reschedule(Changes& changes, const storage::MessageRecord& record,
     batch.Put(Table::kIds, storage::IdKey(topic, id),
               storage::IdValue(new_key.sequence, new_key.deliver_at_ms));
   }
+  changes.CountScheduled(topic, old_key.deliver_at_ms, -1);
+  changes.CountScheduled(topic, new_key.deliver_at_ms, 1);
 }
 
 void ComeDue(Changes& changes, std::string_view topic, const DueKey& key,
@@ -135,7 +146,7 @@ void ComeDue(Changes& changes, std::string_view topic, const DueKey& key,
     for (std::string_view group : groups) ready(group);
   }
   batch.Delete(Table::kSchedule, storage::ScheduleKey(key));
-  changes.Count(Changes::Counter::kScheduled, topic, "", -1);
+  changes.CountScheduled(topic, key.deliver_at_ms, -1);
 }
 
 void MoveLoaderCursor(Changes& changes, const DueKey& cursor) {

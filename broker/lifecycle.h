@@ -7,9 +7,10 @@
 // arrow of that drawing. A transition appends the key operations and the
 // counter changes of its state change to a Changes, which the caller
 // writes as one atomic batch, alone or with other transitions; the counts
-// of storage/keys.h ("counters") then always equal the keys they count,
-// which tests/broker/lifecycle_test.cc checks against a model after every
-// step.
+// of storage/keys.h ("counters", and the schedule counts by minute, hour
+// and day of storage/schedule_counts.h) then always equal the keys they
+// count, which tests/broker/lifecycle_test.cc checks against a model after
+// every step.
 //
 // No other file of the broker names a storage table: the reads of the
 // states are in lifecycle_reads.h, this module's other half.
@@ -31,11 +32,13 @@
 #include "storage/keys.h"
 #include "storage/message_store.h"
 #include "storage/records.pb.h"
+#include "storage/schedule_counts.h"
 
 namespace hourglass::broker {
 
 // The changes of one atomic write: key operations in the order they were
-// added, and counter changes summed per counter.
+// added, and counter changes summed per counter (schedule counts per topic
+// and minute).
 //
 // Thread-compatible.
 class Changes {
@@ -51,14 +54,17 @@ class Changes {
   void Reserve(size_t operations) {
     batch_.Reserve(batch_.size() + operations);
   }
-  bool empty() const { return batch_.empty() && counters_.empty(); }
+  bool empty() const {
+    return batch_.empty() && counters_.empty() && schedule_counts_.empty();
+  }
 
   // Adds `other`'s key operations after these, and its counter changes.
   // The sync need joins as in storage::WriteBatch::Append: other's if this
   // holds no key operation yet, else whether either needs it.
   void Append(Changes other);
   // The write: the key operations, then an Add for each counter whose
-  // change is not 0. Leaves this empty (needs_sync as it was).
+  // change is not 0, then those of the schedule counts. Leaves this empty
+  // (needs_sync as it was).
   storage::WriteBatch Take();
 
   // For the transitions (lifecycle.cc).
@@ -68,6 +74,10 @@ class Changes {
   // kReady: "" is the topic's waiting area).
   void Count(Counter kind, std::string_view topic, std::string_view group,
              int64_t delta);
+  // Adds `delta` to the scheduled messages of `topic`: its kScheduled
+  // counter and its schedule count of the minute of `deliver_at_ms`.
+  void CountScheduled(std::string_view topic, int64_t deliver_at_ms,
+                      int64_t delta);
 
  private:
   struct CounterName {
@@ -102,6 +112,7 @@ class Changes {
 
   storage::WriteBatch batch_;
   absl::flat_hash_map<CounterName, int64_t, CounterHash, CounterEq> counters_;
+  storage::ScheduleCountDeltas schedule_counts_;
 };
 
 // A schedule entry: when a message comes due, and its topic. Enough for a

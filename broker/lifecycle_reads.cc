@@ -305,4 +305,16 @@ std::map<std::string, TopicCounts> ReadCounts(storage::MessageStore& store) {
   return counts;
 }
 
+absl::StatusOr<std::vector<uint64_t>> ReadScheduleCounts(
+    storage::MessageStore& store, std::string_view topic,
+    const storage::ScheduleCountQuery& query) {
+  absl::StatusOr<std::vector<int64_t>> counts =
+      storage::ReadScheduleCounts(store, topic, query);
+  if (!counts.ok()) return counts.status();
+  std::vector<uint64_t> out;
+  out.reserve(counts->size());
+  for (int64_t n : *counts) out.push_back(n > 0 ? static_cast<uint64_t>(n) : 0);
+  return out;
+}
+
 }  // namespace hourglass::broker::lifecycle

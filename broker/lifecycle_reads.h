@@ -26,6 +26,7 @@
 #include "storage/keys.h"
 #include "storage/message_store.h"
 #include "storage/records.pb.h"
+#include "storage/schedule_counts.h"
 
 namespace hourglass::broker::lifecycle {
 
@@ -148,6 +149,13 @@ struct TopicCounts {
   std::map<std::string, uint64_t> ready;
 };
 std::map<std::string, TopicCounts> ReadCounts(storage::MessageStore& store);
+
+// How many scheduled messages of `topic` are due in each bucket of `query`
+// (storage::ReadScheduleCounts). Negative counts, which a bug would make,
+// read as 0.
+absl::StatusOr<std::vector<uint64_t>> ReadScheduleCounts(
+    storage::MessageStore& store, std::string_view topic,
+    const storage::ScheduleCountQuery& query);
 
 }  // namespace hourglass::broker::lifecycle
 

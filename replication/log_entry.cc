@@ -76,13 +76,13 @@ absl::StatusOr<LogEntry> DecodeEntry(std::string_view bytes) {
         out.batch.Delete(table, std::move(*op.mutable_key()));
         break;
       case v1::Operation::ADD:
-        if (table != Table::kCounters) {
+        if (!storage::IsCounterTable(table)) {
           return absl::InvalidArgumentError(
               absl::StrCat("log entry ", entry.index(), " adds to table ",
                            std::string(storage::TableName(table)),
                            ", which holds no counters"));
         }
-        out.batch.Add(std::move(*op.mutable_key()),
+        out.batch.Add(table, std::move(*op.mutable_key()),
                       storage::DecodeCounter(op.value()));
         break;
       default:

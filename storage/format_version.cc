@@ -8,9 +8,14 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "storage/keys.h"
+#include "storage/schedule_counts.h"
 
 namespace hourglass::storage {
 namespace {
+
+// How many scheduled messages an upgrade counts between calls of
+// on_upgrade_progress.
+constexpr uint64_t kUpgradeProgressEvery = 1'000'000;
 
 // 32 random lowercase hex digits.
 std::string NewStoreId() {
@@ -63,8 +68,22 @@ absl::Status UpgradeFormat(MessageStore& store,
                      readable, ": upgrade it with an older hourglassd first"));
   }
   if (v == RocksDbStore::kFormatVersion) return absl::OkStatus();
-  // 2 -> 3: the store gets its identity.
-  if (absl::Status s = write_version(3, with_store_id()); !s.ok()) return s;
+  // 3 -> 4: the schedule counts, from the schedule table, once.
+  ScheduleCountDeltas counts;
+  if (absl::Status s = CountSchedule(store, counts, kUpgradeProgressEvery,
+                                     [&options](uint64_t counted) {
+                                       if (options.on_upgrade_progress) {
+                                         options.on_upgrade_progress(counted);
+                                       }
+                                     });
+      !s.ok()) {
+    return s;
+  }
+  WriteBatch with_counts;
+  counts.AppendTo(with_counts);
+  if (absl::Status s = write_version(4, std::move(with_counts)); !s.ok()) {
+    return s;
+  }
   if (options.on_upgrade) options.on_upgrade(v, RocksDbStore::kFormatVersion);
   return absl::OkStatus();
 }

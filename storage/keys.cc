@@ -152,6 +152,30 @@ std::string TopicDueKey(std::string_view topic, const DueKey& key) {
   return out;
 }
 
+std::string ScheduleCountPrefix(std::string_view topic,
+                                Granularity granularity) {
+  std::string key;
+  key.reserve(topic.size() + 2 + 8);
+  AppendName(key, topic);
+  key.push_back(static_cast<char>(granularity));
+  return key;
+}
+
+std::string ScheduleCountKey(std::string_view topic, Granularity granularity,
+                             int64_t start_ms) {
+  std::string key = ScheduleCountPrefix(topic, granularity);
+  AppendU64(key, static_cast<uint64_t>(start_ms));
+  return key;
+}
+
+std::optional<int64_t> DecodeScheduleCountSuffix(std::string_view key,
+                                                 std::string_view prefix) {
+  if (key.size() != prefix.size() + 8 || !key.starts_with(prefix)) {
+    return std::nullopt;
+  }
+  return static_cast<int64_t>(ReadU64(key.substr(prefix.size())));
+}
+
 std::string ScheduledCounter(std::string_view topic) {
   std::string key;
   AppendName(key, "scheduled");

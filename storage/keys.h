@@ -107,6 +107,24 @@ struct CounterKeyParts {
 };
 std::optional<CounterKeyParts> DecodeCounterKey(std::string_view key);
 
+// schedule_counts: topic, granularity, bucket start -> int64: how many
+// scheduled messages of the topic are due in the bucket [start, start +
+// the granularity's length), changed with WriteBatch::Add in the same batch
+// as the schedule keys they count (storage/schedule_counts.h). Buckets are
+// whole UTC minutes, hours and days: start is a multiple of the length.
+enum class Granularity : uint8_t { kMinute = 0, kHour = 1, kDay = 2 };
+// "topic \0 granularity": the keys of one topic and granularity, in order
+// of their start.
+std::string ScheduleCountPrefix(std::string_view topic,
+                                Granularity granularity);
+// REQUIRES: start_ms >= 0.
+std::string ScheduleCountKey(std::string_view topic, Granularity granularity,
+                             int64_t start_ms);
+// The start of the bucket whose key is `prefix` plus 8 bytes, or nullopt
+// for another key.
+std::optional<int64_t> DecodeScheduleCountSuffix(std::string_view key,
+                                                 std::string_view prefix);
+
 // meta: group registrations and single values.
 std::string GroupKey(std::string_view topic, std::string_view group);
 inline constexpr std::string_view kGroupKeyPrefix = "group/";

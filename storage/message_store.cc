@@ -1,5 +1,6 @@
 #include "storage/message_store.h"
 
+#include <array>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -24,6 +25,8 @@ std::string_view TableName(Table table) {
       return "topic_due";
     case Table::kCounters:
       return "counters";
+    case Table::kScheduleCounts:
+      return "schedule_counts";
   }
   return "unknown";
 }
@@ -40,10 +43,10 @@ void WriteBatch::Delete(Table table, std::string key) {
       {table, Operation::Kind::kDelete, std::move(key), std::string()});
 }
 
-void WriteBatch::Add(std::string key, int64_t delta) {
+void WriteBatch::Add(Table table, std::string key, int64_t delta) {
   byte_size_ += key.size() + 8;
-  operations_.push_back({Table::kCounters, Operation::Kind::kAdd,
-                         std::move(key), EncodeCounter(delta)});
+  operations_.push_back(
+      {table, Operation::Kind::kAdd, std::move(key), EncodeCounter(delta)});
 }
 
 std::string EncodeCounter(int64_t value) {
@@ -78,14 +81,17 @@ void WriteBatch::Append(WriteBatch&& other) {
 }
 
 void WriteBatch::CombineAdds() {
-  // Each counter's Add so far, by the index it has in the result.
-  absl::flat_hash_map<std::string, size_t> first;
+  // Each counter's Add so far, by the index it has in the result; a map
+  // per table.
+  std::array<absl::flat_hash_map<std::string, size_t>, kNumTables> first;
   size_t kept = 0;
   for (size_t i = 0; i < operations_.size(); ++i) {
     Operation& op = operations_[i];
     if (op.kind == Operation::Kind::kAdd) {
-      auto it = first.find(op.key);
-      if (it != first.end()) {
+      absl::flat_hash_map<std::string, size_t>& seen =
+          first[static_cast<int>(op.table)];
+      auto it = seen.find(op.key);
+      if (it != seen.end()) {
         Operation& sum = operations_[it->second];
         // In uint64_t, so that an overflow wraps instead of being undefined.
         sum.value = EncodeCounter(static_cast<int64_t>(
@@ -94,9 +100,9 @@ void WriteBatch::CombineAdds() {
         byte_size_ -= op.key.size() + op.value.size();
         continue;
       }
-      first.emplace(op.key, kept);
-    } else if (op.table == Table::kCounters) {
-      first.clear();
+      seen.emplace(op.key, kept);
+    } else if (IsCounterTable(op.table)) {
+      first[static_cast<int>(op.table)].clear();
     }
     if (kept != i) operations_[kept] = std::move(op);
     ++kept;

@@ -28,8 +28,17 @@ enum class Table : int {
   kMeta,          // groups, loader cursor, format version
   kTopicDue,      // topic, (deliver_at, sequence) -> id: pending by topic
   kCounters,      // counter name -> int64, changed only by WriteBatch::Add
+  // topic, granularity, bucket start -> int64: scheduled messages due in
+  // the bucket (storage/schedule_counts.h); changed only by WriteBatch::Add.
+  kScheduleCounts,
 };
-inline constexpr int kNumTables = 8;
+inline constexpr int kNumTables = 9;
+
+// Whether `table` holds counters: int64 values (EncodeCounter) changed only
+// by WriteBatch::Add, which a store applies without reading them.
+constexpr bool IsCounterTable(Table table) {
+  return table == Table::kCounters || table == Table::kScheduleCounts;
+}
 
 // Whether `table` is write-once: a key of it is put only while absent (put,
 // later deleted, never overwritten). A store may delete such keys with a
@@ -61,10 +70,14 @@ class WriteBatch {
 
   void Put(Table table, std::string key, std::string value);
   void Delete(Table table, std::string key);
-  // Adds `delta` to the counter `key` of Table::kCounters (an absent counter
-  // is 0). Adds to one counter from concurrent batches all count: the store
-  // applies them without reading first.
-  void Add(std::string key, int64_t delta);
+  // Adds `delta` to the counter `key` of `table` (an absent counter is 0).
+  // Adds to one counter from concurrent batches all count: the store
+  // applies them without reading first. REQUIRES: IsCounterTable(table).
+  void Add(Table table, std::string key, int64_t delta);
+  // The same, on Table::kCounters.
+  void Add(std::string key, int64_t delta) {
+    Add(Table::kCounters, std::move(key), delta);
+  }
   // Moves every operation of `other` to the end of this batch (its sync
   // need joins this batch's: either needs it, the result does).
   void Append(WriteBatch&& other);

@@ -156,6 +156,8 @@ std::optional<size_t> HintedIntegerBytes(Table table) {
       return 16;  // deliver_at, sequence
     case Table::kCounters:
       return 0;
+    case Table::kScheduleCounts:
+      return 8;  // bucket start
     case Table::kIds:
     case Table::kMeta:
       return std::nullopt;
@@ -249,6 +251,14 @@ rocksdb::ColumnFamilyOptions TableOptions(
       cf.max_successive_merges = 16;
       blocks.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
       PartitionFilters(blocks);
+      break;
+    case Table::kScheduleCounts:
+      // Counters too, but many (a key per topic and minute, hour and day
+      // that ever held a scheduled message) and read by range, a topic's
+      // buckets of one granularity at a time: no bloom filter. Merge
+      // operands collapse as for the counters table.
+      cf.merge_operator = std::make_shared<CounterAddOperator>();
+      cf.max_successive_merges = 16;
       break;
     case Table::kTopicDue:
     case Table::kSchedule:

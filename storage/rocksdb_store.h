@@ -32,6 +32,11 @@ struct RocksDbStoreOptions {
   // version (`from`) to RocksDbStore::kFormatVersion, after the upgrade is
   // durable. Default: none.
   std::function<void(uint32_t from, uint32_t to)> on_upgrade;
+
+  // Called while Open upgrades a data dir from format 3, which counts every
+  // scheduled message once (storage/schedule_counts.h), with how many it
+  // has counted so far: after each million. Default: none.
+  std::function<void(uint64_t counted)> on_upgrade_progress;
 };
 
 // The production MessageStore: one RocksDB database, one column family per
@@ -39,11 +44,12 @@ struct RocksDbStoreOptions {
 // for upgrades and rollbacks are in storage/README.md.
 class RocksDbStore {
  public:
-  // The format this build writes. Format 3 added meta/store_id.
-  static constexpr uint32_t kFormatVersion = 3;
+  // The format this build writes. Format 3 added meta/store_id; format 4
+  // the schedule_counts table.
+  static constexpr uint32_t kFormatVersion = 4;
   // The oldest format this build opens; Open upgrades it in place to
   // kFormatVersion, after which older builds refuse the data dir.
-  static constexpr uint32_t kOldestFormatVersion = 2;
+  static constexpr uint32_t kOldestFormatVersion = 3;
 
   // Opens or creates the database in options.path. Errors name the path:
   //   FAILED_PRECONDITION  another process holds the directory's lock

@@ -541,7 +541,7 @@ class HourglassAdminCliStatsTest : public HourglassAdminCliTest {
 // version, data format and store.
 constexpr char kStatsHeader[] =
     "broker started YYYY-MM-DDTHH:MM:SS.mmmZ \\(up (0|[0-9]+s)\\), "
-    "hourglassd 0\\.1\\.0, data format 3, store [0-9a-f]{32}";
+    "hourglassd 0\\.1\\.0, data format 4, store [0-9a-f]{32}";
 
 TEST_F(HourglassAdminCliStatsTest, StatsCountEveryStateExactly) {
   ASSERT_NO_FATAL_FAILURE(StartBroker());
@@ -583,7 +583,7 @@ TEST_F(HourglassAdminCliStatsTest, StatsCountEveryStateExactly) {
             "\"p50\":\"0s\",\"p90\":\"0s\",\"p99\":\"0s\",\"max\":\"0s\"},"
             "\"groups\":[{\"group\":\"g\",\"ready\":\"6\",\"in_flight\":\"0\","
             "\"consumers\":0,\"ack_rate\":0}]}],"
-            "\"version\":\"0.1.0\",\"format_version\":3,\"store_id\":\"<id>\","
+            "\"version\":\"0.1.0\",\"format_version\":4,\"store_id\":\"<id>\","
             "\"serving\":true,\"not_serving_reason\":\"\","
             "\"started_at\":\"YYYY-MM-DDTHH:MM:SS.mmmZ\"}\n");
 

@@ -179,8 +179,8 @@ void WriteFormatVersion(const std::string& path, uint32_t version) {
 // an older hourglassd starts on it after an upgrade, a rollback).
 TEST(HourglassdTest, RefusesAFormatVersionItDoesNotReadWithOneLine) {
   for (const auto& [version, advice] :
-       {std::pair{1, "upgrade it with an older hourglassd first"},
-        std::pair{4, "run the hourglassd that wrote it, or a newer one"}}) {
+       {std::pair{2, "upgrade it with an older hourglassd first"},
+        std::pair{5, "run the hourglassd that wrote it, or a newer one"}}) {
     testing::TempDir dir;
     WriteFormatVersion(dir.path(), version);
     const testing::RunResult result = testing::Run(
@@ -190,7 +190,7 @@ TEST(HourglassdTest, RefusesAFormatVersionItDoesNotReadWithOneLine) {
                 HasSubstr(absl::StrCat("data dir ", dir.path(),
                                        " has format version ", version,
                                        "; this hourglassd reads format "
-                                       "versions 2 to 3: ",
+                                       "versions 3 to 4: ",
                                        advice, "\n")));
   }
 }
@@ -200,7 +200,7 @@ TEST(HourglassdTest, VersionSaysTheDataFormatsItOpens) {
       testing::Run(Daemon({"--version"}), kTimeout);
   EXPECT_EQ(result.exit_code, 0);
   EXPECT_EQ(result.output,
-            "hourglassd 0.1.0 (data format 3; opens formats 2 to 3)\n");
+            "hourglassd 0.1.0 (data format 4; opens formats 3 to 4)\n");
 }
 
 TEST(HourglassdTest, ServesHealthAndStopsCleanlyOnSigterm) {

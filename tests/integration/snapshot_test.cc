@@ -152,7 +152,7 @@ TEST_F(SnapshotTest, ARestoredSnapshotHoldsEveryMessageAckedBeforeIt) {
   producer.join();
   ASSERT_TRUE(snapshotted.ok()) << snapshotted.error_message();
   EXPECT_EQ(snapshot.dir(), dir_.path() + "/snap");
-  EXPECT_EQ(snapshot.format_version(), 3u);
+  EXPECT_EQ(snapshot.format_version(), 4u);
   EXPECT_THAT(snapshot.store_id(), ::testing::MatchesRegex("[0-9a-f]{32}"));
   EXPECT_GT(snapshot.files(), 0u);
   broker->Stop();
@@ -206,7 +206,7 @@ TEST_F(SnapshotTest, ARestoredSnapshotHoldsEveryMessageAckedBeforeIt) {
   ASSERT_TRUE(
       restored_admin->GetStats(&context, v1::GetStatsRequest(), &stats).ok());
   EXPECT_EQ(stats.store_id(), snapshot.store_id());
-  EXPECT_EQ(stats.format_version(), 3u);
+  EXPECT_EQ(stats.format_version(), 4u);
   EXPECT_TRUE(stats.serving());
 }
 

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <filesystem>
@@ -25,6 +26,7 @@
 #include "storage/memory_store.h"
 #include "storage/records.pb.h"
 #include "storage/rocksdb_store.h"
+#include "storage/schedule_counts.h"
 #include "tests/testing/temp_dir.h"
 
 namespace hourglass::storage {
@@ -318,6 +320,27 @@ TEST_P(MessageStoreTest, CountersAddUpAcrossBatchesAndReopen) {
                           Pair("other", EncodeCounter(7))));
 }
 
+TEST_P(MessageStoreTest,
+       ScheduleCountsAddUpAcrossReopenApartFromTheCountersTable) {
+  WriteBatch batch;
+  batch.Add(Table::kScheduleCounts, "m", 3);
+  batch.Add("m", 100);  // Table::kCounters: another key space.
+  batch.Add(Table::kScheduleCounts, "m", -1);
+  batch.CombineAdds();
+  EXPECT_EQ(batch.size(), 2u);
+  ASSERT_TRUE(store_->Write(batch).ok());
+  Reopen();
+  WriteBatch more;
+  more.Add(Table::kScheduleCounts, "m", 5);
+  more.Add(Table::kScheduleCounts, "n", 0);
+  ASSERT_TRUE(store_->Write(more).ok());
+  EXPECT_THAT(
+      ScanAll(*store_, Table::kScheduleCounts),
+      ElementsAre(Pair("m", EncodeCounter(7)), Pair("n", EncodeCounter(0))));
+  // Only the counters table is kept in memory.
+  EXPECT_THAT(store_->NonZeroCounters(), ElementsAre(Pair("m", 100)));
+}
+
 TEST_P(MessageStoreTest, NonZeroCountersListsCountersNotAt0InKeyOrder) {
   EXPECT_THAT(store_->NonZeroCounters(), IsEmpty());
   WriteBatch first;
@@ -489,27 +512,27 @@ TEST(RocksDbStoreTest,
      AFormatVersionOutsideTheReadableRangeIsRefusedInOneLine) {
   testing::TempDir dir;
   // Newer: a rollback to an older binary after an upgrade.
-  const absl::Status newer = OpenWithFormatVersion(dir.path() + "/newer", 4);
+  const absl::Status newer = OpenWithFormatVersion(dir.path() + "/newer", 5);
   EXPECT_EQ(newer.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(newer.message(),
             absl::StrCat("data dir ", dir.path(),
                          "/newer has format version "
-                         "4; this hourglassd reads format versions 2 to 3: "
+                         "5; this hourglassd reads format versions 3 to 4: "
                          "run the hourglassd that wrote it, or a newer one"));
-  const absl::Status older = OpenWithFormatVersion(dir.path() + "/older", 1);
+  const absl::Status older = OpenWithFormatVersion(dir.path() + "/older", 2);
   EXPECT_EQ(older.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(older.message(),
             absl::StrCat("data dir ", dir.path(),
                          "/older has format version "
-                         "1; this hourglassd reads format versions 2 to 3: "
+                         "2; this hourglassd reads format versions 3 to 4: "
                          "upgrade it with an older hourglassd first"));
 }
 
-// Checks that `store` is of format 3 with an identity.
-void ExpectFormat3WithAnIdentity(MessageStore& store) {
+// Checks that `store` is of format 4 with an identity.
+void ExpectFormat4WithAnIdentity(MessageStore& store) {
   auto version = store.Get(Table::kMeta, kFormatVersionKey);
   ASSERT_TRUE(version.ok() && version->has_value());
-  EXPECT_EQ(ReadU32(**version), 3u);
+  EXPECT_EQ(ReadU32(**version), 4u);
   auto id = store.Get(Table::kMeta, kStoreIdKey);
   ASSERT_TRUE(id.ok() && id->has_value());
   EXPECT_THAT(**id, ::testing::MatchesRegex("[0-9a-f]{32}"));
@@ -519,59 +542,132 @@ TEST(RocksDbStoreTest, ANewStoreHasTheCurrentFormatAndAnIdentity) {
   testing::TempDir dir;
   auto store = RocksDbStore::Open({.path = dir.path()});
   ASSERT_TRUE(store.ok()) << store.status();
-  ExpectFormat3WithAnIdentity(**store);
+  ExpectFormat4WithAnIdentity(**store);
 }
 
-// The fixture is a data dir that hourglassd 0.1.0 wrote in format 2: topic
-// orders with order-1..3 due on 2036-01-01..03, group mailer of reminders
-// holding r-1 and r-2 ready, and p-1 of payments waiting for a group.
-TEST(RocksDbStoreTest, AFormat2DataDirIsUpgradedInPlaceKeepingItsMessages) {
+// The fixture is a data dir that hourglassd wrote in format 3 (main at
+// e036d4b): topic orders with order-6 (rescheduled from 2036-01-05),
+// order-1 and order-2 due in the minute 2036-01-01T00:00, order-3 at 01:30
+// and order-4 on 2036-01-02T12:00 (order-5 was cancelled); payments with
+// p-1 due 2036-03-01 and p-2 waiting for a group; reminders with r-1 and
+// r-2 ready in group mailer.
+TEST(RocksDbStoreTest,
+     AFormat3DataDirIsUpgradedInPlaceWithScheduleCountsOfItsScheduledMessages) {
   testing::TempDir dir;
   const std::string data = dir.path() + "/data";
-  ASSERT_TRUE(RocksDbStore::Restore(HOURGLASS_FORMAT2_FIXTURE, data).ok());
+  ASSERT_TRUE(RocksDbStore::Restore(HOURGLASS_FORMAT3_FIXTURE, data).ok());
   std::vector<std::pair<uint32_t, uint32_t>> upgrades;
+  std::vector<uint64_t> progress;
+  const std::string store_id = "6869ace227e52003d545785e8b0643e4";
   {
     auto store = RocksDbStore::Open(
-        {.path = data, .on_upgrade = [&](uint32_t from, uint32_t to) {
-           upgrades.emplace_back(from, to);
-         }});
+        {.path = data,
+         .on_upgrade = [&](uint32_t from,
+                           uint32_t to) { upgrades.emplace_back(from, to); },
+         .on_upgrade_progress =
+             [&](uint64_t counted) { progress.push_back(counted); }});
     ASSERT_TRUE(store.ok()) << store.status();
-    EXPECT_THAT(upgrades, ElementsAre(Pair(2u, 3u)));
-    ExpectFormat3WithAnIdentity(**store);
+    EXPECT_THAT(upgrades, ElementsAre(Pair(3u, 4u)));
+    EXPECT_THAT(progress, IsEmpty());  // Called after each million only.
+    ExpectFormat4WithAnIdentity(**store);
+    auto id = (*store)->Get(Table::kMeta, kStoreIdKey);
+    ASSERT_TRUE(id.ok()) << id.status();
+    EXPECT_THAT(*id, Optional(store_id));  // Kept by the upgrade.
 
-    // Every message is still there, with its id and due time.
-    std::vector<std::string> scheduled;
-    for (const auto& [key, value] : ScanAll(**store, Table::kSchedule)) {
-      std::optional<DueKey> due = DecodeScheduleKey(key);
-      ASSERT_TRUE(due.has_value());
-      auto record = (*store)->Get(Table::kMessages, MessageKey(due->sequence));
-      ASSERT_TRUE(record.ok() && record->has_value());
-      MessageRecord message;
-      ASSERT_TRUE(message.ParseFromString(**record));
-      scheduled.push_back(absl::StrCat(
-          message.topic(), "/", message.id(), "@",
-          absl::FormatTime("%Y-%m-%d", absl::FromUnixMillis(due->deliver_at_ms),
-                           absl::UTCTimeZone())));
-    }
-    EXPECT_THAT(scheduled, ElementsAre("orders/order-1@2036-01-01",
-                                       "orders/order-2@2036-01-02",
-                                       "orders/order-3@2036-01-03"));
+    // One count per minute, hour and day of the five scheduled messages.
+    auto at = [](const char* rfc3339) {
+      absl::Time t;
+      std::string error;
+      EXPECT_TRUE(absl::ParseTime(absl::RFC3339_full, rfc3339, &t, &error))
+          << error;
+      return absl::ToUnixMillis(t);
+    };
+    auto count = [](std::string_view topic, Granularity g, int64_t start) {
+      return Pair(ScheduleCountKey(topic, g, start), EncodeCounter(1));
+    };
+    auto counts = [&](std::string_view topic, Granularity g, int64_t start,
+                      int64_t n) {
+      return Pair(ScheduleCountKey(topic, g, start), EncodeCounter(n));
+    };
+    EXPECT_THAT(
+        ScanAll(**store, Table::kScheduleCounts),
+        ElementsAre(
+            counts("orders", Granularity::kMinute, at("2036-01-01T00:00:00Z"),
+                   3),
+            count("orders", Granularity::kMinute, at("2036-01-01T01:30:00Z")),
+            count("orders", Granularity::kMinute, at("2036-01-02T12:00:00Z")),
+            counts("orders", Granularity::kHour, at("2036-01-01T00:00:00Z"), 3),
+            count("orders", Granularity::kHour, at("2036-01-01T01:00:00Z")),
+            count("orders", Granularity::kHour, at("2036-01-02T12:00:00Z")),
+            counts("orders", Granularity::kDay, at("2036-01-01T00:00:00Z"), 4),
+            count("orders", Granularity::kDay, at("2036-01-02T00:00:00Z")),
+            count("payments", Granularity::kMinute, at("2036-03-01T00:00:00Z")),
+            count("payments", Granularity::kHour, at("2036-03-01T00:00:00Z")),
+            count("payments", Granularity::kDay, at("2036-03-01T00:00:00Z"))));
+    // And the rest of the store as it was.
     EXPECT_THAT((*store)->NonZeroCounters(),
-                ElementsAre(Pair(MessagesCounter("orders"), 3),
-                            Pair(MessagesCounter("payments"), 1),
+                ElementsAre(Pair(MessagesCounter("orders"), 5),
+                            Pair(MessagesCounter("payments"), 2),
                             Pair(MessagesCounter("reminders"), 2),
-                            // The waiting area of payments.
                             Pair(ReadyCounter("payments", ""), 1),
                             Pair(ReadyCounter("reminders", "mailer"), 2),
-                            Pair(ScheduledCounter("orders"), 3)));
+                            Pair(ScheduledCounter("orders"), 5),
+                            Pair(ScheduledCounter("payments"), 1)));
   }
-  // Upgraded once: the next open finds format 3 and upgrades nothing.
+  // Upgraded once: the next open finds format 4 and counts nothing again.
   auto again = RocksDbStore::Open(
       {.path = data, .on_upgrade = [&](uint32_t from, uint32_t to) {
          upgrades.emplace_back(from, to);
        }});
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(upgrades.size(), 1u);
+  EXPECT_EQ(ScanAll(**again, Table::kScheduleCounts).size(), 11u);
+}
+
+TEST(RocksDbStoreTest,
+     UpgradeCountsAMillionScheduledMessagesReportingProgress) {
+  testing::TempDir dir;
+  const std::string data = dir.path() + "/data";
+  constexpr int64_t kMessages = 1'000'001;
+  constexpr int64_t kDay = 86'400'000;
+  {
+    auto store = RocksDbStore::Open({.path = data, .sync = false});
+    ASSERT_TRUE(store.ok()) << store.status();
+    for (int64_t i = 0; i < kMessages; i += 10'000) {
+      WriteBatch batch;
+      for (int64_t j = i; j < std::min(i + 10'000, kMessages); ++j) {
+        // Over 100 days, a message every 8.64 s.
+        batch.Put(Table::kSchedule,
+                  ScheduleKey(
+                      {j * (100 * kDay / kMessages), static_cast<uint64_t>(j)}),
+                  j % 2 == 0 ? "even" : "odd");
+      }
+      ASSERT_TRUE((*store)->Write(batch).ok());
+    }
+    // Back to format 3, as a store written before format 4 would be.
+    std::string three;
+    AppendU32(three, 3);
+    WriteBatch batch;
+    batch.Put(Table::kMeta, std::string(kFormatVersionKey), three);
+    ASSERT_TRUE((*store)->Write(batch).ok());
+  }
+  std::vector<uint64_t> progress;
+  auto store = RocksDbStore::Open(
+      {.path = data, .on_upgrade_progress = [&](uint64_t counted) {
+         progress.push_back(counted);
+       }});
+  ASSERT_TRUE(store.ok()) << store.status();
+  EXPECT_THAT(progress, ElementsAre(1'000'000u));
+  int64_t days = 0;
+  int64_t total = 0;
+  const std::string prefix = ScheduleCountPrefix("even", Granularity::kDay);
+  for (const auto& [key, value] :
+       ScanAll(**store, Table::kScheduleCounts, prefix, PrefixEnd(prefix))) {
+    ++days;
+    total += DecodeCounter(value);
+  }
+  EXPECT_EQ(days, 100);
+  EXPECT_EQ(total, kMessages / 2 + 1);
 }
 
 TEST(RocksDbStoreTest, ACheckpointTakenDuringWritesHoldsEveryEarlierWrite) {
