@@ -400,6 +400,36 @@ grpc::ServerUnaryReactor* AdminService::GetMessage(
   return reactor;
 }
 
+grpc::ServerUnaryReactor* AdminService::GetSchedule(
+    grpc::CallbackServerContext* context, const v1::GetScheduleRequest* request,
+    v1::GetScheduleResponse* response) {
+  if (absl::Status s = Check(*context, request->topic()); !s.ok()) {
+    return Done(context, s);
+  }
+  absl::StatusOr<broker::ScheduleQuery> query = ValidateGetSchedule(*request);
+  if (!query.ok()) return Done(context, query.status());
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  broker_->GetSchedule(
+      *std::move(query),
+      [reactor,
+       response](absl::StatusOr<std::vector<broker::ScheduleBucket>> buckets) {
+        if (buckets.ok()) {
+          uint64_t total = 0;
+          response->mutable_buckets()->Reserve(
+              static_cast<int>(buckets->size()));
+          for (const broker::ScheduleBucket& b : *buckets) {
+            v1::ScheduleBucket& out = *response->add_buckets();
+            ToProto(b.start, out.mutable_start());
+            out.set_count(b.count);
+            total += b.count;
+          }
+          response->set_total(total);
+        }
+        reactor->Finish(ToGrpcStatus(buckets.status()));
+      });
+  return reactor;
+}
+
 grpc::ServerUnaryReactor* AdminService::CancelMessage(
     grpc::CallbackServerContext* context, const v1::CancelRequest* request,
     v1::CancelResponse* response) {

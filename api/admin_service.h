@@ -55,6 +55,10 @@ class AdminService final : public hourglass::v1::Admin::CallbackService {
       grpc::CallbackServerContext* context,
       const hourglass::v1::GetMessageRequest* request,
       hourglass::v1::MessageInfo* response) override;
+  grpc::ServerUnaryReactor* GetSchedule(
+      grpc::CallbackServerContext* context,
+      const hourglass::v1::GetScheduleRequest* request,
+      hourglass::v1::GetScheduleResponse* response) override;
   grpc::ServerUnaryReactor* CancelMessage(
       grpc::CallbackServerContext* context,
       const hourglass::v1::CancelRequest* request,

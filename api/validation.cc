@@ -10,6 +10,7 @@
 #include "api/proto_time.h"
 #include "google/protobuf/util/time_util.h"
 #include "storage/keys.h"
+#include "storage/schedule_counts.h"
 
 namespace hourglass::api {
 namespace {
@@ -318,6 +319,74 @@ absl::Status ValidateNack(const hourglass::v1::Nack& nack,
     }
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<broker::ScheduleQuery> ValidateGetSchedule(
+    const hourglass::v1::GetScheduleRequest& request) {
+  if (absl::Status s = ValidateName("topic", request.topic()); !s.ok()) {
+    return s;
+  }
+  if (!request.has_from()) return absl::InvalidArgumentError("from is not set");
+  if (!request.has_to()) return absl::InvalidArgumentError("to is not set");
+  if (!request.has_bucket()) {
+    return absl::InvalidArgumentError("bucket is not set");
+  }
+  if (absl::Status s = ValidateTimestamp("from", request.from()); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = ValidateTimestamp("to", request.to()); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = ValidateDuration("bucket", request.bucket()); !s.ok()) {
+    return s;
+  }
+  const absl::Time from = FromProto(request.from());
+  const absl::Time to = FromProto(request.to());
+  const absl::Duration bucket = FromProto(request.bucket());
+  auto format = [](absl::Time t) {
+    return absl::FormatTime("%Y-%m-%d%ET%H:%M:%E*SZ", t, absl::UTCTimeZone());
+  };
+  if (from < absl::UnixEpoch()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("from ", format(from), " is before 1970-01-01T00:00:00Z"));
+  }
+  if (to <= from) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("to ", format(to), " is not after from ", format(from)));
+  }
+  const absl::Duration resolution =
+      absl::Milliseconds(storage::kScheduleCountResolutionMs);
+  if (bucket <= absl::ZeroDuration() ||
+      bucket % resolution != absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("bucket ", absl::FormatDuration(bucket),
+                     " is not a positive whole number of minutes"));
+  }
+  // The bucket holding `from`, and how many reach the instant before `to`.
+  broker::ScheduleQuery query;
+  query.topic = request.topic();
+  query.bucket = bucket;
+  query.first = from - (from - absl::UnixEpoch()) % bucket;
+  int64_t count = (to - query.first) / bucket;
+  if ((to - query.first) % bucket > absl::ZeroDuration()) ++count;
+  const std::string range =
+      absl::StrCat("from ", format(from), " to ", format(to), " in buckets of ",
+                   absl::FormatDuration(bucket));
+  if (count > static_cast<int64_t>(kMaxScheduleBuckets)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        range, " is ", count, " buckets; the limit is ", kMaxScheduleBuckets,
+        ": choose longer buckets or a shorter range"));
+  }
+  query.count = static_cast<size_t>(count);
+  const uint64_t reads = storage::ScheduleCountReads(
+      {absl::ToUnixMillis(query.first), absl::ToInt64Milliseconds(bucket),
+       query.count});
+  if (reads > kMaxScheduleReads) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        range, " reads ", reads, " counters; the limit is ", kMaxScheduleReads,
+        ": choose buckets of whole hours or days, or a shorter range"));
+  }
+  return query;
 }
 
 absl::Time DeliverAt(const hourglass::v1::Message& message, absl::Time now) {

@@ -7,9 +7,12 @@
 #include <string_view>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "broker/views.h"
 #include "google/protobuf/duration.pb.h"
 #include "google/protobuf/timestamp.pb.h"
+#include "hourglass/v1/admin.pb.h"
 #include "hourglass/v1/broker.pb.h"
 
 namespace hourglass::api {
@@ -116,6 +119,23 @@ absl::Status ValidateAck(const hourglass::v1::Ack& ack, const Limits& limits);
 // Duration of at most limits.max_delay (unset means none).
 absl::Status ValidateNack(const hourglass::v1::Nack& nack,
                           const Limits& limits);
+
+// Most buckets one GetSchedule answers with: a year of hours (8,784 in a
+// leap year) fits.
+inline constexpr size_t kMaxScheduleBuckets = 10'000;
+// Most schedule counters one GetSchedule reads
+// (storage::ScheduleCountReads): a bucket of whole days (hours) aligned to
+// days (hours) reads one per day (hour), others read minutes too.
+inline constexpr uint64_t kMaxScheduleReads = 100'000;
+
+// Checks a GetSchedule and turns it into the broker's query (admin.proto
+// says how buckets are placed): the topic name, `from`, `to` and `bucket`
+// set and valid, `from` not before 1970, `to` after `from`, `bucket` a
+// positive whole number of minutes, at most kMaxScheduleBuckets buckets
+// reading at most kMaxScheduleReads counters. INVALID_ARGUMENT naming the
+// field and the value otherwise.
+absl::StatusOr<broker::ScheduleQuery> ValidateGetSchedule(
+    const hourglass::v1::GetScheduleRequest& request);
 
 // When `message` comes due, received at `now`: now + delay, the given
 // deliver_at (a past one means now), or now if neither is set. Truncated

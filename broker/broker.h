@@ -142,6 +142,15 @@ class Broker {
   // A page of a topic's messages in one state, in due order.
   virtual void ListMessages(ListQuery query,
                             Callback<absl::StatusOr<ListPage>> done) = 0;
+  // The schedule histogram of a topic: for each bucket of `query`, how many
+  // of its messages are scheduled (published, not yet due) to come due in
+  // it. Reads exact counts kept per minute, hour and day
+  // (storage/schedule_counts.h), not the messages: a bucket of whole days
+  // costs a read per day. A topic without scheduled messages, or unknown,
+  // gets every bucket at 0.
+  virtual void GetSchedule(
+      ScheduleQuery query,
+      Callback<absl::StatusOr<std::vector<ScheduleBucket>>> done) = 0;
   // One message by id with the first `preview_bytes` of its payload;
   // NOT_FOUND if the topic holds no pending message with that id.
   virtual void GetMessage(std::string topic, std::string id,

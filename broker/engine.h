@@ -150,6 +150,9 @@ class Engine final : public Broker {
              Callback<absl::StatusOr<std::vector<TopicStats>>> done) override;
   void ListMessages(ListQuery query,
                     Callback<absl::StatusOr<ListPage>> done) override;
+  void GetSchedule(
+      ScheduleQuery query,
+      Callback<absl::StatusOr<std::vector<ScheduleBucket>>> done) override;
   void GetMessage(std::string topic, std::string id, size_t preview_bytes,
                   Callback<absl::StatusOr<MessageView>> done) override;
   void CreateGroup(std::string topic, std::string group,

@@ -55,6 +55,15 @@ void Engine::ListMessages(ListQuery query,
       });
 }
 
+void Engine::GetSchedule(
+    ScheduleQuery query,
+    Callback<absl::StatusOr<std::vector<ScheduleBucket>>> done) {
+  reads_->Post(
+      [this, query = std::move(query), done = std::move(done)]() mutable {
+        std::move(done)(inspector_->Schedule(query));
+      });
+}
+
 void Engine::GetMessage(std::string topic, std::string id, size_t preview_bytes,
                         Callback<absl::StatusOr<MessageView>> done) {
   reads_->Post([this, topic = std::move(topic), id = std::move(id),

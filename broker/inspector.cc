@@ -380,4 +380,20 @@ absl::StatusOr<std::vector<Inspector::TopicStats>> Inspector::Stats(
   return out;
 }
 
+absl::StatusOr<std::vector<Inspector::ScheduleBucket>> Inspector::Schedule(
+    const ScheduleQuery& query) {
+  const int64_t first_ms = absl::ToUnixMillis(query.first);
+  const int64_t bucket_ms = absl::ToInt64Milliseconds(query.bucket);
+  absl::StatusOr<std::vector<uint64_t>> counts = lifecycle::ReadScheduleCounts(
+      *store_, query.topic, {first_ms, bucket_ms, query.count});
+  if (!counts.ok()) return counts.status();
+  std::vector<ScheduleBucket> buckets;
+  buckets.reserve(counts->size());
+  for (size_t i = 0; i < counts->size(); ++i) {
+    buckets.push_back(
+        {query.first + static_cast<int64_t>(i) * query.bucket, (*counts)[i]});
+  }
+  return buckets;
+}
+
 }  // namespace hourglass::broker

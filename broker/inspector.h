@@ -40,6 +40,8 @@ class Inspector {
   using ListPage = broker::ListPage;
   using GroupStats = broker::GroupStats;
   using TopicStats = broker::TopicStats;
+  using ScheduleQuery = broker::ScheduleQuery;
+  using ScheduleBucket = broker::ScheduleBucket;
 
   // One message by id, with its state in every group and the first
   // `preview_bytes` of its payload. NOT_FOUND if the topic holds no
@@ -63,6 +65,12 @@ class Inspector {
   // that hold messages plus the groups, however many topics ever existed.
   absl::StatusOr<std::vector<TopicStats>> Stats(
       std::optional<std::string_view> topic);
+
+  // The schedule histogram of `query` (Broker::GetSchedule), from the
+  // schedule counts: reads storage::ScheduleCountReads counters, never the
+  // messages. REQUIRES: `query` is as ScheduleQuery says.
+  absl::StatusOr<std::vector<ScheduleBucket>> Schedule(
+      const ScheduleQuery& query);
 
  private:
   // Fills `view` from the stored message `sequence`; false if it is gone.

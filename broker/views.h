@@ -56,6 +56,25 @@ struct ListPosition {
   friend bool operator==(const ListPosition&, const ListPosition&) = default;
 };
 
+// A schedule histogram (Broker::GetSchedule): `count` buckets of `bucket`
+// each, the first starting at `first`.
+struct ScheduleQuery {
+  std::string topic;
+  absl::Time first;       // Whole minutes since the Unix epoch, not before it.
+  absl::Duration bucket;  // Whole minutes, positive.
+  size_t count = 0;
+};
+
+// One bucket of a schedule histogram: how many scheduled messages are due
+// in [start, start + the query's bucket).
+struct ScheduleBucket {
+  absl::Time start;
+  uint64_t count = 0;
+
+  friend bool operator==(const ScheduleBucket&,
+                         const ScheduleBucket&) = default;
+};
+
 struct ListQuery {
   std::string topic;
   MessageState state = MessageState::kScheduled;

@@ -155,6 +155,14 @@ void PrimaryGate::ListMessages(
   entry.engine()->ListMessages(std::move(query), std::move(done));
 }
 
+void PrimaryGate::GetSchedule(
+    broker::ScheduleQuery query,
+    Callback<absl::StatusOr<std::vector<broker::ScheduleBucket>>> done) {
+  Entry entry(this);
+  if (entry.engine() == nullptr) return std::move(done)(entry.refusal());
+  entry.engine()->GetSchedule(std::move(query), std::move(done));
+}
+
 void PrimaryGate::GetMessage(
     std::string topic, std::string id, size_t preview_bytes,
     Callback<absl::StatusOr<broker::MessageView>> done) {

@@ -59,6 +59,9 @@ class PrimaryGate final : public broker::Broker {
       override;
   void ListMessages(broker::ListQuery query,
                     Callback<absl::StatusOr<broker::ListPage>> done) override;
+  void GetSchedule(broker::ScheduleQuery query,
+                   Callback<absl::StatusOr<std::vector<broker::ScheduleBucket>>>
+                       done) override;
   void GetMessage(std::string topic, std::string id, size_t preview_bytes,
                   Callback<absl::StatusOr<broker::MessageView>> done) override;
   void CreateGroup(std::string topic, std::string group,

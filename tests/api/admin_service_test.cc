@@ -486,6 +486,212 @@ TEST_F(AdminServiceTest, GetMessageShowsItsStateInEveryGroup) {
             "no message with id \"nope\" in topic \"t\"");
 }
 
+// 2036-01-01T00:00:00Z plus `offset`.
+absl::Time In2036(absl::Duration offset = absl::ZeroDuration()) {
+  return absl::FromUnixSeconds(2'082'758'400) + offset;
+}
+
+// "start=count" per bucket of `response`, start as RFC 3339.
+std::vector<std::string> Buckets(const v1::GetScheduleResponse& response) {
+  std::vector<std::string> out;
+  for (const v1::ScheduleBucket& b : response.buckets()) {
+    out.push_back(absl::StrCat(
+        absl::FormatTime("%Y-%m-%dT%H:%M", testing::ToTime(b.start()),
+                         absl::UTCTimeZone()),
+        "=", b.count()));
+  }
+  return out;
+}
+
+v1::GetScheduleRequest ScheduleRequest(const std::string& topic,
+                                       absl::Time from, absl::Time to,
+                                       absl::Duration bucket) {
+  v1::GetScheduleRequest request;
+  request.set_topic(topic);
+  request.mutable_from()->set_seconds(absl::ToUnixSeconds(from));
+  request.mutable_from()->set_nanos(static_cast<int32_t>(
+      (from - absl::FromUnixSeconds(absl::ToUnixSeconds(from))) /
+      absl::Nanoseconds(1)));
+  request.mutable_to()->set_seconds(absl::ToUnixSeconds(to));
+  request.mutable_bucket()->set_seconds(absl::ToInt64Seconds(bucket));
+  return request;
+}
+
+TEST_F(AdminServiceTest, GetScheduleCountsScheduledMessagesPerAlignedBucket) {
+  // orders: 3 in 00:00-01:00, 1 at 01:30, 1 the next day; other: 1.
+  v1::PublishRequest publish;
+  auto add = [&](const std::string& topic, const std::string& id,
+                 absl::Duration offset) {
+    v1::Message& m = *publish.add_messages();
+    m.set_topic(topic);
+    m.set_id(id);
+    m.mutable_deliver_at()->set_seconds(absl::ToUnixSeconds(In2036(offset)));
+  };
+  add("orders", "a", absl::Seconds(10));
+  add("orders", "b", absl::Minutes(59));
+  add("orders", "c", absl::Minutes(59) + absl::Seconds(59));
+  add("orders", "d", absl::Minutes(90));
+  add("orders", "e", absl::Hours(24 + 12));
+  add("other", "o", absl::Minutes(5));
+  v1::PublishResponse published;
+  ASSERT_TRUE(client_->Publish(publish, &published).ok());
+
+  v1::GetScheduleResponse response;
+  v1::GetScheduleRequest request = ScheduleRequest(
+      "orders", In2036(), In2036(absl::Hours(3)), absl::Hours(1));
+  ASSERT_TRUE(Call(&v1::Admin::Stub::GetSchedule, request, &response).ok());
+  EXPECT_THAT(Buckets(response),
+              ElementsAre("2036-01-01T00:00=3", "2036-01-01T01:00=1",
+                          "2036-01-01T02:00=0"));
+  EXPECT_EQ(response.total(), 4u);
+
+  // Days; `from` inside a bucket starts at the bucket, `to` reaching into
+  // one takes it whole.
+  request = ScheduleRequest("orders", In2036(absl::Hours(5)),
+                            In2036(absl::Hours(25)), absl::Hours(24));
+  ASSERT_TRUE(Call(&v1::Admin::Stub::GetSchedule, request, &response).ok());
+  EXPECT_THAT(Buckets(response),
+              ElementsAre("2036-01-01T00:00=4", "2036-01-02T00:00=1"));
+
+  // 45-minute buckets from an unaligned instant: multiples of 45 minutes
+  // since the epoch (2036-01-01T00:00 is one).
+  request = ScheduleRequest("orders", In2036(absl::Minutes(50)),
+                            In2036(absl::Minutes(136)), absl::Minutes(45));
+  ASSERT_TRUE(Call(&v1::Admin::Stub::GetSchedule, request, &response).ok());
+  EXPECT_THAT(Buckets(response),
+              ElementsAre("2036-01-01T00:45=2", "2036-01-01T01:30=1",
+                          "2036-01-01T02:15=0"));
+
+  // Cancel, reschedule and purge move the counts with the messages.
+  v1::CancelRequest cancel;
+  cancel.set_topic("orders");
+  cancel.set_id("a");
+  v1::CancelResponse cancelled;
+  ASSERT_TRUE(Call(&v1::Admin::Stub::CancelMessage, cancel, &cancelled).ok());
+  v1::RescheduleRequest reschedule;
+  reschedule.set_topic("orders");
+  reschedule.set_id("e");
+  reschedule.mutable_deliver_at()->set_seconds(
+      absl::ToUnixSeconds(In2036(absl::Minutes(150))));
+  v1::Receipt receipt;
+  ASSERT_TRUE(Call(&v1::Admin::Stub::Reschedule, reschedule, &receipt).ok());
+  request = ScheduleRequest("orders", In2036(), In2036(absl::Hours(48)),
+                            absl::Hours(1));
+  ASSERT_TRUE(Call(&v1::Admin::Stub::GetSchedule, request, &response).ok());
+  ASSERT_EQ(response.buckets_size(), 48);
+  EXPECT_EQ(response.buckets(0).count(), 2u);
+  EXPECT_EQ(response.buckets(1).count(), 1u);
+  EXPECT_EQ(response.buckets(2).count(), 1u);  // e, moved from day 2.
+  EXPECT_EQ(response.total(), 4u);
+  v1::PurgeTopicRequest purge;
+  purge.set_topic("orders");
+  purge.set_scheduled(true);
+  v1::PurgeTopicResponse purged;
+  ASSERT_TRUE(Call(&v1::Admin::Stub::PurgeTopic, purge, &purged).ok());
+  ASSERT_EQ(purged.purged(), 4u);
+  ASSERT_TRUE(Call(&v1::Admin::Stub::GetSchedule, request, &response).ok());
+  EXPECT_EQ(response.total(), 0u);
+  ASSERT_EQ(response.buckets_size(), 48);  // Every bucket, at 0.
+
+  // The other topic is untouched; one that never existed reads as 0.
+  request = ScheduleRequest("other", In2036(), In2036(absl::Hours(1)),
+                            absl::Hours(1));
+  ASSERT_TRUE(Call(&v1::Admin::Stub::GetSchedule, request, &response).ok());
+  EXPECT_THAT(Buckets(response), ElementsAre("2036-01-01T00:00=1"));
+  request.set_topic("never");
+  ASSERT_TRUE(Call(&v1::Admin::Stub::GetSchedule, request, &response).ok());
+  EXPECT_THAT(Buckets(response), ElementsAre("2036-01-01T00:00=0"));
+}
+
+TEST_F(AdminServiceTest, GetScheduleStopsCountingWhatCameDue) {
+  Subscribe("t", "g");
+  const absl::Time start = absl::Now();
+  Publish("t", "now", absl::ZeroDuration());
+  Publish("t", "later", absl::Hours(2));
+  v1::GetScheduleRequest request = ScheduleRequest(
+      "t", start - absl::Minutes(1), start + absl::Hours(3), absl::Hours(1));
+  v1::GetScheduleResponse response;
+  // "now" is counted until it comes due, which real time decides.
+  ASSERT_TRUE(testing::Eventually([&] {
+    return Call(&v1::Admin::Stub::GetSchedule, request, &response).ok() &&
+           response.total() == 1;
+  }));
+  uint64_t later_bucket = 0;
+  for (int i = 0; i < response.buckets_size(); ++i) {
+    if (response.buckets(i).count() == 1) later_bucket = i;
+  }
+  EXPECT_GE(later_bucket, 2u);
+}
+
+TEST_F(AdminServiceTest, GetScheduleRefusesBadInputNamingIt) {
+  struct Case {
+    std::string what;
+    v1::GetScheduleRequest request;
+    std::string message;
+  };
+  const v1::GetScheduleRequest good = ScheduleRequest(
+      "orders", In2036(), In2036(absl::Hours(24)), absl::Hours(1));
+  std::vector<Case> cases;
+  auto with = [&](std::string what, auto change, std::string message) {
+    Case c{std::move(what), good, std::move(message)};
+    change(c.request);
+    cases.push_back(std::move(c));
+  };
+  with("bad topic", [](auto& r) { r.set_topic("a b"); },
+       "topic \"a b\" has a space");
+  with("no from", [](auto& r) { r.clear_from(); }, "from is not set");
+  with("no to", [](auto& r) { r.clear_to(); }, "to is not set");
+  with("no bucket", [](auto& r) { r.clear_bucket(); }, "bucket is not set");
+  with("invalid from", [](auto& r) { r.mutable_from()->set_nanos(-1); },
+       "from is not a valid Timestamp (seconds 2082758400, nanos -1)");
+  with("before 1970", [](auto& r) { r.mutable_from()->set_seconds(-60); },
+       "from 1969-12-31T23:59:00Z is before 1970-01-01T00:00:00Z");
+  with("to at from",
+       [](auto& r) { r.mutable_to()->set_seconds(r.from().seconds()); },
+       "to 2036-01-01T00:00:00Z is not after from 2036-01-01T00:00:00Z");
+  with("zero bucket", [](auto& r) { r.mutable_bucket()->set_seconds(0); },
+       "bucket 0 is not a positive whole number of minutes");
+  with("negative bucket",
+       [](auto& r) { r.mutable_bucket()->set_seconds(-3600); },
+       "bucket -1h is not a positive whole number of minutes");
+  with("90 s bucket", [](auto& r) { r.mutable_bucket()->set_seconds(90); },
+       "bucket 1m30s is not a positive whole number of minutes");
+  with("too many buckets",
+       [](auto& r) {
+         r.mutable_bucket()->set_seconds(60);
+         r.mutable_to()->set_seconds(r.from().seconds() + 10'001 * 60);
+       },
+       "from 2036-01-01T00:00:00Z to 2036-01-07T22:41:00Z in buckets of 1m "
+       "is 10001 buckets; the limit is 10000: choose longer buckets or a "
+       "shorter range");
+  with("too many reads",
+       [](auto& r) {
+         r.mutable_bucket()->set_seconds(90 * 60);
+         r.mutable_to()->set_seconds(r.from().seconds() + 86'400 * 300);
+       },
+       "from 2036-01-01T00:00:00Z to 2036-10-27T00:00:00Z in buckets of "
+       "1h30m reads 148800 counters; the limit is 100000: choose buckets of "
+       "whole hours or days, or a shorter range");
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    v1::GetScheduleResponse response;
+    const grpc::Status status =
+        Call(&v1::Admin::Stub::GetSchedule, c.request, &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_EQ(status.error_message(), c.message);
+    EXPECT_EQ(response.buckets_size(), 0);
+  }
+  // At the limits: a leap year of hours, and of days.
+  v1::GetScheduleResponse response;
+  v1::GetScheduleRequest year = ScheduleRequest(
+      "orders", In2036(), In2036(absl::Hours(24 * 366)), absl::Hours(1));
+  ASSERT_TRUE(Call(&v1::Admin::Stub::GetSchedule, year, &response).ok());
+  EXPECT_EQ(response.buckets_size(), 8784);
+  year.mutable_bucket()->set_seconds(86'400);
+  ASSERT_TRUE(Call(&v1::Admin::Stub::GetSchedule, year, &response).ok());
+  EXPECT_EQ(response.buckets_size(), 366);
+}
+
 TEST_F(AdminServiceTest, CancelMessageAnswersLikeCancel) {
   Publish("t", "x", absl::Hours(1));
   v1::CancelRequest request;
