@@ -130,6 +130,11 @@ absl::StatusOr<hourglass::v1::ListMessagesResponse> Admin::ListMessages(
   return Call(*channel_, &Stub::ListMessages, request);
 }
 
+absl::StatusOr<hourglass::v1::GetScheduleResponse> Admin::GetSchedule(
+    const hourglass::v1::GetScheduleRequest& request) {
+  return Call(*channel_, &Stub::GetSchedule, request);
+}
+
 absl::StatusOr<hourglass::v1::MessageInfo> Admin::GetMessage(
     const hourglass::v1::GetMessageRequest& request) {
   return Call(*channel_, &Stub::GetMessage, request);

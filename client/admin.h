@@ -40,6 +40,10 @@ class Admin {
       const hourglass::v1::DeleteGroupRequest& request);
   absl::StatusOr<hourglass::v1::ListMessagesResponse> ListMessages(
       const hourglass::v1::ListMessagesRequest& request);
+  // The schedule histogram of a topic (admin.proto says how buckets are
+  // placed and which requests are refused).
+  absl::StatusOr<hourglass::v1::GetScheduleResponse> GetSchedule(
+      const hourglass::v1::GetScheduleRequest& request);
   absl::StatusOr<hourglass::v1::MessageInfo> GetMessage(
       const hourglass::v1::GetMessageRequest& request);
   absl::Status CancelMessage(const hourglass::v1::CancelRequest& request);

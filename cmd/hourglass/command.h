@@ -2,11 +2,14 @@
 #define HOURGLASS_CMD_HOURGLASS_COMMAND_H_
 
 #include <functional>
+#include <string>
 #include <utility>
 
 #include "CLI/CLI.hpp"
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 #include "cmd/common/connection.h"
+#include "hourglass/v1/admin.pb.h"
 
 namespace hourglass::cli {
 
@@ -51,6 +54,13 @@ void AddSubscribeCommand(Registry& registry);  // subscribe_command.cc
 void AddMessageCommands(Registry& registry);
 // stats, topics, groups, dlq, purge: topic_commands.cc
 void AddTopicCommands(Registry& registry);
+// schedule: schedule_command.cc
+void AddScheduleCommand(Registry& registry);
+// The text bar chart of `response` (buckets of `bucket`): a line per
+// bucket with its start (UTC; the date alone for whole days), count and a
+// bar of up to `width` '#' scaled to the largest, then a total line.
+std::string ScheduleChart(const hourglass::v1::GetScheduleResponse& response,
+                          absl::Duration bucket, int width);
 // snapshot: snapshot_command.cc
 void AddSnapshotCommand(Registry& registry);
 // cluster: cluster_command.cc

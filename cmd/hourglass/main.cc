@@ -166,6 +166,7 @@ int main(int argc, char** argv) {
   hourglass::cli::AddSubscribeCommand(registry);
   hourglass::cli::AddMessageCommands(registry);
   hourglass::cli::AddTopicCommands(registry);
+  hourglass::cli::AddScheduleCommand(registry);
   hourglass::cli::AddSnapshotCommand(registry);
   hourglass::cli::AddClusterCommand(registry);
   AddHealthCommand(registry);

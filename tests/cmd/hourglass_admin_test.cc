@@ -1277,5 +1277,78 @@ TEST_F(HourglassAdminCliPurgeTest, PurgeAsksOnATerminal) {
   EXPECT_EQ(List("t", v1::MESSAGE_STATE_IN_FLIGHT).messages_size(), 1);
 }
 
+// ---- schedule
+
+TEST_F(HourglassAdminCliTest, ScheduleDrawsABarPerBucketScaledToTheLargest) {
+  ASSERT_NO_FATAL_FAILURE(StartBroker());
+  Publish(
+      {"--topic=orders", "--id=a", "--data=x", "--at=2030-01-01T00:00:10Z"});
+  Publish(
+      {"--topic=orders", "--id=b", "--data=x", "--at=2030-01-01T00:30:00Z"});
+  Publish(
+      {"--topic=orders", "--id=c", "--data=x", "--at=2030-01-01T01:45:00Z"});
+  Publish(
+      {"--topic=orders", "--id=d", "--data=x", "--at=2030-01-03T12:00:00Z"});
+  EXPECT_EQ(CliOk({"schedule", "--topic=orders", "--from=2030-01-01T00:00:00Z",
+                   "--to=2030-01-01T03:00:00Z", "--bucket=1h", "--width=10"}),
+            "START              COUNT  SCHEDULED\n"
+            "2030-01-01T00:00Z      2  ##########\n"
+            "2030-01-01T01:00Z      1  #####\n"
+            "2030-01-01T02:00Z      0\n"
+            "3 scheduled in 3 buckets of 1h\n");
+  // Days print as dates; a bucket's count covers all of it.
+  EXPECT_EQ(CliOk({"schedule", "--topic=orders", "--from=2030-01-01T06:00:00Z",
+                   "--to=2030-01-03T00:00:01Z", "--bucket=1d", "--width=10"}),
+            "START       COUNT  SCHEDULED\n"
+            "2030-01-01      3  ##########\n"
+            "2030-01-02      0\n"
+            "2030-01-03      1  ###\n"
+            "4 scheduled in 3 buckets of 1d\n");
+  EXPECT_EQ(
+      CliOk({"--json", "schedule", "--topic=orders",
+             "--from=2030-01-01T00:00:00Z", "--to=2030-01-01T01:00:00Z",
+             "--bucket=30m"}),
+      "{\"buckets\":[{\"count\":\"1\",\"start\":\"2030-01-01T00:00:00Z\"},"
+      "{\"count\":\"1\",\"start\":\"2030-01-01T00:30:00Z\"}],"
+      "\"total\":\"2\"}\n");
+}
+
+TEST_F(HourglassAdminCliTest, ScheduleReportsBadInputInOneLine) {
+  ASSERT_NO_FATAL_FAILURE(StartBroker());
+  Outcome outcome = Cli({"schedule", "--topic=orders", "--bucket=90s"});
+  EXPECT_EQ(outcome.exit_code, 1);
+  EXPECT_EQ(outcome.out, "");
+  EXPECT_EQ(outcome.err,
+            "hourglass: INVALID_ARGUMENT: bucket 1m30s is not a positive "
+            "whole number of minutes\n");
+  outcome = Cli({"schedule", "--topic=orders", "--from=+1h", "--to=now"});
+  EXPECT_EQ(outcome.exit_code, 1);
+  EXPECT_THAT(outcome.err,
+              MatchesRegex("hourglass: INVALID_ARGUMENT: to \\S+ is not after "
+                           "from \\S+\n"));
+  outcome = Cli({"schedule", "--topic=orders", "--to=+365d", "--bucket=1m"});
+  EXPECT_EQ(outcome.exit_code, 1);
+  EXPECT_THAT(
+      outcome.err,
+      MatchesRegex("hourglass: INVALID_ARGUMENT: from .* is 5256(00|01) "
+                   "buckets; the limit is 10000: choose longer "
+                   "buckets or a shorter range\n"));
+  // Bad command lines: exit 2, nothing sent.
+  outcome = Cli({"schedule", "--topic=orders", "--from=soon"});
+  EXPECT_EQ(outcome.exit_code, 2);
+  EXPECT_EQ(outcome.err,
+            "hourglass: --from: \"soon\" is not a time (use RFC 3339, e.g. "
+            "2026-01-02T15:04:05Z, or now, +30m, -2h)\n");
+  outcome = Cli({"schedule", "--topic=orders", "--bucket=hourly"});
+  EXPECT_EQ(outcome.exit_code, 2);
+  EXPECT_EQ(outcome.err,
+            "hourglass: --bucket: \"hourly\" is not a duration (use e.g. "
+            "500ms, 30s, 15m, 2h, 3d)\n");
+  outcome = Cli({"schedule"});
+  EXPECT_EQ(outcome.exit_code, 2);
+  EXPECT_EQ(outcome.err,
+            "hourglass: --topic is required (see hourglass schedule --help)\n");
+}
+
 }  // namespace
 }  // namespace hourglass
