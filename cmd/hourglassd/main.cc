@@ -298,6 +298,13 @@ std::unique_ptr<hourglass::storage::MessageStore> OpenSingleStore(
                     "to {}; older hourglassd versions no longer open it",
                     data_dir, from, to);
               },
+          .on_upgrade_progress =
+              [&data_dir](uint64_t counted) {
+                spdlog::info(
+                    "hourglassd upgrading data dir {} to format version 4: "
+                    "counted {} scheduled messages so far",
+                    data_dir, counted);
+              },
       });
   if (!store.ok()) Fail(std::string(store.status().message()));
   log_configuration();
