@@ -156,10 +156,11 @@ std::optional<size_t> HintedIntegerBytes(Table table) {
       return 16;  // deliver_at, sequence
     case Table::kCounters:
       return 0;
-    case Table::kScheduleCounts:
-      return 8;  // bucket start
     case Table::kIds:
     case Table::kMeta:
+    // A batch of publishes adds to the minutes, hours and days they are
+    // due in, anywhere in the year: no order to hint at.
+    case Table::kScheduleCounts:
       return std::nullopt;
   }
   return std::nullopt;
@@ -255,10 +256,12 @@ rocksdb::ColumnFamilyOptions TableOptions(
     case Table::kScheduleCounts:
       // Counters too, but many (a key per topic and minute, hour and day
       // that ever held a scheduled message) and read by range, a topic's
-      // buckets of one granularity at a time: no bloom filter. Merge
-      // operands collapse as for the counters table.
+      // buckets of one granularity at a time: no bloom filter. Unlike the
+      // counters table, merge operands are not collapsed as they are
+      // written (max_successive_merges): that reads the key on write, and
+      // publishes due all over a year would read a day and an hour key
+      // per message. Flushes and compactions collapse them instead.
       cf.merge_operator = std::make_shared<CounterAddOperator>();
-      cf.max_successive_merges = 16;
       break;
     case Table::kTopicDue:
     case Table::kSchedule:

@@ -18,6 +18,13 @@ int64_t RoundUp(int64_t ms, int64_t length) {
   return RoundDown(ms + length - 1, length);
 }
 
+// DATA_LOSS naming `key` of `table`, which does not decode.
+absl::Status Malformed(Table table, std::string_view key) {
+  return absl::DataLossError(
+      absl::StrCat("malformed key \"", absl::CHexEscape(std::string(key)),
+                   "\" in table ", std::string(TableName(table))));
+}
+
 // Calls `piece(granularity, from, to)` for the runs of whole buckets that
 // make up [start, end), in time order: minutes up to the first whole hour,
 // hours up to the first whole day, whole days, then hours and minutes up
@@ -136,9 +143,7 @@ absl::StatusOr<std::vector<int64_t>> ReadScheduleCounts(
                      });
       if (!scanned.ok()) return scanned;
       if (malformed.has_value()) {
-        return absl::DataLossError(absl::StrCat("malformed key \"",
-                                                absl::CHexEscape(*malformed),
-                                                "\" in table schedule_counts"));
+        return Malformed(Table::kScheduleCounts, *malformed);
       }
     }
   }
@@ -165,11 +170,7 @@ absl::Status CountSchedule(MessageStore& store, ScheduleCountDeltas& counts,
                    return true;
                  });
   if (!scanned.ok()) return scanned;
-  if (malformed.has_value()) {
-    return absl::DataLossError(absl::StrCat("malformed key \"",
-                                            absl::CHexEscape(*malformed),
-                                            "\" in table schedule"));
-  }
+  if (malformed.has_value()) return Malformed(Table::kSchedule, *malformed);
   return absl::OkStatus();
 }
 
