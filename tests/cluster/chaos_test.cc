@@ -26,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -166,7 +167,9 @@ class Load {
       std::string id;
       {
         absl::MutexLock lock(&mu_);
-        auto ready = [this] { return stopping_ || !to_cancel_.empty(); };
+        auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+          return stopping_ || !to_cancel_.empty();
+        };
         mu_.Await(absl::Condition(&ready));
         if (stopping_) return;
         id = to_cancel_.front();
