@@ -1,573 +1,134 @@
 #include "api/admin_service.h"
 
-#include <memory>
-#include <optional>
-#include <string>
-#include <utility>
-#include <vector>
-
 #include "absl/status/status.h"
-#include "absl/strings/escaping.h"
-#include "absl/strings/str_cat.h"
-#include "api/proto_time.h"
+#include "absl/status/statusor.h"
 #include "api/status.h"
-#include "storage/keys.h"
 
 namespace hourglass::api {
 namespace {
 
 namespace v1 = hourglass::v1;
 
-constexpr uint32_t kDefaultPageSize = 100;
-constexpr uint32_t kMaxPageSize = 1000;
-constexpr uint32_t kDefaultPreviewBytes = 256;
-constexpr uint32_t kMaxPreviewBytes = 1 << 20;
-
-// Finishes `reactor` with `status` and returns it, for one-line handlers.
-grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* context,
-                               const absl::Status& status) {
+// Authenticates the call with `authorizer` and hands it to `method` of
+// `calls`, which finishes the call's reactor.
+template <typename Request, typename Response>
+grpc::ServerUnaryReactor* Handle(
+    const Authorizer& authorizer, AdminCalls& calls,
+    void (AdminCalls::*method)(const Grant&, const Request&, Response*,
+                               AdminCalls::Done),
+    grpc::CallbackServerContext* context, const Request* request,
+    Response* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(status));
+  absl::StatusOr<Grant> grant = authorizer.Authenticate(*context);
+  if (!grant.ok()) {
+    reactor->Finish(ToGrpcStatus(grant.status()));
+    return reactor;
+  }
+  (calls.*method)(*grant, *request, response, [reactor](absl::Status status) {
+    reactor->Finish(ToGrpcStatus(status));
+  });
   return reactor;
-}
-
-absl::Status ValidateTopicAndGroup(const std::string& topic,
-                                   const std::string& group) {
-  if (absl::Status s = ValidateName("topic", topic); !s.ok()) return s;
-  return ValidateName("group", group);
-}
-
-void PercentilesToProto(const broker::Percentiles& in, v1::Percentiles* out) {
-  ToProto(in.p50, out->mutable_p50());
-  ToProto(in.p90, out->mutable_p90());
-  ToProto(in.p99, out->mutable_p99());
-  ToProto(in.max, out->mutable_max());
-}
-
-void StatsToProto(const std::vector<broker::TopicStats>& stats,
-                  absl::Time started_at, v1::GetStatsResponse* response) {
-  for (const broker::TopicStats& t : stats) {
-    v1::TopicStats* out = response->add_topics();
-    out->set_topic(t.topic);
-    out->set_scheduled(t.scheduled);
-    out->set_ready(t.ready);
-    out->set_in_flight(t.in_flight);
-    out->set_dead_lettered(t.dead_lettered);
-    out->set_publish_rate(t.activity.publish_rate);
-    out->set_delivery_rate(t.activity.delivery_rate);
-    PercentilesToProto(t.activity.lateness, out->mutable_lateness());
-    for (const broker::GroupStats& g : t.groups) {
-      v1::GroupStats* group = out->add_groups();
-      group->set_group(g.group);
-      group->set_ready(g.ready);
-      group->set_in_flight(g.in_flight);
-      group->set_consumers(g.consumers);
-      group->set_ack_rate(g.ack_rate);
-    }
-  }
-  ToProto(started_at, response->mutable_started_at());
-}
-
-void MessageToProto(const broker::MessageView& in, v1::MessageInfo* out) {
-  out->set_id(in.id);
-  out->set_topic(in.topic);
-  out->set_state(static_cast<v1::MessageState>(in.state));
-  ToProto(in.deliver_at, out->mutable_deliver_at());
-  ToProto(in.published_at, out->mutable_published_at());
-  out->set_payload_size(static_cast<uint32_t>(in.payload_size));
-  for (const auto& [key, value] : in.headers) {
-    (*out->mutable_headers())[key] = value;
-  }
-  out->set_payload_preview(in.payload_preview);
-  for (const broker::GroupView& g : in.groups) {
-    v1::GroupDelivery* group = out->add_groups();
-    group->set_group(g.group);
-    group->set_state(static_cast<v1::MessageState>(g.state));
-    group->set_attempt(g.attempt);
-    if (g.state == broker::MessageState::kInFlight) {
-      ToProto(g.redeliver_at, group->mutable_redeliver_at());
-    }
-  }
-  out->set_attempt(in.attempt);
-}
-
-// A stable (not per-process) hash of the fields a page token is bound to.
-uint64_t Fingerprint(const v1::ListMessagesRequest& request) {
-  uint64_t h = 1469598103934665603ull;  // FNV-1a.
-  auto mix = [&](std::string_view bytes) {
-    for (char c : bytes) {
-      h ^= static_cast<uint8_t>(c);
-      h *= 1099511628211ull;
-    }
-    h ^= 0xff;  // Field separator.
-    h *= 1099511628211ull;
-  };
-  mix(request.topic());
-  mix(absl::StrCat(static_cast<int>(request.state())));
-  mix(request.group());
-  mix(request.has_due_from() ? request.due_from().SerializeAsString() : "-");
-  mix(request.has_due_to() ? request.due_to().SerializeAsString() : "-");
-  return h;
 }
 
 }  // namespace
 
-std::string EncodePageToken(const v1::ListMessagesRequest& request,
-                            const broker::ListPosition& position) {
-  std::string raw = "\x01";
-  storage::AppendU64(raw, Fingerprint(request));
-  storage::AppendU64(raw, static_cast<uint64_t>(position.key.deliver_at_ms));
-  storage::AppendU64(raw, position.key.sequence);
-  raw.append(position.group);
-  return absl::WebSafeBase64Escape(raw);
-}
-
-absl::StatusOr<broker::ListPosition> DecodePageToken(
-    const v1::ListMessagesRequest& request) {
-  std::string raw;
-  if (!absl::WebSafeBase64Unescape(request.page_token(), &raw) ||
-      raw.size() < 25 || raw[0] != '\x01') {
-    return absl::InvalidArgumentError(
-        "page_token is not a token this broker made");
-  }
-  const std::string_view view = raw;
-  if (storage::ReadU64(view.substr(1)) != Fingerprint(request)) {
-    return absl::InvalidArgumentError(
-        "page_token belongs to a listing with other topic, state, group or "
-        "due range");
-  }
-  return broker::ListPosition{
-      std::string(view.substr(25)),
-      storage::DueKey{static_cast<int64_t>(storage::ReadU64(view.substr(9))),
-                      storage::ReadU64(view.substr(17))}};
-}
-
 AdminService::AdminService(broker::Broker* broker, broker::Clock* clock,
                            Limits limits, absl::Time started_at,
                            const Authorizer* authorizer)
-    : broker_(broker),
-      clock_(clock),
-      authorizer_(authorizer != nullptr ? authorizer : &Authorizer::Disabled()),
-      limits_(limits),
-      started_at_(started_at) {}
-
-absl::Status AdminService::Check(const grpc::CallbackServerContext& context,
-                                 const std::string& topic) const {
-  return authorizer_->Authorize(context, Role::kAdmin, topic);
-}
+    : authorizer_(authorizer != nullptr ? authorizer : &Authorizer::Disabled()),
+      calls_(broker, clock, limits, started_at) {}
 
 grpc::ServerUnaryReactor* AdminService::GetStats(
     grpc::CallbackServerContext* context, const v1::GetStatsRequest* request,
     v1::GetStatsResponse* response) {
-  if (absl::Status s = Check(*context, request->topic()); !s.ok()) {
-    return Done(context, s);
-  }
-  std::optional<std::string> only;
-  if (!request->topic().empty()) {
-    if (absl::Status s = ValidateName("topic", request->topic()); !s.ok()) {
-      return Done(context, s);
-    }
-    only = request->topic();
-  }
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  broker_->Stats(
-      std::move(only),
-      [this, reactor,
-       response](absl::StatusOr<std::vector<broker::TopicStats>> stats) {
-        if (stats.ok()) {
-          StatsToProto(*stats, started_at_, response);
-          const broker::BrokerInfo info = broker_->Info();
-          response->set_version(HOURGLASS_VERSION);
-          response->set_format_version(info.format_version);
-          response->set_store_id(info.store_id);
-          response->set_serving(info.store_health.ok());
-          if (!info.store_health.ok()) {
-            response->set_not_serving_reason(info.store_health.ToString());
-          }
-        }
-        reactor->Finish(ToGrpcStatus(stats.status()));
-      });
-  return reactor;
+  return Handle(*authorizer_, calls_, &AdminCalls::GetStats, context, request,
+                response);
 }
 
 grpc::ServerUnaryReactor* AdminService::ListTopics(
     grpc::CallbackServerContext* context, const v1::ListTopicsRequest* request,
     v1::ListTopicsResponse* response) {
-  if (absl::Status s = Check(*context, ""); !s.ok()) {
-    return Done(context, s);
-  }
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  broker_->Stats(
-      std::nullopt, [reactor, response](
-                        absl::StatusOr<std::vector<broker::TopicStats>> stats) {
-        if (stats.ok()) {
-          for (const broker::TopicStats& t : *stats) {
-            v1::Topic* topic = response->add_topics();
-            topic->set_name(t.topic);
-            topic->set_scheduled(t.scheduled);
-            topic->set_groups(static_cast<uint32_t>(t.groups.size()));
-            topic->set_ready(t.ready);
-            topic->set_in_flight(t.in_flight);
-            topic->set_dead_lettered(t.dead_lettered);
-          }
-        }
-        reactor->Finish(ToGrpcStatus(stats.status()));
-      });
-  return reactor;
+  return Handle(*authorizer_, calls_, &AdminCalls::ListTopics, context, request,
+                response);
 }
 
 grpc::ServerUnaryReactor* AdminService::ListGroups(
     grpc::CallbackServerContext* context, const v1::ListGroupsRequest* request,
     v1::ListGroupsResponse* response) {
-  if (absl::Status s = Check(*context, request->topic()); !s.ok()) {
-    return Done(context, s);
-  }
-  if (absl::Status s = ValidateName("topic", request->topic()); !s.ok()) {
-    return Done(context, s);
-  }
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  broker_->Stats(request->topic(),
-                 [reactor, request, response](
-                     absl::StatusOr<std::vector<broker::TopicStats>> stats) {
-                   if (stats.ok()) {
-                     for (const broker::GroupStats& g : stats->front().groups) {
-                       v1::Group* group = response->add_groups();
-                       group->set_topic(request->topic());
-                       group->set_name(g.group);
-                       ToProto(g.created_at, group->mutable_created_at());
-                       group->set_ready(g.ready);
-                       group->set_in_flight(g.in_flight);
-                       group->set_consumers(g.consumers);
-                     }
-                   }
-                   reactor->Finish(ToGrpcStatus(stats.status()));
-                 });
-  return reactor;
+  return Handle(*authorizer_, calls_, &AdminCalls::ListGroups, context, request,
+                response);
 }
 
 grpc::ServerUnaryReactor* AdminService::CreateGroup(
     grpc::CallbackServerContext* context, const v1::CreateGroupRequest* request,
     v1::Group* response) {
-  if (absl::Status s = Check(*context, request->topic()); !s.ok()) {
-    return Done(context, s);
-  }
-  if (absl::Status s =
-          ValidateTopicAndGroup(request->topic(), request->group());
-      !s.ok()) {
-    return Done(context, s);
-  }
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  broker_->CreateGroup(
-      request->topic(), request->group(),
-      [reactor, request, response](absl::StatusOr<absl::Time> created_at) {
-        if (created_at.ok()) {
-          response->set_topic(request->topic());
-          response->set_name(request->group());
-          ToProto(*created_at, response->mutable_created_at());
-        }
-        reactor->Finish(ToGrpcStatus(created_at.status()));
-      });
-  return reactor;
+  return Handle(*authorizer_, calls_, &AdminCalls::CreateGroup, context,
+                request, response);
 }
 
 grpc::ServerUnaryReactor* AdminService::DeleteGroup(
     grpc::CallbackServerContext* context, const v1::DeleteGroupRequest* request,
     v1::DeleteGroupResponse* response) {
-  if (absl::Status s = Check(*context, request->topic()); !s.ok()) {
-    return Done(context, s);
-  }
-  if (absl::Status s =
-          ValidateTopicAndGroup(request->topic(), request->group());
-      !s.ok()) {
-    return Done(context, s);
-  }
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  broker_->DeleteGroup(request->topic(), request->group(),
-                       [reactor, response](absl::StatusOr<uint64_t> removed) {
-                         if (removed.ok()) response->set_removed(*removed);
-                         reactor->Finish(ToGrpcStatus(removed.status()));
-                       });
-  return reactor;
+  return Handle(*authorizer_, calls_, &AdminCalls::DeleteGroup, context,
+                request, response);
 }
 
 grpc::ServerUnaryReactor* AdminService::ListMessages(
     grpc::CallbackServerContext* context,
     const v1::ListMessagesRequest* request,
     v1::ListMessagesResponse* response) {
-  if (absl::Status s = Check(*context, request->topic()); !s.ok()) {
-    return Done(context, s);
-  }
-  if (absl::Status s = ValidateName("topic", request->topic()); !s.ok()) {
-    return Done(context, s);
-  }
-  broker::ListQuery query;
-  query.topic = request->topic();
-  switch (request->state()) {
-    case v1::MESSAGE_STATE_SCHEDULED:
-    case v1::MESSAGE_STATE_READY:
-    case v1::MESSAGE_STATE_IN_FLIGHT:
-    case v1::MESSAGE_STATE_DEAD:
-      query.state = static_cast<broker::MessageState>(request->state());
-      break;
-    default:
-      return Done(context, absl::InvalidArgumentError(absl::StrCat(
-                               "state ", static_cast<int>(request->state()),
-                               " is not SCHEDULED, READY, IN_FLIGHT or DEAD")));
-  }
-  if (!request->group().empty()) {
-    if (absl::Status s = ValidateName("group", request->group()); !s.ok()) {
-      return Done(context, s);
-    }
-    if (query.state != broker::MessageState::kReady &&
-        query.state != broker::MessageState::kInFlight) {
-      return Done(context, absl::InvalidArgumentError(
-                               "group narrows READY and IN_FLIGHT listings "
-                               "only"));
-    }
-    query.group = request->group();
-  }
-  if (request->has_due_from()) {
-    if (absl::Status s = ValidateTimestamp("due_from", request->due_from());
-        !s.ok()) {
-      return Done(context, s);
-    }
-    query.from = FromProto(request->due_from());
-  }
-  if (request->has_due_to()) {
-    if (absl::Status s = ValidateTimestamp("due_to", request->due_to());
-        !s.ok()) {
-      return Done(context, s);
-    }
-    query.to = FromProto(request->due_to());
-  }
-  if (request->page_size() > kMaxPageSize) {
-    return Done(context, absl::InvalidArgumentError(absl::StrCat(
-                             "page_size ", request->page_size(),
-                             " is over the limit of ", kMaxPageSize)));
-  }
-  query.limit =
-      request->page_size() == 0 ? kDefaultPageSize : request->page_size();
-  if (!request->page_token().empty()) {
-    absl::StatusOr<broker::ListPosition> after = DecodePageToken(*request);
-    if (!after.ok()) return Done(context, after.status());
-    query.after = *after;
-  }
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  broker_->ListMessages(
-      std::move(query),
-      [reactor, request, response](absl::StatusOr<broker::ListPage> page) {
-        if (page.ok()) {
-          for (const broker::MessageView& m : page->messages) {
-            MessageToProto(m, response->add_messages());
-          }
-          if (page->next.has_value()) {
-            response->set_next_page_token(
-                EncodePageToken(*request, *page->next));
-          }
-        }
-        reactor->Finish(ToGrpcStatus(page.status()));
-      });
-  return reactor;
+  return Handle(*authorizer_, calls_, &AdminCalls::ListMessages, context,
+                request, response);
 }
 
 grpc::ServerUnaryReactor* AdminService::GetMessage(
     grpc::CallbackServerContext* context, const v1::GetMessageRequest* request,
     v1::MessageInfo* response) {
-  if (absl::Status s = Check(*context, request->topic()); !s.ok()) {
-    return Done(context, s);
-  }
-  if (absl::Status s = ValidateName("topic", request->topic()); !s.ok()) {
-    return Done(context, s);
-  }
-  if (absl::Status s = ValidateId("id", request->id(), limits_); !s.ok()) {
-    return Done(context, s);
-  }
-  if (request->preview_bytes() > kMaxPreviewBytes) {
-    return Done(context, absl::InvalidArgumentError(absl::StrCat(
-                             "preview_bytes ", request->preview_bytes(),
-                             " is over the limit of ", kMaxPreviewBytes)));
-  }
-  const uint32_t preview = request->preview_bytes() == 0
-                               ? kDefaultPreviewBytes
-                               : request->preview_bytes();
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  broker_->GetMessage(
-      request->topic(), request->id(), preview,
-      [reactor, response](absl::StatusOr<broker::MessageView> view) {
-        if (view.ok()) MessageToProto(*view, response);
-        reactor->Finish(ToGrpcStatus(view.status()));
-      });
-  return reactor;
+  return Handle(*authorizer_, calls_, &AdminCalls::GetMessage, context, request,
+                response);
 }
 
 grpc::ServerUnaryReactor* AdminService::GetSchedule(
     grpc::CallbackServerContext* context, const v1::GetScheduleRequest* request,
     v1::GetScheduleResponse* response) {
-  if (absl::Status s = Check(*context, request->topic()); !s.ok()) {
-    return Done(context, s);
-  }
-  absl::StatusOr<broker::ScheduleQuery> query = ValidateGetSchedule(*request);
-  if (!query.ok()) return Done(context, query.status());
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  broker_->GetSchedule(
-      *std::move(query),
-      [reactor,
-       response](absl::StatusOr<std::vector<broker::ScheduleBucket>> buckets) {
-        if (buckets.ok()) {
-          uint64_t total = 0;
-          response->mutable_buckets()->Reserve(
-              static_cast<int>(buckets->size()));
-          for (const broker::ScheduleBucket& b : *buckets) {
-            v1::ScheduleBucket& out = *response->add_buckets();
-            ToProto(b.start, out.mutable_start());
-            out.set_count(b.count);
-            total += b.count;
-          }
-          response->set_total(total);
-        }
-        reactor->Finish(ToGrpcStatus(buckets.status()));
-      });
-  return reactor;
+  return Handle(*authorizer_, calls_, &AdminCalls::GetSchedule, context,
+                request, response);
 }
 
 grpc::ServerUnaryReactor* AdminService::CancelMessage(
     grpc::CallbackServerContext* context, const v1::CancelRequest* request,
     v1::CancelResponse* response) {
-  if (absl::Status s = Check(*context, request->topic()); !s.ok()) {
-    return Done(context, s);
-  }
-  absl::Status valid = ValidateName("topic", request->topic());
-  if (valid.ok()) valid = ValidateId("id", request->id(), limits_);
-  if (!valid.ok()) return Done(context, valid);
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  broker_->Cancel(request->topic(), request->id(),
-                  [reactor](absl::Status status) {
-                    reactor->Finish(ToGrpcStatus(status));
-                  });
-  return reactor;
+  return Handle(*authorizer_, calls_, &AdminCalls::CancelMessage, context,
+                request, response);
 }
 
 grpc::ServerUnaryReactor* AdminService::Reschedule(
     grpc::CallbackServerContext* context, const v1::RescheduleRequest* request,
     v1::Receipt* response) {
-  if (absl::Status s = Check(*context, request->topic()); !s.ok()) {
-    return Done(context, s);
-  }
-  absl::Status valid = ValidateName("topic", request->topic());
-  if (valid.ok()) valid = ValidateId("id", request->id(), limits_);
-  const absl::Time now = clock_->Now();
-  absl::Time deliver_at = now;
-  if (valid.ok()) {
-    if (request->has_delay()) {
-      valid = ValidateDelay(request->delay(), limits_);
-      if (valid.ok()) deliver_at = now + FromProto(request->delay());
-    } else if (request->has_deliver_at()) {
-      valid = ValidateDeliverAt(request->deliver_at(), limits_, now);
-      if (valid.ok()) deliver_at = FromProto(request->deliver_at());
-    } else {
-      valid = absl::InvalidArgumentError(
-          "the new due time is missing: set delay or deliver_at");
-    }
-  }
-  if (!valid.ok()) return Done(context, valid);
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  broker_->Reschedule(
-      request->topic(), request->id(),
-      absl::FromUnixMillis(absl::ToUnixMillis(deliver_at)),
-      [reactor, response](absl::StatusOr<broker::PublishReceipt> receipt) {
-        if (receipt.ok()) {
-          response->set_id(receipt->id);
-          ToProto(receipt->deliver_at, response->mutable_deliver_at());
-          response->set_duplicate(false);
-        }
-        reactor->Finish(ToGrpcStatus(receipt.status()));
-      });
-  return reactor;
+  return Handle(*authorizer_, calls_, &AdminCalls::Reschedule, context, request,
+                response);
 }
 
 grpc::ServerUnaryReactor* AdminService::RedriveDeadLetters(
     grpc::CallbackServerContext* context,
     const v1::RedriveDeadLettersRequest* request,
     v1::RedriveDeadLettersResponse* response) {
-  if (absl::Status s = Check(*context, request->topic()); !s.ok()) {
-    return Done(context, s);
-  }
-  if (absl::Status s = ValidateName("topic", request->topic()); !s.ok()) {
-    return Done(context, s);
-  }
-  if (static_cast<size_t>(request->ids_size()) > limits_.max_batch) {
-    return Done(context, absl::InvalidArgumentError(absl::StrCat(
-                             "the request has ", request->ids_size(),
-                             " ids; the limit is ", limits_.max_batch,
-                             " (--max_batch)")));
-  }
-  std::vector<std::string> ids;
-  for (const std::string& id : request->ids()) {
-    if (absl::Status s =
-            ValidateId(absl::StrCat("ids[", ids.size(), "]"), id, limits_);
-        !s.ok()) {
-      return Done(context, s);
-    }
-    ids.push_back(id);
-  }
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  broker_->Redrive(request->topic(), std::move(ids),
-                   [reactor, response](absl::StatusOr<uint64_t> moved) {
-                     if (moved.ok()) response->set_redriven(*moved);
-                     reactor->Finish(ToGrpcStatus(moved.status()));
-                   });
-  return reactor;
+  return Handle(*authorizer_, calls_, &AdminCalls::RedriveDeadLetters, context,
+                request, response);
 }
 
 grpc::ServerUnaryReactor* AdminService::PurgeTopic(
     grpc::CallbackServerContext* context, const v1::PurgeTopicRequest* request,
     v1::PurgeTopicResponse* response) {
-  if (absl::Status s = Check(*context, request->topic()); !s.ok()) {
-    return Done(context, s);
-  }
-  if (absl::Status s = ValidateName("topic", request->topic()); !s.ok()) {
-    return Done(context, s);
-  }
-  if (!request->scheduled() && !request->ready()) {
-    return Done(context,
-                absl::InvalidArgumentError(
-                    "nothing to purge: set scheduled, ready, or both"));
-  }
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  broker_->Purge(request->topic(), request->scheduled(), request->ready(),
-                 [reactor, response](absl::StatusOr<uint64_t> purged) {
-                   if (purged.ok()) response->set_purged(*purged);
-                   reactor->Finish(ToGrpcStatus(purged.status()));
-                 });
-  return reactor;
+  return Handle(*authorizer_, calls_, &AdminCalls::PurgeTopic, context, request,
+                response);
 }
 
 grpc::ServerUnaryReactor* AdminService::CreateSnapshot(
     grpc::CallbackServerContext* context,
     const v1::CreateSnapshotRequest* request, v1::Snapshot* response) {
-  // A snapshot holds every topic: admin of all of them.
-  if (absl::Status s = Check(*context, ""); !s.ok()) return Done(context, s);
-  if (request->dir().empty()) {
-    return Done(context, absl::InvalidArgumentError(
-                             "dir is empty: name a new directory on the "
-                             "broker's machine, as an absolute path"));
-  }
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  broker_->CreateSnapshot(
-      request->dir(),
-      [reactor, response](absl::StatusOr<broker::SnapshotInfo> snapshot) {
-        if (snapshot.ok()) {
-          response->set_dir(snapshot->dir);
-          response->set_files(snapshot->files);
-          response->set_bytes(snapshot->bytes);
-          response->set_format_version(snapshot->format_version);
-          response->set_store_id(snapshot->store_id);
-          ToProto(snapshot->started_at, response->mutable_started_at());
-          ToProto(snapshot->took, response->mutable_took());
-        }
-        reactor->Finish(ToGrpcStatus(snapshot.status()));
-      });
-  return reactor;
+  return Handle(*authorizer_, calls_, &AdminCalls::CreateSnapshot, context,
+                request, response);
 }
 
 }  // namespace hourglass::api

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "absl/time/time.h"
+#include "api/admin_calls.h"
 #include "api/auth.h"
 #include "api/validation.h"
 #include "broker/broker.h"
@@ -12,10 +13,10 @@
 
 namespace hourglass::api {
 
-// hourglass.v1.Admin on the gRPC callback API: validates each request,
-// asks the broker (broker/broker.h), and translates the answer. The broker
-// answers queries and runs tasks on threads of its own: no gRPC thread
-// waits on the store.
+// hourglass.v1.Admin on the gRPC callback API: authenticates each call and
+// hands it to AdminCalls (admin_calls.h), which validates it, asks the
+// broker and translates the answer. The broker answers queries and runs
+// tasks on threads of its own: no gRPC thread waits on the store.
 //
 // Thread-safe; gRPC calls it from its own threads.
 class AdminService final : public hourglass::v1::Admin::CallbackService {
@@ -81,26 +82,9 @@ class AdminService final : public hourglass::v1::Admin::CallbackService {
       hourglass::v1::Snapshot* response) override;
 
  private:
-  // UNAUTHENTICATED or PERMISSION_DENIED unless the call may administer
-  // `topic` ("" for all topics).
-  absl::Status Check(const grpc::CallbackServerContext& context,
-                     const std::string& topic) const;
-
-  broker::Broker* const broker_;
-  broker::Clock* const clock_;
   const Authorizer* const authorizer_;
-  const Limits limits_;
-  const absl::Time started_at_;
+  AdminCalls calls_;
 };
-
-// Page tokens of ListMessages: where the page ended, bound to the request's
-// other fields so that a token cannot be replayed against another listing.
-std::string EncodePageToken(const hourglass::v1::ListMessagesRequest& request,
-                            const broker::ListPosition& position);
-// INVALID_ARGUMENT if `request.page_token` is malformed or was made for a
-// request with other fields.
-absl::StatusOr<broker::ListPosition> DecodePageToken(
-    const hourglass::v1::ListMessagesRequest& request);
 
 }  // namespace hourglass::api
 

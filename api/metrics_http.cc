@@ -20,6 +20,9 @@
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "api/http_service.h"
 #include "broker/metrics.h"
 #include "httplib.h"
 
@@ -284,6 +287,17 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
              response.body = registry->Render();
              response.set_header("Content-Type", kContentType);
            });
+  MetricsServer* s = server.get();
+  auto other = [s](const httplib::Request& request,
+                   httplib::Response& response) {
+    s->ServeOther(request, response);
+  };
+  http.Get(".*", other);
+  http.Post(".*", other);
+  http.Put(".*", other);
+  http.Patch(".*", other);
+  http.Delete(".*", other);
+  http.Options(".*", other);
 
   errno = 0;
   const int port =
@@ -316,7 +330,6 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
                      "\": eventfd: ", std::strerror(error)));
   }
 
-  MetricsServer* s = server.get();
   absl::MutexLock lock(&s->threads_mu_);
   s->listener_ = std::thread([s] { s->Listen(); });
   for (size_t i = 0; i < options.workers; ++i) {
@@ -406,6 +419,43 @@ bool MetricsServer::Serve(int socket) {
   http_->ServeOne(stream);
   close(socket);
   return stream.timed_out();
+}
+
+void MetricsServer::Mount(HttpService* service) {
+  absl::MutexLock lock(&service_mu_);
+  service_ = service;
+}
+
+void MetricsServer::ServeOther(const httplib::Request& request,
+                               httplib::Response& response) {
+  absl::ReaderMutexLock lock(&service_mu_);
+  if (service_ == nullptr) {
+    response.status = 404;
+    return;
+  }
+  HttpRequest in;
+  in.method = request.method;
+  // The raw target, so that an encoded '/' stays inside its segment.
+  const absl::string_view target = request.target;
+  absl::string_view path = target.substr(0, target.find('?'));
+  absl::ConsumePrefix(&path, "/");
+  for (absl::string_view segment : absl::StrSplit(path, '/')) {
+    in.path.push_back(httplib::detail::decode_url(std::string(segment),
+                                                  /*convert_plus_to_space=*/
+                                                  false));
+  }
+  if (in.path.size() == 1 && in.path[0].empty()) in.path.clear();
+  in.query.assign(request.params.begin(), request.params.end());
+  if (request.has_header("Authorization")) {
+    in.authorization = request.get_header_value("Authorization");
+  }
+  in.body = request.body;
+  HttpResponse out = service_->Serve(in);
+  response.status = out.status;
+  for (const auto& [name, value] : out.headers) {
+    response.set_header(name, value);
+  }
+  response.set_content(out.body, out.content_type);
 }
 
 MetricsServer::Load MetricsServer::load() {

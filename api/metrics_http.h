@@ -16,6 +16,11 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 
+namespace httplib {
+struct Request;
+struct Response;
+}  // namespace httplib
+
 namespace prometheus {
 class Counter;
 }  // namespace prometheus
@@ -26,9 +31,13 @@ class Registry;
 
 namespace hourglass::api {
 
+class HttpService;
+
 // The Prometheus endpoint: answers GET /metrics with the registry rendered
 // in the text exposition format 0.0.4 (Content-Type
-// "text/plain; version=0.0.4; charset=utf-8"), and 404 on any other path.
+// "text/plain; version=0.0.4; charset=utf-8"). Every other request goes to
+// the HttpService mounted (Mount: the web console), or gets 404 without
+// one.
 // Each scrape runs the registry's collectors on one of the server's worker
 // threads.
 //
@@ -110,6 +119,12 @@ class MetricsServer {
   bool AwaitLoad(const std::function<bool(const Load&)>& done,
                  absl::Duration timeout);
 
+  // From now on, requests other than GET (and HEAD) /metrics go to
+  // `service`; nullptr unmounts it (they get 404 again), once the requests
+  // it is serving are answered. Not owned: it must stay valid until it is
+  // unmounted or the server is shut down.
+  void Mount(HttpService* service) ABSL_LOCKS_EXCLUDED(service_mu_);
+
   // Stops listening (the port is free once it returns), closes every
   // connection, served or waiting, at once, and waits for the server's
   // threads. A scrape being rendered finishes rendering first. Idempotent.
@@ -129,6 +144,9 @@ class MetricsServer {
   // Serves one request on `socket` and closes it; returns whether the
   // request timeout ended it.
   bool Serve(int socket);
+  // Answers a request that is not for /metrics.
+  void ServeOther(const httplib::Request& request, httplib::Response& response)
+      ABSL_LOCKS_EXCLUDED(service_mu_);
 
   // Constant after Start.
   const Options options_;
@@ -152,6 +170,10 @@ class MetricsServer {
   uint64_t refused_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t timed_out_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+
+  // Held shared while the service answers a request.
+  absl::Mutex service_mu_;
+  HttpService* service_ ABSL_GUARDED_BY(service_mu_) = nullptr;
 
   absl::Mutex threads_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   // Not joinable once shut down.

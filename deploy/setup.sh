@@ -21,6 +21,9 @@ packages=(
   etcd-server
   # The Python client (clients/python): its runtime and its tests.
   python3-grpcio python3-protobuf python3-pytest
+  # The web console embeds Chart.js from libjs-chart.js at build time; its
+  # browser tests (tests/console) drive headless Chromium with Selenium.
+  libjs-chart.js chromium chromium-driver python3-selenium
   # The fuzz and tsan presets: clang with its sanitizer and libFuzzer runtimes.
   clang libclang-rt-14-dev
   # tests/deploy: Debian's python3 with its YAML parser reads the deploy

@@ -28,6 +28,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "api/admin_calls.h"
 #include "api/admin_service.h"
 #include "api/auth.h"
 #include "api/broker_service.h"
@@ -40,6 +41,7 @@
 #include "broker/metrics.h"
 #include "cmd/hourglassd/cluster_flags.h"
 #include "cmd/hourglassd/sd_notify.h"
+#include "console/console.h"
 #include "node/cluster_node.h"
 #include "spdlog/spdlog.h"
 #include "storage/message_store.h"
@@ -57,6 +59,10 @@ ABSL_FLAG(std::string, restore_from, "",
 ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9464",
           "host:port of the Prometheus endpoint, /metrics. Port 0 lets the "
           "OS choose one.");
+ABSL_FLAG(bool, console, true,
+          "Serve the web console at / on --metrics_listen: pages, and a JSON "
+          "API under /api/v1/ that needs a token with the admin role when "
+          "--auth_tokens is on. --console=false serves /metrics only.");
 ABSL_FLAG(absl::Duration, metrics_request_timeout, absl::Seconds(5),
           "Longest a /metrics connection may take once a worker serves it "
           "(reading the request, writing the answer); past it the connection "
@@ -231,9 +237,11 @@ void WarnIfDataDirOpen(const std::string& data_dir) {
 }
 
 // Loud warnings for a gRPC API reachable from other machines without TLS
-// or without authentication, and for metrics off loopback.
+// or without authentication, and for metrics and the web console off
+// loopback.
 void WarnIfExposed(const std::string& listen, bool tls, bool mutual_tls,
-                   bool tokens, const std::string& metrics_listen) {
+                   bool tokens, const std::string& metrics_listen,
+                   bool console) {
   if (!hourglass::api::IsLoopbackAddress(listen)) {
     if (!tls) {
       spdlog::warn(
@@ -254,6 +262,15 @@ void WarnIfExposed(const std::string& listen, bool tls, bool mutual_tls,
         "WARNING: --metrics_listen={} is not loopback: /metrics is plain "
         "HTTP without authentication",
         metrics_listen);
+    if (console) {
+      spdlog::warn(
+          "WARNING: --metrics_listen={} is not loopback and serves the web "
+          "console over plain HTTP: {}; --console=false turns it off",
+          metrics_listen,
+          tokens ? "its admin tokens travel in plain text"
+                 : "without --auth_tokens anyone who can connect may cancel, "
+                   "reschedule, redrive and purge");
+    }
   }
 }
 
@@ -584,6 +601,20 @@ int main(int argc, char** argv) {
   hourglass::api::AdminService admin_service(broker, &clock, limits, started_at,
                                              authorizer.get());
 
+  // The web console answers on the metrics listener from here on (until
+  // then its paths get 404), through the same calls as the Admin service.
+  hourglass::api::AdminCalls console_calls(broker, &clock, limits, started_at);
+  std::unique_ptr<hourglass::console::Console> console;
+  if (absl::GetFlag(FLAGS_console)) {
+    console = std::make_unique<hourglass::console::Console>(
+        &console_calls,
+        authorizer != nullptr ? authorizer.get()
+                              : &hourglass::api::Authorizer::Disabled(),
+        hourglass::api::AdminHttp::Options{
+            .timeout = metrics_options.request_timeout});
+    (*metrics_server)->Mount(console.get());
+  }
+
   hourglass::api::ServerOptions options;
   options.listen_address = absl::GetFlag(FLAGS_listen);
   options.services = {&broker_service, &admin_service};
@@ -616,7 +647,7 @@ int main(int argc, char** argv) {
   const bool tls = !options.tls_cert_file.empty();
   const bool mutual_tls = !options.tls_client_ca_file.empty();
   WarnIfExposed(options.listen_address, tls, mutual_tls, authorizer != nullptr,
-                metrics_listen);
+                metrics_listen, console != nullptr);
   if (authorizer != nullptr) {
     WarnIfCertLinesUnused(*authorizer, authorizer->counts().certificates,
                           mutual_tls);
@@ -669,6 +700,11 @@ int main(int argc, char** argv) {
                    : std::string("no authentication"));
   spdlog::info("hourglassd serving metrics on {} (port {})", metrics_listen,
                (*metrics_server)->port());
+  if (console != nullptr) {
+    spdlog::info("hourglassd serving the web console on {} (port {}) at /{}",
+                 metrics_listen, (*metrics_server)->port(),
+                 authorizer != nullptr ? "; its API needs an admin token" : "");
+  }
   const int signal = WaitForTerminationSignal(signals, authorizer.get(),
                                               mutual_tls, broker_service);
   spdlog::info("hourglassd received {}, shutting down",
@@ -676,7 +712,8 @@ int main(int argc, char** argv) {
   NotifyServiceManager(*notifier,
                        absl::StrCat("STOPPING=1\nSTATUS=shutting down on ",
                                     signal == SIGTERM ? "SIGTERM" : "SIGINT"));
-  // Scrapes stop first: collectors may read the broker.
+  // Scrapes and the console stop first: collectors and the console read
+  // the broker.
   (*metrics_server)->Shutdown();
   // Streams end first (consumers reconnect elsewhere or later); calls in
   // progress, such as publishes being written, finish within the grace.

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
@@ -325,8 +326,25 @@ TEST(HourglassdTest, WarnsOfEachWayItIsExposedOffLoopback) {
        {"--listen=0.0.0.0:0", "--auth_tokens=" + tokens},
        {"warning WARNING: --listen=0.0.0.0:0 is not loopback and TLS is off "
         "(--tls_cert, --tls_key): requests and tokens travel in plain text"}},
-      {"metrics",
+      {"metrics and the console",
        {"--listen=127.0.0.1:0", "--metrics_listen=0.0.0.0:0"},
+       {"warning WARNING: --metrics_listen=0.0.0.0:0 is not loopback: "
+        "/metrics is plain HTTP without authentication",
+        "warning WARNING: --metrics_listen=0.0.0.0:0 is not loopback and "
+        "serves the web console over plain HTTP: without --auth_tokens anyone "
+        "who can connect may cancel, reschedule, redrive and purge; "
+        "--console=false turns it off"}},
+      {"metrics and the console with tokens",
+       {"--listen=127.0.0.1:0", "--metrics_listen=0.0.0.0:0",
+        "--auth_tokens=" + tokens},
+       {"warning WARNING: --metrics_listen=0.0.0.0:0 is not loopback: "
+        "/metrics is plain HTTP without authentication",
+        "warning WARNING: --metrics_listen=0.0.0.0:0 is not loopback and "
+        "serves the web console over plain HTTP: its admin tokens travel in "
+        "plain text; --console=false turns it off"}},
+      {"metrics without the console",
+       {"--listen=127.0.0.1:0", "--metrics_listen=0.0.0.0:0",
+        "--console=false"},
        {"warning WARNING: --metrics_listen=0.0.0.0:0 is not loopback: "
         "/metrics is plain HTTP without authentication"}},
   };
@@ -424,6 +442,53 @@ TEST(HourglassdTest, ServesMetricsOnAnOsChosenPort) {
 
   (*daemon)->Signal(SIGTERM);
   EXPECT_EQ((*daemon)->Wait(kTimeout), 0) << (*daemon)->output();
+}
+
+// The web console is on the metrics listener unless --console=false; the
+// JSON API behind it is console_test's.
+TEST(HourglassdTest, ServesTheConsoleBesideMetricsUnlessTurnedOff) {
+  for (const bool on : {true, false}) {
+    testing::TempDir dir;
+    auto daemon = testing::Subprocess::Start(
+        Daemon({"--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0",
+                "--data_dir=" + dir.path() + "/data",
+                on ? "--console=true" : "--console=false"}));
+    ASSERT_TRUE(daemon.ok()) << daemon.status();
+    ASSERT_TRUE((*daemon)->WaitForOutput("serving metrics on", kTimeout))
+        << (*daemon)->output();
+    const int port = MetricsPort((*daemon)->output());
+    ASSERT_GT(port, 0) << (*daemon)->output();
+    // Logged right after the metrics line: waited for when on. When off,
+    // it never comes.
+    const std::string console_line =
+        absl::StrCat("hourglassd serving the web console on 127.0.0.1:0 (port ",
+                     port, ") at /\n");
+    if (on) {
+      EXPECT_TRUE((*daemon)->WaitForOutput(console_line, kTimeout))
+          << (*daemon)->output();
+    } else {
+      EXPECT_FALSE(absl::StrContains((*daemon)->output(), "web console"))
+          << (*daemon)->output();
+    }
+
+    httplib::Client client("127.0.0.1", port);
+    client.set_connection_timeout(absl::ToInt64Seconds(kTimeout), 0);
+    client.set_read_timeout(absl::ToInt64Seconds(kTimeout), 0);
+    for (const char* path : {"/", "/console.js", "/api/v1/topics"}) {
+      httplib::Result result = client.Get(path);
+      ASSERT_TRUE(result) << path << ": " << httplib::to_string(result.error());
+      EXPECT_EQ(result->status, on ? 200 : 404) << path;
+    }
+    httplib::Result topics = client.Get("/api/v1/topics");
+    ASSERT_TRUE(topics);
+    EXPECT_EQ(topics->body, on ? R"({"topics":[]})" : "");
+    httplib::Result metrics = client.Get("/metrics");
+    ASSERT_TRUE(metrics);
+    EXPECT_EQ(metrics->status, 200);
+
+    (*daemon)->Signal(SIGTERM);
+    EXPECT_EQ((*daemon)->Wait(kTimeout), 0) << (*daemon)->output();
+  }
 }
 
 TEST(HourglassdTest, RefusesAMetricsAddressInUseWithOneLine) {

@@ -106,6 +106,28 @@ class Daemon:
                 f"hourglassd did not start listening: {self.output()}")
         self.port = int(match.group(1))
 
+    def await_log(self, pattern: "re.Pattern[str]",
+                  timeout: float = START_TIMEOUT) -> "re.Match[str]":
+        """The first match of `pattern` in a line the daemon logged, waiting
+        up to `timeout` seconds for it; fails with the output without one."""
+        def found() -> Optional[re.Match[str]]:
+            for line in self._lines:
+                match = pattern.search(line)
+                if match:
+                    return match
+            return None
+
+        with self._changed:
+            self._changed.wait_for(
+                lambda: found() or (self.process is not None and
+                                    self.process.poll() is not None),
+                timeout)
+            match = found()
+        if not match:
+            raise AssertionError(
+                f"hourglassd logged no {pattern.pattern!r}: {self.output()}")
+        return match
+
     def stop(self) -> int:
         """SIGTERM, then its exit code (SIGKILL after START_TIMEOUT)."""
         assert self.process is not None
