@@ -5,7 +5,6 @@
 
 #include <signal.h>
 #include <unistd.h>
-#include <sys/stat.h>
 
 #include <algorithm>
 #include <atomic>
@@ -41,6 +40,7 @@
 #include "broker/metrics.h"
 #include "cmd/hourglassd/cluster_flags.h"
 #include "cmd/hourglassd/sd_notify.h"
+#include "cmd/hourglassd/startup_warnings.h"
 #include "console/console.h"
 #include "node/cluster_node.h"
 #include "spdlog/spdlog.h"
@@ -154,6 +154,10 @@ ABSL_FLAG(uint64_t, grpc_memory_mb, 0,
 
 namespace {
 
+using ::hourglass::hourglassd::WarnIfCertLinesUnused;
+using ::hourglass::hourglassd::WarnIfDataDirOpen;
+using ::hourglass::hourglassd::WarnIfExposed;
+
 [[noreturn]] void Fail(const std::string& reason) {
   spdlog::critical("hourglassd: {}", reason);
   std::exit(1);
@@ -180,17 +184,6 @@ void AddProcessMetrics(hourglass::metrics::Registry& registry,
   registry.Gauges(Metric::kStartTimeSeconds)
       .Add({})
       .Set(absl::ToDoubleSeconds(start_time - absl::UnixEpoch()));
-}
-
-// A loud warning when the token file's cert lines can grant nothing:
-// without --tls_client_ca no client presents a certificate.
-void WarnIfCertLinesUnused(const hourglass::api::Authorizer& authorizer,
-                           size_t cert_lines, bool mutual_tls) {
-  if (cert_lines == 0 || mutual_tls) return;
-  spdlog::warn(
-      "WARNING: the cert lines of {} grant nothing: without --tls_client_ca "
-      "no client presents a certificate",
-      authorizer.origin());
 }
 
 // Waits for SIGTERM or SIGINT and returns it. Each SIGHUP meanwhile
@@ -223,57 +216,6 @@ int WaitForTerminationSignal(const sigset_t& signals,
   }
 }
 
-// A loud warning for a data dir that group or others may enter: it holds
-// every message. hourglassd creates a missing one with mode 0700 but leaves
-// the mode of an existing one alone (a mounted volume's root may belong to
-// root and its group, as a Kubernetes fsGroup makes it).
-void WarnIfDataDirOpen(const std::string& data_dir) {
-  struct stat st;
-  if (stat(data_dir.c_str(), &st) != 0 || (st.st_mode & 077) == 0) return;
-  spdlog::warn(
-      "WARNING: data dir {} has mode {:04o}: group or others may read its "
-      "messages; chmod 700 it",
-      data_dir, st.st_mode & 07777);
-}
-
-// Loud warnings for a gRPC API reachable from other machines without TLS
-// or without authentication, and for metrics and the web console off
-// loopback.
-void WarnIfExposed(const std::string& listen, bool tls, bool mutual_tls,
-                   bool tokens, const std::string& metrics_listen,
-                   bool console) {
-  if (!hourglass::api::IsLoopbackAddress(listen)) {
-    if (!tls) {
-      spdlog::warn(
-          "WARNING: --listen={} is not loopback and TLS is off (--tls_cert, "
-          "--tls_key): requests{} travel in plain text",
-          listen, tokens ? " and tokens" : "");
-    }
-    if (!tokens && !mutual_tls) {
-      spdlog::warn(
-          "WARNING: --listen={} is not loopback and authentication is off "
-          "(--auth_tokens, --tls_client_ca): anyone who can connect may "
-          "publish, consume and cancel",
-          listen);
-    }
-  }
-  if (!hourglass::api::IsLoopbackAddress(metrics_listen)) {
-    spdlog::warn(
-        "WARNING: --metrics_listen={} is not loopback: /metrics is plain "
-        "HTTP without authentication",
-        metrics_listen);
-    if (console) {
-      spdlog::warn(
-          "WARNING: --metrics_listen={} is not loopback and serves the web "
-          "console over plain HTTP: {}; --console=false turns it off",
-          metrics_listen,
-          tokens ? "its admin tokens travel in plain text"
-                 : "without --auth_tokens anyone who can connect may cancel, "
-                   "reschedule, redrive and purge");
-    }
-  }
-}
-
 // Tells the service manager `state` through `notifier` (systemd's
 // Type=notify); a failure is logged, not fatal: the broker serves the same.
 void NotifyServiceManager(
@@ -283,7 +225,6 @@ void NotifyServiceManager(
     spdlog::warn("WARNING: {}", std::string(sent.message()));
   }
 }
-
 
 // Single node: restores --restore_from if given, opens the store in
 // `data_dir` and logs the effective configuration. Exits on failure.
@@ -336,18 +277,19 @@ std::unique_ptr<hourglass::storage::MessageStore> OpenSingleStore(
 // Cluster mode: checks the cluster flags and opens the node (its shard's
 // store, its connection to etcd). Exits on failure.
 std::unique_ptr<hourglass::node::ClusterNode> OpenClusterNode(
-    const std::string& data_dir, bool sync,
-    int32_t block_cache_mb,
+    const std::string& data_dir, bool sync, int32_t block_cache_mb,
     const hourglass::broker::Engine::Options& engine_options,
     hourglass::broker::Clock* clock,
     const hourglass::api::Authorizer* authorizer) {
   if (!absl::GetFlag(FLAGS_restore_from).empty()) {
-    Fail("--restore_from is for a single node; a cluster node gets its copy "
-         "from the shard's primary");
+    Fail(
+        "--restore_from is for a single node; a cluster node gets its copy "
+        "from the shard's primary");
   }
   if (!absl::GetFlag(FLAGS_tls_cert).empty()) {
-    Fail("--tls_cert: TLS between cluster nodes is not supported yet; run "
-         "cluster mode on a private network");
+    Fail(
+        "--tls_cert: TLS between cluster nodes is not supported yet; run "
+        "cluster mode on a private network");
   }
   absl::StatusOr<hourglass::node::ClusterNodeOptions> from_flags =
       hourglass::hourglassd::ClusterOptionsFromFlags();
@@ -558,9 +500,9 @@ int main(int argc, char** argv) {
   hourglass::broker::Broker* broker = nullptr;
   if (!hourglass::hourglassd::EtcdFlag().empty()) {
     log_configuration();
-    cluster_node = OpenClusterNode(data_dir, durability == "sync",
-                                   block_cache_mb, engine_options, &clock,
-                                   authorizer.get());
+    cluster_node =
+        OpenClusterNode(data_dir, durability == "sync", block_cache_mb,
+                        engine_options, &clock, authorizer.get());
     broker = cluster_node->broker();
   } else {
     store = OpenSingleStore(data_dir, durability, block_cache_mb,
@@ -685,8 +627,7 @@ int main(int argc, char** argv) {
       Fail(std::string(joined.message()));
     }
     spdlog::info("hourglassd joined cluster {} as node {}, advertising {}",
-                 cluster_node->cluster(), cluster_node->node_id(),
-                 advertise);
+                 cluster_node->cluster(), cluster_node->node_id(), advertise);
   }
   NotifyServiceManager(
       *notifier,
@@ -724,7 +665,8 @@ int main(int argc, char** argv) {
     cluster_node->Leave();
   }
   (*server)->Shutdown(absl::GetFlag(FLAGS_shutdown_grace));
-  if (engine != nullptr) engine->store_health().Unwatch();  // It tells the server.
+  if (engine != nullptr)
+    engine->store_health().Unwatch();  // It tells the server.
   server->reset();
   engine.reset();
   cluster_node.reset();
