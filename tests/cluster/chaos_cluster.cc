@@ -213,19 +213,27 @@ void ChaosCluster::Heal(const std::string& id) {
   nodes_.at(id).etcd_link->Thaw();
 }
 
+absl::StatusOr<v1::ClusterMap> ChaosCluster::MapOf(const std::string& id) {
+  auto stub = v1::Cluster::NewStub(nodes_.at(id).daemon->Channel());
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + kCallTimeout));
+  v1::ClusterMap map;
+  const grpc::Status status =
+      stub->GetClusterMap(&context, v1::GetClusterMapRequest(), &map);
+  if (!status.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("node ", id, ": ", status.error_message()));
+  }
+  return map;
+}
+
 absl::StatusOr<v1::ClusterMap> ChaosCluster::Map() {
   absl::Status last = absl::UnavailableError("no node runs");
   for (const std::string& id : options_.ids) {
     if (!Running(id)) continue;
-    auto stub = v1::Cluster::NewStub(nodes_.at(id).daemon->Channel());
-    grpc::ClientContext context;
-    context.set_deadline(absl::ToChronoTime(absl::Now() + kCallTimeout));
-    v1::ClusterMap map;
-    const grpc::Status status =
-        stub->GetClusterMap(&context, v1::GetClusterMapRequest(), &map);
-    if (status.ok()) return map;
-    last = absl::UnavailableError(
-        absl::StrCat("node ", id, ": ", status.error_message()));
+    absl::StatusOr<v1::ClusterMap> map = MapOf(id);
+    if (map.ok()) return map;
+    last = map.status();
   }
   return last;
 }
@@ -262,19 +270,14 @@ absl::Status ChaosCluster::AwaitHealthy(absl::Duration timeout) {
         healthy = false;
         continue;
       }
-      auto stub = v1::Cluster::NewStub(nodes_.at(id).daemon->Channel());
-      grpc::ClientContext context;
-      context.set_deadline(absl::ToChronoTime(absl::Now() + kCallTimeout));
-      v1::ClusterMap map;
-      const grpc::Status status =
-          stub->GetClusterMap(&context, v1::GetClusterMapRequest(), &map);
-      if (!status.ok() || map.shards_size() != 1) {
-        absl::StrAppend(&seen, id, " has no map (", status.error_message(),
-                        "); ");
+      absl::StatusOr<v1::ClusterMap> map = MapOf(id);
+      if (!map.ok() || map->shards_size() != 1) {
+        absl::StrAppend(&seen, id, " has no shard map (",
+                        map.status().message(), "); ");
         healthy = false;
         continue;
       }
-      const v1::ShardInfo& shard = map.shards(0);
+      const v1::ShardInfo& shard = map->shards(0);
       absl::StrAppend(&seen, id, " sees epoch ", shard.epoch(), " primary ",
                       shard.primary(), " isr ", absl::StrJoin(shard.isr(), ","),
                       "; ");

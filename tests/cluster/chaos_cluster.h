@@ -87,6 +87,8 @@ class ChaosCluster {
   // meanwhile so that none blocks on a full pipe.
   void Hold(absl::Duration duration);
 
+  // The cluster map as running node `id` sees it.
+  absl::StatusOr<v1::ClusterMap> MapOf(const std::string& id);
   // The cluster map as the first running node that answers sees it.
   absl::StatusOr<v1::ClusterMap> Map();
   // The shard's primary, or the controller, per Map() ("" if none).
