@@ -11,7 +11,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "grpcpp/grpcpp.h"
 #include "hourglass/v1/admin.grpc.pb.h"
 #include "hourglass/v1/cluster.grpc.pb.h"
@@ -22,8 +24,20 @@ namespace {
 constexpr absl::Duration kCallTimeout = absl::Seconds(2);
 constexpr size_t kLogTail = 3000;
 
+// The end of `log`, after the lines anywhere in it that say why a process
+// died (an assertion, a sanitizer's report, a critical line).
 std::string Tail(const std::string& log) {
-  return log.size() <= kLogTail ? log : log.substr(log.size() - kLogTail);
+  std::string why;
+  for (absl::string_view line : absl::StrSplit(log, '\n')) {
+    if (absl::StrContains(line, "Assertion") ||
+        absl::StrContains(line, "Sanitizer") ||
+        absl::StrContains(line, "terminate") ||
+        absl::StrContains(line, " critical ")) {
+      absl::StrAppend(&why, line, "\n");
+    }
+  }
+  return why + (log.size() <= kLogTail ? log
+                                       : log.substr(log.size() - kLogTail));
 }
 
 }  // namespace
