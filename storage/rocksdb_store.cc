@@ -281,45 +281,96 @@ rocksdb::ColumnFamilyOptions TableOptions(
   return cf;
 }
 
+// One open RocksDB with its column family handles; closes it when
+// destroyed. Immutable once opened, so threads share it freely.
+struct OpenDatabase {
+  ~OpenDatabase() {
+    for (rocksdb::ColumnFamilyHandle* handle : tables) {
+      db->DestroyColumnFamilyHandle(handle);
+    }
+    db->DestroyColumnFamilyHandle(default_table);
+    db->Close();
+  }
+  rocksdb::ColumnFamilyHandle* Handle(Table table) const {
+    return tables[static_cast<int>(table)];
+  }
+
+  std::unique_ptr<rocksdb::DB> db;
+  // The unused default column family.
+  rocksdb::ColumnFamilyHandle* default_table = nullptr;
+  std::array<rocksdb::ColumnFamilyHandle*, kNumTables> tables{};
+};
+
+// Opens (or creates) the database in `path`, with every Table's column
+// family, sharing `cache` for blocks.
+absl::StatusOr<std::shared_ptr<const OpenDatabase>> OpenRocksDb(
+    const std::string& path, const std::shared_ptr<rocksdb::Cache>& cache) {
+  rocksdb::DBOptions db_options;
+  db_options.create_if_missing = true;
+  db_options.create_missing_column_families = true;
+  // Two cores: one background flush and one compaction at a time.
+  db_options.IncreaseParallelism(2);
+  db_options.max_background_jobs = 2;
+  // Bounds the log replayed at start, so restart time stays flat.
+  db_options.max_total_wal_size = size_t{256} << 20;
+  // Bounds memtable memory across all tables.
+  db_options.db_write_buffer_size = size_t{128} << 20;
+  db_options.bytes_per_sync = size_t{1} << 20;
+  // When writes must be slowed, not below 64 MiB/s (RocksDB's default of
+  // 16 MiB/s holds a burst back for seconds).
+  db_options.delayed_write_rate = size_t{64} << 20;
+  db_options.info_log = std::make_shared<RocksDbLog>();
+
+  std::vector<rocksdb::ColumnFamilyDescriptor> families;
+  families.emplace_back(rocksdb::kDefaultColumnFamilyName,
+                        rocksdb::ColumnFamilyOptions());
+  for (int i = 0; i < kNumTables; ++i) {
+    const Table table = static_cast<Table>(i);
+    families.emplace_back(std::string(TableName(table)),
+                          TableOptions(table, cache));
+  }
+
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::DB* raw_db = nullptr;
+  const rocksdb::Status s =
+      rocksdb::DB::Open(db_options, path, families, &handles, &raw_db);
+  if (!s.ok()) return ToStatus(s, absl::StrCat("cannot open data dir ", path));
+  auto database = std::make_shared<OpenDatabase>();
+  database->db.reset(raw_db);
+  database->default_table = handles[0];
+  for (int i = 0; i < kNumTables; ++i) database->tables[i] = handles[i + 1];
+  return database;
+}
+
 class RocksDbStoreImpl final : public MessageStore {
  public:
   RocksDbStoreImpl(std::string path, bool sync,
                    std::unique_ptr<DataDirLock> lock,
-                   std::unique_ptr<rocksdb::DB> db,
-                   std::vector<rocksdb::ColumnFamilyHandle*> handles)
+                   std::shared_ptr<rocksdb::Cache> cache,
+                   std::shared_ptr<const OpenDatabase> database)
       : path_(std::move(path)),
         sync_(sync),
         lock_(std::move(lock)),
-        db_(std::move(db)) {
-    // handles[0] is the unused default column family.
-    default_ = handles[0];
-    for (int i = 0; i < kNumTables; ++i) tables_[i] = handles[i + 1];
-  }
+        cache_(std::move(cache)),
+        database_(std::move(database)) {}
 
   ~RocksDbStoreImpl() override {
-    for (rocksdb::ColumnFamilyHandle* handle : tables_) {
-      db_->DestroyColumnFamilyHandle(handle);
-    }
-    db_->DestroyColumnFamilyHandle(default_);
-    db_->Close();
+    // Closes the database before lock_ is released.
+    absl::MutexLock lock(&database_mu_);
+    database_.reset();
   }
 
   absl::Status Write(const WriteBatch& batch) override {
-    if (needs_resume_.load(std::memory_order_acquire)) {
-      // A failed write (disk full) stops RocksDB's writes until Resume; try
-      // it before each write so the store recovers once space returns.
-      // While RocksDB recovers by itself (from a full disk it does, once
-      // space returns), Resume is busy: the failure stands until then.
-      const rocksdb::Status resumed = db_->Resume();
-      if (resumed.IsBusy()) return WriteFailure();
-      if (!resumed.ok()) return ToStatus(resumed, Context("resume"));
-      needs_resume_.store(false, std::memory_order_release);
+    if (needs_reopen_.load(std::memory_order_acquire)) {
+      if (absl::Status reopened = Recover(); !reopened.ok()) return reopened;
     }
+    const std::shared_ptr<const OpenDatabase> database = Database();
+    if (database == nullptr) return WriteFailure();
     rocksdb::WriteBatch rocks_batch(batch.ByteSize() + 16 * batch.size());
     bool changes_counters = false;
     for (const WriteBatch::Operation& op : batch.operations()) {
       changes_counters |= op.table == Table::kCounters;
-      rocksdb::ColumnFamilyHandle* cf = Handle(op.table);
+      rocksdb::ColumnFamilyHandle* cf = database->Handle(op.table);
       rocksdb::Status s;
       switch (op.kind) {
         case WriteBatch::Operation::Kind::kPut:
@@ -336,7 +387,7 @@ class RocksDbStoreImpl final : public MessageStore {
       if (!s.ok()) return ToStatus(s, Context("build write batch"));
     }
     // Never synced here: SyncLog does it, without holding up other writes.
-    const rocksdb::Status s = WriteToDb(rocks_batch);
+    const rocksdb::Status s = WriteToDb(*database->db, rocks_batch);
     if (!s.ok()) return Failed(ToStatus(s, Context("write")));
     if (changes_counters) {
       absl::MutexLock lock(&counters_mu_);
@@ -349,23 +400,27 @@ class RocksDbStoreImpl final : public MessageStore {
 
   absl::Status SyncLog() override {
     if (!sync_) return absl::OkStatus();
-    // After a failed write, the log cannot be synced until resumed: and
+    // After a failed write, the log cannot be synced until reopened: and
     // RocksDB 7.8 asserts on a sync of a log whose write failed. (A write
     // that fails while this sync is under way can still reach it; the
     // window is the few instructions between RocksDB's failed append and
     // Failed below.)
-    if (needs_resume_.load(std::memory_order_acquire)) return WriteFailure();
+    if (needs_reopen_.load(std::memory_order_acquire)) return WriteFailure();
+    const std::shared_ptr<const OpenDatabase> database = Database();
+    if (database == nullptr) return WriteFailure();
     // Syncs the WAL files without holding up concurrent writes.
-    const rocksdb::Status s = db_->SyncWAL();
+    const rocksdb::Status s = database->db->SyncWAL();
     if (!s.ok()) return Failed(ToStatus(s, Context("sync log")));
     return absl::OkStatus();
   }
 
   absl::StatusOr<std::optional<std::string>> Get(
       Table table, std::string_view key) override {
+    const std::shared_ptr<const OpenDatabase> database = Database();
+    if (database == nullptr) return WriteFailure();
     std::string value;
-    const rocksdb::Status s =
-        db_->Get(rocksdb::ReadOptions(), Handle(table), key, &value);
+    const rocksdb::Status s = database->db->Get(
+        rocksdb::ReadOptions(), database->Handle(table), key, &value);
     if (s.IsNotFound()) return std::nullopt;
     if (!s.ok()) return ToStatus(s, Context("read"));
     return value;
@@ -373,11 +428,14 @@ class RocksDbStoreImpl final : public MessageStore {
 
   absl::StatusOr<std::vector<std::optional<std::string>>> MultiGet(
       Table table, const std::vector<std::string>& keys) override {
+    const std::shared_ptr<const OpenDatabase> database = Database();
+    if (database == nullptr) return WriteFailure();
     std::vector<rocksdb::Slice> slices(keys.begin(), keys.end());
     std::vector<rocksdb::PinnableSlice> values(keys.size());
     std::vector<rocksdb::Status> statuses(keys.size());
-    db_->MultiGet(rocksdb::ReadOptions(), Handle(table), keys.size(),
-                  slices.data(), values.data(), statuses.data());
+    database->db->MultiGet(rocksdb::ReadOptions(), database->Handle(table),
+                           keys.size(), slices.data(), values.data(),
+                           statuses.data());
     std::vector<std::optional<std::string>> out;
     out.reserve(keys.size());
     for (size_t i = 0; i < keys.size(); ++i) {
@@ -395,12 +453,14 @@ class RocksDbStoreImpl final : public MessageStore {
   absl::Status Scan(Table table, std::string_view from, std::string_view to,
                     absl::FunctionRef<bool(std::string_view, std::string_view)>
                         visit) override {
+    const std::shared_ptr<const OpenDatabase> database = Database();
+    if (database == nullptr) return WriteFailure();
     rocksdb::ReadOptions options;
     const std::string upper(to);
     rocksdb::Slice upper_slice(upper);
     if (!to.empty()) options.iterate_upper_bound = &upper_slice;
     std::unique_ptr<rocksdb::Iterator> it(
-        db_->NewIterator(options, Handle(table)));
+        database->db->NewIterator(options, database->Handle(table)));
     for (it->Seek(from); it->Valid(); it->Next()) {
       if (!visit(it->key().ToStringView(), it->value().ToStringView())) break;
     }
@@ -408,8 +468,10 @@ class RocksDbStoreImpl final : public MessageStore {
   }
 
   absl::StatusOr<std::optional<std::string>> LastKey(Table table) override {
-    std::unique_ptr<rocksdb::Iterator> it(
-        db_->NewIterator(rocksdb::ReadOptions(), Handle(table)));
+    const std::shared_ptr<const OpenDatabase> database = Database();
+    if (database == nullptr) return WriteFailure();
+    std::unique_ptr<rocksdb::Iterator> it(database->db->NewIterator(
+        rocksdb::ReadOptions(), database->Handle(table)));
     it->SeekToLast();
     if (!it->status().ok()) return ToStatus(it->status(), Context("scan"));
     if (!it->Valid()) return std::nullopt;
@@ -441,25 +503,28 @@ class RocksDbStoreImpl final : public MessageStore {
 
   StoreStats Stats() override {
     StoreStats stats;
+    const std::shared_ptr<const OpenDatabase> database = Database();
+    if (database == nullptr) return stats;
+    rocksdb::DB& db = *database->db;
     uint64_t value = 0;
-    if (db_->GetAggregatedIntProperty("rocksdb.estimate-live-data-size",
-                                      &value)) {
+    if (db.GetAggregatedIntProperty("rocksdb.estimate-live-data-size",
+                                    &value)) {
       stats.live_data_bytes = value;
     }
-    if (db_->GetAggregatedIntProperty(
-            "rocksdb.estimate-pending-compaction-bytes", &value)) {
+    if (db.GetAggregatedIntProperty("rocksdb.estimate-pending-compaction-bytes",
+                                    &value)) {
       stats.pending_compaction_bytes = value;
     }
-    if (db_->GetAggregatedIntProperty("rocksdb.total-sst-files-size", &value)) {
+    if (db.GetAggregatedIntProperty("rocksdb.total-sst-files-size", &value)) {
       stats.disk_bytes += value;
     }
-    if (db_->GetAggregatedIntProperty("rocksdb.total-blob-file-size", &value)) {
+    if (db.GetAggregatedIntProperty("rocksdb.total-blob-file-size", &value)) {
       stats.disk_bytes += value;
     }
     // The write-ahead log: up to max_total_wal_size, often most of the disk
     // a broker with few flushed tables uses.
     rocksdb::VectorLogPtr logs;
-    if (db_->GetSortedWalFiles(logs).ok()) {
+    if (db.GetSortedWalFiles(logs).ok()) {
       for (const std::unique_ptr<rocksdb::LogFile>& log : logs) {
         stats.disk_bytes += log->SizeFileBytes();
       }
@@ -484,8 +549,10 @@ class RocksDbStoreImpl final : public MessageStore {
       return absl::NotFoundError(absl::StrCat(
           "the parent directory of ", "snapshot dir ", dir, " does not exist"));
     }
+    const std::shared_ptr<const OpenDatabase> database = Database();
+    if (database == nullptr) return WriteFailure();
     rocksdb::Checkpoint* raw = nullptr;
-    rocksdb::Status s = rocksdb::Checkpoint::Create(db_.get(), &raw);
+    rocksdb::Status s = rocksdb::Checkpoint::Create(database->db.get(), &raw);
     std::unique_ptr<rocksdb::Checkpoint> checkpoint(raw);
     // log_size_for_flush 0: the memtables are flushed first, so the copy is
     // tables plus at most a short log.
@@ -507,9 +574,51 @@ class RocksDbStoreImpl final : public MessageStore {
   }
 
  private:
-  rocksdb::ColumnFamilyHandle* Handle(Table table) const {
-    return tables_[static_cast<int>(table)];
+  // The open database, or null while none is (a reopen failed).
+  std::shared_ptr<const OpenDatabase> Database() {
+    absl::MutexLock lock(&database_mu_);
+    return database_;
   }
+
+  // Brings the store back after a failed write. RocksDB stops writing after
+  // one fails, and recovers once the cause is gone: from a full disk by
+  // itself, when space returns, or when resumed. But RocksDB 7.8 then keeps
+  // the log whose write failed if every memtable was empty (the failed write
+  // was the first in a fresh log, as after a flush or an open): the next
+  // write would append to that log and assert (in Debian's build) or fail
+  // for ever. So once RocksDB has recovered, the database is closed and
+  // opened again, which starts a fresh log; the log's torn tail, if any, is
+  // dropped on replay (only what no write returned OK for). Needs no read
+  // in flight: with one, answers the failure and the next write tries
+  // again. Returns OK once the store writes again.
+  absl::Status Recover() {
+    absl::MutexLock lock(&database_mu_);
+    if (database_ != nullptr) {
+      // While RocksDB recovers by itself, Resume is busy.
+      const rocksdb::Status resumed = database_->db->Resume();
+      if (!resumed.ok()) {
+        return resumed.IsBusy() ? WriteFailure()
+                                : ToStatus(resumed, Context("resume"));
+      }
+      // Under database_mu_ no reader can take a new reference: a count of
+      // one is exact.
+      if (database_.use_count() > 1) return WriteFailure();
+      database_.reset();
+    }
+    absl::StatusOr<std::shared_ptr<const OpenDatabase>> reopened =
+        OpenRocksDb(path_, cache_);
+    if (!reopened.ok()) {
+      spdlog::error("cannot reopen data dir {} after a failed write: {}", path_,
+                    reopened.status().ToString());
+      return reopened.status();
+    }
+    database_ = *std::move(reopened);
+    needs_reopen_.store(false, std::memory_order_release);
+    spdlog::warn("data dir {} writes again (reopened after a failed write)",
+                 path_);
+    return absl::OkStatus();
+  }
+
   std::string Context(const char* what) const {
     return absl::StrCat(what, " in data dir ", path_);
   }
@@ -545,11 +654,15 @@ class RocksDbStoreImpl final : public MessageStore {
   // Constant after construction.
   const std::string path_;
   const bool sync_;
-  // Declared before db_ so that it is released after the database closes.
+  // Released after the database closes (the destructor closes it).
   const std::unique_ptr<DataDirLock> lock_;
-  const std::unique_ptr<rocksdb::DB> db_;
-  rocksdb::ColumnFamilyHandle* default_;
-  std::array<rocksdb::ColumnFamilyHandle*, kNumTables> tables_;
+  // The block cache, kept across reopens.
+  const std::shared_ptr<rocksdb::Cache> cache_;
+
+  // Readers copy the pointer and use the database without the lock; only
+  // Recover replaces it, when nobody holds a copy.
+  absl::Mutex database_mu_;
+  std::shared_ptr<const OpenDatabase> database_ ABSL_GUARDED_BY(database_mu_);
 
 #ifdef ABSL_HAVE_THREAD_SANITIZER
   // Debian's RocksDB is not built with ThreadSanitizer. Concurrent writers
@@ -559,25 +672,25 @@ class RocksDbStoreImpl final : public MessageStore {
   // buffers as raced. Under ThreadSanitizer only, writes therefore go one at
   // a time, behind a lock it does see; every other build lets RocksDB group
   // them.
-  rocksdb::Status WriteToDb(rocksdb::WriteBatch& batch) {
+  rocksdb::Status WriteToDb(rocksdb::DB& db, rocksdb::WriteBatch& batch) {
     absl::MutexLock lock(&tsan_write_mu_);
-    return db_->Write(rocksdb::WriteOptions(), &batch);
+    return db.Write(rocksdb::WriteOptions(), &batch);
   }
   absl::Mutex tsan_write_mu_;
 #else
-  rocksdb::Status WriteToDb(rocksdb::WriteBatch& batch) {
-    return db_->Write(rocksdb::WriteOptions(), &batch);
+  rocksdb::Status WriteToDb(rocksdb::DB& db, rocksdb::WriteBatch& batch) {
+    return db.Write(rocksdb::WriteOptions(), &batch);
   }
 #endif
 
-  // Records a failed write or sync: until RocksDB is resumed, writes and
-  // syncs answer `failure`. Returns it.
+  // Records a failed write or sync: until the store recovers (Recover),
+  // writes and syncs answer `failure`. Returns it.
   absl::Status Failed(absl::Status failure) {
     {
       absl::MutexLock lock(&failure_mu_);
       failure_ = failure;
     }
-    needs_resume_.store(true, std::memory_order_release);
+    needs_reopen_.store(true, std::memory_order_release);
     return failure;
   }
   absl::Status WriteFailure() {
@@ -585,8 +698,8 @@ class RocksDbStoreImpl final : public MessageStore {
     return failure_;
   }
 
-  // Set after a failed write; the next write calls Resume first.
-  std::atomic<bool> needs_resume_{false};
+  // Set after a failed write; the next write calls Recover first.
+  std::atomic<bool> needs_reopen_{false};
   absl::Mutex failure_mu_;
   absl::Status failure_ ABSL_GUARDED_BY(failure_mu_);
 
@@ -627,43 +740,14 @@ absl::StatusOr<std::unique_ptr<MessageStore>> RocksDbStore::Open(
     return SymlinkRefused(rocksdb_lock);
   }
 
-  rocksdb::DBOptions db_options;
-  db_options.create_if_missing = true;
-  db_options.create_missing_column_families = true;
-  // Two cores: one background flush and one compaction at a time.
-  db_options.IncreaseParallelism(2);
-  db_options.max_background_jobs = 2;
-  // Bounds the log replayed at start, so restart time stays flat.
-  db_options.max_total_wal_size = size_t{256} << 20;
-  // Bounds memtable memory across all tables.
-  db_options.db_write_buffer_size = size_t{128} << 20;
-  db_options.bytes_per_sync = size_t{1} << 20;
-  // When writes must be slowed, not below 64 MiB/s (RocksDB's default of
-  // 16 MiB/s holds a burst back for seconds).
-  db_options.delayed_write_rate = size_t{64} << 20;
-  db_options.info_log = std::make_shared<RocksDbLog>();
-
-  const std::shared_ptr<rocksdb::Cache> cache =
+  std::shared_ptr<rocksdb::Cache> cache =
       rocksdb::NewLRUCache(options.block_cache_bytes);
-  std::vector<rocksdb::ColumnFamilyDescriptor> families;
-  families.emplace_back(rocksdb::kDefaultColumnFamilyName,
-                        rocksdb::ColumnFamilyOptions());
-  for (int i = 0; i < kNumTables; ++i) {
-    const Table table = static_cast<Table>(i);
-    families.emplace_back(std::string(TableName(table)),
-                          TableOptions(table, cache));
-  }
-
-  std::vector<rocksdb::ColumnFamilyHandle*> handles;
-  rocksdb::DB* raw_db = nullptr;
-  const rocksdb::Status s =
-      rocksdb::DB::Open(db_options, options.path, families, &handles, &raw_db);
-  if (!s.ok()) {
-    return ToStatus(s, absl::StrCat("cannot open data dir ", options.path));
-  }
+  absl::StatusOr<std::shared_ptr<const OpenDatabase>> database =
+      OpenRocksDb(options.path, cache);
+  if (!database.ok()) return database.status();
   auto store = std::make_unique<RocksDbStoreImpl>(
-      options.path, options.sync, *std::move(lock),
-      std::unique_ptr<rocksdb::DB>(raw_db), std::move(handles));
+      options.path, options.sync, *std::move(lock), std::move(cache),
+      *std::move(database));
   if (absl::Status version = UpgradeFormat(*store, options); !version.ok()) {
     return version;
   }
