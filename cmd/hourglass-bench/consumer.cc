@@ -9,10 +9,10 @@ namespace hourglass::bench {
 
 absl::StatusOr<std::unique_ptr<BenchConsumer>> BenchConsumer::Subscribe(
     cli::Connection& connection, client::ConsumerOptions options,
-    BenchCounters& counters, SeenSet& seen, BenchControl& control) {
-  options.reconnect = false;
+    BenchCounters& counters, SeenSet& seen, BenchControl& control,
+    LatenessLog* lateness_log) {
   std::unique_ptr<BenchConsumer> bench(
-      new BenchConsumer(connection, counters, seen, control));
+      new BenchConsumer(connection, counters, seen, control, lateness_log));
   BenchConsumer* self = bench.get();
   absl::StatusOr<std::unique_ptr<client::Consumer>> consumer =
       client::Consumer::Subscribe(
@@ -55,6 +55,7 @@ void BenchConsumer::Count(const client::Delivery& delivery) {
     return;
   }
   lateness_.Record(now - delivery.deliver_at);
+  if (lateness_log_ != nullptr) lateness_log_->Record(delivery.deliver_at, now);
   if (now < first_arrival_) first_arrival_ = now;
   if (now > last_arrival_) last_arrival_ = now;
   control_.Delivered(

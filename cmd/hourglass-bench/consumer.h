@@ -13,12 +13,14 @@
 #include "client/consumer.h"
 #include "cmd/common/connection.h"
 #include "cmd/hourglass-bench/histogram.h"
+#include "cmd/hourglass-bench/lateness_log.h"
 #include "cmd/hourglass-bench/stats.h"
 
 namespace hourglass::bench {
 
 // One consumer of hourglass-bench: a client::Consumer on a connection of
-// its own, without reconnecting, whose handler acks each response's
+// its own (reconnecting if its options say so), whose handler acks each
+// response's
 // deliveries and counts them as gRPC hands them over, using the time the
 // library read them off the stream. Nothing queues between the read and the
 // ack, so the figures are the broker's and not a queue's.
@@ -27,13 +29,15 @@ namespace hourglass::bench {
 // on gRPC's threads, one response at a time.
 class BenchConsumer {
  public:
-  // Subscribes `options` (topic, group, credit, RPC) on `connection`. The
-  // consumer's first end with an error counts as a stream error, with its
-  // text. REQUIRES: `connection`, `counters`, `seen` and `control` outlive
-  // the result.
+  // Subscribes `options` (topic, group, credit, RPC, reconnect) on
+  // `connection`. The consumer's first end with an error counts as a stream
+  // error, with its text. Each message's first delivery goes to
+  // `lateness_log` too, unless it is null. REQUIRES: `connection`,
+  // `counters`, `seen`, `control` and `lateness_log` outlive the result.
   static absl::StatusOr<std::unique_ptr<BenchConsumer>> Subscribe(
       cli::Connection& connection, client::ConsumerOptions options,
-      BenchCounters& counters, SeenSet& seen, BenchControl& control);
+      BenchCounters& counters, SeenSet& seen, BenchControl& control,
+      LatenessLog* lateness_log = nullptr);
 
   // Counts the stream's failure if it has failed since the last call.
   void Poll();
@@ -50,11 +54,12 @@ class BenchConsumer {
 
  private:
   BenchConsumer(cli::Connection& connection, BenchCounters& counters,
-                SeenSet& seen, BenchControl& control)
+                SeenSet& seen, BenchControl& control, LatenessLog* lateness_log)
       : connection_(connection),
         counters_(counters),
         seen_(seen),
-        control_(control) {}
+        control_(control),
+        lateness_log_(lateness_log) {}
 
   // The handler: acks `deliveries`, then counts them.
   void Handle(client::Consumer& consumer,
@@ -69,6 +74,7 @@ class BenchConsumer {
   BenchCounters& counters_;
   SeenSet& seen_;
   BenchControl& control_;
+  LatenessLog* const lateness_log_;
   std::unique_ptr<client::Consumer> consumer_;
 
   // Touched by the handler only, and read once Finish returned.

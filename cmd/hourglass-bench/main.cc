@@ -31,6 +31,7 @@
 #include "cmd/common/signal_watcher.h"
 #include "cmd/hourglass-bench/consumer.h"
 #include "cmd/hourglass-bench/histogram.h"
+#include "cmd/hourglass-bench/lateness_log.h"
 #include "cmd/hourglass-bench/producer.h"
 #include "cmd/hourglass-bench/report.h"
 #include "cmd/hourglass-bench/stats.h"
@@ -67,6 +68,9 @@ struct BenchOptions {
   std::string publish = "calls";
   std::string drain_timeout = "60s";
   std::string durability = "unknown";
+  int retries = 1;
+  bool reconnect = false;
+  std::string lateness_log;
 };
 
 // The parsed and checked command line.
@@ -110,6 +114,11 @@ absl::StatusOr<BenchPlan> Check(const GlobalOptions& globals,
   publish.delay = *delay;
   publish.rate = options.rate;
   publish.count = options.count;
+  if (options.retries > 1) {
+    // Unique to the run, so that no id is pending from an earlier one.
+    publish.id_prefix =
+        absl::StrCat("bench-", absl::ToUnixMicros(absl::Now()), "-");
+  }
   if (!options.duration.empty()) {
     absl::StatusOr<absl::Duration> duration = ParseDuration(options.duration);
     if (!duration.ok()) {
@@ -199,6 +208,14 @@ absl::Status Bench(const GlobalOptions& globals, const BenchOptions& options) {
   consume.rpc = options.consume == "batches"
                     ? client::ConsumerOptions::Rpc::kSubscribeBatches
                     : client::ConsumerOptions::Rpc::kSubscribe;
+  consume.reconnect = options.reconnect;
+  std::unique_ptr<LatenessLog> lateness_log;
+  if (!options.lateness_log.empty()) {
+    absl::StatusOr<std::unique_ptr<LatenessLog>> created =
+        LatenessLog::Create(options.lateness_log);
+    if (!created.ok()) return created.status();
+    lateness_log = *std::move(created);
+  }
   // Outlive the consumers.
   std::vector<std::unique_ptr<Connection>> consumer_connections;
   std::vector<std::unique_ptr<BenchConsumer>> consumers;
@@ -213,7 +230,7 @@ absl::Status Bench(const GlobalOptions& globals, const BenchOptions& options) {
     consumer_connections.push_back(*std::move(connection));
     absl::StatusOr<std::unique_ptr<BenchConsumer>> consumer =
         BenchConsumer::Subscribe(*consumer_connections.back(), consume,
-                                 counters, seen, control);
+                                 counters, seen, control, lateness_log.get());
     if (!consumer.ok()) {
       failed = consumer_connections.back()->Check(consumer.status());
       break;
@@ -247,7 +264,8 @@ absl::Status Bench(const GlobalOptions& globals, const BenchOptions& options) {
     producers.push_back(std::make_unique<BenchProducer>(
         std::move(connections[i]), plan, counters, control, slots,
         options.publish == "stream" ? BenchProducer::Rpc::kPublishStream
-                                    : BenchProducer::Rpc::kPublish));
+                                    : BenchProducer::Rpc::kPublish,
+        options.retries));
   }
   control.SetProducers(options.producers);
   for (auto& producer : producers) producer->Start();
@@ -290,6 +308,11 @@ absl::Status Bench(const GlobalOptions& globals, const BenchOptions& options) {
   }
   for (auto& consumer : consumers) {
     consumer->Finish(absl::Now() + checked->timeout);
+  }
+  if (lateness_log != nullptr) {
+    if (absl::Status closed = lateness_log->Close(); !closed.ok()) {
+      std::cerr << "bench: " << closed.message() << std::endl;
+    }
   }
 
   if (publish.delay.kind == DelaySpec::Kind::kHot &&
@@ -453,6 +476,26 @@ void AddFlags(CLI::App* bench, BenchOptions* options) {
       ->type_name("MODE")
       ->capture_default_str()
       ->check(CLI::IsMember({"sync", "async", "unknown"}));
+  bench
+      ->add_option("--retries", options->retries,
+                   "Attempts per publish request, the first included (1: a "
+                   "failed request counts as an error at once). More than 1 "
+                   "gives every message an id, so that a retry cannot store "
+                   "it twice; with every node in --addr, publishing then "
+                   "rides out a failover")
+      ->type_name("N")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
+  bench->add_flag("--reconnect", options->reconnect,
+                  "Consumers open their stream again when it breaks (a "
+                  "failover); deliveries unacked at the break come again "
+                  "and count as duplicates");
+  bench
+      ->add_option("--lateness-log", options->lateness_log,
+                   "Write each message's first delivery to FILE, a line "
+                   "each: deliver_at and arrival, in microseconds since the "
+                   "Unix epoch")
+      ->type_name("FILE");
   bench->footer(R"(
 Publishes --count messages (or for --duration) to a fresh topic from
 --producers connections keeping --concurrency Publish calls in flight, while
@@ -479,7 +522,10 @@ Examples:
   hourglass-bench --batch=1 --concurrency=64 --publish=stream --consumers=0
   hourglass-bench --rate=10000 --duration=60s --delay=1s..10s --batch=10
   hourglass-bench --count=1000000 --batch=1000 --delay=hot:20s --consumers=2
-  hourglass-bench --json --count=10000 --durability=sync)");
+  hourglass-bench --json --count=10000 --durability=sync
+  hourglass-bench --addr=n1:7070,n2:7070,n3:7070 --rate=10000 --duration=60s
+      --delay=2s --retries=30 --timeout=60s --reconnect
+      --lateness-log=lateness.txt   (through a failover))");
 }
 
 }  // namespace

@@ -18,7 +18,8 @@ constexpr absl::Duration kErrorBackoff = absl::Milliseconds(10);
 
 BenchProducer::BenchProducer(std::unique_ptr<cli::Connection> connection,
                              PublishPlan& plan, BenchCounters& counters,
-                             BenchControl& control, int slots, Rpc rpc)
+                             BenchControl& control, int slots, Rpc rpc,
+                             int attempts)
     : connection_(std::move(connection)),
       plan_(plan),
       counters_(counters),
@@ -29,7 +30,7 @@ BenchProducer::BenchProducer(std::unique_ptr<cli::Connection> connection,
   options.batch_rpc = rpc == Rpc::kPublishStream
                           ? client::PublisherOptions::BatchRpc::kPublishStream
                           : client::PublisherOptions::BatchRpc::kPublish;
-  options.retry.max_attempts = 1;
+  options.retry.max_attempts = attempts;
   publisher_ =
       std::make_unique<client::Publisher>(connection_->channel(), options);
 }

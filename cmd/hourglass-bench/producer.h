@@ -19,8 +19,9 @@
 namespace hourglass::bench {
 
 // One producer of hourglass-bench: a connection of its own, a
-// client::Publisher on it (one attempt per request: failures are counted,
-// not hidden by retries), and a number of slots, each a chain of publishes
+// client::Publisher on it (by default one attempt per request: failures are
+// counted, not hidden by retries; --retries for a run through failovers),
+// and a number of slots, each a chain of publishes
 // on the Publisher's callbacks, so that `slots` requests are in flight at
 // once without a thread each: a Publish call each, or requests on the
 // Publisher's PublishStream. A slot claims its next batch from the
@@ -38,11 +39,13 @@ class BenchProducer {
     kPublishStream,  // All on one stream, answered in order.
   };
 
-  // Tells `control` when its last request is answered. REQUIRES: `plan`,
-  // `counters` and `control` outlive this object; slots >= 1.
+  // Tells `control` when its last request is answered. Each request is
+  // tried up to `attempts` times (client::RetryPolicy; the plan must give
+  // messages ids when that is more than 1). REQUIRES: `plan`, `counters` and
+  // `control` outlive this object; slots >= 1; attempts >= 1.
   BenchProducer(std::unique_ptr<cli::Connection> connection, PublishPlan& plan,
                 BenchCounters& counters, BenchControl& control, int slots,
-                Rpc rpc = Rpc::kPublish);
+                Rpc rpc = Rpc::kPublish, int attempts = 1);
   // REQUIRES: Wait has returned (no call or alarm is pending).
   ~BenchProducer();
 

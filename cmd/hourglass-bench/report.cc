@@ -148,8 +148,7 @@ std::string JsonReport(const BenchResult& r) {
   call.set_p99(Millis(c.Percentile(99)));
   call.set_max(Millis(c.max()));
   report.set_delivered(Count(r.delivered));
-  report.set_delivery_seconds(
-      Round(absl::ToDoubleSeconds(r.delivery_time), 6));
+  report.set_delivery_seconds(Round(absl::ToDoubleSeconds(r.delivery_time), 6));
   report.set_delivery_rate(Round(Rate(r.delivered, r.delivery_time), 1));
   LatenessMs& lateness = *report.mutable_lateness_ms();
   lateness.set_p50(Millis(l.Percentile(50)));
@@ -168,10 +167,10 @@ std::string JsonReport(const BenchResult& r) {
   report.set_interrupted(r.interrupted);
   absl::StatusOr<std::string> json = cli::ToJson(report);
   // A message of plain fields always prints; say so if it ever does not.
-  return json.ok() ? *json + "\n"
-                   : absl::StrCat("{\"error\":",
-                                  cli::JsonQuote(json.status().ToString()),
-                                  "}\n");
+  return json.ok()
+             ? *json + "\n"
+             : absl::StrCat("{\"error\":",
+                            cli::JsonQuote(json.status().ToString()), "}\n");
 }
 
 }  // namespace hourglass::bench

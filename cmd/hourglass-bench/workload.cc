@@ -119,6 +119,9 @@ void PublishPlan::Fill(const Claim& claim, absl::BitGen& random,
       payload[b] = static_cast<char>((sequence >> (8 * b)) & 0xff);
     }
     payload += filler_;
+    if (!options_.id_prefix.empty()) {
+      message.id = absl::StrCat(options_.id_prefix, sequence);
+    }
     switch (options_.delay.kind) {
       case DelaySpec::Kind::kFixed:
         message.delay = options_.delay.min;

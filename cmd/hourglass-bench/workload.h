@@ -65,6 +65,10 @@ class PublishPlan {
     uint64_t count = 0;
     // How long to keep publishing; InfiniteDuration() means no limit.
     absl::Duration duration = absl::InfiniteDuration();
+    // When not empty, every message gets the id `id_prefix` + its sequence
+    // number, so that a retried call cannot store it twice. Empty: the
+    // broker assigns ids.
+    std::string id_prefix;
   };
 
   // Publishing starts at `start`: pacing, --duration and the hot instant

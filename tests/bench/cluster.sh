@@ -8,16 +8,25 @@
 #   2. failover: kill -9 of the primary, then the time until a publish is
 #      accepted through the cluster (the client given every node), over
 #      --failovers kills (the killed node restarts and catches up between
-#      them); and the same for a SIGTERM hand-over.
+#      them); and the same for a SIGTERM hand-over;
+#   3. steady load through a failover: --steady_rate msg/s (delay 2 s) for
+#      --steady seconds through the cluster, once without a fault and once
+#      with a kill -9 of the primary a third of the way in; lateness (arrival
+#      minus deliver_at) of the messages due outside the failover window
+#      against the run without a fault, and the window's length: from the
+#      kill until the new primary accepts a publish (messages due in it wait
+#      for the new primary), and when the last of them arrived.
 #
 #   tests/bench/cluster.sh [--build=build/release] [--rounds=3]
 #       [--count=200000] [--failovers=20] [--lease_ttl=3s]
+#       [--steady=45] [--steady_rate=10000]
 #
-# Prints one line per run, the medians, and the failover times' p50, p99
-# and max. Needs etcd (deploy/setup.sh installs etcd-server).
+# --rounds=0, --failovers=0 or --steady=0 skips that part. Prints one line
+# per run, the medians, the failover times' p50, p99 and max, and the steady
+# runs' lateness. Needs etcd (deploy/setup.sh installs etcd-server).
 set -euo pipefail
 
-BUILD=build/release ROUNDS=3 COUNT=200000 FAILOVERS=20 TTL=3s
+BUILD=build/release ROUNDS=3 COUNT=200000 FAILOVERS=20 TTL=3s STEADY=45 STEADY_RATE=10000
 for arg in "$@"; do
   case "$arg" in
     --build=*) BUILD="${arg#*=}" ;;
@@ -25,7 +34,9 @@ for arg in "$@"; do
     --count=*) COUNT="${arg#*=}" ;;
     --failovers=*) FAILOVERS="${arg#*=}" ;;
     --lease_ttl=*) TTL="${arg#*=}" ;;
-    -h|--help) sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --steady=*) STEADY="${arg#*=}" ;;
+    --steady_rate=*) STEADY_RATE="${arg#*=}" ;;
+    -h|--help) sed -n '2,28p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "cluster.sh: unknown argument \"$arg\" (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -116,6 +127,7 @@ await_in_sync() {  # N: until the in-sync set has N members
 }
 
 # --- 1. throughput ----------------------------------------------------------
+if [ "$ROUNDS" -gt 0 ]; then
 echo "# publish throughput, msg/s (--count=$COUNT, batches of 100, 16 in flight, sync)"
 for round in $(seq 1 "$ROUNDS"); do
   rm -rf "$WORK/single"
@@ -148,8 +160,10 @@ for how in ("calls", "stream"):
     c = statistics.median(runs[("cluster", how)])
     print(f"median {how}: single node {s:.0f} msg/s, cluster {c:.0f} msg/s ({100*c/s:.0f} %)")
 PY
+fi
 
 # --- 2. failover ------------------------------------------------------------
+if [ "$FAILOVERS" -gt 0 ]; then
 echo "# failover: kill -9 of the primary, seconds to the first publish accepted (--lease_ttl=$TTL)"
 for n in a b c; do rm -rf "$WORK/$n"; done
 CLUSTER=failover
@@ -179,3 +193,72 @@ for name, path in (("kill -9", sys.argv[1]), ("SIGTERM", sys.argv[2])):
     p = lambda q: xs[min(len(xs) - 1, int(q * len(xs)))]
     print(f"{name}: {len(xs)} failovers, p50 {p(0.5):.2f} s, p99 {p(0.99):.2f} s, max {xs[-1]:.2f} s")
 PY
+fi
+
+# --- 3. steady load through a failover ----------------------------------------
+if [ "$STEADY" -gt 0 ]; then
+echo "# steady $STEADY_RATE msg/s for $STEADY s (delay 2 s), without a fault, then with a kill -9 of the primary"
+for n in a b c; do
+  if [ -n "${PIDS[$n]:-}" ]; then kill -9 "${PIDS[$n]}"; wait "${PIDS[$n]}" 2>/dev/null || true; unset "PIDS[$n]"; fi
+  rm -rf "${WORK:?}/$n"
+done
+CLUSTER=steady
+for n in a b c; do start_cluster_node "$n"; done
+await_publish warm-steady >/dev/null
+steady() {  # NAME: one run in the background; its pid in STEADY_PID
+  "$BENCH" --addr="$(all_addrs)" --timeout=60s --json --durability=sync \
+    --rate="$STEADY_RATE" --duration="${STEADY}s" --delay=2s --batch=100 \
+    --producers=2 --concurrency=16 --consumers=1 --retries=100 --reconnect \
+    --drain-timeout=60s --lateness-log="$WORK/$1.lateness" \
+    >"$WORK/$1.json" 2>"$WORK/$1.err" &
+  STEADY_PID=$!
+}
+await_in_sync 3
+steady calm
+wait "$STEADY_PID" || echo "cluster.sh: the run without a fault failed: $(tail -1 "$WORK/calm.err")" >&2
+await_in_sync 3
+P="$(primary)"
+steady failover
+sleep "$(python3 -c "print($STEADY / 3)")"
+KILLED_AT="$(now)"
+kill -9 "${PIDS[$P]}"; wait "${PIDS[$P]}" 2>/dev/null || true
+ACCEPTED_AFTER="$(await_publish after-steady-kill)"
+start_cluster_node "$P"
+wait "$STEADY_PID" || echo "cluster.sh: the run through a failover failed: $(tail -1 "$WORK/failover.err")" >&2
+python3 - "$WORK" "$KILLED_AT" "$ACCEPTED_AFTER" <<'PY'
+import json, sys
+work, killed, accepted = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+def load(name):
+    rows = []
+    for line in open(f"{work}/{name}.lateness"):
+        due, arrival = (int(x) / 1e6 for x in line.split())
+        rows.append((due, arrival, arrival - due))
+    return rows, json.load(open(f"{work}/{name}.json"))
+def pct(xs, q):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
+def line(label, xs):
+    return (f"{label}: {len(xs)} msgs, lateness p50 {pct(xs, .5)*1e3:.1f} ms, "
+            f"p99 {pct(xs, .99)*1e3:.1f} ms, max {max(xs)*1e3:.1f} ms")
+calm, calm_report = load("calm")
+fail, fail_report = load("failover")
+# The window: due between what was in flight at the kill (a quarter second
+# before it) and the new primary accepting publishes; those messages wait for
+# it. Everything due later is the new primary's to deliver on time.
+end = killed + accepted
+inside = [(a, l) for d, a, l in fail if killed - 0.25 <= d <= end]
+before = [l for d, a, l in fail if d < killed - 0.25]
+after = [l for d, a, l in fail if d > end]
+print(line("without a fault", [r[2] for r in calm]))
+print(line("with a failover, due outside the window", before + after))
+print(line("  of which due before it", before))
+print(line("  of which due after it", after))
+print(line("with a failover, due inside the window", [l for a, l in inside]))
+print(f"window: kill -9 -> first publish accepted {accepted:.2f} s; "
+      f"what came due in it delivered {max(a for a, l in inside) - killed:.2f} s after the kill")
+for name, r in (("without a fault", calm_report), ("with a failover", fail_report)):
+    print(f"{name}: published {r.get('published', 0)}, delivered {r.get('delivered', 0)}, "
+          f"undelivered {r.get('undelivered', 0)}, duplicates {r.get('duplicates', 0)}, "
+          f"early {r.get('early', 0)}, errors {r.get('errors', 0)}")
+PY
+fi
