@@ -549,5 +549,47 @@ TEST_F(ClusterTest, AWipedBackupIsRebuiltFromTheNewPrimarysCheckpoint) {
   }
 }
 
+// A node started while etcd is away waits for it, saying so, and joins once
+// it answers: nodes and etcd may start in any order.
+TEST_F(ClusterTest, ANodeStartedBeforeEtcdWaitsAndJoinsOnceEtcdAnswers) {
+  etcd_->Stop();
+  absl::StatusOr<std::unique_ptr<testing::Subprocess>> node =
+      testing::Subprocess::Start(
+          {HOURGLASSD_PATH, "--listen=127.0.0.1:0",
+           "--metrics_listen=127.0.0.1:0", "--data_dir=" + dir_.path() + "/a",
+           "--etcd=" + etcd_->endpoint(), "--node_id=a", "--lease_ttl=2s",
+           "--replication_factor=1", "--min_insync=1"});
+  ASSERT_TRUE(node.ok()) << node.status();
+  ASSERT_TRUE(
+      (*node)->WaitForOutput("cannot join cluster hourglass yet", kPatience))
+      << (*node)->output();
+  EXPECT_FALSE((*node)->Exited());
+
+  ASSERT_TRUE(etcd_->Restart().ok());
+  ASSERT_TRUE((*node)->WaitForOutput(
+      "hourglassd joined cluster hourglass as node a", kPatience))
+      << (*node)->output();
+  (*node)->Signal(SIGTERM);
+  EXPECT_EQ((*node)->Wait(kPatience), 0) << (*node)->output();
+}
+
+// SIGTERM ends the wait for etcd: the node stops cleanly, never joined.
+TEST_F(ClusterTest, ANodeWaitingForEtcdStopsOnSigterm) {
+  etcd_->Stop();
+  absl::StatusOr<std::unique_ptr<testing::Subprocess>> node =
+      testing::Subprocess::Start(
+          {HOURGLASSD_PATH, "--listen=127.0.0.1:0",
+           "--metrics_listen=127.0.0.1:0", "--data_dir=" + dir_.path() + "/a",
+           "--etcd=" + etcd_->endpoint(), "--node_id=a"});
+  ASSERT_TRUE(node.ok()) << node.status();
+  ASSERT_TRUE(
+      (*node)->WaitForOutput("cannot join cluster hourglass yet", kPatience))
+      << (*node)->output();
+  (*node)->Signal(SIGTERM);
+  EXPECT_EQ((*node)->Wait(kPatience), 0) << (*node)->output();
+  EXPECT_THAT((*node)->output(), HasSubstr("received SIGTERM"));
+  EXPECT_THAT((*node)->output(), ::testing::Not(HasSubstr("joined cluster")));
+}
+
 }  // namespace
 }  // namespace hourglass
