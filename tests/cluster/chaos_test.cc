@@ -92,7 +92,7 @@ class Load {
         channel_, consumer,
         [this](Consumer& c, std::vector<Delivery> deliveries) {
           for (const Delivery& d : deliveries) {
-            ledger_.Delivered(d.id, d.received_at);
+            ledger_.Delivered(d.id, d.received_at, d.deliver_at);
             (void)c.Ack(d.id);  // A lost ack only means a redelivery.
           }
         });

@@ -11,8 +11,9 @@ std::string Ledger::Report::ToString() const {
   std::string line = absl::StrCat(
       "acknowledged ", acknowledged, ", uncertain ", uncertain, ", cancelled ",
       cancelled, ", delivered ", delivered, " (", deliveries, " deliveries, ",
-      duplicates, " duplicates); lost ", lost, ", after cancel ", after_cancel,
-      ", early ", early, ", cancel not found ", cancel_missing);
+      duplicates, " duplicates, ", other_copies, " of other copies); lost ",
+      lost, ", after cancel ", after_cancel, ", early ", early,
+      ", cancel not found ", cancel_missing);
   if (!examples.empty()) {
     absl::StrAppend(&line, "; e.g. ", absl::StrJoin(examples, ", "));
   }
@@ -49,9 +50,10 @@ void Ledger::CancelNotFound(const std::string& id, absl::Time answered_at) {
   if (e.acknowledged && answered_at < e.deliver_at) e.cancel_missing = true;
 }
 
-void Ledger::Delivered(const std::string& id, absl::Time received_at) {
+void Ledger::Delivered(const std::string& id, absl::Time received_at,
+                       absl::Time deliver_at) {
   absl::MutexLock lock(&mu_);
-  entries_[id].deliveries.push_back(received_at);
+  entries_[id].deliveries.push_back({received_at, deliver_at});
 }
 
 bool Ledger::Owed(const Entry& e) {
@@ -98,12 +100,14 @@ Ledger::Report Ledger::Check() const {
       ++r.cancel_missing;
       example("cancel-not-found", id);
     }
-    for (absl::Time at : e.deliveries) {
-      if (e.cancel_acknowledged) {
+    for (const Entry::Delivery& d : e.deliveries) {
+      const bool acknowledged_copy = d.deliver_at == e.deliver_at;
+      if (e.acknowledged && !acknowledged_copy) ++r.other_copies;
+      if (e.cancel_acknowledged && acknowledged_copy) {
         ++r.after_cancel;
         example("after-cancel", id);
       }
-      if (e.acknowledged && at < e.deliver_at) {
+      if (d.received_at < d.deliver_at) {
         ++r.early;
         example("early", id);
       }

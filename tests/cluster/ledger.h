@@ -17,17 +17,24 @@ namespace hourglass::testing {
 //   lost             acknowledged publishes never delivered, though not
 //                    cancelled (must be 0 once the cluster has healed and
 //                    every due time has passed);
-//   after_cancel     deliveries of a message whose cancel was acknowledged
-//                    (must be 0; whenever read: a cancel succeeds only
-//                    while its message is scheduled, so nothing of it may
-//                    ever be delivered);
-//   early            deliveries read before the time the publish's receipt
-//                    named (must be 0);
+//   after_cancel     deliveries of the acknowledged copy of a message whose
+//                    cancel was acknowledged (must be 0; whenever read: a
+//                    cancel succeeds only while its message is scheduled,
+//                    so nothing of it may ever be delivered);
+//   early            deliveries read before the deliver_at the broker
+//                    stamped on them (must be 0);
 //   cancel_missing   cancels answered NOT_FOUND before the acknowledged
 //                    message came due: it was gone though it should not be
 //                    (must be 0);
 //   duplicates       deliveries beyond the first of a message (allowed:
-//                    at-least-once; reported).
+//                    at-least-once; reported);
+//   other_copies     deliveries of another copy than the acknowledged one
+//                    (allowed; reported). Ids dedupe only while pending
+//                    (DESIGN.md): a publish retried (by the client library,
+//                    its first answer lost in a failover) after its first
+//                    copy was delivered and acked stores a second copy, due
+//                    later, which the receipt names. Copies are told apart
+//                    by their deliver_at, which a delivery carries.
 // An outcome the client could not learn (a call that failed with an error
 // after which the write may or may not have happened) is recorded as
 // uncertain, and excuses the message from `lost` and `after_cancel`.
@@ -47,6 +54,7 @@ class Ledger {
     int64_t early = 0;
     int64_t cancel_missing = 0;
     int64_t duplicates = 0;
+    int64_t other_copies = 0;
     // Up to 10 ids of each kind of violation, for the failure message.
     std::vector<std::string> examples;
 
@@ -68,8 +76,10 @@ class Ledger {
   void CancelUncertain(const std::string& id);
   // A cancel of acknowledged `id` answered NOT_FOUND at `answered_at`.
   void CancelNotFound(const std::string& id, absl::Time answered_at);
-  // A consumer read a delivery of `id` at `received_at`.
-  void Delivered(const std::string& id, absl::Time received_at);
+  // A consumer read a delivery of `id` at `received_at`, stamped due at
+  // `deliver_at`.
+  void Delivered(const std::string& id, absl::Time received_at,
+                 absl::Time deliver_at);
 
   // How many acknowledged, uncancelled messages have not been delivered:
   // what the end of a run waits for.
@@ -87,7 +97,11 @@ class Ledger {
     bool cancel_acknowledged = false;
     bool cancel_uncertain = false;
     bool cancel_missing = false;
-    std::vector<absl::Time> deliveries;
+    struct Delivery {
+      absl::Time received_at;
+      absl::Time deliver_at;
+    };
+    std::vector<Delivery> deliveries;
   };
 
   // Whether `e` must be delivered: acknowledged and not (maybe) cancelled.
