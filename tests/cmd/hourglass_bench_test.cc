@@ -164,6 +164,42 @@ TEST_F(HourglassBenchTest, PublishOnlyAtARateOnStreams) {
   EXPECT_EQ(lines[5], "lateness     -");
 }
 
+// --lateness-log: a line per message's first delivery, "<deliver_at>
+// <arrival>" in microseconds since the Unix epoch, never arriving before
+// it was due.
+TEST_F(HourglassBenchTest, TheLatenessLogHasALinePerMessage) {
+  const std::string log = dir_.path() + "/lateness.txt";
+  const Output run = Bench({"--count=300", "--batch=10", "--delay=200ms",
+                            "--reconnect", "--lateness-log=" + log});
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  const std::vector<std::string> lines = Lines(ReadFile(log));
+  ASSERT_EQ(lines.size(), 300u);
+  for (const std::string& line : lines) {
+    ASSERT_THAT(line, MatchesRegex("[0-9]{16} [0-9]{16}"));
+    const std::vector<std::string> times = absl::StrSplit(line, ' ');
+    EXPECT_LE(std::stoll(times[0]), std::stoll(times[1])) << line;
+  }
+}
+
+// --retries above 1 gives each message an id (so that a retry cannot store
+// it twice): bench-<run>-<sequence>.
+TEST_F(HourglassBenchTest, RetriedPublishesCarryIds) {
+  const Output run = Bench({"--consumers=0", "--count=3", "--batch=3",
+                            "--delay=1h", "--topic=ids", "--retries=5"});
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  const testing::RunResult ls = testing::Run(
+      {HOURGLASS_PATH, "--addr=" + daemon_->address(), "ls", "--topic=ids"},
+      kTimeout);
+  ASSERT_EQ(ls.exit_code, 0) << ls.output;
+  const std::vector<std::string> lines = Lines(ls.output);
+  ASSERT_EQ(lines.size(), 4u) << ls.output;  // A header and three messages.
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_THAT(lines[i + 1],
+                MatchesRegex(absl::StrCat("bench-[0-9]+-", i, " .*")))
+        << ls.output;
+  }
+}
+
 TEST_F(HourglassBenchTest, RefusesBadFlagsBeforeConnecting) {
   Output run = Bench({"--delay=soon"});
   EXPECT_EQ(run.exit_code, 2);
