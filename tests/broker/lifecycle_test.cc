@@ -25,6 +25,7 @@
 #include "storage/memory_store.h"
 #include "storage/message_store.h"
 #include "storage/records.pb.h"
+#include "tests/testing/seed.h"
 
 // A randomised test of the message lifecycle (broker/lifecycle.h): it
 // applies random legal transitions to a MemoryStore and to a reference
@@ -486,13 +487,6 @@ void CheckScheduleCounts(storage::MessageStore& store, const AllTables& stored,
                        "; the schedule holds ", absl::StrJoin(expected, ",")));
     }
   }
-}
-
-uint64_t SeedFromEnvironment() {
-  if (const char* s = std::getenv("HOURGLASS_SEED"); s != nullptr && *s) {
-    return std::strtoull(s, nullptr, 10);
-  }
-  return std::random_device{}();
 }
 
 // ---- The driver: random legal transitions, applied to the model and
@@ -1398,7 +1392,7 @@ void Driver::CheckReads(storage::MessageStore& store,
 // "restart" checks ReadNextSequence and carries on from it, as a new run
 // of the broker would. Set HOURGLASS_SEED to replay a run.
 TEST(LifecycleRandomTest, CountersAndKeysMatchReferenceModel) {
-  const uint64_t seed = SeedFromEnvironment();
+  const uint64_t seed = testing::SeedFromEnvironment();
   std::printf("HOURGLASS_SEED=%llu\n", static_cast<unsigned long long>(seed));
   RecordProperty("seed", std::to_string(seed));
   Driver driver(seed);

@@ -40,6 +40,7 @@
 #include "tests/testing/broker_client.h"
 #include "tests/testing/daemon.h"
 #include "tests/testing/eventually.h"
+#include "tests/testing/seed.h"
 #include "tests/testing/temp_dir.h"
 
 namespace hourglass {
@@ -58,11 +59,6 @@ int Kills() {
 }
 constexpr int kPublishers = 3;
 constexpr int kBatch = 20;
-
-uint64_t Seed() {
-  if (const char* s = std::getenv("HOURGLASS_SEED")) return std::stoull(s);
-  return std::random_device()();
-}
 
 // What the broker answered, and what the consumer saw. Thread-safe.
 class Ledger {
@@ -166,7 +162,7 @@ void Consume(testing::Subscription& subscription, Ledger& ledger,
 }
 
 TEST(CrashTest, NothingAcknowledgedIsLostAcrossKills) {
-  const uint64_t seed = Seed();
+  const uint64_t seed = testing::SeedFromEnvironment();
   std::cout << "seed " << seed << " (HOURGLASS_SEED to replay)\n";
   std::mt19937_64 random(seed);
   testing::TempDir dir;

@@ -26,6 +26,7 @@
 #include "tests/testing/broker_client.h"
 #include "tests/testing/daemon.h"
 #include "tests/testing/eventually.h"
+#include "tests/testing/seed.h"
 #include "tests/testing/temp_dir.h"
 
 namespace hourglass {
@@ -51,11 +52,6 @@ std::vector<std::string> Ids(const std::vector<Received>& received) {
 
 absl::Time DeliverAt(const Received& r) {
   return testing::ToTime(r.delivery.deliver_at());
-}
-
-uint64_t Seed() {
-  if (const char* s = std::getenv("HOURGLASS_SEED")) return std::stoull(s);
-  return std::random_device()();
 }
 
 class BrokerTest : public ::testing::Test {
@@ -117,7 +113,7 @@ class BrokerTest : public ::testing::Test {
 // it goes: each arrives exactly once and none before its deliver_at. The
 // lateness percentiles are printed; BENCHMARKS.md records them.
 TEST_F(BrokerTest, TenThousandRandomDelaysArriveOnceAndNeverEarly) {
-  const uint64_t seed = Seed();
+  const uint64_t seed = testing::SeedFromEnvironment();
   std::cout << "seed " << seed << " (HOURGLASS_SEED to replay)\n";
   std::mt19937_64 random(seed);
   std::uniform_int_distribution<int64_t> delay_ms(0, 3000);
