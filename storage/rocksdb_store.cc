@@ -35,6 +35,7 @@
 #include "rocksdb/utilities/checkpoint.h"
 #include "rocksdb/utilities/table_properties_collectors.h"
 #include "rocksdb/write_batch.h"
+#include "rocksdb/write_buffer_manager.h"
 #include "spdlog/spdlog.h"
 #include "storage/data_dir.h"
 #include "storage/format_version.h"
@@ -281,6 +282,37 @@ rocksdb::ColumnFamilyOptions TableOptions(
   return cf;
 }
 
+}  // namespace
+
+struct RocksDbResources::Parts {
+  std::shared_ptr<rocksdb::Cache> cache;
+  std::shared_ptr<rocksdb::WriteBufferManager> write_buffers;
+};
+
+RocksDbResources::RocksDbResources(std::unique_ptr<Parts> parts)
+    : parts_(std::move(parts)) {}
+RocksDbResources::~RocksDbResources() = default;
+
+std::shared_ptr<RocksDbResources> RocksDbResources::Create(
+    const Options& options) {
+  auto parts = std::make_unique<Parts>();
+  parts->cache = rocksdb::NewLRUCache(options.block_cache_bytes);
+  parts->write_buffers =
+      std::make_shared<rocksdb::WriteBufferManager>(options.write_buffer_bytes);
+  return std::shared_ptr<RocksDbResources>(
+      new RocksDbResources(std::move(parts)));
+}
+
+size_t RocksDbResources::block_cache_usage() const {
+  return parts_->cache->GetUsage();
+}
+
+size_t RocksDbResources::memtable_usage() const {
+  return parts_->write_buffers->memory_usage();
+}
+
+namespace {
+
 // One open RocksDB with its column family handles; closes it when
 // destroyed. Immutable once opened, so threads share it freely.
 struct OpenDatabase {
@@ -302,9 +334,10 @@ struct OpenDatabase {
 };
 
 // Opens (or creates) the database in `path`, with every Table's column
-// family, sharing `cache` for blocks.
+// family, on `resources`' block cache and memtable budget.
 absl::StatusOr<std::shared_ptr<const OpenDatabase>> OpenRocksDb(
-    const std::string& path, const std::shared_ptr<rocksdb::Cache>& cache) {
+    const std::string& path, const RocksDbResources& resources) {
+  const std::shared_ptr<rocksdb::Cache>& cache = resources.parts().cache;
   rocksdb::DBOptions db_options;
   db_options.create_if_missing = true;
   db_options.create_missing_column_families = true;
@@ -313,8 +346,8 @@ absl::StatusOr<std::shared_ptr<const OpenDatabase>> OpenRocksDb(
   db_options.max_background_jobs = 2;
   // Bounds the log replayed at start, so restart time stays flat.
   db_options.max_total_wal_size = size_t{256} << 20;
-  // Bounds memtable memory across all tables.
-  db_options.db_write_buffer_size = size_t{128} << 20;
+  // Bounds memtable memory across all tables, and all stores sharing it.
+  db_options.write_buffer_manager = resources.parts().write_buffers;
   db_options.bytes_per_sync = size_t{1} << 20;
   // When writes must be slowed, not below 64 MiB/s (RocksDB's default of
   // 16 MiB/s holds a burst back for seconds).
@@ -346,12 +379,12 @@ class RocksDbStoreImpl final : public MessageStore {
  public:
   RocksDbStoreImpl(std::string path, bool sync,
                    std::unique_ptr<DataDirLock> lock,
-                   std::shared_ptr<rocksdb::Cache> cache,
+                   std::shared_ptr<RocksDbResources> resources,
                    std::shared_ptr<const OpenDatabase> database)
       : path_(std::move(path)),
         sync_(sync),
         lock_(std::move(lock)),
-        cache_(std::move(cache)),
+        resources_(std::move(resources)),
         database_(std::move(database)) {}
 
   ~RocksDbStoreImpl() override {
@@ -606,7 +639,7 @@ class RocksDbStoreImpl final : public MessageStore {
       database_.reset();
     }
     absl::StatusOr<std::shared_ptr<const OpenDatabase>> reopened =
-        OpenRocksDb(path_, cache_);
+        OpenRocksDb(path_, *resources_);
     if (!reopened.ok()) {
       spdlog::error("cannot reopen data dir {} after a failed write: {}", path_,
                     reopened.status().ToString());
@@ -656,8 +689,8 @@ class RocksDbStoreImpl final : public MessageStore {
   const bool sync_;
   // Released after the database closes (the destructor closes it).
   const std::unique_ptr<DataDirLock> lock_;
-  // The block cache, kept across reopens.
-  const std::shared_ptr<rocksdb::Cache> cache_;
+  // The block cache and memtable budget, kept across reopens.
+  const std::shared_ptr<RocksDbResources> resources_;
 
   // Readers copy the pointer and use the database without the lock; only
   // Recover replaces it, when nobody holds a copy.
@@ -740,13 +773,16 @@ absl::StatusOr<std::unique_ptr<MessageStore>> RocksDbStore::Open(
     return SymlinkRefused(rocksdb_lock);
   }
 
-  std::shared_ptr<rocksdb::Cache> cache =
-      rocksdb::NewLRUCache(options.block_cache_bytes);
+  std::shared_ptr<RocksDbResources> resources = options.shared;
+  if (resources == nullptr) {
+    resources = RocksDbResources::Create(
+        {.block_cache_bytes = options.block_cache_bytes});
+  }
   absl::StatusOr<std::shared_ptr<const OpenDatabase>> database =
-      OpenRocksDb(options.path, cache);
+      OpenRocksDb(options.path, *resources);
   if (!database.ok()) return database.status();
   auto store = std::make_unique<RocksDbStoreImpl>(
-      options.path, options.sync, *std::move(lock), std::move(cache),
+      options.path, options.sync, *std::move(lock), std::move(resources),
       *std::move(database));
   if (absl::Status version = UpgradeFormat(*store, options); !version.ok()) {
     return version;

@@ -13,6 +13,39 @@
 
 namespace hourglass::storage {
 
+// What the stores of one process share when it hosts several (a cluster
+// node's shards): one block cache, one budget for all their memtables, and
+// RocksDB's pools of background threads (which every store of a process
+// shares anyway: two flush and compaction threads in all, not per store).
+// Without it, each store has a cache and a memtable budget of its own.
+//
+// Thread-safe. Stores keep it alive as long as they are open.
+class RocksDbResources {
+ public:
+  struct Options {
+    // The block cache of all the stores together. Default: 64 MiB.
+    size_t block_cache_bytes = size_t{64} << 20;
+    // Memtables of all the stores together; past it, the largest is
+    // flushed. Default: 128 MiB.
+    size_t write_buffer_bytes = size_t{128} << 20;
+  };
+  static std::shared_ptr<RocksDbResources> Create(const Options& options);
+  ~RocksDbResources();
+
+  // Bytes the block cache holds now, over every store.
+  size_t block_cache_usage() const;
+  // Bytes of memtables now, over every store.
+  size_t memtable_usage() const;
+
+  // RocksDB's objects; only storage/ sees inside.
+  struct Parts;
+  const Parts& parts() const { return *parts_; }
+
+ private:
+  explicit RocksDbResources(std::unique_ptr<Parts> parts);
+  const std::unique_ptr<Parts> parts_;
+};
+
 struct RocksDbStoreOptions {
   // Data directory; created with mode 0700 if missing (its missing parents
   // as the umask says). An existing one keeps its mode. Required.
@@ -25,8 +58,13 @@ struct RocksDbStoreOptions {
   bool sync = true;
 
   // Size of the block cache shared by all tables (--block_cache_mb).
-  // Default: 64 MiB.
+  // Ignored with `shared`. Default: 64 MiB.
   size_t block_cache_bytes = size_t{64} << 20;
+
+  // The cache and memtable budget to share with the process's other
+  // stores. Default: none (a cache of block_cache_bytes and a memtable
+  // budget of 128 MiB of the store's own).
+  std::shared_ptr<RocksDbResources> shared;
 
   // Called once Open has upgraded the data in place from an older format
   // version (`from`) to RocksDbStore::kFormatVersion, after the upgrade is
