@@ -1,10 +1,7 @@
 #include "client/channel.h"
 
 #include <algorithm>
-#include <cerrno>
-#include <fstream>
 #include <map>
-#include <sstream>
 #include <utility>
 
 #include "absl/strings/cord.h"
@@ -15,6 +12,7 @@
 #include "client/internal/channel_state.h"
 #include "client/internal/reachability.h"
 #include "client/internal/status.h"
+#include "client/tls.h"
 #include "grpc/grpc.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/support/channel_arguments.h"
@@ -34,19 +32,6 @@ absl::Status ConnectError(ConnectFailure failure, absl::string_view address,
   status.SetPayload(kConnectFailurePayload,
                     absl::Cord(absl::StrCat(static_cast<int>(failure))));
   return status;
-}
-
-// The contents of `path`, named by `option` in errors.
-absl::StatusOr<std::string> ReadFile(absl::string_view option,
-                                     const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        option, ": cannot read \"", path, "\": ", internal::ErrnoText(errno)));
-  }
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
 }
 
 // Sends the token as "authorization: Bearer <token>" on every call.
@@ -70,32 +55,6 @@ class BearerToken final : public grpc::MetadataCredentialsPlugin {
   const std::string header_;
 };
 
-// The channel credentials the TLS options ask for: plaintext, TLS, or TLS
-// with a client certificate.
-absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> Credentials(
-    const TlsOptions& tls, bool enabled) {
-  if (!enabled) return grpc::InsecureChannelCredentials();
-  if (tls.cert_file.empty() != tls.key_file.empty()) {
-    return absl::InvalidArgumentError(
-        "tls.cert_file and tls.key_file go together");
-  }
-  grpc::SslCredentialsOptions ssl;
-  if (!tls.ca_file.empty()) {
-    absl::StatusOr<std::string> ca = ReadFile("tls.ca_file", tls.ca_file);
-    if (!ca.ok()) return ca.status();
-    ssl.pem_root_certs = *std::move(ca);
-  }
-  if (!tls.cert_file.empty()) {
-    absl::StatusOr<std::string> cert = ReadFile("tls.cert_file", tls.cert_file);
-    if (!cert.ok()) return cert.status();
-    absl::StatusOr<std::string> key = ReadFile("tls.key_file", tls.key_file);
-    if (!key.ok()) return key.status();
-    ssl.pem_cert_chain = *std::move(cert);
-    ssl.pem_private_key = *std::move(key);
-  }
-  return grpc::SslCredentials(ssl);
-}
-
 // A gRPC channel to `address` with the state's credentials and options. The
 // one place channels are made, for the primaries of cluster mode too.
 std::unique_ptr<internal::Endpoint> MakeEndpoint(
@@ -110,9 +69,7 @@ std::unique_ptr<internal::Endpoint> MakeEndpoint(
   if (state.options.own_connection) {
     arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   }
-  if (!state.options.tls.server_name.empty()) {
-    arguments.SetSslTargetNameOverride(state.options.tls.server_name);
-  }
+  SetTlsArguments(state.options.tls, arguments);
   auto endpoint = std::make_unique<internal::Endpoint>();
   endpoint->address = address;
   endpoint->channel =
@@ -147,11 +104,9 @@ absl::StatusOr<std::shared_ptr<Channel>> Channel::Create(
     }
   }
   auto state = std::make_unique<internal::ChannelState>();
-  const TlsOptions& tls = options.tls;
-  state->tls = tls.enabled || !tls.ca_file.empty() || !tls.cert_file.empty() ||
-               !tls.key_file.empty();
+  state->tls = UsesTls(options.tls);
   absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
-      Credentials(tls, state->tls);
+      TlsCredentials(options.tls);
   if (!credentials.ok()) return credentials.status();
   state->credentials = *std::move(credentials);
   if (!options.token.empty()) {
@@ -311,12 +266,11 @@ bool ChannelAccess::FollowRedirect(const Channel& channel,
   if (primary == trailers.end() || primary->second.empty()) return false;
   ChannelState& state = *channel.state_;
   absl::MutexLock lock(&state.mu);
-  return SwitchTo(state, std::string(primary->second.data(),
-                                     primary->second.size()));
+  return SwitchTo(state,
+                  std::string(primary->second.data(), primary->second.size()));
 }
 
-bool ChannelAccess::Rediscover(const Channel& channel,
-                               absl::Duration timeout) {
+bool ChannelAccess::Rediscover(const Channel& channel, absl::Duration timeout) {
   ChannelState& state = *channel.state_;
   std::vector<std::string> addresses;
   {
@@ -337,8 +291,8 @@ bool ChannelAccess::Rediscover(const Channel& channel,
     grpc::ClientContext context;
     Prepare(channel, context, absl::Now() + timeout);
     hourglass::v1::ClusterMap map;
-    const grpc::Status status =
-        stub->GetClusterMap(&context, hourglass::v1::GetClusterMapRequest(), &map);
+    const grpc::Status status = stub->GetClusterMap(
+        &context, hourglass::v1::GetClusterMapRequest(), &map);
     if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED) return false;
     if (!status.ok()) continue;
     std::map<std::string, std::string> nodes;

@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "client/tls.h"
 
 namespace hourglass::client {
 
@@ -15,23 +16,6 @@ class ChannelAccess;
 struct Endpoint;
 struct ChannelState;
 }  // namespace internal
-
-// TLS settings of a Channel.
-struct TlsOptions {
-  // Speak TLS. Any of the files below turns it on too. Default: false
-  // (plaintext, as hourglassd serves on loopback by default).
-  bool enabled = false;
-  // PEM file of the CAs that sign the broker's certificate. Default: "",
-  // gRPC's default roots (GRPC_DEFAULT_SSL_ROOTS_FILE_PATH overrides them).
-  std::string ca_file;
-  // PEM certificate chain and private key of the client, for a broker that
-  // wants mutual TLS (--tls_client_ca); both or neither. Default: none.
-  std::string cert_file;
-  std::string key_file;
-  // The name the broker's certificate must have, when `address` does not
-  // say it (an IP address, a load balancer). Default: the host of address.
-  std::string server_name;
-};
 
 // Where a Channel connects and how.
 struct ChannelOptions {
