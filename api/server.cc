@@ -1,10 +1,6 @@
 #include "api/server.h"
 
-#include <cerrno>
 #include <chrono>
-#include <cstring>
-#include <fstream>
-#include <sstream>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -14,6 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "api/call_metrics.h"
+#include "api/pem.h"
 #include "api/redirect.h"
 #include "broker/store_health.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
@@ -27,38 +24,6 @@
 namespace hourglass::api {
 namespace {
 
-// The contents of the PEM file `path`, given as `flag`, which must hold a
-// block whose "-----BEGIN ..." line ends in `kind` ("CERTIFICATE",
-// "PRIVATE KEY").
-absl::StatusOr<std::string> ReadPem(const std::string& flag,
-                                    const std::string& path,
-                                    absl::string_view kind) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::NotFoundError(absl::StrCat("cannot read ", flag, " \"", path,
-                                            "\": ", std::strerror(errno)));
-  }
-  std::stringstream text;
-  text << in.rdbuf();
-  const std::string pem = text.str();
-  // "-----BEGIN CERTIFICATE-----", "-----BEGIN EC PRIVATE KEY-----", ...
-  bool found = false;
-  for (size_t at = pem.find("-----BEGIN "); at != std::string::npos;
-       at = pem.find("-----BEGIN ", at + 1)) {
-    const size_t end = pem.find("-----", at + 11);
-    if (end != std::string::npos &&
-        absl::EndsWith(absl::string_view(pem).substr(at, end - at), kind)) {
-      found = true;
-      break;
-    }
-  }
-  if (!found) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(flag, " \"", path, "\" is not a PEM file with a ", kind));
-  }
-  return pem;
-}
-
 // Server credentials from `options`: plaintext, TLS or mutual TLS.
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(
     const ServerOptions& options) {
@@ -68,6 +33,11 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(
     if (!options.tls_client_ca_file.empty()) {
       return absl::InvalidArgumentError(
           "--tls_client_ca needs --tls_cert and --tls_key: mutual TLS is TLS");
+    }
+    if (!options.tls_peer_ca_file.empty()) {
+      return absl::InvalidArgumentError(
+          "--tls_peer_ca needs --tls_cert and --tls_key: peers speak TLS to a "
+          "server that does");
     }
     return grpc::InsecureServerCredentials();
   }
@@ -83,13 +53,23 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(
   if (!key.ok()) return key.status();
   grpc::SslServerCredentialsOptions ssl;
   ssl.pem_key_cert_pairs.push_back({*std::move(key), *std::move(cert)});
-  if (!options.tls_client_ca_file.empty()) {
-    absl::StatusOr<std::string> ca =
-        ReadPem("--tls_client_ca", options.tls_client_ca_file, "CERTIFICATE");
+  // Client certificates are verified against both CAs; only
+  // --tls_client_ca makes one required.
+  for (const auto& [flag, path] :
+       {std::pair<absl::string_view, const std::string&>{
+            "--tls_client_ca", options.tls_client_ca_file},
+        {"--tls_peer_ca", options.tls_peer_ca_file}}) {
+    if (path.empty()) continue;
+    absl::StatusOr<std::string> ca = ReadPem(flag, path, "CERTIFICATE");
     if (!ca.ok()) return ca.status();
-    ssl.pem_root_certs = *std::move(ca);
+    absl::StrAppend(&ssl.pem_root_certs, *ca, "\n");
+  }
+  if (!options.tls_client_ca_file.empty()) {
     ssl.client_certificate_request =
         GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+  } else if (!options.tls_peer_ca_file.empty()) {
+    ssl.client_certificate_request =
+        GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY;
   }
   return grpc::SslServerCredentials(ssl);
 }

@@ -52,6 +52,13 @@ struct ServerOptions {
   // mutual TLS: a client without a certificate signed by one of them
   // cannot connect. REQUIRES TLS. Default: empty, no client certificates.
   std::string tls_client_ca_file;
+  // Cluster mode: PEM file of the CAs that sign the cluster's nodes'
+  // certificates (hourglassd's --tls_peer_ca), which peers present as
+  // client certificates. Client certificates they sign are accepted
+  // besides tls_client_ca's: without tls_client_ca, a certificate is
+  // requested and verified if presented, but not required (clients without
+  // one still connect). REQUIRES TLS. Default: empty.
+  std::string tls_peer_ca_file;
 
   // Most concurrent calls (HTTP/2 streams) on one client connection; a
   // client past it waits for one of its calls to end. 0 (the default)
@@ -102,8 +109,8 @@ class Server {
   // Starts listening. Returns UNAVAILABLE naming the address when it cannot
   // be bound (in use, not a local address, malformed); NOT_FOUND naming a
   // TLS file that cannot be read; INVALID_ARGUMENT for a TLS file that is
-  // not PEM of the right kind, a client CA without TLS, or a certificate
-  // and key that gRPC refuses.
+  // not PEM of the right kind, a client or peer CA without TLS, or a
+  // certificate and key that gRPC refuses.
   static absl::StatusOr<std::unique_ptr<Server>> Start(
       const ServerOptions& options);
 
