@@ -129,8 +129,8 @@ etcdserverpb::TxnRequest GuardedTxn(std::string_view key,
 }
 
 // The first kv of a failure branch's `index`th read, if any.
-std::optional<KeyValue> ReadInFailure(
-    const etcdserverpb::TxnResponse& response, int index) {
+std::optional<KeyValue> ReadInFailure(const etcdserverpb::TxnResponse& response,
+                                      int index) {
   if (response.responses_size() <= index ||
       !response.responses(index).has_response_range() ||
       response.responses(index).response_range().kvs_size() == 0) {
@@ -148,7 +148,8 @@ TxnResult FromTxn(const etcdserverpb::TxnResponse& response,
   result.current = ReadInFailure(response, 0);
   if (fence.has_value()) {
     const std::optional<KeyValue> fence_kv = ReadInFailure(response, 1);
-    const int64_t created = fence_kv.has_value() ? fence_kv->create_revision : 0;
+    const int64_t created =
+        fence_kv.has_value() ? fence_kv->create_revision : 0;
     result.fenced_out = created != fence->create_revision;
   }
   return result;
@@ -199,12 +200,18 @@ absl::StatusOr<std::unique_ptr<EtcdClient>> EtcdClient::Create(
         absl::StrCat("etcd client: call_timeout must be more than 0, not ",
                      absl::FormatDuration(options.call_timeout)));
   }
-  return std::unique_ptr<EtcdClient>(new EtcdClient(std::move(options)));
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      client::TlsCredentials(options.tls);
+  if (!credentials.ok()) return credentials.status();
+  return std::unique_ptr<EtcdClient>(
+      new EtcdClient(std::move(options), *std::move(credentials)));
 }
 
-EtcdClient::EtcdClient(EtcdOptions options)
+EtcdClient::EtcdClient(EtcdOptions options,
+                       std::shared_ptr<grpc::ChannelCredentials> credentials)
     : options_(std::move(options)),
-      connection_(std::make_unique<internal::Connection>(options_.endpoints)) {}
+      connection_(std::make_unique<internal::Connection>(
+          options_.endpoints, std::move(credentials), options_.tls)) {}
 
 EtcdClient::~EtcdClient() = default;
 

@@ -11,6 +11,11 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "client/tls.h"
+
+namespace grpc {
+class ChannelCredentials;
+}  // namespace grpc
 
 namespace hourglass::cluster {
 
@@ -96,6 +101,12 @@ struct EtcdOptions {
   std::vector<std::string> endpoints;
   // The deadline of each call, over every endpoint it tries. Default: 5 s.
   absl::Duration call_timeout = absl::Seconds(5);
+  // TLS to every endpoint (hourglassd's --etcd_ca, --etcd_cert,
+  // --etcd_key, as etcdctl's --cacert, --cert, --key): etcd's certificate is
+  // verified against tls.ca_file, and tls.cert_file is presented to an etcd
+  // that wants client certificates (--client-cert-auth). Default:
+  // plaintext.
+  client::TlsOptions tls;
 };
 
 // The endpoints of a --etcd flag: "host:port[,host:port...]", spaces around
@@ -109,11 +120,11 @@ absl::StatusOr<std::vector<std::string>> ParseEtcdEndpoints(
 // dropped. "\0" (meaning no end) when `prefix` is empty or all 0xff.
 std::string PrefixRangeEnd(std::string_view prefix);
 
-// A client of etcd's v3 gRPC API (etcd 3.4 and later, without TLS or
-// authentication): reads, writes and compare-and-set transactions on keys,
-// and leases. Keeping a lease alive is LeaseKeeper's (lease_keeper.h);
-// watching keys is Watch's (watch.h); both run over an EtcdClient, which
-// must outlive them.
+// A client of etcd's v3 gRPC API (etcd 3.4 and later, over plaintext or
+// TLS, without etcd's user authentication): reads, writes and compare-and-set
+// transactions on keys, and leases. Keeping a lease alive is LeaseKeeper's
+// (lease_keeper.h); watching keys is Watch's (watch.h); both run over an
+// EtcdClient, which must outlive them.
 //
 // Every call has a deadline (EtcdOptions::call_timeout) and blocks at most
 // until it. A call goes first to the endpoint that last answered; when that
@@ -142,7 +153,9 @@ class EtcdClient {
  public:
   // A client of `options.endpoints`. Does not connect: each endpoint is
   // connected to on its first call. INVALID_ARGUMENT if there is no
-  // endpoint or call_timeout is not positive.
+  // endpoint, call_timeout is not positive, or a TLS file cannot be read
+  // (client::TlsCredentials's error, e.g. `tls.ca_file: cannot read
+  // "ca.pem": no such file or directory`).
   static absl::StatusOr<std::unique_ptr<EtcdClient>> Create(
       EtcdOptions options);
 
@@ -222,7 +235,8 @@ class EtcdClient {
   friend class LeaseKeeper;
   friend class Watch;
 
-  explicit EtcdClient(EtcdOptions options);
+  EtcdClient(EtcdOptions options,
+             std::shared_ptr<grpc::ChannelCredentials> credentials);
 
   // Makes one call (`invoke`, given an endpoint and a context prepared with
   // the call's deadline), trying the endpoints as the class comment says;
@@ -233,8 +247,7 @@ class EtcdClient {
   // Runs the transaction `request` (an etcdserverpb::TxnRequest that
   // GuardedTxn began), a write; `what` names it in errors.
   template <typename Request>
-  absl::StatusOr<TxnResult> Txn(const std::string& what,
-                                const Request& request,
+  absl::StatusOr<TxnResult> Txn(const std::string& what, const Request& request,
                                 const std::optional<Fence>& fence);
   // Reads the keys in [key, range_end) (only `key` if range_end is empty),
   // after checking `key`; `what` names the call in errors.

@@ -7,8 +7,11 @@
 
 namespace hourglass::cluster::internal {
 
-Connection::Connection(const std::vector<std::string>& addresses) {
+Connection::Connection(const std::vector<std::string>& addresses,
+                       std::shared_ptr<grpc::ChannelCredentials> credentials,
+                       const client::TlsOptions& tls) {
   grpc::ChannelArguments arguments;
+  client::SetTlsArguments(tls, arguments);
   // Channels of their own: two clients in one process (two candidates of
   // an election in a test, say) then share no connection and no backoff.
   arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
@@ -29,8 +32,8 @@ Connection::Connection(const std::vector<std::string>& addresses) {
   for (const std::string& address : addresses) {
     Endpoint endpoint;
     endpoint.address = address;
-    endpoint.channel = grpc::CreateCustomChannel(
-        address, grpc::InsecureChannelCredentials(), arguments);
+    endpoint.channel =
+        grpc::CreateCustomChannel(address, credentials, arguments);
     endpoint.kv = etcdserverpb::KV::NewStub(endpoint.channel);
     endpoint.lease = etcdserverpb::Lease::NewStub(endpoint.channel);
     endpoint.watch = etcdserverpb::Watch::NewStub(endpoint.channel);

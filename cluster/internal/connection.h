@@ -11,10 +11,12 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "client/tls.h"
 #include "cluster/internal/strings.h"
 #include "etcdserverpb/rpc.grpc.pb.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
+#include "grpcpp/security/credentials.h"
 #include "grpcpp/support/status.h"
 
 namespace hourglass::cluster::internal {
@@ -36,9 +38,12 @@ struct Endpoint {
 // Thread-safe.
 class Connection {
  public:
-  // Channels to `addresses` (host:port each, at least one). Does not
-  // connect: a channel connects on its first call.
-  explicit Connection(const std::vector<std::string>& addresses);
+  // Channels to `addresses` (host:port each, at least one) with
+  // `credentials` (client::TlsCredentials(tls)) and the channel arguments
+  // `tls` asks for. Does not connect: a channel connects on its first call.
+  Connection(const std::vector<std::string>& addresses,
+             std::shared_ptr<grpc::ChannelCredentials> credentials,
+             const client::TlsOptions& tls);
 
   size_t size() const { return endpoints_.size(); }
   Endpoint& endpoint(size_t index) { return endpoints_[index]; }

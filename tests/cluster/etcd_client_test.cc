@@ -174,6 +174,21 @@ TEST(EtcdClientCreateTest, NeedsAnEndpointAndATimeout) {
       absl::StatusCode::kInvalidArgument);
 }
 
+TEST(EtcdClientCreateTest, RefusesATlsFileItCannotRead) {
+  absl::StatusOr<std::unique_ptr<EtcdClient>> client = EtcdClient::Create(
+      EtcdOptions{.endpoints = {"127.0.0.1:1"},
+                  .tls = {.ca_file = "/nonexistent/etcd-ca.pem"}});
+  EXPECT_EQ(client.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(client.status().message(),
+              HasSubstr("tls.ca_file: cannot read "
+                        "\"/nonexistent/etcd-ca.pem\": "));
+  client = EtcdClient::Create(
+      EtcdOptions{.endpoints = {"127.0.0.1:1"},
+                  .tls = {.cert_file = "/nonexistent/etcd-client.pem"}});
+  EXPECT_EQ(client.status(), absl::InvalidArgumentError(
+                                 "tls.cert_file and tls.key_file go together"));
+}
+
 TEST_F(EtcdClientTest, PutThenGetReturnsTheValueWithItsRevisions) {
   absl::StatusOr<int64_t> first = client_->Put("/t/k", "v1");
   ASSERT_TRUE(first.ok()) << first.status();
