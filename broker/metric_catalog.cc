@@ -230,6 +230,14 @@ const std::vector<MetricInfo>& Catalog() {
            {},
            "Cluster mode: the index of the last log entry this node's copy "
            "of the shard holds."},
+          {Metric::kReplicationRefusedTotal,
+           "hourglass_replication_refused_total",
+           kCounter,
+           {},
+           {},
+           "Cluster mode with TLS: calls to the Replication service refused "
+           "because the caller's certificate is not signed by --tls_peer_ca "
+           "(or it presented none)."},
           {Metric::kScheduled,
            "hourglass_scheduled",
            kGauge,

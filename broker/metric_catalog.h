@@ -47,6 +47,7 @@ enum class Metric {
   kReplicationLagEntries,
   kReplicationLagSeconds,
   kReplicationPosition,
+  kReplicationRefusedTotal,
   kScheduled,
   kServing,
   kStartTimeSeconds,

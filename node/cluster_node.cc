@@ -3,15 +3,20 @@
 #include <algorithm>
 #include <utility>
 
-#include "absl/time/clock.h"
-
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "api/cluster_service.h"
+#include "api/peer_certificates.h"
 #include "api/redirect.h"
 #include "broker/metrics.h"
-#include "hourglass/v1/cluster.pb.h"
+#include "broker/store_errors.h"
 #include "cluster/etcd_client.h"
 #include "cluster/member.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "grpcpp/server_context.h"
+#include "grpcpp/support/channel_arguments.h"
+#include "hourglass/v1/cluster.pb.h"
 #include "node/primary_gate.h"
 #include "node/shard_host.h"
 #include "replication/replication_service.h"
@@ -36,11 +41,36 @@ absl::StatusOr<std::unique_ptr<ClusterNode>> ClusterNode::Open(
         "--min_insync must be between 1 and --replication_factor (",
         options.replication_factor, "), not ", options.min_insync));
   }
+  const bool peer_tls = client::UsesTls(options.peer_tls);
+  if (peer_tls && options.peer_tls.ca_file.empty()) {
+    return absl::InvalidArgumentError(
+        "cluster node: TLS between nodes needs the CAs of the nodes' "
+        "certificates (--tls_peer_ca, or --tls_client_ca)");
+  }
+  // Read once: every channel to a peer shares them.
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> peer_credentials =
+      client::TlsCredentials(options.peer_tls);
+  if (!peer_credentials.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("peer_", peer_credentials.status().message()));
+  }
   std::unique_ptr<ClusterNode> node(new ClusterNode(std::move(options)));
   const ClusterNodeOptions& o = node->options_;
+  replication::ReplicationService::CallerCheck caller_check;
+  if (peer_tls) {
+    absl::StatusOr<std::unique_ptr<api::PeerCertificates>> peers =
+        api::PeerCertificates::FromFile("--tls_peer_ca", o.peer_tls.ca_file);
+    if (!peers.ok()) return peers.status();
+    node->peers_ = *std::move(peers);
+    node->refusals_ =
+        std::make_unique<broker::RateLimitedLog>(absl::Seconds(10), o.clock);
+    caller_check = [n = node.get()](const grpc::ServerContextBase& context) {
+      return n->CheckPeer(context);
+    };
+  }
   const std::string store_dir = o.data_dir + "/shards/0";
-  auto open_store = [sync = o.sync, cache = o.block_cache_bytes](
-                        const std::string& dir)
+  auto open_store = [sync = o.sync,
+                     cache = o.block_cache_bytes](const std::string& dir)
       -> absl::StatusOr<std::unique_ptr<storage::MessageStore>> {
     return storage::RocksDbStore::Open(
         {.path = dir, .sync = sync, .block_cache_bytes = cache});
@@ -49,13 +79,15 @@ absl::StatusOr<std::unique_ptr<ClusterNode>> ClusterNode::Open(
       open_store(store_dir);
   if (!store.ok()) return store.status();
   absl::StatusOr<std::unique_ptr<cluster::EtcdClient>> etcd =
-      cluster::EtcdClient::Create(cluster::EtcdOptions{o.etcd});
+      cluster::EtcdClient::Create(
+          cluster::EtcdOptions{.endpoints = o.etcd, .tls = o.etcd_tls});
   if (!etcd.ok()) return etcd.status();
   node->etcd_ = *std::move(etcd);
-  node->gate_ = std::make_unique<PrimaryGate>(
-      "this node has not joined its cluster yet");
+  node->gate_ =
+      std::make_unique<PrimaryGate>("this node has not joined its cluster yet");
   node->hint_ = std::make_unique<api::PrimaryHint>();
-  node->replication_ = std::make_unique<replication::ReplicationService>();
+  node->replication_ = std::make_unique<replication::ReplicationService>(
+      std::move(caller_check));
   node->cluster_service_ = std::make_unique<api::ClusterService>(
       [n = node.get()] { return n->Map(); }, o.authorizer);
   ShardHostOptions host;
@@ -67,9 +99,15 @@ absl::StatusOr<std::unique_ptr<ClusterNode>> ClusterNode::Open(
   host.metrics = o.engine.metrics;
   host.store_dir = store_dir;
   host.open_store = open_store;
+  host.peer_channel = [credentials = *std::move(peer_credentials),
+                       tls = o.peer_tls](const std::string& address) {
+    grpc::ChannelArguments arguments;
+    client::SetTlsArguments(tls, arguments);
+    return grpc::CreateCustomChannel(address, credentials, arguments);
+  };
   auto shard_host = std::make_unique<ShardHost>(
-      *std::move(store), std::move(host), node->gate_.get(),
-      node->hint_.get(), node->replication_.get());
+      *std::move(store), std::move(host), node->gate_.get(), node->hint_.get(),
+      node->replication_.get());
   node->replication_->SetRebuildHandler(
       [h = shard_host.get()](std::string why) {
         h->RequestRebuild(std::move(why));
@@ -87,6 +125,27 @@ absl::StatusOr<std::unique_ptr<ClusterNode>> ClusterNode::Open(
 
 ClusterNode::ClusterNode(ClusterNodeOptions options)
     : options_(std::move(options)) {}
+
+absl::Status ClusterNode::CheckPeer(const grpc::ServerContextBase& context) {
+  absl::Status verdict = peers_->Check(context);
+  if (verdict.ok()) return verdict;
+  if (options_.engine.metrics != nullptr) {
+    options_.engine.metrics->Counters(metrics::Metric::kReplicationRefusedTotal)
+        .Add({})
+        .Increment();
+  }
+  // A refused primary tries again every 200 ms: a line per caller and
+  // reason every 10 s.
+  const std::string peer = context.peer();
+  if (std::optional<uint64_t> unlogged =
+          refusals_->Allow(absl::StrCat(peer, " ", verdict.message()))) {
+    spdlog::warn(
+        "cluster: node {} refused a call to its Replication service from {} "
+        "({} more refused since the last such line): {}",
+        options_.node_id, peer, *unlogged, std::string(verdict.message()));
+  }
+  return verdict;
+}
 
 ClusterNode::~ClusterNode() {
   if (options_.engine.metrics != nullptr) {
@@ -195,12 +254,12 @@ absl::Status ClusterNode::Join(const std::string& address,
   callbacks.on_view = [host](const cluster::ClusterView& view) {
     host->OnView(view);
   };
-  callbacks.on_lost = [host, on_lost = std::move(on_lost)](
-                          absl::Status status) mutable {
-    host->StepDown(absl::StrCat("this node lost its etcd lease: ",
-                                status.message()));
-    if (on_lost) on_lost();
-  };
+  callbacks.on_lost =
+      [host, on_lost = std::move(on_lost)](absl::Status status) mutable {
+        host->StepDown(
+            absl::StrCat("this node lost its etcd lease: ", status.message()));
+        if (on_lost) on_lost();
+      };
   absl::StatusOr<std::unique_ptr<cluster::Member>> joined =
       cluster::Member::Join(*etcd_, std::move(member), std::move(callbacks));
   if (!joined.ok()) return joined.status();
@@ -248,8 +307,8 @@ hourglass::v1::ClusterMap ClusterNode::Map() const {
       lag.set_node(b.node);
       lag.set_applied_index(b.applied_index);
       lag.set_durable_index(b.durable_index);
-      lag.set_lag_entries(std::max<int64_t>(
-          0, progress->last_index - b.applied_index));
+      lag.set_lag_entries(
+          std::max<int64_t>(0, progress->last_index - b.applied_index));
       if (b.last_heard != absl::InfinitePast()) {
         lag.set_seconds_since_heard(absl::ToDoubleSeconds(now - b.last_heard));
       }

@@ -15,16 +15,19 @@
 #include "broker/broker.h"
 #include "broker/clock.h"
 #include "broker/engine.h"
+#include "client/tls.h"
 #include "node/node_health.h"
 #include "storage/message_store.h"
 
 namespace grpc {
+class ServerContextBase;
 class Service;
 }  // namespace grpc
 
 namespace hourglass::api {
 class Authorizer;
 class ClusterService;
+class PeerCertificates;
 class PrimaryHint;
 }  // namespace hourglass::api
 
@@ -40,6 +43,10 @@ class Member;
 namespace hourglass::replication {
 class ReplicationService;
 }  // namespace hourglass::replication
+
+namespace hourglass::broker {
+class RateLimitedLog;
+}  // namespace hourglass::broker
 
 namespace hourglass::node {
 
@@ -64,6 +71,19 @@ struct ClusterNodeOptions {
   broker::Clock* clock = nullptr;  // Required.
   // Who may read the cluster map (null: everyone). Must outlive the node.
   const api::Authorizer* authorizer = nullptr;
+  // TLS between the nodes, set when the gRPC server speaks TLS. With
+  // UsesTls(peer_tls), the channels to peers speak TLS, verify the peer's
+  // certificate against peer_tls.ca_file (--tls_peer_ca) for the host of
+  // its advertised address or peer_tls.server_name
+  // (--tls_peer_server_name), and present peer_tls.cert_file and key_file
+  // (the node's own --tls_cert and --tls_key) as client certificate; and
+  // the Replication service lets in only callers whose certificate chains
+  // to peer_tls.ca_file (api::PeerCertificates). ca_file is then required.
+  // Default: plaintext, and every caller let in (a private network).
+  client::TlsOptions peer_tls;
+  // TLS to etcd (--etcd_ca, --etcd_cert, --etcd_key; cluster::EtcdOptions).
+  // Default: plaintext.
+  client::TlsOptions etcd_tls;
 };
 
 // hourglassd as a node of a cluster (CLUSTER.md), with one shard (issue 21,
@@ -76,7 +96,10 @@ struct ClusterNodeOptions {
 class ClusterNode {
  public:
   // Opens the store and connects to etcd (without joining). Errors: the
-  // store's; INVALID_ARGUMENT for bad options.
+  // store's; INVALID_ARGUMENT for bad options, among them a TLS file that
+  // cannot be read (named by its option: `peer_tls.ca_file: cannot read
+  // ...`) or peer TLS without peer_tls.ca_file; NOT_FOUND for a peer CA file
+  // that cannot be read.
   static absl::StatusOr<std::unique_ptr<ClusterNode>> Open(
       ClusterNodeOptions options);
   // Leaves (if joined) and closes.
@@ -107,6 +130,9 @@ class ClusterNode {
 
   const std::string& node_id() const { return options_.node_id; }
   const std::string& cluster() const { return options_.cluster; }
+  // TLS between the nodes (ClusterNodeOptions::peer_tls): the server
+  // accepts client certificates its ca_file signs.
+  const client::TlsOptions& peer_tls() const { return options_.peer_tls; }
 
   // What Cluster.GetClusterMap answers (api/hourglass/v1/cluster.proto).
   hourglass::v1::ClusterMap Map() const;
@@ -118,6 +144,13 @@ class ClusterNode {
   std::unique_ptr<cluster::EtcdClient> etcd_;
   std::unique_ptr<PrimaryGate> gate_;
   std::unique_ptr<api::PrimaryHint> hint_;
+  // Set with peer TLS: who may call the Replication service, and when a
+  // refusal is logged.
+  std::unique_ptr<api::PeerCertificates> peers_;
+  std::unique_ptr<broker::RateLimitedLog> refusals_;
+  // The Replication service's caller check: peers_'s verdict, a refusal
+  // counted and logged (rate-limited). On gRPC threads.
+  absl::Status CheckPeer(const grpc::ServerContextBase& context);
   std::unique_ptr<replication::ReplicationService> replication_;
   std::unique_ptr<api::ClusterService> cluster_service_;
   // Sets the cluster's gauges (a metrics collector: at each scrape).

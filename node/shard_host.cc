@@ -358,9 +358,7 @@ void ShardHost::SyncShippers(const cluster::ClusterView& view,
     options.address = address;
     shipper_addresses_[node] = address;
     shippers_[node] = std::make_unique<replication::Shipper>(
-        store_.get(),
-        grpc::CreateChannel(address, grpc::InsecureChannelCredentials()),
-        std::move(options));
+        store_.get(), options_.peer_channel(address), std::move(options));
   }
 }
 
@@ -486,10 +484,8 @@ void ShardHost::Rebuild(const std::string& primary_address,
   std::error_code ignored;
   std::filesystem::remove_all(fresh, ignored);
   absl::StatusOr<storage::CheckpointInfo> fetched =
-      replication::FetchCheckpoint(
-          grpc::CreateChannel(primary_address,
-                              grpc::InsecureChannelCredentials()),
-          options_.shard, fresh, absl::Hours(1));
+      replication::FetchCheckpoint(options_.peer_channel(primary_address),
+                                   options_.shard, fresh, absl::Hours(1));
   if (fetched.ok()) {
     std::filesystem::remove_all(old, ignored);
     std::error_code error;

@@ -21,6 +21,10 @@
 #include "node/node_health.h"
 #include "storage/message_store.h"
 
+namespace grpc {
+class Channel;
+}  // namespace grpc
+
 namespace hourglass::api {
 class PrimaryHint;
 }  // namespace hourglass::api
@@ -65,6 +69,11 @@ struct ShardHostOptions {
   std::function<absl::StatusOr<std::unique_ptr<storage::MessageStore>>(
       const std::string& dir)>
       open_store;
+  // Makes the gRPC channel to a peer at `address` (its --advertise): to a
+  // backup to ship the log, to the primary to fetch a checkpoint. Speaks
+  // TLS when the cluster does (ClusterNodeOptions::peer_tls). Required.
+  std::function<std::shared_ptr<grpc::Channel>(const std::string& address)>
+      peer_channel;
 };
 
 // One shard on one node of a cluster: it plays the role the shard's record
@@ -96,8 +105,7 @@ class ShardHost {
   // `base` is the shard's store, opened at options.store_dir.
   // REQUIRES: every pointer outlives the host.
   ShardHost(std::unique_ptr<storage::MessageStore> base,
-            ShardHostOptions options, PrimaryGate* gate,
-            api::PrimaryHint* hint,
+            ShardHostOptions options, PrimaryGate* gate, api::PrimaryHint* hint,
             replication::ReplicationService* replication);
   // Steps down (if primary) and stops.
   ~ShardHost();
@@ -144,7 +152,7 @@ class ShardHost {
     bool in_sync = false;
   };
   struct Progress {
-    int64_t last_index = 0;  // of this primary's log
+    int64_t last_index = 0;               // of this primary's log
     std::vector<BackupProgress> backups;  // by node id
   };
   // nullopt unless this node is the primary.

@@ -31,6 +31,8 @@ void ToProto(LogPosition position, v1::Position* out) {
 
 class ReplicationService::Impl final : public v1::Replication::Service {
  public:
+  explicit Impl(CallerCheck check) : check_(std::move(check)) {}
+
   void SetReplica(Replica* replica) {
     absl::MutexLock lock(&mu_);
     replica_ = replica;
@@ -55,6 +57,10 @@ class ReplicationService::Impl final : public v1::Replication::Service {
   grpc::Status FetchCheckpoint(
       grpc::ServerContext* context, const v1::FetchCheckpointRequest* request,
       grpc::ServerWriter<v1::CheckpointChunk>* writer) override {
+    if (absl::Status let_in = LetIn(*context);
+        !let_in.ok()) {
+      return ToGrpc(let_in);
+    }
     Use use(this);
     if (use.source == nullptr) {
       return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
@@ -108,6 +114,10 @@ class ReplicationService::Impl final : public v1::Replication::Service {
       grpc::ServerContext* context,
       grpc::ServerReaderWriter<v1::ReplicateResponse, v1::ReplicateRequest>*
           stream) override {
+    if (absl::Status let_in = LetIn(*context);
+        !let_in.ok()) {
+      return ToGrpc(let_in);
+    }
     v1::ReplicateRequest request;
     if (!stream->Read(&request)) return grpc::Status::OK;
     if (!request.has_hello()) {
@@ -198,6 +208,14 @@ class ReplicationService::Impl final : public v1::Replication::Service {
     return stream->Write(response);
   }
 
+  // The caller check's verdict on `context`.
+  absl::Status LetIn(const grpc::ServerContext& context) const {
+    return check_ ? check_(context) : absl::OkStatus();
+  }
+
+  // Constant after construction.
+  const CallerCheck check_;
+
   absl::Mutex mu_;
   Replica* replica_ ABSL_GUARDED_BY(mu_) = nullptr;
   storage::MessageStore* source_ ABSL_GUARDED_BY(mu_) = nullptr;
@@ -208,7 +226,8 @@ class ReplicationService::Impl final : public v1::Replication::Service {
   int users_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
-ReplicationService::ReplicationService() : impl_(std::make_unique<Impl>()) {}
+ReplicationService::ReplicationService(CallerCheck check)
+    : impl_(std::make_unique<Impl>(std::move(check))) {}
 ReplicationService::~ReplicationService() = default;
 
 void ReplicationService::SetReplica(Replica* replica) {

@@ -1,16 +1,19 @@
 #ifndef HOURGLASS_REPLICATION_REPLICATION_SERVICE_H_
 #define HOURGLASS_REPLICATION_REPLICATION_SERVICE_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
+#include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "replication/replica.h"
 #include "storage/message_store.h"
 
 namespace grpc {
+class ServerContextBase;
 class Service;
 }  // namespace grpc
 
@@ -25,10 +28,21 @@ namespace hourglass::replication {
 // life (one per primary shipping here), reading, applying and answering
 // in turn: the order of the log is the order of the stream.
 //
+// Every call is first judged by the caller check, if any: in a cluster
+// that speaks TLS, only the other nodes may call (api::PeerCertificates).
+//
 // Thread-safe.
 class ReplicationService {
  public:
-  ReplicationService();
+  // Judges a call before it does anything: OK lets it in; any other status
+  // ends it with that status (the check logs and counts refusals). Called
+  // on gRPC threads, any number at once.
+  using CallerCheck =
+      std::function<absl::Status(const grpc::ServerContextBase& context)>;
+
+  // `check` may be empty: every caller is let in (a cluster on a private
+  // network, without TLS).
+  explicit ReplicationService(CallerCheck check = nullptr);
   ~ReplicationService();
   ReplicationService(const ReplicationService&) = delete;
   ReplicationService& operator=(const ReplicationService&) = delete;
