@@ -2,14 +2,19 @@
 
 #include <unistd.h>
 
+#include <initializer_list>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "api/pem.h"
+#include "client/tls.h"
 #include "cluster/etcd_client.h"
 
 // Cluster mode (CLUSTER.md in the contributors' notes; README "Cluster
@@ -36,16 +41,176 @@ ABSL_FLAG(absl::Duration, lease_ttl, absl::Seconds(3),
           "long is dead to the cluster (whole seconds).");
 ABSL_FLAG(int32_t, shards, 1,
           "Cluster mode: shards of a new cluster. This version runs one.");
+ABSL_FLAG(std::string, tls_peer_ca, "",
+          "Cluster mode with --tls_cert: PEM CA certificates that sign the "
+          "other nodes' certificates. This node verifies a peer's server "
+          "certificate against them (for the host of its --advertise "
+          "address, or --tls_peer_server_name) and presents its own "
+          "--tls_cert as client certificate; its server accepts client "
+          "certificates they sign, and only such callers may use the "
+          "Replication service. Default: --tls_client_ca; one of the two is "
+          "required with --tls_cert in cluster mode. Give nodes a CA of "
+          "their own to keep clients with a --tls_client_ca certificate "
+          "from replicating.");
+ABSL_FLAG(std::string, tls_peer_server_name, "",
+          "Cluster mode with --tls_cert: the name every peer's certificate "
+          "must have, when certificates do not name the --advertise "
+          "addresses (all nodes share one name). Default: the host of the "
+          "peer's --advertise address.");
+ABSL_FLAG(std::string, etcd_ca, "",
+          "Cluster mode: PEM CA certificates that sign etcd's certificate; "
+          "speaks TLS to etcd (as etcdctl's --cacert). Default: plaintext, "
+          "unless --etcd_cert is set (then the system's CAs).");
+ABSL_FLAG(std::string, etcd_cert, "",
+          "Cluster mode: PEM client certificate presented to etcd (as "
+          "etcdctl's --cert), for an etcd with --client-cert-auth; with "
+          "--etcd_key. Turns TLS to etcd on.");
+ABSL_FLAG(std::string, etcd_key, "",
+          "Cluster mode: PEM private key of --etcd_cert (as etcdctl's "
+          "--key).");
 
 namespace hourglass::hourglassd {
 
+namespace {
+
+// Checks that each non-empty file of `files` (flag, path, PEM kind) is a
+// readable PEM file of its kind: api::ReadPem's error, naming the flag.
+absl::Status CheckPemFiles(
+    std::initializer_list<
+        std::tuple<absl::string_view, std::string, absl::string_view>>
+        files) {
+  for (const auto& [flag, path, kind] : files) {
+    if (path.empty()) continue;
+    if (absl::StatusOr<std::string> pem = api::ReadPem(flag, path, kind);
+        !pem.ok()) {
+      return pem.status();
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The TLS between nodes that the server's TLS flags and --tls_peer_ca,
+// --tls_peer_server_name ask for, checked.
+absl::StatusOr<client::TlsOptions> PeerTlsFromFlags(
+    const ServerTlsFlags& server) {
+  const std::string peer_ca = absl::GetFlag(FLAGS_tls_peer_ca);
+  const std::string server_name = absl::GetFlag(FLAGS_tls_peer_server_name);
+  if (server.cert.empty() && server.key.empty()) {
+    for (const auto& [flag, value] :
+         {std::pair{"--tls_peer_ca", peer_ca},
+          std::pair{"--tls_peer_server_name", server_name}}) {
+      if (!value.empty()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            flag,
+            " needs --tls_cert and --tls_key: nodes speak TLS to each "
+            "other when their gRPC servers do"));
+      }
+    }
+    return client::TlsOptions{};
+  }
+  if (server.cert.empty() || server.key.empty()) {
+    return absl::InvalidArgumentError(
+        "TLS needs both --tls_cert and --tls_key");
+  }
+  client::TlsOptions tls;
+  tls.enabled = true;
+  tls.ca_file = peer_ca.empty() ? server.client_ca : peer_ca;
+  if (tls.ca_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--tls_cert in cluster mode needs --tls_peer_ca (or "
+        "--tls_client_ca): the CAs that sign the other nodes' certificates, "
+        "which this node verifies");
+  }
+  tls.cert_file = server.cert;
+  tls.key_file = server.key;
+  tls.server_name = server_name;
+  if (absl::Status files =
+          CheckPemFiles({{peer_ca.empty() ? "--tls_client_ca" : "--tls_peer_ca",
+                          tls.ca_file, "CERTIFICATE"},
+                         {"--tls_cert", tls.cert_file, "CERTIFICATE"},
+                         {"--tls_key", tls.key_file, "PRIVATE KEY"}});
+      !files.ok()) {
+    return files;
+  }
+  return tls;
+}
+
+// The TLS to etcd that --etcd_ca, --etcd_cert and --etcd_key ask for,
+// checked.
+absl::StatusOr<client::TlsOptions> EtcdTlsFromFlags() {
+  client::TlsOptions tls;
+  tls.ca_file = absl::GetFlag(FLAGS_etcd_ca);
+  tls.cert_file = absl::GetFlag(FLAGS_etcd_cert);
+  tls.key_file = absl::GetFlag(FLAGS_etcd_key);
+  if (tls.cert_file.empty() != tls.key_file.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(tls.cert_file.empty() ? "--etcd_key" : "--etcd_cert",
+                     ": --etcd_cert and --etcd_key go together"));
+  }
+  if (absl::Status files =
+          CheckPemFiles({{"--etcd_ca", tls.ca_file, "CERTIFICATE"},
+                         {"--etcd_cert", tls.cert_file, "CERTIFICATE"},
+                         {"--etcd_key", tls.key_file, "PRIVATE KEY"}});
+      !files.ok()) {
+    return files;
+  }
+  return tls;
+}
+
+}  // namespace
+
 std::string EtcdFlag() { return absl::GetFlag(FLAGS_etcd); }
 
-absl::StatusOr<node::ClusterNodeOptions> ClusterOptionsFromFlags() {
+absl::Status CheckNoClusterTlsFlags() {
+  for (const auto& [flag, value] :
+       {std::pair{"--tls_peer_ca", absl::GetFlag(FLAGS_tls_peer_ca)},
+        std::pair{"--tls_peer_server_name",
+                  absl::GetFlag(FLAGS_tls_peer_server_name)},
+        std::pair{"--etcd_ca", absl::GetFlag(FLAGS_etcd_ca)},
+        std::pair{"--etcd_cert", absl::GetFlag(FLAGS_etcd_cert)},
+        std::pair{"--etcd_key", absl::GetFlag(FLAGS_etcd_key)}}) {
+    if (!value.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          flag,
+          " is for cluster mode, which --etcd turns on; a single node "
+          "has no peers and no etcd"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::string TlsSummary(const node::ClusterNodeOptions& options) {
+  std::string peers = "plaintext";
+  if (client::UsesTls(options.peer_tls)) {
+    peers = absl::StrCat("mutual TLS verified by ", options.peer_tls.ca_file);
+    if (!options.peer_tls.server_name.empty()) {
+      absl::StrAppend(&peers, " as \"", options.peer_tls.server_name, "\"");
+    }
+  }
+  std::string etcd = "plaintext";
+  if (client::UsesTls(options.etcd_tls)) {
+    etcd = absl::StrCat(
+        "TLS",
+        options.etcd_tls.ca_file.empty()
+            ? " (system CAs)"
+            : absl::StrCat(" verified by ", options.etcd_tls.ca_file),
+        options.etcd_tls.cert_file.empty() ? "" : " with a client certificate");
+  }
+  return absl::StrCat("peers over ", peers, "; etcd over ", etcd);
+}
+
+absl::StatusOr<node::ClusterNodeOptions> ClusterOptionsFromFlags(
+    const ServerTlsFlags& server_tls) {
   absl::StatusOr<std::vector<std::string>> endpoints =
       cluster::ParseEtcdEndpoints(absl::GetFlag(FLAGS_etcd));
   if (!endpoints.ok()) return endpoints.status();
   node::ClusterNodeOptions options;
+  absl::StatusOr<client::TlsOptions> peer_tls = PeerTlsFromFlags(server_tls);
+  if (!peer_tls.ok()) return peer_tls.status();
+  options.peer_tls = *std::move(peer_tls);
+  absl::StatusOr<client::TlsOptions> etcd_tls = EtcdTlsFromFlags();
+  if (!etcd_tls.ok()) return etcd_tls.status();
+  options.etcd_tls = *std::move(etcd_tls);
   options.etcd = *std::move(endpoints);
   options.cluster = absl::GetFlag(FLAGS_cluster);
   options.node_id = absl::GetFlag(FLAGS_node_id);

@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "node/cluster_node.h"
 
@@ -14,12 +15,40 @@ namespace hourglass::hourglassd {
 // --etcd: empty for a single node.
 std::string EtcdFlag();
 
+// The gRPC server's TLS flags (main.cc's), which cluster mode's TLS
+// between nodes follows.
+struct ServerTlsFlags {
+  std::string cert;       // --tls_cert
+  std::string key;        // --tls_key
+  std::string client_ca;  // --tls_client_ca
+};
+
 // The cluster node's options that its flags give, checked: --etcd,
 // --cluster, --node_id (default: the host name), --lease_ttl (1s to 5m),
-// --shards, --replication_factor (1 to 9), --min_insync. INVALID_ARGUMENT
-// naming the flag and its value otherwise. The caller sets the rest (the
-// data dir, the store's options, the engine, the clock, the authorizer).
-absl::StatusOr<node::ClusterNodeOptions> ClusterOptionsFromFlags();
+// --shards, --replication_factor (1 to 9), --min_insync; TLS between nodes
+// (node::ClusterNodeOptions::peer_tls) when `server_tls` has a certificate:
+// verified by --tls_peer_ca, or else --tls_client_ca (one is required),
+// presenting --tls_cert and --tls_key, with --tls_peer_server_name; TLS to
+// etcd with --etcd_ca, --etcd_cert and --etcd_key (the last two together).
+// Every TLS file is read now. INVALID_ARGUMENT naming the flag and its
+// value otherwise (e.g. "--tls_peer_ca needs --tls_cert and --tls_key:
+// ..."), NOT_FOUND `cannot read --etcd_ca "x.pem": ...` for a file that
+// cannot be read. The caller sets the rest (the data dir, the store's
+// options, the engine, the clock, the authorizer).
+absl::StatusOr<node::ClusterNodeOptions> ClusterOptionsFromFlags(
+    const ServerTlsFlags& server_tls);
+
+// For a single node (no --etcd): INVALID_ARGUMENT naming the first of
+// cluster mode's TLS flags that is set (--tls_peer_ca,
+// --tls_peer_server_name, --etcd_ca, --etcd_cert, --etcd_key), which would
+// otherwise be ignored.
+absl::Status CheckNoClusterTlsFlags();
+
+// How the node speaks to its peers and to etcd, for the start-up log:
+// "peers over mutual TLS verified by ca.pem; etcd over plaintext", "peers
+// over plaintext; etcd over TLS verified by ca.pem with a client
+// certificate".
+std::string TlsSummary(const node::ClusterNodeOptions& options);
 
 // --advertise, or else `listen`'s host with `port` (the port it bound).
 std::string AdvertiseAddress(const std::string& listen, int port);

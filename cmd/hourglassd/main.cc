@@ -123,8 +123,9 @@ ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
           "How long running calls may take to finish on SIGTERM/SIGINT.");
 ABSL_FLAG(std::string, tls_cert, "",
           "PEM certificate chain of the gRPC server (server certificate "
-          "first). With --tls_key, the gRPC API speaks only TLS. Default: "
-          "plaintext.");
+          "first). With --tls_key, the gRPC API speaks only TLS; in cluster "
+          "mode the nodes speak it to each other too, presenting it as "
+          "client certificate (--tls_peer_ca). Default: plaintext.");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert.");
 ABSL_FLAG(std::string, tls_client_ca, "",
           "PEM CA certificates of clients: turns on mutual TLS, refusing "
@@ -323,13 +324,11 @@ std::unique_ptr<hourglass::node::ClusterNode> OpenClusterNode(
         "--restore_from is for a single node; a cluster node gets its copy "
         "from the shard's primary");
   }
-  if (!absl::GetFlag(FLAGS_tls_cert).empty()) {
-    Fail(
-        "--tls_cert: TLS between cluster nodes is not supported yet; run "
-        "cluster mode on a private network");
-  }
   absl::StatusOr<hourglass::node::ClusterNodeOptions> from_flags =
-      hourglass::hourglassd::ClusterOptionsFromFlags();
+      hourglass::hourglassd::ClusterOptionsFromFlags(
+          {.cert = absl::GetFlag(FLAGS_tls_cert),
+           .key = absl::GetFlag(FLAGS_tls_key),
+           .client_ca = absl::GetFlag(FLAGS_tls_client_ca)});
   if (!from_flags.ok()) Fail(std::string(from_flags.status().message()));
   hourglass::node::ClusterNodeOptions options = *std::move(from_flags);
   options.data_dir = data_dir;
@@ -338,16 +337,17 @@ std::unique_ptr<hourglass::node::ClusterNode> OpenClusterNode(
   options.engine = engine_options;
   options.clock = clock;
   options.authorizer = authorizer;
+  const std::string tls_summary = hourglass::hourglassd::TlsSummary(options);
   const absl::Time open_start = absl::Now();
   absl::StatusOr<std::unique_ptr<hourglass::node::ClusterNode>> node =
       hourglass::node::ClusterNode::Open(std::move(options));
   if (!node.ok()) Fail(std::string(node.status().message()));
   spdlog::info(
       "hourglassd opened the store of shard 0 in {}/shards/0 in {}; cluster "
-      "{} on etcd {} as node {}",
+      "{} on etcd {} as node {}; {}",
       data_dir, absl::FormatDuration(absl::Now() - open_start),
-      (*node)->cluster(), hourglass::hourglassd::EtcdFlag(),
-      (*node)->node_id());
+      (*node)->cluster(), hourglass::hourglassd::EtcdFlag(), (*node)->node_id(),
+      tls_summary);
   WarnIfDataDirOpen(data_dir);
   return *std::move(node);
 }
@@ -542,6 +542,10 @@ int main(int argc, char** argv) {
                         engine_options, &clock, authorizer.get());
     broker = cluster_node->broker();
   } else {
+    if (absl::Status unused = hourglass::hourglassd::CheckNoClusterTlsFlags();
+        !unused.ok()) {
+      Fail(std::string(unused.message()));
+    }
     store = OpenSingleStore(data_dir, durability, block_cache_mb,
                             log_configuration);
     const absl::Time recover_start = absl::Now();
@@ -614,6 +618,10 @@ int main(int argc, char** argv) {
   options.tls_cert_file = absl::GetFlag(FLAGS_tls_cert);
   options.tls_key_file = absl::GetFlag(FLAGS_tls_key);
   options.tls_client_ca_file = absl::GetFlag(FLAGS_tls_client_ca);
+  if (cluster_node != nullptr) {
+    // Peers present their certificates as clients (node/cluster_node.h).
+    options.tls_peer_ca_file = cluster_node->peer_tls().ca_file;
+  }
   options.max_streams_per_connection = max_streams_per_connection;
   options.grpc_memory_bytes = absl::GetFlag(FLAGS_grpc_memory_mb) << 20;
   options.keepalive_time = keepalive_time;

@@ -146,6 +146,64 @@ TEST(HourglassdTest, RefusesATokenFileOthersMayReadWithOneLine) {
       << result.output;
 }
 
+TEST(HourglassdTest, RefusesBadClusterTlsFlagsNamingTheFlag) {
+  testing::TempDir dir;
+  const std::string missing = dir.path() + "/missing.pem";
+  const std::string not_pem = dir.path() + "/not.pem";
+  std::ofstream(not_pem) << "not a certificate\n";
+  // No etcd needs to run: the flags are checked before it is reached.
+  const std::string etcd = "--etcd=127.0.0.1:1";
+  struct Case {
+    std::vector<std::string> flags;
+    std::string error;
+  };
+  const std::vector<Case> cases = {
+      {{etcd, "--tls_peer_ca=" + not_pem},
+       "--tls_peer_ca needs --tls_cert and --tls_key: nodes speak TLS to "
+       "each other when their gRPC servers do"},
+      {{etcd, "--tls_peer_server_name=node"},
+       "--tls_peer_server_name needs --tls_cert and --tls_key"},
+      {{etcd, "--tls_cert=" + not_pem, "--tls_key=" + not_pem},
+       "--tls_cert in cluster mode needs --tls_peer_ca (or --tls_client_ca): "
+       "the CAs that sign the other nodes' certificates, which this node "
+       "verifies"},
+      {{etcd, "--tls_cert=" + not_pem},
+       "TLS needs both --tls_cert and --tls_key"},
+      {{etcd, "--tls_cert=" + not_pem, "--tls_key=" + not_pem,
+        "--tls_peer_ca=" + missing},
+       absl::StrCat("cannot read --tls_peer_ca \"", missing,
+                    "\": No such file or directory")},
+      {{etcd, "--tls_cert=" + not_pem, "--tls_key=" + not_pem,
+        "--tls_client_ca=" + not_pem},
+       absl::StrCat("--tls_client_ca \"", not_pem,
+                    "\" is not a PEM file with a CERTIFICATE")},
+      {{etcd, "--etcd_cert=" + not_pem},
+       "--etcd_cert: --etcd_cert and --etcd_key go together"},
+      {{etcd, "--etcd_ca=" + missing},
+       absl::StrCat("cannot read --etcd_ca \"", missing,
+                    "\": No such file or directory")},
+      {{etcd, "--etcd_ca=" + not_pem},
+       absl::StrCat("--etcd_ca \"", not_pem,
+                    "\" is not a PEM file with a CERTIFICATE")},
+      // A single node has no peers and no etcd.
+      {{"--tls_peer_ca=" + not_pem},
+       "--tls_peer_ca is for cluster mode, which --etcd turns on; a single "
+       "node has no peers and no etcd"},
+      {{"--etcd_key=" + not_pem},
+       "--etcd_key is for cluster mode, which --etcd turns on"},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> flags = {"--listen=127.0.0.1:0",
+                                      "--data_dir=" + dir.path() + "/data"};
+    flags.insert(flags.end(), c.flags.begin(), c.flags.end());
+    const testing::RunResult result = testing::Run(Daemon(flags), kTimeout);
+    EXPECT_EQ(result.exit_code, 1) << c.error;
+    EXPECT_THAT(result.output, HasSubstr("hourglassd: " + c.error))
+        << result.output;
+    EXPECT_THAT(result.output, Not(HasSubstr("listening")));
+  }
+}
+
 TEST(HourglassdTest, RefusesASymlinkAtItsLockFileWithOneLine) {
   testing::TempDir dir;
   const std::string lock = dir.path() + "/hourglassd.lock";
