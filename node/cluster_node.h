@@ -98,8 +98,8 @@ class ClusterNode {
   // Opens the store and connects to etcd (without joining). Errors: the
   // store's; INVALID_ARGUMENT for bad options, among them a TLS file that
   // cannot be read (named by its option: `peer_tls.ca_file: cannot read
-  // ...`) or peer TLS without peer_tls.ca_file; NOT_FOUND for a peer CA file
-  // that cannot be read.
+  // ...`), a peer CA file without a certificate, or peer TLS without
+  // peer_tls.ca_file.
   static absl::StatusOr<std::unique_ptr<ClusterNode>> Open(
       ClusterNodeOptions options);
   // Leaves (if joined) and closes.
@@ -144,8 +144,8 @@ class ClusterNode {
   std::unique_ptr<cluster::EtcdClient> etcd_;
   std::unique_ptr<PrimaryGate> gate_;
   std::unique_ptr<api::PrimaryHint> hint_;
-  // Set with peer TLS: who may call the Replication service, and when a
-  // refusal is logged.
+  // Set by Open with peer TLS, constant after: who may call the
+  // Replication service, and when a refusal is logged.
   std::unique_ptr<api::PeerCertificates> peers_;
   std::unique_ptr<broker::RateLimitedLog> refusals_;
   // The Replication service's caller check: peers_'s verdict, a refusal
