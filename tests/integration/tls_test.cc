@@ -8,7 +8,6 @@
 #include <fstream>
 #include <memory>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -21,6 +20,7 @@
 #include "gtest/gtest.h"
 #include "hourglass/v1/admin.grpc.pb.h"
 #include "tests/testing/broker_client.h"
+#include "tests/testing/certificates.h"
 #include "tests/testing/daemon.h"
 #include "tests/testing/subprocess.h"
 #include "tests/testing/temp_dir.h"
@@ -32,28 +32,16 @@ using ::testing::HasSubstr;
 
 constexpr absl::Duration kTimeout = absl::Seconds(30);
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-// Runs openssl with `args`; fails the test with its output if it fails.
-void OpenSsl(std::vector<std::string> args) {
-  args.insert(args.begin(), OPENSSL_PATH);
-  const testing::RunResult result = testing::Run(args, kTimeout);
-  ASSERT_EQ(result.exit_code, 0) << result.output;
-}
+using ::hourglass::testing::ReadTextFile;
 
 // A CA, and certificates it signs: the broker's (for localhost and
 // 127.0.0.1) and clients' (one with only a common name, and two known by
 // the token file of CertLinesGrantRolesToClientCertificates: by common
 // name, and by a URI among subject alternative names); and a client
-// certificate from another CA. Files in dir: NAME.pem, NAME.key.
-class Certificates {
+// certificate from another CA.
+class Certificates : public testing::Certificates {
  public:
-  Certificates() {
+  Certificates() : testing::Certificates(OPENSSL_PATH) {
     MakeCa("ca", "Hourglass test CA");
     MakeCert("server", "ca", "localhost",
              "subjectAltName=DNS:localhost,IP:127.0.0.1\n"
@@ -70,48 +58,12 @@ class Certificates {
              "extendedKeyUsage=clientAuth\n");
   }
 
-  std::string Pem(const std::string& name) const {
-    return absl::StrCat(dir_.path(), "/", name, ".pem");
-  }
-  std::string Key(const std::string& name) const {
-    return absl::StrCat(dir_.path(), "/", name, ".key");
-  }
-
   // TLS credentials trusting the test CA, with `client`'s certificate
   // unless it is empty.
   std::shared_ptr<grpc::ChannelCredentials> Credentials(
       const std::string& client = "") const {
-    grpc::SslCredentialsOptions ssl;
-    ssl.pem_root_certs = ReadFile(Pem("ca"));
-    if (!client.empty()) {
-      ssl.pem_cert_chain = ReadFile(Pem(client));
-      ssl.pem_private_key = ReadFile(Key(client));
-    }
-    return grpc::SslCredentials(ssl);
+    return testing::Certificates::Credentials("ca", client);
   }
-
- private:
-  void MakeCa(const std::string& name, const std::string& common_name) {
-    OpenSsl({"req", "-x509", "-newkey", "ec", "-pkeyopt",
-             "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", Key(name),
-             "-out", Pem(name), "-days", "2", "-subj", "/CN=" + common_name});
-  }
-
-  void MakeCert(const std::string& name, const std::string& ca,
-                const std::string& common_name, const std::string& extensions) {
-    const std::string csr = absl::StrCat(dir_.path(), "/", name, ".csr");
-    const std::string ext = absl::StrCat(dir_.path(), "/", name, ".ext");
-    std::ofstream(ext) << extensions;
-    OpenSsl({"req", "-new", "-newkey", "ec", "-pkeyopt",
-             "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", Key(name),
-             "-out", csr, "-subj", "/CN=" + common_name});
-    OpenSsl({"x509", "-req", "-in", csr, "-CA", Pem(ca), "-CAkey", Key(ca),
-             "-set_serial", absl::StrCat(++serial_), "-days", "2", "-out",
-             Pem(name), "-extfile", ext});
-  }
-
-  testing::TempDir dir_;
-  int serial_ = 1;
 };
 
 class TlsTest : public ::testing::Test {
@@ -210,7 +162,7 @@ TEST_F(TlsTest, APlaintextClientFailsCleanly) {
 TEST_F(TlsTest, AClientThatDoesNotTrustTheBrokersCaFails) {
   ASSERT_NO_FATAL_FAILURE(StartDaemon(/*mutual=*/false));
   grpc::SslCredentialsOptions ssl;
-  ssl.pem_root_certs = ReadFile(certs_->Pem("other-ca"));
+  ssl.pem_root_certs = ReadTextFile(certs_->Pem("other-ca"));
   const grpc::Status status = Publish(Channel(grpc::SslCredentials(ssl)));
   EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE)
       << status.error_message();

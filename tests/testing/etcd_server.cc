@@ -29,17 +29,24 @@ std::string EtcdPath() {
   return path != nullptr && *path ? path : "/usr/bin/etcd";
 }
 
-std::string Url(int port) { return absl::StrCat("http://127.0.0.1:", port); }
+std::string Url(int port, bool tls = false) {
+  return absl::StrCat(tls ? "https" : "http", "://127.0.0.1:", port);
+}
 
 // A stub on a channel of its own (no connection shared with the clients
 // under test, whose reconnection the tests watch).
-std::unique_ptr<etcdserverpb::KV::Stub> Stub(const std::string& endpoint) {
+std::unique_ptr<etcdserverpb::KV::Stub> Stub(
+    const std::string& endpoint,
+    std::shared_ptr<grpc::ChannelCredentials> credentials) {
   grpc::ChannelArguments arguments;
   arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   arguments.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 50);
   arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 200);
   return etcdserverpb::KV::NewStub(grpc::CreateCustomChannel(
-      endpoint, grpc::InsecureChannelCredentials(), arguments));
+      endpoint,
+      credentials != nullptr ? std::move(credentials)
+                             : grpc::InsecureChannelCredentials(),
+      arguments));
 }
 
 }  // namespace
@@ -62,8 +69,19 @@ int FreeLoopbackPort() {
 }
 
 absl::StatusOr<std::unique_ptr<EtcdServer>> EtcdServer::Start(
-    absl::Duration timeout) {
+    Tls tls, absl::Duration timeout) {
   std::unique_ptr<EtcdServer> server(new EtcdServer());
+  server->tls_ = std::move(tls);
+  return StartServer(std::move(server), timeout);
+}
+
+absl::StatusOr<std::unique_ptr<EtcdServer>> EtcdServer::Start(
+    absl::Duration timeout) {
+  return StartServer(std::unique_ptr<EtcdServer>(new EtcdServer()), timeout);
+}
+
+absl::StatusOr<std::unique_ptr<EtcdServer>> EtcdServer::StartServer(
+    std::unique_ptr<EtcdServer> server, absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
   absl::Status status;
   // A port found free may be taken before etcd binds it: then etcd exits,
@@ -100,8 +118,10 @@ absl::Status EtcdServer::Launch() {
       EtcdPath(),
       absl::StrCat("--name=", kMemberName),
       absl::StrCat("--data-dir=", dir_.path(), "/data"),
-      absl::StrCat("--listen-client-urls=", Url(client_port_)),
-      absl::StrCat("--advertise-client-urls=", Url(client_port_)),
+      absl::StrCat("--listen-client-urls=",
+                   Url(client_port_, tls_.has_value())),
+      absl::StrCat("--advertise-client-urls=",
+                   Url(client_port_, tls_.has_value())),
       absl::StrCat("--listen-peer-urls=", Url(peer_port_)),
       absl::StrCat("--initial-advertise-peer-urls=", Url(peer_port_)),
       absl::StrCat("--initial-cluster=", kMemberName, "=", Url(peer_port_)),
@@ -111,6 +131,14 @@ absl::Status EtcdServer::Launch() {
       "--logger=zap",
       absl::StrCat("--log-outputs=", log_path()),
   };
+  if (tls_.has_value()) {
+    argv.push_back("--cert-file=" + tls_->cert_file);
+    argv.push_back("--key-file=" + tls_->key_file);
+    if (!tls_->client_ca_file.empty()) {
+      argv.push_back("--trusted-ca-file=" + tls_->client_ca_file);
+      argv.push_back("--client-cert-auth");
+    }
+  }
   absl::StatusOr<std::unique_ptr<Subprocess>> process = Subprocess::Start(argv);
   if (!process.ok()) return process.status();
   process_ = *std::move(process);
@@ -118,7 +146,8 @@ absl::Status EtcdServer::Launch() {
 }
 
 absl::Status EtcdServer::AwaitReady(absl::Time deadline) {
-  std::unique_ptr<etcdserverpb::KV::Stub> stub = Stub(endpoint());
+  std::unique_ptr<etcdserverpb::KV::Stub> stub =
+      Stub(endpoint(), Credentials());
   etcdserverpb::RangeRequest request;
   request.set_key("/hourglass-test/ready");
   grpc::Status last;
@@ -143,6 +172,10 @@ absl::Status EtcdServer::AwaitReady(absl::Time deadline) {
                    last.error_message(), "): ", LogTail()));
 }
 
+std::shared_ptr<grpc::ChannelCredentials> EtcdServer::Credentials() const {
+  return tls_.has_value() ? tls_->credentials : nullptr;
+}
+
 void EtcdServer::Stop(absl::Duration timeout) {
   process_->Signal(SIGTERM);
   process_->Wait(timeout);
@@ -162,7 +195,8 @@ absl::Status EtcdServer::Restart(absl::Duration timeout) {
 }
 
 absl::Status EtcdServer::Compact(int64_t revision) {
-  std::unique_ptr<etcdserverpb::KV::Stub> stub = Stub(endpoint());
+  std::unique_ptr<etcdserverpb::KV::Stub> stub =
+      Stub(endpoint(), Credentials());
   grpc::ClientContext context;
   context.set_wait_for_ready(true);
   context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));

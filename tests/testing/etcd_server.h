@@ -3,12 +3,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "grpcpp/security/credentials.h"
 #include "tests/testing/subprocess.h"
 #include "tests/testing/temp_dir.h"
 
@@ -27,11 +29,27 @@ namespace hourglass::testing {
 // Not thread-safe: one test thread drives it.
 class EtcdServer {
  public:
+  // TLS on its client URL (https://127.0.0.1:PORT), as etcd's --cert-file,
+  // --key-file, --trusted-ca-file and --client-cert-auth set it.
+  struct Tls {
+    // PEM files of etcd's certificate (which must name 127.0.0.1) and key.
+    std::string cert_file;
+    std::string key_file;
+    // Set: clients must present a certificate these CAs sign.
+    std::string client_ca_file;
+    // What the test's own calls (readiness, Compact) connect with: trusting
+    // etcd's CA, with a client certificate if etcd wants one.
+    std::shared_ptr<grpc::ChannelCredentials> credentials;
+  };
+
   // Starts etcd and waits until it answers a read, at most `timeout`.
   // Tries new ports if etcd exits at once (a port taken meanwhile). Fails
   // with the end of its log if it exits or does not answer in time.
   static absl::StatusOr<std::unique_ptr<EtcdServer>> Start(
       absl::Duration timeout = absl::Seconds(30));
+  // The same, serving clients over TLS.
+  static absl::StatusOr<std::unique_ptr<EtcdServer>> Start(
+      Tls tls, absl::Duration timeout = absl::Seconds(30));
 
   // Kills etcd if it runs (SIGKILL) and removes its data.
   ~EtcdServer();
@@ -63,11 +81,18 @@ class EtcdServer {
  private:
   EtcdServer() = default;
 
+  // Start's work for `server`, made with its TLS if any.
+  static absl::StatusOr<std::unique_ptr<EtcdServer>> StartServer(
+      std::unique_ptr<EtcdServer> server, absl::Duration timeout);
+  // What the test's own calls connect with: null for plaintext.
+  std::shared_ptr<grpc::ChannelCredentials> Credentials() const;
+
   // Starts the process with the current ports and data dir.
   absl::Status Launch();
   // Waits until etcd answers a read or exits, at most until `deadline`.
   absl::Status AwaitReady(absl::Time deadline);
 
+  std::optional<Tls> tls_;
   TempDir dir_;
   int client_port_ = 0;
   int peer_port_ = 0;
