@@ -57,8 +57,7 @@ class ReplicationService::Impl final : public v1::Replication::Service {
   grpc::Status FetchCheckpoint(
       grpc::ServerContext* context, const v1::FetchCheckpointRequest* request,
       grpc::ServerWriter<v1::CheckpointChunk>* writer) override {
-    if (absl::Status let_in = LetIn(*context);
-        !let_in.ok()) {
+    if (absl::Status let_in = LetIn(*context); !let_in.ok()) {
       return ToGrpc(let_in);
     }
     Use use(this);
@@ -114,8 +113,7 @@ class ReplicationService::Impl final : public v1::Replication::Service {
       grpc::ServerContext* context,
       grpc::ServerReaderWriter<v1::ReplicateResponse, v1::ReplicateRequest>*
           stream) override {
-    if (absl::Status let_in = LetIn(*context);
-        !let_in.ok()) {
+    if (absl::Status let_in = LetIn(*context); !let_in.ok()) {
       return ToGrpc(let_in);
     }
     v1::ReplicateRequest request;
