@@ -140,11 +140,15 @@ std::optional<EngineMetrics::Snapshot> Engine::MetricsSnapshot() {
     }
   }
   s.due_backlog = due_backlog_.load(std::memory_order_relaxed);
-  const absl::Time loaded_until =
-      absl::FromUnixMillis(scheduler_.LoadedUntil());
-  s.loader_lag =
-      std::max(absl::ZeroDuration(),
-               clock_->Now() + options_.scheduler.horizon - loaded_until);
+  // A store that never had a loader cursor starts its loader at the epoch:
+  // until the loader's first pass (the first tick), that is no lag of half
+  // a century, since nothing came due before the store existed.
+  const int64_t loaded_until_ms = scheduler_.LoadedUntil();
+  s.loader_lag = loaded_until_ms == 0
+                     ? absl::ZeroDuration()
+                     : std::max(absl::ZeroDuration(),
+                                clock_->Now() + options_.scheduler.horizon -
+                                    absl::FromUnixMillis(loaded_until_ms));
   const storage::StoreStats store = store_->Stats();
   s.live_data_bytes = store.live_data_bytes;
   s.pending_compaction_bytes = store.pending_compaction_bytes;

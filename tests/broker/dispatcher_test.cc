@@ -422,6 +422,21 @@ TEST_F(DispatcherTest, CountsFollowEveryStateChange) {
   EXPECT_EQ(Count(Table::kTopicDue), 0u);
 }
 
+// A new store's loader starts at the epoch; before its first pass the
+// gauge must not read that as decades of lag (a scrape right after start
+// did), nor after it.
+TEST_F(DispatcherTest, ANewBrokersLoaderLagIsZeroBeforeAndAfterItsFirstPass) {
+  metrics::Registry registry;
+  options_.metrics = &registry;
+  Reopen();
+  EXPECT_THAT(registry.Render(),
+              ::testing::HasSubstr("\nhourglass_loader_lag_seconds 0\n"));
+  RunAt(absl::Milliseconds(1));
+  EXPECT_THAT(registry.Render(),
+              ::testing::HasSubstr("\nhourglass_loader_lag_seconds 0\n"));
+  engine_.reset();  // Stops collecting before the registry goes.
+}
+
 // Prometheus metrics: event totals per topic, and gauges read at scrape
 // time from the exact counters and the dispatcher.
 TEST_F(DispatcherTest, MetricsCountEventsAndShowWhatIsHeld) {
