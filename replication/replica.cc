@@ -1,5 +1,6 @@
 #include "replication/replica.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -58,31 +59,59 @@ absl::Status Replica::Write(int64_t epoch, std::vector<LogEntry> entries) {
         absl::StrCat("entries of the primary of epoch ", epoch,
                      ", but this replica ", "follows epoch ", accepted_epoch_));
   }
-  for (LogEntry& entry : entries) {
+  // The entries that follow the last one, up to the first bad one, become
+  // one store write: one log record and one pass through the store's write
+  // path per request rather than per entry.
+  absl::Status bad;
+  size_t good = 0;
+  int64_t next = applied_.index + 1;
+  for (const LogEntry& entry : entries) {
     if (entry.epoch > epoch) {
-      return absl::FailedPreconditionError(
+      bad = absl::FailedPreconditionError(
           absl::StrCat("entry ", entry.index, " is of epoch ", entry.epoch,
                        ", later than its primary's ", epoch));
+      break;
     }
-    if (entry.index != applied_.index + 1) {
-      return absl::OutOfRangeError(absl::StrCat(
-          "entry ", entry.index, " does not follow this replica's last, ",
-          applied_.index));
+    if (entry.index != next) {
+      bad = absl::OutOfRangeError(
+          absl::StrCat("entry ", entry.index,
+                       " does not follow this replica's last, ", next - 1));
+      break;
     }
-    if (absl::Status s = store_->Write(entry.batch); !s.ok()) return s;
-    applied_ = LogPosition{entry.epoch, entry.index};
-    unsynced_ = unsynced_ || entry.batch.needs_sync();
+    ++good;
+    ++next;
   }
-  return absl::OkStatus();
+  if (good == 0) return bad;
+  const LogPosition last{entries[good - 1].epoch, entries[good - 1].index};
+  storage::WriteBatch batch = std::move(entries[0].batch);
+  for (size_t i = 1; i < good; ++i) batch.Append(std::move(entries[i].batch));
+  if (absl::Status s = store_->Write(batch); !s.ok()) return s;
+  applied_ = last;
+  unsynced_ = unsynced_ || batch.needs_sync();
+  return bad;
 }
 
 absl::Status Replica::Sync() {
-  absl::MutexLock lock(&mu_);
-  if (unsynced_) {
-    if (absl::Status s = store_->SyncLog(); !s.ok()) return s;
+  absl::MutexLock sync_lock(&sync_mu_);
+  LogPosition applied;
+  bool unsynced;
+  {
+    absl::MutexLock lock(&mu_);
+    applied = applied_;
+    unsynced = unsynced_;
     unsynced_ = false;
   }
-  durable_ = applied_;
+  // Without the lock: Write goes on meanwhile. The store's sync makes
+  // every write that returned before it durable, so at least `applied`.
+  if (unsynced) {
+    if (absl::Status s = store_->SyncLog(); !s.ok()) {
+      absl::MutexLock lock(&mu_);
+      unsynced_ = true;
+      return s;
+    }
+  }
+  absl::MutexLock lock(&mu_);
+  if (applied.index > durable_.index) durable_ = applied;
   return absl::OkStatus();
 }
 

@@ -19,8 +19,10 @@ namespace hourglass::replication {
 // from the primary of the newest epoch accepted only. Nothing else writes
 // to the store while it is a backup.
 //
-// Thread-safe: calls are serialized by one mutex, so two primaries' streams
-// (an old one still open, a new one) cannot interleave.
+// Thread-safe: Accept and Write are serialized by one mutex, so two
+// primaries' streams (an old one still open, a new one) cannot interleave;
+// Sync holds it only to read and record positions, not across the store's
+// sync.
 class Replica {
  public:
   // Reads the copy's position and accepted epoch from `store`, which must
@@ -41,13 +43,21 @@ class Replica {
   //                        of a later epoch than `epoch`.
   //   OUT_OF_RANGE         an entry's index does not follow the last one.
   //   the store's.
-  // On error the entries before the bad one stay applied.
+  // On a bad entry the entries before it stay applied; on the store's error
+  // none of `entries` is.
   absl::Status Apply(int64_t epoch, std::vector<LogEntry> entries);
 
   // Apply's halves, for a backup that tells its primary what it applied
   // before it syncs: Write applies (errors as Apply's but for the sync),
-  // Sync syncs if anything applied since the last sync needs it (the
-  // store's errors) and then durable() reaches applied().
+  // Sync syncs if anything applied before the call needs it (the store's
+  // errors) and then durable() reaches what applied() was at the call.
+  //
+  // Write applies the entries it accepts as one store write (their
+  // batches one after the other, position keys included, in one atomic
+  // batch: what a crash keeps is still a prefix of the log, and the store
+  // holds what applying them one by one leaves). Sync does not hold up
+  // Write: a stream may apply its next entries while another thread syncs
+  // the earlier ones.
   absl::Status Write(int64_t epoch, std::vector<LogEntry> entries);
   absl::Status Sync();
 
@@ -60,10 +70,15 @@ class Replica {
   Replica(storage::MessageStore* store, LogPosition position, int64_t epoch);
 
   storage::MessageStore* const store_;
+  // Held across a Sync, so that one sync's positions are recorded only
+  // after every sync that began before it: a Sync that finds nothing to
+  // sync must not report entries durable that an earlier Sync is still
+  // syncing. Taken before mu_.
+  absl::Mutex sync_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   mutable absl::Mutex mu_;
   LogPosition applied_ ABSL_GUARDED_BY(mu_);
   LogPosition durable_ ABSL_GUARDED_BY(mu_);
-  // An entry applied since the last sync needs sync.
+  // An entry applied since the last sync began needs sync.
   bool unsynced_ ABSL_GUARDED_BY(mu_) = false;
   int64_t accepted_epoch_ ABSL_GUARDED_BY(mu_);
 };

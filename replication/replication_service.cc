@@ -1,9 +1,12 @@
 #include "replication/replication_service.h"
 
+#include <pthread.h>
+
 #include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -123,6 +126,7 @@ class ReplicationService::Impl final : public v1::Replication::Service {
                           "the first request must hold a hello");
     }
     const v1::Hello hello = request.hello();
+    absl::Mutex answer_mu;
     {
       Use use(this);
       if (use.replica == nullptr) {
@@ -132,10 +136,15 @@ class ReplicationService::Impl final : public v1::Replication::Service {
       if (absl::Status s = use.replica->Accept(hello.epoch()); !s.ok()) {
         return ToGrpc(s);
       }
-      if (!Answer(*use.replica, stream)) return grpc::Status::OK;
+      if (!Answer(*use.replica, stream, &answer_mu)) return grpc::Status::OK;
     }
     spdlog::info("replication: following primary {} of shard {} at epoch {}",
                  hello.primary(), hello.shard(), hello.epoch());
+    // What is applied is answered at once (the primary's writes wait for
+    // that); the syncer syncs on a thread of its own and answers again
+    // (the primary's syncs wait for that), so neither the primary's next
+    // writes nor this stream's next applies wait for this node's fsync.
+    StreamSyncer syncer(this, context, stream, &answer_mu);
     while (stream->Read(&request)) {
       if (context->IsCancelled()) break;
       if (request.rebuild()) {
@@ -160,24 +169,104 @@ class ReplicationService::Impl final : public v1::Replication::Service {
         return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                             "this node no longer holds a backup copy");
       }
-      // What is applied is answered at once (the primary's writes wait
-      // for that), then again once synced (its syncs wait for that): the
-      // primary's next writes need not wait for this node's fsync.
-      absl::Status s = use.replica->Write(hello.epoch(), std::move(entries));
-      if (s.ok() && !Answer(*use.replica, stream)) break;
-      if (s.ok()) s = use.replica->Sync();
+      const absl::Status s =
+          use.replica->Write(hello.epoch(), std::move(entries));
       if (!s.ok()) {
         spdlog::warn(
             "replication: refused entries of primary {} (epoch {}): {}",
             hello.primary(), hello.epoch(), std::string(s.message()));
         return ToGrpc(s);
       }
-      if (!Answer(*use.replica, stream)) break;
+      if (!Answer(*use.replica, stream, &answer_mu)) break;
+      syncer.Applied();
     }
+    // A failed sync cancels the stream (its Read returns false): say why.
+    const absl::Status failed = syncer.Stop();
+    if (!failed.ok()) return ToGrpc(failed);
     return grpc::Status::OK;
   }
 
  private:
+  using Stream =
+      grpc::ServerReaderWriter<v1::ReplicateResponse, v1::ReplicateRequest>;
+
+  // A stream's syncer: a thread that syncs the replica once the stream
+  // applied entries since its last sync, and answers with the positions.
+  // Syncs group: whatever is applied while one runs is synced by the next.
+  // A failed sync cancels the stream (its status is Stop's). Used by the
+  // stream's thread only (the syncer's own thread aside).
+  class StreamSyncer {
+   public:
+    StreamSyncer(Impl* impl, grpc::ServerContext* context, Stream* stream,
+                 absl::Mutex* answer_mu)
+        : impl_(impl),
+          context_(context),
+          stream_(stream),
+          answer_mu_(answer_mu),
+          thread_([this] { Run(); }) {}
+    ~StreamSyncer() { (void)Stop(); }
+
+    // The stream applied entries: sync them.
+    void Applied() {
+      absl::MutexLock lock(&mu_);
+      pending_ = true;
+    }
+    // Ends the thread (a sync under way finishes first); the error of a
+    // failed sync, if one failed. Idempotent.
+    absl::Status Stop() {
+      {
+        absl::MutexLock lock(&mu_);
+        stopping_ = true;
+      }
+      if (thread_.joinable()) thread_.join();
+      absl::MutexLock lock(&mu_);
+      return failed_;
+    }
+
+   private:
+    void Run() {
+      pthread_setname_np(pthread_self(), "hg-backup-sync");
+      while (true) {
+        {
+          absl::MutexLock lock(&mu_);
+          mu_.Await(absl::Condition(
+              +[](StreamSyncer* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu_) {
+                return s->stopping_ || s->pending_;
+              },
+              this));
+          if (stopping_) return;
+          pending_ = false;
+        }
+        Use use(impl_);
+        absl::Status s = use.replica == nullptr
+                             ? absl::FailedPreconditionError(
+                                   "this node no longer holds a backup copy")
+                             : use.replica->Sync();
+        if (s.ok()) {
+          if (!Answer(*use.replica, stream_, answer_mu_)) return;
+          continue;
+        }
+        spdlog::warn("replication: sync failed, ending the stream: {}",
+                     std::string(s.message()));
+        absl::MutexLock lock(&mu_);
+        failed_ = std::move(s);
+        context_->TryCancel();
+        return;
+      }
+    }
+
+    Impl* const impl_;
+    grpc::ServerContext* const context_;
+    Stream* const stream_;
+    absl::Mutex* const answer_mu_;
+    absl::Mutex mu_;
+    bool pending_ ABSL_GUARDED_BY(mu_) = false;
+    bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+    absl::Status failed_ ABSL_GUARDED_BY(mu_);
+    // Last: starts once the fields above exist.
+    std::thread thread_;
+  };
+
   // A stream's use of the replica, counted so that SetReplica can wait.
   struct Use {
     explicit Use(Impl* impl) : impl(impl) {
@@ -197,9 +286,12 @@ class ReplicationService::Impl final : public v1::Replication::Service {
     std::string scratch;
   };
 
-  static bool Answer(const Replica& replica,
-                     grpc::ServerReaderWriter<v1::ReplicateResponse,
-                                              v1::ReplicateRequest>* stream) {
+  // Sends the replica's positions. The stream's two threads answer under
+  // `answer_mu`, which also orders the answers as the positions were read:
+  // the primary never hears a position go back.
+  static bool Answer(const Replica& replica, Stream* stream,
+                     absl::Mutex* answer_mu) {
+    absl::MutexLock lock(answer_mu);
     v1::ReplicateResponse response;
     ToProto(replica.applied(), response.mutable_applied());
     ToProto(replica.durable(), response.mutable_durable());

@@ -26,7 +26,9 @@ namespace hourglass::replication {
 //
 // Each stream runs on a gRPC thread of the synchronous API for its whole
 // life (one per primary shipping here), reading, applying and answering
-// in turn: the order of the log is the order of the stream.
+// in turn: the order of the log is the order of the stream. A second
+// thread per stream syncs what it applied and answers again, so that
+// applying the next request does not wait for the fsync.
 //
 // Every call is first judged by the caller check, if any: in a cluster
 // that speaks TLS, only the other nodes may call (api::PeerCertificates).
