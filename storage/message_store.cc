@@ -1,5 +1,6 @@
 #include "storage/message_store.h"
 
+#include <algorithm>
 #include <array>
 #include <utility>
 
@@ -71,13 +72,33 @@ void WriteBatch::Append(WriteBatch&& other) {
   if (operations_.empty()) {
     operations_ = std::move(other.operations_);
   } else {
-    operations_.reserve(operations_.size() + other.operations_.size());
+    // Grows geometrically: a group commit appends batch after batch, and
+    // growing to the exact size each time would move every operation
+    // again at each append.
+    const size_t needed = operations_.size() + other.operations_.size();
+    if (needed > operations_.capacity()) {
+      operations_.reserve(std::max(needed, 2 * operations_.capacity()));
+    }
     for (Operation& op : other.operations_)
       operations_.push_back(std::move(op));
   }
   byte_size_ += other.byte_size_;
   other.operations_.clear();
   other.byte_size_ = 0;
+}
+
+absl::Status MessageStore::WriteAll(
+    absl::Span<const WriteBatch* const> batches) {
+  if (batches.size() == 1) return Write(*batches[0]);
+  WriteBatch all;
+  size_t operations = 0;
+  for (const WriteBatch* batch : batches) operations += batch->size();
+  all.Reserve(operations);
+  for (const WriteBatch* batch : batches) {
+    WriteBatch copy = *batch;
+    all.Append(std::move(copy));
+  }
+  return Write(all);
 }
 
 void WriteBatch::CombineAdds() {

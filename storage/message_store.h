@@ -14,6 +14,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 
 namespace hourglass::storage {
 
@@ -173,6 +174,13 @@ class MessageStore {
   //   UNAVAILABLE         another I/O error.
   //   DATA_LOSS, INTERNAL the store is damaged.
   virtual absl::Status Write(const WriteBatch& batch) = 0;
+
+  // Writes the operations of `batches`, one batch after the other, as one
+  // Write of them all: atomically, with Write's errors. For a caller that
+  // adds operations to a batch it does not own (the replicated store's
+  // position keys) without copying it. The default copies the batches into
+  // one and calls Write; a store overrides it to skip the copy.
+  virtual absl::Status WriteAll(absl::Span<const WriteBatch* const> batches);
 
   // Syncs the log, when the store was opened to sync (otherwise does
   // nothing): every Write that returned before the call becomes durable.

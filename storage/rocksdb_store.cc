@@ -394,38 +394,51 @@ class RocksDbStoreImpl final : public MessageStore {
   }
 
   absl::Status Write(const WriteBatch& batch) override {
+    const WriteBatch* const batches[] = {&batch};
+    return WriteAll(batches);
+  }
+
+  absl::Status WriteAll(absl::Span<const WriteBatch* const> batches) override {
     if (needs_reopen_.load(std::memory_order_acquire)) {
       if (absl::Status reopened = Recover(); !reopened.ok()) return reopened;
     }
     const std::shared_ptr<const OpenDatabase> database = Database();
     if (database == nullptr) return WriteFailure();
-    rocksdb::WriteBatch rocks_batch(batch.ByteSize() + 16 * batch.size());
+    size_t reserve = 0;
+    for (const WriteBatch* batch : batches) {
+      reserve += batch->ByteSize() + 16 * batch->size();
+    }
+    rocksdb::WriteBatch rocks_batch(reserve);
     bool changes_counters = false;
-    for (const WriteBatch::Operation& op : batch.operations()) {
-      changes_counters |= op.table == Table::kCounters;
-      rocksdb::ColumnFamilyHandle* cf = database->Handle(op.table);
-      rocksdb::Status s;
-      switch (op.kind) {
-        case WriteBatch::Operation::Kind::kPut:
-          s = rocks_batch.Put(cf, op.key, op.value);
-          break;
-        case WriteBatch::Operation::Kind::kDelete:
-          s = IsWriteOnce(op.table) ? rocks_batch.SingleDelete(cf, op.key)
-                                    : rocks_batch.Delete(cf, op.key);
-          break;
-        case WriteBatch::Operation::Kind::kAdd:
-          s = rocks_batch.Merge(cf, op.key, op.value);
-          break;
+    for (const WriteBatch* batch : batches) {
+      for (const WriteBatch::Operation& op : batch->operations()) {
+        changes_counters |= op.table == Table::kCounters;
+        rocksdb::ColumnFamilyHandle* cf = database->Handle(op.table);
+        rocksdb::Status s;
+        switch (op.kind) {
+          case WriteBatch::Operation::Kind::kPut:
+            s = rocks_batch.Put(cf, op.key, op.value);
+            break;
+          case WriteBatch::Operation::Kind::kDelete:
+            s = IsWriteOnce(op.table) ? rocks_batch.SingleDelete(cf, op.key)
+                                      : rocks_batch.Delete(cf, op.key);
+            break;
+          case WriteBatch::Operation::Kind::kAdd:
+            s = rocks_batch.Merge(cf, op.key, op.value);
+            break;
+        }
+        if (!s.ok()) return ToStatus(s, Context("build write batch"));
       }
-      if (!s.ok()) return ToStatus(s, Context("build write batch"));
     }
     // Never synced here: SyncLog does it, without holding up other writes.
     const rocksdb::Status s = WriteToDb(*database->db, rocks_batch);
     if (!s.ok()) return Failed(ToStatus(s, Context("write")));
     if (changes_counters) {
       absl::MutexLock lock(&counters_mu_);
-      for (const WriteBatch::Operation& op : batch.operations()) {
-        if (op.table == Table::kCounters) ApplyToCountersLocked(op);
+      for (const WriteBatch* batch : batches) {
+        for (const WriteBatch::Operation& op : batch->operations()) {
+          if (op.table == Table::kCounters) ApplyToCountersLocked(op);
+        }
       }
     }
     return absl::OkStatus();

@@ -120,6 +120,30 @@ TEST_P(MessageStoreTest, BatchAppliesInOrderLaterOperationsWin) {
               ElementsAre(Pair("b", "3"), Pair("d", "5")));
 }
 
+// WriteAll is one Write of its batches one after the other: later
+// operations win across batches, counters add up, and the counters' cache
+// (NonZeroCounters) sees every batch.
+TEST_P(MessageStoreTest, WriteAllWritesItsBatchesInOrderAsOne) {
+  WriteBatch first;
+  first.Put(Table::kMessages, "a", "1");
+  first.Put(Table::kMessages, "b", "1");
+  first.Add("c", 5);
+  WriteBatch second;
+  second.Delete(Table::kMessages, "a");
+  second.Put(Table::kMessages, "b", "2");
+  second.Put(Table::kMeta, "position", "p");
+  second.Add("c", -2);
+  const WriteBatch* const batches[] = {&first, &second};
+  ASSERT_TRUE(store_->WriteAll(batches).ok());
+  EXPECT_THAT(ScanAll(*store_, Table::kMessages), ElementsAre(Pair("b", "2")));
+  EXPECT_THAT(Get(Table::kMeta, "position"), Optional(std::string("p")));
+  EXPECT_THAT(Get(Table::kCounters, "c"), Optional(EncodeCounter(3)));
+  EXPECT_THAT(store_->NonZeroCounters(), ElementsAre(Pair("c", 3)));
+  Reopen();
+  EXPECT_THAT(ScanAll(*store_, Table::kMessages), ElementsAre(Pair("b", "2")));
+  EXPECT_THAT(Get(Table::kCounters, "c"), Optional(EncodeCounter(3)));
+}
+
 // The order a batch gives decides between operations on one key, however
 // its keys are ordered and whichever tables they are in.
 TEST_P(MessageStoreTest, OperationsOnOneKeyApplyInBatchOrderAmongOtherKeys) {
