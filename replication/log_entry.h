@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "storage/message_store.h"
 
 namespace hourglass::replication {
@@ -29,11 +30,23 @@ struct LogEntry {
 };
 
 // The entry as replication.proto's Entry, serialized: what the primary
-// keeps and ships.
+// keeps and ships. Its operations are those of `batches`, one batch after
+// the other; needs_sync is `needs_sync`. The bytes are those protobuf's
+// serializer gives (fields in order, defaults left out), written straight
+// from the batches without building the message.
 std::string EncodeEntry(int64_t epoch, int64_t index,
-                        const storage::WriteBatch& batch);
+                        absl::Span<const storage::WriteBatch* const> batches,
+                        bool needs_sync);
+// The same for one batch, with its own needs_sync().
+inline std::string EncodeEntry(int64_t epoch, int64_t index,
+                               const storage::WriteBatch& batch) {
+  const storage::WriteBatch* const batches[] = {&batch};
+  return EncodeEntry(epoch, index, batches, batch.needs_sync());
+}
 // INVALID_ARGUMENT for bytes that are not an Entry, or name a table that
-// does not exist.
+// does not exist. Reads the wire format straight into the batch (unknown
+// fields skipped, as protobuf does; groups, which proto3 never writes,
+// refused), without building the message.
 absl::StatusOr<LogEntry> DecodeEntry(std::string_view bytes);
 
 // Adds to `batch` the position keys of entry {epoch, index}: the position,

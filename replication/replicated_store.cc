@@ -97,11 +97,14 @@ absl::StatusOr<int64_t> ReplicatedStore::Append(
     previous = last_;
   }
   const LogPosition next{options_.epoch, previous.index + 1};
-  storage::WriteBatch entry = batch;
-  AddPositionKeys(previous, next, entry);
-  if (absl::Status s = base_->Write(entry); !s.ok()) return s;
+  // The entry is `batch` followed by its position keys, written and encoded
+  // from the two without copying `batch`.
+  storage::WriteBatch position;
+  AddPositionKeys(previous, next, position);
+  const storage::WriteBatch* const entry[] = {&batch, &position};
+  if (absl::Status s = base_->WriteAll(entry); !s.ok()) return s;
   auto bytes = std::make_shared<const std::string>(
-      EncodeEntry(next.epoch, next.index, entry));
+      EncodeEntry(next.epoch, next.index, entry, batch.needs_sync()));
   absl::MutexLock lock(&mu_);
   last_ = next;
   kept_bytes_ += bytes->size();
