@@ -150,8 +150,8 @@ absl::Status Shipper::Stream() {
                options_.shard, options_.backup, applied.index + 1);
 
   // Answers come on a thread of their own, so that requests need not wait
-  // for them: the backup answers each request once applied and once
-  // synced, and reports go to the store as they come.
+  // for them: the backup answers each request once applied, and again
+  // after each of its syncs, and reports go to the store as they come.
   {
     absl::MutexLock lock(&mu_);
     answered_ = applied.index;
