@@ -29,6 +29,11 @@ namespace {
 // that failed to open, and to keep the in-sync set.
 constexpr absl::Duration kTick = absl::Milliseconds(250);
 
+// How far behind the last entry a backup out of the in-sync set may be for
+// the primary to start adding it: about what a shipper has in flight (a
+// request of up to 4 MiB), which it applies in well under lag_timeout.
+constexpr size_t kRejoinBytes = size_t{4} << 20;
+
 }  // namespace
 
 ShardHost::ShardHost(std::unique_ptr<storage::MessageStore> base,
@@ -404,17 +409,24 @@ void ShardHost::KeepInSyncSet(const cluster::ClusterView& view,
         }
         return;  // One change per view: the next starts from the new record.
       }
-    } else if (alive && st.applied.index >= last.index &&
-               now - st.last_heard < options_.lag_timeout) {
-      // Writes wait for it from now on; it has every entry acknowledged so
-      // far once it has the last one written before this.
+    } else if (alive && now - st.last_heard < options_.lag_timeout &&
+               st.applied.epoch == last.epoch &&
+               store_->BytesAfter(st.applied.index) <= kRejoinBytes) {
+      // Close behind (under sustained writes a follower is rarely at the
+      // very last entry when asked): writes wait for it from now on, so it
+      // falls no further behind, and it has every entry acknowledged so far
+      // once it has made the last one written before this durable. Joins
+      // the record only then; gives up after lag_timeout.
       store_->AddInSync(node);
       const int64_t mark = store_->last().index;
-      const absl::Time deadline = now + options_.lag_timeout;
-      while (absl::Now() < deadline) {
-        auto b = store_->Backups();
-        if (b[node].applied.index >= mark) break;
-        absl::SleepFor(absl::Milliseconds(5));
+      if (!store_->AwaitDurable(node, mark, now + options_.lag_timeout)) {
+        store_->RemoveInSync(node);
+        spdlog::warn(
+            "cluster: primary {} did not add {} to the in-sync set of shard "
+            "{}: it did not make entry {} durable within {}",
+            options_.node_id, node, options_.shard, mark,
+            absl::FormatDuration(options_.lag_timeout));
+        return;
       }
       std::vector<std::string> isr = record.isr;
       isr.push_back(node);

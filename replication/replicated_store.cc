@@ -205,6 +205,20 @@ void ReplicatedStore::AddInSync(const std::string& node) {
   backups_[node].in_sync = true;
 }
 
+bool ReplicatedStore::AwaitDurable(const std::string& node, int64_t index,
+                                   absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  auto has_it = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    auto it = backups_.find(node);
+    return it != backups_.end() && it->second.durable.index >= index;
+  };
+  auto done = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return !closed_.empty() || has_it();
+  };
+  mu_.AwaitWithDeadline(absl::Condition(&done), deadline);
+  return closed_.empty() && has_it();
+}
+
 void ReplicatedStore::RemoveInSync(const std::string& node) {
   absl::MutexLock lock(&mu_);
   in_sync_.erase(node);

@@ -154,6 +154,10 @@ class ReplicatedStore final : public storage::MessageStore {
   // acknowledged without a backup that a failover may promote.
   void AddInSync(const std::string& node);
   void RemoveInSync(const std::string& node);
+  // Waits until backup `node` reported every entry up to `index` durable,
+  // at most until `deadline` or until the store closes. True if it did.
+  bool AwaitDurable(const std::string& node, int64_t index,
+                    absl::Time deadline);
 
   // Fails every waiting and later Write with UNAVAILABLE carrying `reason`
   // (the node lost its lease, a newer epoch exists), and ends ReadFrom.

@@ -4,12 +4,15 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <atomic>
 #include <filesystem>
 #include <memory>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -547,6 +550,60 @@ TEST_F(ClusterTest, AWipedBackupIsRebuiltFromTheNewPrimarysCheckpoint) {
     get.set_id(id);
     EXPECT_TRUE(at_b.GetMessage(get).ok()) << id;
   }
+}
+
+// Under writes that never pause, a backup that restarts is never at the
+// very last entry when the primary looks: it must still rejoin the in-sync
+// set (the primary makes writes wait for it while it closes the gap).
+TEST_F(ClusterTest, ARestartedBackupRejoinsTheInSyncSetWhilePublishesGoOn) {
+  StartNodes({"a", "b", "c"});
+  ASSERT_EQ(AwaitPrimary({"a", "b", "c"}), "a");
+  ASSERT_TRUE(AwaitEveryoneSees({"a", "b", "c"}, 1, "a"));
+  ChannelOptions options;
+  options.address = nodes_.at("a")->address();
+  absl::StatusOr<std::shared_ptr<Channel>> channel = Channel::Create(options);
+  ASSERT_TRUE(channel.ok()) << channel.status();
+  Admin admin(*channel);
+  auto isr_size = [&] {
+    absl::StatusOr<hourglass::v1::ClusterMap> map = admin.GetClusterMap();
+    return map.ok() && map->shards_size() == 1 ? map->shards(0).isr_size() : -1;
+  };
+
+  // Two publishers, batches of 50, back to back until told to stop.
+  std::atomic<bool> stop = false;
+  std::atomic<int64_t> acknowledged = 0;
+  std::vector<std::thread> publishers;
+  for (int p = 0; p < 2; ++p) {
+    publishers.emplace_back([&, p] {
+      Publisher publisher(*channel);
+      for (int batch = 0; !stop.load(); ++batch) {
+        std::vector<Message> messages(50);
+        for (int i = 0; i < 50; ++i) {
+          messages[i].topic = "orders";
+          messages[i].id = absl::StrCat("p", p, "-", batch, "-", i);
+          messages[i].payload = "x";
+          messages[i].delay = absl::Hours(1);
+        }
+        if (publisher.PublishBatch(std::move(messages)).ok()) {
+          acknowledged += 50;
+        }
+      }
+    });
+  }
+  auto stop_publishers = absl::MakeCleanup([&] {
+    stop = true;
+    for (std::thread& t : publishers) t.join();
+  });
+
+  ASSERT_TRUE(testing::Eventually([&] { return acknowledged.load() >= 1000; },
+                                  kPatience));
+  nodes_.at("c")->Kill();
+  ASSERT_TRUE(testing::Eventually([&] { return isr_size() == 2; }, kPatience));
+  StartNodes({"c"});
+  const int64_t before = acknowledged.load();
+  EXPECT_TRUE(testing::Eventually([&] { return isr_size() == 3; }, kPatience));
+  // Publishing went on all along.
+  EXPECT_GT(acknowledged.load(), before);
 }
 
 // A node started while etcd is away waits for it, saying so, and joins once
