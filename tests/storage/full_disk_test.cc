@@ -98,22 +98,59 @@ class FullDiskTest : public ::testing::Test {
     return store_->SyncLog();
   }
 
+  // Writes values from next_ on until one fails (at most 2,000: 128 MiB,
+  // more than the disk holds); returns that failure.
+  absl::Status WriteUntilFailure() {
+    for (int i = 0; i < 2000; ++i) {
+      const int key = next_++;
+      if (absl::Status s = WriteValue(key); !s.ok()) return s;
+      acknowledged_.push_back(key);
+    }
+    return absl::OkStatus();
+  }
+
+  // Once space returns, RocksDB recovers (by itself, or when a write
+  // resumes it): waits until a write succeeds, then `more` must too.
+  void ExpectWritesResume(int more) {
+    absl::Status resumed;
+    ASSERT_TRUE(testing::Eventually(
+        [&] {
+          resumed = WriteValue(next_);
+          return resumed.ok();
+        },
+        absl::Seconds(30)))
+        << resumed;
+    acknowledged_.push_back(next_++);
+    for (int i = 0; i < more; ++i, ++next_) {
+      ASSERT_TRUE(WriteValue(next_).ok()) << next_;
+      acknowledged_.push_back(next_);
+    }
+  }
+
+  // Every acknowledged value is there, whole.
+  void ExpectAcknowledgedStored() {
+    for (int i : acknowledged_) {
+      absl::StatusOr<std::optional<std::string>> got =
+          store_->Get(Table::kMessages, Key(i));
+      ASSERT_TRUE(got.ok()) << got.status();
+      ASSERT_TRUE(got->has_value()) << Key(i);
+      EXPECT_EQ((*got)->size(), kValueBytes);
+    }
+  }
+
   testing::TempDir dir_;
   bool mounted_ = false;
   std::unique_ptr<MessageStore> store_;
+  int next_ = 0;
+  std::vector<int> acknowledged_;
 };
 
 TEST_F(FullDiskTest, WritesFailAsResourceExhaustedAndResumeOnceSpaceReturns) {
   ASSERT_TRUE(Open().ok());
   Fill(/*leave=*/4 << 20);
   // Writes go on while the log has room, then fail, each with the reason.
-  std::vector<int> acknowledged;
-  absl::Status failed;
-  for (int i = 0; i < 1000 && failed.ok(); ++i) {
-    failed = WriteValue(i);
-    if (failed.ok()) acknowledged.push_back(i);
-  }
-  ASSERT_FALSE(failed.ok()) << "64 MiB of writes on a disk with 4 MiB free";
+  const absl::Status failed = WriteUntilFailure();
+  ASSERT_FALSE(failed.ok()) << "128 MiB of writes on a disk with 4 MiB free";
   EXPECT_EQ(failed.code(), absl::StatusCode::kResourceExhausted) << failed;
   EXPECT_THAT(failed.message(), HasSubstr("disk full"));
   // Again and again, the same answer, and no crash: not a write, not a sync.
@@ -123,27 +160,11 @@ TEST_F(FullDiskTest, WritesFailAsResourceExhaustedAndResumeOnceSpaceReturns) {
     EXPECT_FALSE(store_->SyncLog().ok());
   }
 
-  // Once space returns, RocksDB recovers (by itself, or when the next
-  // write resumes it): writes succeed again.
   Free();
-  absl::Status resumed;
-  EXPECT_TRUE(testing::Eventually(
-      [&] {
-        resumed = WriteValue(9000);
-        return resumed.ok();
-      },
-      absl::Seconds(30)))
-      << resumed;
-  acknowledged.push_back(9000);
+  ExpectWritesResume(/*more=*/0);
   // Everything acknowledged is there, now and after reopening.
   for (int reopen = 0; reopen < 2; ++reopen) {
-    for (int i : acknowledged) {
-      absl::StatusOr<std::optional<std::string>> got =
-          store_->Get(Table::kMessages, Key(i));
-      ASSERT_TRUE(got.ok()) << got.status();
-      ASSERT_TRUE(got->has_value()) << Key(i);
-      EXPECT_EQ((*got)->size(), kValueBytes);
-    }
+    ExpectAcknowledgedStored();
     store_.reset();
     ASSERT_TRUE(Open().ok());
   }
@@ -155,39 +176,15 @@ TEST_F(FullDiskTest, WritesFailAsResourceExhaustedAndResumeOnceSpaceReturns) {
 TEST_F(FullDiskTest, AStoreOpenedOnAFullDiskRecoversOnceSpaceReturns) {
   ASSERT_TRUE(Open().ok());
   Fill(/*leave=*/0);
-  // The log's preallocated space takes a few writes before one fails.
-  absl::Status failed;
-  int next = 0;
-  std::vector<int> acknowledged;
-  for (; next < 2000 && failed.ok(); ++next) {
-    failed = WriteValue(next);
-    if (failed.ok()) acknowledged.push_back(next);
-  }
+  const absl::Status failed = WriteUntilFailure();
   EXPECT_EQ(failed.code(), absl::StatusCode::kResourceExhausted) << failed;
   EXPECT_FALSE(store_->SyncLog().ok());
 
   Free();
-  absl::Status resumed;
-  ASSERT_TRUE(testing::Eventually(
-      [&] {
-        resumed = WriteValue(next);
-        return resumed.ok();
-      },
-      absl::Seconds(30)))
-      << resumed;
-  acknowledged.push_back(next++);
-  for (int i = 0; i < 40; ++i, ++next) {
-    ASSERT_TRUE(WriteValue(next).ok()) << next;
-    acknowledged.push_back(next);
-  }
+  ExpectWritesResume(/*more=*/40);
   store_.reset();
   ASSERT_TRUE(Open().ok());
-  for (int i : acknowledged) {
-    absl::StatusOr<std::optional<std::string>> got =
-        store_->Get(Table::kMessages, Key(i));
-    ASSERT_TRUE(got.ok()) << got.status();
-    EXPECT_TRUE(got->has_value()) << Key(i);
-  }
+  ExpectAcknowledgedStored();
 }
 
 // The disk fills, frees, and fills again: each time the store fails the
@@ -196,41 +193,17 @@ TEST_F(FullDiskTest, AStoreOpenedOnAFullDiskRecoversOnceSpaceReturns) {
 // failed, and RocksDB aborted: RocksDbStoreImpl::Recover.)
 TEST_F(FullDiskTest, RecoversFromAFullDiskTwiceInARow) {
   ASSERT_TRUE(Open().ok());
-  int next = 0;
-  std::vector<int> acknowledged;
   for (int round = 0; round < 3; ++round) {
     SCOPED_TRACE(absl::StrCat("round ", round));
     Fill(/*leave=*/round == 1 ? 0 : (1 << 20));
-    absl::Status failed;
-    for (int i = 0; i < 2000 && failed.ok(); ++i) {
-      failed = WriteValue(next);
-      if (failed.ok()) acknowledged.push_back(next);
-      ++next;
-    }
+    const absl::Status failed = WriteUntilFailure();
     EXPECT_EQ(failed.code(), absl::StatusCode::kResourceExhausted) << failed;
     Free();
-    absl::Status resumed;
-    ASSERT_TRUE(testing::Eventually(
-        [&] {
-          resumed = WriteValue(next);
-          return resumed.ok();
-        },
-        absl::Seconds(30)))
-        << resumed;
-    acknowledged.push_back(next++);
-    for (int i = 0; i < 5; ++i, ++next) {
-      ASSERT_TRUE(WriteValue(next).ok()) << next;
-      acknowledged.push_back(next);
-    }
+    ExpectWritesResume(/*more=*/5);
   }
   store_.reset();
   ASSERT_TRUE(Open().ok());
-  for (int i : acknowledged) {
-    absl::StatusOr<std::optional<std::string>> got =
-        store_->Get(Table::kMessages, Key(i));
-    ASSERT_TRUE(got.ok()) << got.status();
-    EXPECT_TRUE(got->has_value()) << Key(i);
-  }
+  ExpectAcknowledgedStored();
 }
 
 }  // namespace

@@ -1,0 +1,59 @@
+#ifndef HOURGLASS_STORAGE_ROCKSDB_OPEN_H_
+#define HOURGLASS_STORAGE_ROCKSDB_OPEN_H_
+
+// Storage-internal: how RocksDbStore opens its RocksDB. RocksDB's types
+// appear here, so nothing outside storage/ includes this header.
+
+#include <array>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "rocksdb/cache.h"
+#include "rocksdb/db.h"
+#include "rocksdb/status.h"
+#include "rocksdb/write_buffer_manager.h"
+#include "storage/message_store.h"
+#include "storage/rocksdb_store.h"
+
+namespace hourglass::storage {
+
+struct RocksDbResources::Parts {
+  std::shared_ptr<rocksdb::Cache> cache;
+  std::shared_ptr<rocksdb::WriteBufferManager> write_buffers;
+};
+
+// The one place where a rocksdb::Status becomes an absl::Status. `context`
+// says what was being done, and to which path.
+absl::Status ToStatus(const rocksdb::Status& s, const std::string& context);
+
+// One open RocksDB with its column family handles; closes it when
+// destroyed. Immutable once opened, so threads share it freely.
+struct OpenDatabase {
+  ~OpenDatabase() {
+    for (rocksdb::ColumnFamilyHandle* handle : tables) {
+      db->DestroyColumnFamilyHandle(handle);
+    }
+    db->DestroyColumnFamilyHandle(default_table);
+    db->Close();
+  }
+  rocksdb::ColumnFamilyHandle* Handle(Table table) const {
+    return tables[static_cast<int>(table)];
+  }
+
+  std::unique_ptr<rocksdb::DB> db;
+  // The unused default column family.
+  rocksdb::ColumnFamilyHandle* default_table = nullptr;
+  std::array<rocksdb::ColumnFamilyHandle*, kNumTables> tables{};
+};
+
+// Opens (or creates) the database in `path`, with every Table's column
+// family, on `resources`' block cache and memtable budget. Errors as
+// ToStatus makes them, naming the path.
+absl::StatusOr<std::shared_ptr<const OpenDatabase>> OpenRocksDb(
+    const std::string& path, const RocksDbResources& resources);
+
+}  // namespace hourglass::storage
+
+#endif  // HOURGLASS_STORAGE_ROCKSDB_OPEN_H_
