@@ -11,8 +11,6 @@
 #include <climits>
 #include <cstdint>
 #include <cstdlib>
-#include <ctime>
-#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -42,6 +40,7 @@
 #include "broker/engine.h"
 #include "broker/metrics.h"
 #include "cmd/hourglassd/cluster_flags.h"
+#include "cmd/hourglassd/cluster_join.h"
 #include "cmd/hourglassd/sd_notify.h"
 #include "cmd/hourglassd/startup_warnings.h"
 #include "console/console.h"
@@ -276,40 +275,6 @@ std::unique_ptr<hourglass::storage::MessageStore> OpenSingleStore(
       absl::FormatDuration(absl::Now() - open_start));
   WarnIfDataDirOpen(data_dir);
   return *std::move(store);
-}
-
-// Joins the cluster as `advertise`. While etcd does not answer (a node
-// started before etcd, or during an outage of it), tries again, the waits
-// growing from 0.5 s to 5 s, logging each failure; a SIGTERM or SIGINT
-// meanwhile ends the wait and is returned, for main to shut down as usual.
-// Other errors (another live node with this --node_id, bad flags) exit with
-// 1. Returns nullopt once joined.
-std::optional<int> JoinCluster(hourglass::node::ClusterNode& node,
-                               const std::string& advertise,
-                               const sigset_t& signals,
-                               const std::function<void()>& on_lost) {
-  absl::Duration wait = absl::Milliseconds(500);
-  while (true) {
-    const absl::Status joined = node.Join(advertise, on_lost);
-    if (joined.ok()) return std::nullopt;
-    if (joined.code() != absl::StatusCode::kUnavailable &&
-        joined.code() != absl::StatusCode::kDeadlineExceeded) {
-      Fail(std::string(joined.message()));
-    }
-    spdlog::warn(
-        "hourglassd cannot join cluster {} yet: {}; trying again in {}",
-        node.cluster(), std::string(joined.message()),
-        absl::FormatDuration(wait));
-    const absl::Time until = absl::Now() + wait;
-    for (absl::Duration left = wait; left > absl::ZeroDuration();
-         left = until - absl::Now()) {
-      const timespec timeout = absl::ToTimespec(left);
-      const int signal = sigtimedwait(&signals, nullptr, &timeout);
-      if (signal == SIGTERM || signal == SIGINT) return signal;
-      // SIGHUP (tokens reload once joined), EINTR or EAGAIN (the wait's end).
-    }
-    wait = std::min(wait * 2, absl::Seconds(5));
-  }
 }
 
 // Cluster mode: checks the cluster flags and opens the node (its shard's
@@ -665,11 +630,14 @@ int main(int argc, char** argv) {
     // A node whose lease is lost is dead to the cluster: it stops serving
     // (ClusterNode does) and exits with 3, for its supervisor to restart it
     // and join again.
-    early_signal =
-        JoinCluster(*cluster_node, advertise, signals, [&lease_lost] {
-          lease_lost = true;
-          kill(getpid(), SIGTERM);
-        });
+    absl::StatusOr<std::optional<int>> joined =
+        hourglass::hourglassd::JoinCluster(*cluster_node, advertise, signals,
+                                           [&lease_lost] {
+                                             lease_lost = true;
+                                             kill(getpid(), SIGTERM);
+                                           });
+    if (!joined.ok()) Fail(std::string(joined.status().message()));
+    early_signal = *joined;
     if (!early_signal.has_value()) {
       spdlog::info("hourglassd joined cluster {} as node {}, advertising {}",
                    cluster_node->cluster(), cluster_node->node_id(), advertise);
