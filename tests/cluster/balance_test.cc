@@ -62,6 +62,12 @@ std::pair<int, int> MinMax(const std::map<std::string, int>& counts) {
   return {low, high};
 }
 
+// Most minus fewest: 1 or 0 when as even as whole numbers allow.
+int Spread(const std::map<std::string, int>& counts) {
+  const auto [low, high] = MinMax(counts);
+  return high - low;
+}
+
 // Every shard has `replicas` distinct replicas.
 void ExpectWellFormed(const Layout& layout, int replicas) {
   for (size_t s = 0; s < layout.shards.size(); ++s) {
@@ -106,8 +112,8 @@ TEST(BalanceTest, OnlyTheReplicasOfAGoneNodeAreReplaced) {
   ExpectWellFormed(after, 3);
   EXPECT_EQ(ReplicasAdded(before, after), held);
   const Counts counts = Count(after, nodes);
-  EXPECT_LE(MinMax(counts.replicas).second - MinMax(counts.replicas).first, 1);
-  EXPECT_LE(MinMax(counts.leads).second - MinMax(counts.leads).first, 1);
+  EXPECT_LE(Spread(counts.replicas), 1);
+  EXPECT_LE(Spread(counts.leads), 1);
 }
 
 // The figures: 100 nodes and 1,024 shards of three replicas.
@@ -131,8 +137,8 @@ TEST(BalanceTest, AJoiningNodeTakesItsShareAndLittleElseMoves) {
   // 3,072 / 101 = 30.4: the newcomer takes 30, copied from the others.
   EXPECT_EQ(counts.replicas.at("n999"), 30);
   EXPECT_EQ(ReplicasAdded(before, after), 30);
-  EXPECT_LE(MinMax(counts.replicas).second - MinMax(counts.replicas).first, 1);
-  EXPECT_LE(MinMax(counts.leads).second - MinMax(counts.leads).first, 1);
+  EXPECT_LE(Spread(counts.replicas), 1);
+  EXPECT_LE(Spread(counts.leads), 1);
 }
 
 TEST(BalanceTest, WithThreeZonesEachShardHasOneReplicaInEach) {
@@ -180,9 +186,8 @@ TEST(BalanceTest, RandomJoinsAndLeavesKeepTheBalance) {
     const Layout after = Balance(layout, nodes, {});
     ExpectWellFormed(after, 3);
     const Counts counts = Count(after, nodes);
-    ASSERT_LE(MinMax(counts.replicas).second - MinMax(counts.replicas).first,
-              1);
-    ASSERT_LE(MinMax(counts.leads).second - MinMax(counts.leads).first, 1);
+    ASSERT_LE(Spread(counts.replicas), 1);
+    ASSERT_LE(Spread(counts.leads), 1);
     if (join) {
       // The newcomer's share, rounded up: 768 replicas over the nodes.
       ASSERT_LE(ReplicasAdded(layout, after),
