@@ -28,8 +28,7 @@
 #include "hourglass/v1/admin.grpc.pb.h"
 #include "hourglass/v1/broker.grpc.pb.h"
 #include "hourglass/v1/cluster.grpc.pb.h"
-#include "tests/testing/daemon.h"
-#include "tests/testing/etcd_server.h"
+#include "tests/cluster/cluster_fixture.h"
 #include "tests/testing/eventually.h"
 #include "tests/testing/subprocess.h"
 #include "tests/testing/temp_dir.h"
@@ -46,144 +45,13 @@ using ::hourglass::client::Delivery;
 using ::hourglass::client::Message;
 using ::hourglass::client::Publisher;
 using ::hourglass::client::Receipt;
-using ::hourglass::testing::Daemon;
-using ::hourglass::testing::EtcdServer;
+using ::hourglass::testing::Answer;
 using ::testing::HasSubstr;
 using ::testing::UnorderedElementsAreArray;
 
-constexpr absl::Duration kPatience = absl::Seconds(30);
+constexpr absl::Duration kPatience = testing::kClusterPatience;
 
-// What a node answered, with the redirect trailers if any.
-struct Answer {
-  grpc::StatusCode code = grpc::StatusCode::UNKNOWN;
-  std::string message;
-  std::string primary;  // hourglass-primary
-  std::string epoch;    // hourglass-epoch
-};
-
-std::string Trailer(const grpc::ClientContext& context, const char* key) {
-  const auto& trailers = context.GetServerTrailingMetadata();
-  auto it = trailers.find(key);
-  return it == trailers.end()
-             ? ""
-             : std::string(it->second.data(), it->second.size());
-}
-
-class ClusterTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    absl::StatusOr<std::unique_ptr<EtcdServer>> etcd = EtcdServer::Start();
-    ASSERT_TRUE(etcd.ok()) << etcd.status();
-    etcd_ = *std::move(etcd);
-  }
-
-  // Starts node `id`, and the others after it, in id order, with `flags`
-  // besides the cluster's.
-  void StartNodes(std::vector<std::string> ids,
-                  std::vector<std::string> flags = {}) {
-    for (const std::string& id : ids) {
-      std::vector<std::string> all = {"--etcd=" + etcd_->endpoint(),
-                                      "--node_id=" + id, "--lease_ttl=2s",
-                                      "--shutdown_grace=500ms"};
-      all.insert(all.end(), flags.begin(), flags.end());
-      absl::StatusOr<std::unique_ptr<Daemon>> node =
-          Daemon::Start(HOURGLASSD_PATH, dir_.path() + "/" + id, all);
-      ASSERT_TRUE(node.ok()) << node.status();
-      nodes_[id] = *std::move(node);
-    }
-  }
-
-  Answer Publish(const std::string& node, const std::string& topic,
-                 const std::string& id, absl::Duration delay) {
-    auto stub = v1::Broker::NewStub(nodes_.at(node)->Channel());
-    grpc::ClientContext context;
-    context.set_deadline(absl::ToChronoTime(absl::Now() + kPatience));
-    v1::PublishRequest request;
-    v1::Message& m = *request.add_messages();
-    m.set_topic(topic);
-    m.set_id(id);
-    m.set_payload("payload of " + id);
-    m.mutable_delay()->set_seconds(absl::ToInt64Seconds(delay));
-    m.mutable_delay()->set_nanos(static_cast<int32_t>(
-        absl::ToInt64Nanoseconds(delay % absl::Seconds(1))));
-    v1::PublishResponse response;
-    const grpc::Status status = stub->Publish(&context, request, &response);
-    return {status.error_code(), status.error_message(),
-            Trailer(context, "hourglass-primary"),
-            Trailer(context, "hourglass-epoch")};
-  }
-
-  grpc::StatusCode Cancel(const std::string& node, const std::string& topic,
-                          const std::string& id) {
-    auto stub = v1::Broker::NewStub(nodes_.at(node)->Channel());
-    grpc::ClientContext context;
-    context.set_deadline(absl::ToChronoTime(absl::Now() + kPatience));
-    v1::CancelRequest request;
-    request.set_topic(topic);
-    request.set_id(id);
-    v1::CancelResponse response;
-    return stub->Cancel(&context, request, &response).error_code();
-  }
-
-  // Whether `node` serves (its GetStats answers), with what it said.
-  Answer Stats(const std::string& node) {
-    auto stub = v1::Admin::NewStub(nodes_.at(node)->Channel());
-    grpc::ClientContext context;
-    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
-    v1::GetStatsRequest request;
-    v1::GetStatsResponse response;
-    const grpc::Status status = stub->GetStats(&context, request, &response);
-    return {status.error_code(), status.error_message(),
-            Trailer(context, "hourglass-primary"),
-            Trailer(context, "hourglass-epoch")};
-  }
-
-  // The node among `candidates` that serves, once one does ("" if none
-  // does within the patience).
-  std::string AwaitPrimary(const std::vector<std::string>& candidates) {
-    std::string primary;
-    testing::Eventually(
-        [&] {
-          for (const std::string& id : candidates) {
-            if (Stats(id).code == grpc::StatusCode::OK) {
-              primary = id;
-              return true;
-            }
-          }
-          return false;
-        },
-        kPatience);
-    return primary;
-  }
-
-  // Whether every node of `ids` sees shard 0 at `epoch` with `primary`, once
-  // they all do (false if not within the patience).
-  bool AwaitEveryoneSees(const std::vector<std::string>& ids, int64_t epoch,
-                         const std::string& primary) {
-    return testing::Eventually(
-        [&] {
-          for (const std::string& id : ids) {
-            auto stub = v1::Cluster::NewStub(nodes_.at(id)->Channel());
-            grpc::ClientContext context;
-            context.set_deadline(
-                absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
-            v1::ClusterMap map;
-            if (!stub->GetClusterMap(&context, v1::GetClusterMapRequest(), &map)
-                     .ok() ||
-                map.shards_size() != 1 || map.shards(0).epoch() != epoch ||
-                map.shards(0).primary() != primary) {
-              return false;
-            }
-          }
-          return true;
-        },
-        kPatience);
-  }
-
-  testing::TempDir dir_;
-  std::unique_ptr<EtcdServer> etcd_;
-  std::map<std::string, std::unique_ptr<Daemon>> nodes_;
-};
+using ClusterTest = testing::ClusterFixture;
 
 TEST_F(ClusterTest, ThePrimaryServesAndTheOthersSendClientsToIt) {
   StartNodes({"a", "b", "c"});
