@@ -87,7 +87,7 @@ absl::StatusOr<std::unique_ptr<ClusterNode>> ClusterNode::Open(
       std::make_unique<PrimaryGate>("this node has not joined its cluster yet");
   node->hint_ = std::make_unique<api::PrimaryHint>();
   node->replication_ = std::make_unique<replication::ReplicationService>(
-      std::move(caller_check));
+      o.shards, std::move(caller_check));
   node->cluster_service_ = std::make_unique<api::ClusterService>(
       [n = node.get()] { return n->Map(); }, o.authorizer);
   ShardHostOptions host;
@@ -109,7 +109,7 @@ absl::StatusOr<std::unique_ptr<ClusterNode>> ClusterNode::Open(
       *std::move(store), std::move(host), node->gate_.get(), node->hint_.get(),
       node->replication_.get());
   node->replication_->SetRebuildHandler(
-      [h = shard_host.get()](std::string why) {
+      0, [h = shard_host.get()](std::string why) {
         h->RequestRebuild(std::move(why));
       });
   {
@@ -171,7 +171,7 @@ void ClusterNode::CollectMetrics() {
   registry.Gauges(metrics::Metric::kReplicationPosition)
       .Add({shard})
       .Set(static_cast<double>(host_->position()));
-  const uint64_t sent = replication_->checkpoints_sent();
+  const uint64_t sent = replication_->checkpoints_sent(0);
   registry.Counters(metrics::Metric::kReplicationCheckpointsTotal)
       .Add({shard, "sent"})
       .Increment(static_cast<double>(sent - checkpoints_sent_));

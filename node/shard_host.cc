@@ -64,7 +64,7 @@ ShardHost::~ShardHost() {
   absl::MutexLock lock(&role_mu_);
   StepDownLocked("this node is shutting down");
   if (replica_ != nullptr) {
-    replication_->SetReplica(nullptr);
+    replication_->SetReplica(options_.shard, nullptr);
     replica_.reset();
   }
 }
@@ -263,7 +263,7 @@ void ShardHost::BecomePrimary(const cluster::ClusterView& view,
   if (role_ != Role::kPrimary) {
     if (base_ == nullptr) return;  // A rebuild failed: no copy to serve.
     if (replica_ != nullptr) {
-      replication_->SetReplica(nullptr);
+      replication_->SetReplica(options_.shard, nullptr);
       replica_.reset();
     }
     std::vector<std::string> in_sync;
@@ -290,7 +290,7 @@ void ShardHost::BecomePrimary(const cluster::ClusterView& view,
     // Checkpoints for rebuilds go next to the store: same file system, so
     // RocksDB links its files rather than copying them.
     replication_->SetSource(
-        store_.get(),
+        options_.shard, store_.get(),
         std::filesystem::path(options_.store_dir).parent_path().string());
     if (options_.metrics != nullptr) {
       options_.metrics->Counters(metrics::Metric::kClusterPromotionsTotal)
@@ -459,7 +459,7 @@ void ShardHost::BecomeBackup() {
     return;
   }
   replica_ = *std::move(replica);
-  replication_->SetReplica(replica_.get());
+  replication_->SetReplica(options_.shard, replica_.get());
   role_ = Role::kBackup;
   spdlog::info(
       "cluster: node {} is a backup of shard {} (its copy ends at "
@@ -482,7 +482,7 @@ void ShardHost::Rebuild(const std::string& primary_address,
         options_.node_id, options_.shard, primary_address, why);
     // No stream applies to the copy from here on; requests to rebuild
     // made before are all in rebuild_, and are this rebuild.
-    replication_->SetReplica(nullptr);
+    replication_->SetReplica(options_.shard, nullptr);
     replica_.reset();
     {
       absl::MutexLock wake_lock(&mu_);
@@ -548,7 +548,7 @@ void ShardHost::BecomeNone() {
   absl::MutexLock lock(&role_mu_);
   if (role_ == Role::kPrimary) StepDownLocked("no longer a replica");
   if (replica_ != nullptr) {
-    replication_->SetReplica(nullptr);
+    replication_->SetReplica(options_.shard, nullptr);
     replica_.reset();
   }
   if (role_ != Role::kNone) {
@@ -569,7 +569,7 @@ void ShardHost::StepDownLocked(const std::string& reason) {
                             options_.shard, ": ", reason));
   // Writes waiting for backups fail now; then nothing reaches the engine.
   store_->Close(absl::StrCat("this node stopped being the primary: ", reason));
-  replication_->SetSource(nullptr, "");
+  replication_->SetSource(options_.shard, nullptr, "");
   shippers_.clear();
   shipper_addresses_.clear();
   if (engine_ != nullptr) {

@@ -2,7 +2,6 @@
 
 #include <pthread.h>
 
-#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -34,27 +33,34 @@ void ToProto(LogPosition position, v1::Position* out) {
 
 class ReplicationService::Impl final : public v1::Replication::Service {
  public:
-  explicit Impl(CallerCheck check) : check_(std::move(check)) {}
+  Impl(int shards, CallerCheck check)
+      : check_(std::move(check)),
+        shards_(static_cast<uint32_t>(shards)),
+        slots_(static_cast<size_t>(shards)) {}
 
-  void SetReplica(Replica* replica) {
+  void SetReplica(int shard, Replica* replica) {
     absl::MutexLock lock(&mu_);
-    replica_ = replica;
+    Slot& slot = slots_[shard];
+    slot.replica = replica;
     // Wait until no stream is inside the old one.
     mu_.Await(absl::Condition(
-        +[](int* users) { return *users == 0; }, &users_));
+        +[](int* users) { return *users == 0; }, &slot.users));
   }
 
-  void SetSource(storage::MessageStore* store, const std::string& scratch) {
+  void SetSource(int shard, storage::MessageStore* store,
+                 const std::string& scratch) {
     absl::MutexLock lock(&mu_);
-    source_ = store;
-    scratch_ = scratch;
+    Slot& slot = slots_[shard];
+    slot.source = store;
+    slot.scratch = scratch;
     mu_.Await(absl::Condition(
-        +[](int* users) { return *users == 0; }, &users_));
+        +[](int* users) { return *users == 0; }, &slot.users));
   }
 
-  void SetRebuildHandler(absl::AnyInvocable<void(std::string)> handler) {
+  void SetRebuildHandler(int shard,
+                         absl::AnyInvocable<void(std::string)> handler) {
     absl::MutexLock lock(&mu_);
-    on_rebuild_ = std::move(handler);
+    slots_[shard].on_rebuild = std::move(handler);
   }
 
   grpc::Status FetchCheckpoint(
@@ -63,10 +69,14 @@ class ReplicationService::Impl final : public v1::Replication::Service {
     if (absl::Status let_in = LetIn(*context); !let_in.ok()) {
       return ToGrpc(let_in);
     }
-    Use use(this);
+    if (absl::Status known = Known(request->shard()); !known.ok()) {
+      return ToGrpc(known);
+    }
+    Use use(this, static_cast<int>(request->shard()));
     if (use.source == nullptr) {
       return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                          "this node is not the primary of the shard");
+                          absl::StrCat("this node is not the primary of shard ",
+                                       request->shard()));
     }
     std::random_device random;
     const std::filesystem::path dir =
@@ -104,12 +114,16 @@ class ReplicationService::Impl final : public v1::Replication::Service {
     }
     std::error_code ignored;
     std::filesystem::remove_all(dir, ignored);
-    if (status.ok()) checkpoints_sent_.fetch_add(1, std::memory_order_relaxed);
+    if (status.ok()) {
+      absl::MutexLock lock(&mu_);
+      ++slots_[request->shard()].checkpoints_sent;
+    }
     return status;
   }
 
-  uint64_t checkpoints_sent() const {
-    return checkpoints_sent_.load(std::memory_order_relaxed);
+  uint64_t checkpoints_sent(int shard) const {
+    absl::MutexLock lock(&mu_);
+    return slots_[shard].checkpoints_sent;
   }
 
   grpc::Status Replicate(
@@ -126,12 +140,17 @@ class ReplicationService::Impl final : public v1::Replication::Service {
                           "the first request must hold a hello");
     }
     const v1::Hello hello = request.hello();
+    if (absl::Status known = Known(hello.shard()); !known.ok()) {
+      return ToGrpc(known);
+    }
+    const int shard = static_cast<int>(hello.shard());
     absl::Mutex answer_mu;
     {
-      Use use(this);
+      Use use(this, shard);
       if (use.replica == nullptr) {
-        return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                            "this node holds no backup copy of the shard");
+        return grpc::Status(
+            grpc::StatusCode::FAILED_PRECONDITION,
+            absl::StrCat("this node holds no backup copy of shard ", shard));
       }
       if (absl::Status s = use.replica->Accept(hello.epoch()); !s.ok()) {
         return ToGrpc(s);
@@ -144,7 +163,7 @@ class ReplicationService::Impl final : public v1::Replication::Service {
     // that); the syncer syncs on a thread of its own and answers again
     // (the primary's syncs wait for that), so neither the primary's next
     // writes nor this stream's next applies wait for this node's fsync.
-    StreamSyncer syncer(this, context, stream, &answer_mu);
+    StreamSyncer syncer(this, shard, context, stream, &answer_mu);
     while (stream->Read(&request)) {
       if (context->IsCancelled()) break;
       if (request.rebuild()) {
@@ -152,8 +171,10 @@ class ReplicationService::Impl final : public v1::Replication::Service {
             absl::StrCat("primary ", hello.primary(), " (epoch ", hello.epoch(),
                          ") says this copy cannot follow its log");
         // Inside a Use: whoever unsets the replica next waits for it.
-        Use use(this);
-        if (use.replica != nullptr && on_rebuild_) on_rebuild_(why);
+        Use use(this, shard);
+        if (use.replica != nullptr && use.on_rebuild != nullptr) {
+          (*use.on_rebuild)(why);
+        }
         return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                             "rebuilding from the primary's checkpoint");
       }
@@ -164,10 +185,12 @@ class ReplicationService::Impl final : public v1::Replication::Service {
         if (!entry.ok()) return ToGrpc(entry.status());
         entries.push_back(*std::move(entry));
       }
-      Use use(this);
+      Use use(this, shard);
       if (use.replica == nullptr) {
-        return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                            "this node no longer holds a backup copy");
+        return grpc::Status(
+            grpc::StatusCode::FAILED_PRECONDITION,
+            absl::StrCat("this node no longer holds a backup copy of shard ",
+                         shard));
       }
       const absl::Status s =
           use.replica->Write(hello.epoch(), std::move(entries));
@@ -197,9 +220,10 @@ class ReplicationService::Impl final : public v1::Replication::Service {
   // stream's thread only (the syncer's own thread aside).
   class StreamSyncer {
    public:
-    StreamSyncer(Impl* impl, grpc::ServerContext* context, Stream* stream,
-                 absl::Mutex* answer_mu)
+    StreamSyncer(Impl* impl, int shard, grpc::ServerContext* context,
+                 Stream* stream, absl::Mutex* answer_mu)
         : impl_(impl),
+          shard_(shard),
           context_(context),
           stream_(stream),
           answer_mu_(answer_mu),
@@ -237,7 +261,7 @@ class ReplicationService::Impl final : public v1::Replication::Service {
           if (stopping_) return;
           pending_ = false;
         }
-        Use use(impl_);
+        Use use(impl_, shard_);
         absl::Status s = use.replica == nullptr
                              ? absl::FailedPreconditionError(
                                    "this node no longer holds a backup copy")
@@ -256,6 +280,7 @@ class ReplicationService::Impl final : public v1::Replication::Service {
     }
 
     Impl* const impl_;
+    const int shard_;
     grpc::ServerContext* const context_;
     Stream* const stream_;
     absl::Mutex* const answer_mu_;
@@ -267,24 +292,50 @@ class ReplicationService::Impl final : public v1::Replication::Service {
     std::thread thread_;
   };
 
-  // A stream's use of the replica, counted so that SetReplica can wait.
+  // What the service holds of one shard.
+  struct Slot {
+    Replica* replica = nullptr;
+    storage::MessageStore* source = nullptr;
+    std::string scratch;
+    absl::AnyInvocable<void(std::string)> on_rebuild;
+    // Calls inside replica or source now.
+    int users = 0;
+    // Checkpoints FetchCheckpoint sent in full.
+    uint64_t checkpoints_sent = 0;
+  };
+
+  // A call's use of a shard's replica or source, counted so that
+  // SetReplica and SetSource can wait. REQUIRES: Known(shard).
   struct Use {
-    explicit Use(Impl* impl) : impl(impl) {
+    Use(Impl* impl, int shard) : impl(impl), shard(shard) {
       absl::MutexLock lock(&impl->mu_);
-      replica = impl->replica_;
-      source = impl->source_;
-      scratch = impl->scratch_;
-      ++impl->users_;
+      Slot& slot = impl->slots_[shard];
+      replica = slot.replica;
+      source = slot.source;
+      scratch = slot.scratch;
+      if (slot.on_rebuild) on_rebuild = &slot.on_rebuild;
+      ++slot.users;
     }
     ~Use() {
       absl::MutexLock lock(&impl->mu_);
-      --impl->users_;
+      --impl->slots_[shard].users;
     }
     Impl* impl;
+    int shard;
     Replica* replica;
     storage::MessageStore* source;
     std::string scratch;
+    // Stays put while the use lasts: set before the shard's first replica.
+    absl::AnyInvocable<void(std::string)>* on_rebuild = nullptr;
   };
+
+  // OK for a shard this service serves; INVALID_ARGUMENT otherwise.
+  absl::Status Known(uint32_t shard) const {
+    if (shard < shards_) return absl::OkStatus();
+    return absl::InvalidArgumentError(
+        absl::StrCat("shard ", shard, " does not exist: this cluster has ",
+                     shards_, " shards (0 to ", shards_ - 1, ")"));
+  }
 
   // Sends the replica's positions. The stream's two threads answer under
   // `answer_mu`, which also orders the answers as the positions were read:
@@ -305,37 +356,33 @@ class ReplicationService::Impl final : public v1::Replication::Service {
 
   // Constant after construction.
   const CallerCheck check_;
+  const uint32_t shards_;
 
-  absl::Mutex mu_;
-  Replica* replica_ ABSL_GUARDED_BY(mu_) = nullptr;
-  storage::MessageStore* source_ ABSL_GUARDED_BY(mu_) = nullptr;
-  std::string scratch_ ABSL_GUARDED_BY(mu_);
-  // Set once at start-up, before streams (SetRebuildHandler).
-  absl::AnyInvocable<void(std::string)> on_rebuild_;
-  std::atomic<uint64_t> checkpoints_sent_{0};
-  int users_ ABSL_GUARDED_BY(mu_) = 0;
+  mutable absl::Mutex mu_;
+  // One per shard (shards_ of them).
+  std::vector<Slot> slots_ ABSL_GUARDED_BY(mu_);
 };
 
-ReplicationService::ReplicationService(CallerCheck check)
-    : impl_(std::make_unique<Impl>(std::move(check))) {}
+ReplicationService::ReplicationService(int shards, CallerCheck check)
+    : impl_(std::make_unique<Impl>(shards, std::move(check))) {}
 ReplicationService::~ReplicationService() = default;
 
-void ReplicationService::SetReplica(Replica* replica) {
-  impl_->SetReplica(replica);
+void ReplicationService::SetReplica(int shard, Replica* replica) {
+  impl_->SetReplica(shard, replica);
 }
 
-void ReplicationService::SetSource(storage::MessageStore* store,
+void ReplicationService::SetSource(int shard, storage::MessageStore* store,
                                    const std::string& scratch_dir) {
-  impl_->SetSource(store, scratch_dir);
+  impl_->SetSource(shard, store, scratch_dir);
 }
 
 void ReplicationService::SetRebuildHandler(
-    absl::AnyInvocable<void(std::string why)> handler) {
-  impl_->SetRebuildHandler(std::move(handler));
+    int shard, absl::AnyInvocable<void(std::string why)> handler) {
+  impl_->SetRebuildHandler(shard, std::move(handler));
 }
 
-uint64_t ReplicationService::checkpoints_sent() const {
-  return impl_->checkpoints_sent();
+uint64_t ReplicationService::checkpoints_sent(int shard) const {
+  return impl_->checkpoints_sent(shard);
 }
 
 grpc::Service* ReplicationService::service() { return impl_.get(); }

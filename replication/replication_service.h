@@ -21,8 +21,11 @@ namespace hourglass::replication {
 
 // The backup's end of replication: the gRPC service Replication
 // (replication.proto) applying what a primary ships to the Replica set
-// with SetReplica. While there is none (this node holds no backup copy,
-// or is the primary) a stream is refused with FAILED_PRECONDITION.
+// for the shard its hello names with SetReplica. While there is none (this
+// node holds no backup copy of that shard, or is its primary) a stream is
+// refused with FAILED_PRECONDITION; a shard the cluster does not have
+// (outside [0, shards)) with INVALID_ARGUMENT. The same holds for
+// FetchCheckpoint and the source SetSource gives each shard.
 //
 // Each stream runs on a gRPC thread of the synchronous API for its whole
 // life (one per primary shipping here), reading, applying and answering
@@ -42,32 +45,34 @@ class ReplicationService {
   using CallerCheck =
       std::function<absl::Status(const grpc::ServerContextBase& context)>;
 
-  // `check` may be empty: every caller is let in (a cluster on a private
-  // network, without TLS).
-  explicit ReplicationService(CallerCheck check = nullptr);
+  // Serves shards 0 to shards - 1. `check` may be empty: every caller is
+  // let in (a cluster on a private network, without TLS).
+  explicit ReplicationService(int shards, CallerCheck check = nullptr);
   ~ReplicationService();
   ReplicationService(const ReplicationService&) = delete;
   ReplicationService& operator=(const ReplicationService&) = delete;
 
-  // The copy streams apply to; nullptr for none (streams open now end at
-  // their next request). `replica` must outlive its use: call
-  // SetReplica(nullptr) before destroying it, which waits until no stream
-  // uses it.
-  void SetReplica(Replica* replica);
+  // The copy of `shard` streams apply to; nullptr for none (streams of the
+  // shard open now end at their next request). `replica` must outlive its
+  // use: call SetReplica(shard, nullptr) before destroying it, which waits
+  // until no stream uses it. REQUIRES: 0 <= shard < shards.
+  void SetReplica(int shard, Replica* replica);
 
-  // The primary's store FetchCheckpoint copies (it checkpoints into a new
-  // directory under `scratch_dir`, streams it, and removes it); nullptr
-  // while this node is not the primary. As SetReplica, waits until no
-  // call uses the old one.
-  void SetSource(storage::MessageStore* store, const std::string& scratch_dir);
+  // The primary's store of `shard` FetchCheckpoint copies (it checkpoints
+  // into a new directory under `scratch_dir`, streams it, and removes it);
+  // nullptr while this node is not the shard's primary. As SetReplica,
+  // waits until no call uses the old one.
+  void SetSource(int shard, storage::MessageStore* store,
+                 const std::string& scratch_dir);
 
-  // What runs when a primary says the copy must be rebuilt (a request with
-  // `rebuild` set); on the stream's thread, so it must not block. May be
-  // empty.
-  void SetRebuildHandler(absl::AnyInvocable<void(std::string why)> handler);
+  // What runs when a primary says the copy of `shard` must be rebuilt (a
+  // request with `rebuild` set); on the stream's thread, so it must not
+  // block. May be empty. Set before the shard's first SetReplica.
+  void SetRebuildHandler(int shard,
+                         absl::AnyInvocable<void(std::string why)> handler);
 
-  // Checkpoints FetchCheckpoint sent in full, since the start.
-  uint64_t checkpoints_sent() const;
+  // Checkpoints of `shard` FetchCheckpoint sent in full, since the start.
+  uint64_t checkpoints_sent(int shard) const;
 
   // For api::ServerOptions::services.
   grpc::Service* service();

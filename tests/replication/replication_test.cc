@@ -24,6 +24,7 @@
 #include "replication/log_entry.h"
 #include "replication/replica.h"
 #include "replication/replicated_store.h"
+#include "replication/replication.grpc.pb.h"
 #include "replication/replication.pb.h"
 #include "replication/replication_service.h"
 #include "replication/shipper.h"
@@ -433,12 +434,13 @@ TEST(ReplicatedStoreTest, AWriteReturnsOnceEveryInSyncBackupAppliedIt) {
   EXPECT_EQ(ReadPosition(*copy).value(), (LogPosition{1, 1}));
 }
 
-// A backup node: a store, its Replica and the Replication service on a
-// loopback port chosen by the OS.
+// A backup node of a cluster of two shards, holding a copy of shard 0: a
+// store, its Replica and the Replication service on a loopback port chosen
+// by the OS.
 struct Backup {
   Backup() : store(storage::MemoryStore::Open()) {
     replica = Replica::Open(store.get()).value();
-    service.SetReplica(replica.get());
+    service.SetReplica(0, replica.get());
     grpc::ServerBuilder builder;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
                              &port);
@@ -447,13 +449,13 @@ struct Backup {
   }
   ~Backup() {
     server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
-    service.SetReplica(nullptr);
+    service.SetReplica(0, nullptr);
   }
   std::string address() const { return "127.0.0.1:" + std::to_string(port); }
 
   std::unique_ptr<MessageStore> store;
   std::unique_ptr<Replica> replica;
-  ReplicationService service;
+  ReplicationService service{2};
   int port = 0;
   std::unique_ptr<grpc::Server> server;
 };
@@ -472,6 +474,40 @@ class ShippingTest : public ::testing::Test {
                        .retry_delay = absl::Milliseconds(50)});
   }
 };
+
+// The status a Replicate stream whose hello names `shard` ends with.
+grpc::Status HelloTo(const Backup& backup, uint32_t shard) {
+  auto stub = v1::Replication::NewStub(grpc::CreateChannel(
+      backup.address(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + kPatience));
+  auto stream = stub->Replicate(&context);
+  v1::ReplicateRequest hello;
+  hello.mutable_hello()->set_primary("a");
+  hello.mutable_hello()->set_shard(shard);
+  hello.mutable_hello()->set_epoch(1);
+  stream->Write(hello);
+  stream->WritesDone();
+  v1::ReplicateResponse response;
+  while (stream->Read(&response)) {
+  }
+  return stream->Finish();
+}
+
+TEST(ReplicationServiceTest,
+     RefusesShardsItHoldsNoCopyOfAndShardsThatDoNotExist) {
+  Backup backup;
+  const grpc::Status held = HelloTo(backup, 0);
+  EXPECT_EQ(held.error_code(), grpc::StatusCode::OK) << held.error_message();
+  const grpc::Status not_held = HelloTo(backup, 1);
+  EXPECT_EQ(not_held.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(not_held.error_message(),
+            "this node holds no backup copy of shard 1");
+  const grpc::Status unknown = HelloTo(backup, 7);
+  EXPECT_EQ(unknown.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(unknown.error_message(),
+            "shard 7 does not exist: this cluster has 2 shards (0 to 1)");
+}
 
 TEST_F(ShippingTest, BackupsHoldExactlyWhatThePrimaryWrote) {
   std::unique_ptr<MessageStore> base = storage::MemoryStore::Open();
