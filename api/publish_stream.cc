@@ -10,6 +10,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "api/proto_time.h"
+#include "api/redirect.h"
 #include "api/status.h"
 
 namespace hourglass::api {
@@ -42,6 +43,10 @@ PublishAnswer ToAnswer(
     const grpc::Status status = ToGrpcStatus(receipts.status());
     answer.set_code(static_cast<int32_t>(status.error_code()));
     answer.set_message(status.error_message());
+    if (std::optional<Primary> primary = PrimaryOf(receipts.status())) {
+      answer.set_primary(primary->address);
+      answer.set_epoch(primary->epoch);
+    }
   }
   return answer;
 }

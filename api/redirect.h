@@ -5,8 +5,7 @@
 #include <optional>
 #include <string>
 
-#include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
+#include "absl/status/status.h"
 #include "grpcpp/support/server_interceptor.h"
 
 namespace hourglass::api {
@@ -18,37 +17,45 @@ namespace hourglass::api {
 inline constexpr char kPrimaryTrailer[] = "hourglass-primary";
 inline constexpr char kEpochTrailer[] = "hourglass-epoch";
 
-// Where a cluster node sends clients: the primary it knows of, if any.
-// Thread-safe.
-class PrimaryHint {
- public:
-  struct Primary {
-    std::string address;
-    int64_t epoch = 0;
-  };
-  // nullopt: this node is the primary, or knows none (no redirect).
-  void Set(std::optional<Primary> primary);
-  std::optional<Primary> Get() const;
+// Where a refused call should go: the primary of the shard it needs.
+struct Primary {
+  std::string address;
+  int64_t epoch = 0;
 
- private:
-  mutable absl::Mutex mu_;
-  std::optional<Primary> primary_ ABSL_GUARDED_BY(mu_);
+  bool operator==(const Primary&) const = default;
 };
 
-// A server interceptor adding kPrimaryTrailer and kEpochTrailer to every
-// call that ends with UNAVAILABLE while `hint` names a primary, whichever
-// service answered it. Thread-safe.
+// A redirect travels with the refusal itself, per call, because on a node
+// of many shards each call's shard has a primary of its own:
+//
+//   1. The node's gate of the shard refuses with WithPrimary(status, ...):
+//      the primary rides in an absl::Status payload, through the broker's
+//      callbacks unchanged.
+//   2. ToGrpcStatus (api/status.h) carries it into the grpc::Status's
+//      error details, in RedirectDetails' encoding.
+//   3. The RedirectFactory's interceptor, as the status is sent, turns
+//      those details into the kPrimaryTrailer and kEpochTrailer trailers
+//      and sends the status without them.
+
+// `status` with `primary` attached. REQUIRES: !status.ok().
+absl::Status WithPrimary(absl::Status status, const Primary& primary);
+// The primary a status names (WithPrimary), if any.
+std::optional<Primary> PrimaryOf(const absl::Status& status);
+
+// The grpc::Status error details that carry `primary` from ToGrpcStatus to
+// the interceptor; and back (nullopt for details that are not such).
+std::string RedirectDetails(const Primary& primary);
+std::optional<Primary> PrimaryOfDetails(const std::string& details);
+
+// A server interceptor turning the redirect details of every call that
+// ends with UNAVAILABLE into the kPrimaryTrailer and kEpochTrailer
+// trailers (and dropping the details), whichever service answered it.
+// Thread-safe.
 class RedirectFactory final
     : public grpc::experimental::ServerInterceptorFactoryInterface {
  public:
-  // REQUIRES: `hint` outlives the factory and the server.
-  explicit RedirectFactory(const PrimaryHint* hint) : hint_(hint) {}
-
   grpc::experimental::Interceptor* CreateServerInterceptor(
       grpc::experimental::ServerRpcInfo* info) override;
-
- private:
-  const PrimaryHint* const hint_;
 };
 
 }  // namespace hourglass::api

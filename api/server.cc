@@ -148,8 +148,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
     interceptors.push_back(
         std::make_unique<CallMetricsFactory>(options.metrics));
   }
-  if (options.redirect != nullptr) {
-    interceptors.push_back(std::make_unique<RedirectFactory>(options.redirect));
+  if (options.redirects) {
+    interceptors.push_back(std::make_unique<RedirectFactory>());
   }
   if (!interceptors.empty()) {
     builder.experimental().SetInterceptorCreators(std::move(interceptors));

@@ -24,12 +24,11 @@ class StoreHealth;
 
 namespace hourglass::api {
 
-class PrimaryHint;
-
 // The grpc.health.v1 service name that is SERVING only on a node that takes
 // writes: a single node while its store takes writes (as the whole
-// server's status, ""), a cluster node only while it is the shard's primary
-// and takes writes (node/README.md, "Health"). A load balancer that sends
+// server's status, ""), a cluster node only while it is the primary of a
+// shard and takes writes in every shard it is the primary of
+// (node/README.md, "Health"). A load balancer that sends
 // calls straight to the primary checks it; Kubernetes' readiness checks "".
 inline constexpr char kPrimaryHealthService[] = "hourglass.v1.Primary";
 
@@ -83,15 +82,15 @@ struct ServerOptions {
   // none, nothing counted.
   metrics::Registry* metrics = nullptr;
 
-  // Cluster mode: calls that end UNAVAILABLE carry the primary this names,
-  // if any, as trailing metadata (api/redirect.h). Not owned; must outlive
-  // the server. Default: none.
-  const PrimaryHint* redirect = nullptr;
+  // Cluster mode: calls that end UNAVAILABLE naming the primary of their
+  // shard (api::WithPrimary) carry it as trailing metadata
+  // (api/redirect.h). Default: false (a single node redirects nothing).
+  bool redirects = false;
 
   // What grpc.health.v1 says at start, for "" and kPrimaryHealthService:
   // SERVING if true (the default: a single node serves once it listens),
-  // NOT_SERVING if false (a cluster node, until it has a part in its
-  // shard; SetServing changes it).
+  // NOT_SERVING if false (a cluster node, until it plays its part in its
+  // shards; SetServing changes it).
   bool serving_at_start = true;
 };
 

@@ -7,7 +7,8 @@
 namespace hourglass::api {
 
 // The one place where an absl::Status becomes a grpc::Status: same code,
-// same message.
+// same message; a primary the status names (api::WithPrimary) goes into
+// the error details, for the redirect interceptor (api/redirect.h).
 grpc::Status ToGrpcStatus(const absl::Status& status);
 
 }  // namespace hourglass::api

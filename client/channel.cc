@@ -264,10 +264,16 @@ bool ChannelAccess::FollowRedirect(const Channel& channel,
   const auto& trailers = context.GetServerTrailingMetadata();
   auto primary = trailers.find("hourglass-primary");
   if (primary == trailers.end() || primary->second.empty()) return false;
+  return FollowPrimary(
+      channel, std::string(primary->second.data(), primary->second.size()));
+}
+
+bool ChannelAccess::FollowPrimary(const Channel& channel,
+                                  const std::string& address) {
+  if (address.empty()) return false;
   ChannelState& state = *channel.state_;
   absl::MutexLock lock(&state.mu);
-  return SwitchTo(state,
-                  std::string(primary->second.data(), primary->second.size()));
+  return SwitchTo(state, address);
 }
 
 bool ChannelAccess::Rediscover(const Channel& channel, absl::Duration timeout) {

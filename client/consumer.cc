@@ -31,7 +31,10 @@ struct ConsumerState {
   void Subscribed(bool ok);
   void Received(absl::Span<hourglass::v1::Delivery* const> deliveries,
                 absl::Time received_at);
-  void Ended(uint64_t generation, const grpc::Status& status);
+  // The stream of `generation` ended with `status`; a cluster node that
+  // refused it named `primary` (empty: none), where calls go from now on.
+  void Ended(uint64_t generation, const grpc::Status& status,
+             const std::string& primary);
   // Subscribes again, from a backoff alarm.
   void Reconnect(bool fired);
 
@@ -115,8 +118,9 @@ void ConsumerState::Open(uint64_t number) {
       [this](absl::Span<hourglass::v1::Delivery* const> deliveries,
              absl::Time received_at,
              uint64_t /*response*/) { Received(deliveries, received_at); };
-  callbacks.on_done = [this, number](const grpc::Status& status) {
-    Ended(number, status);
+  callbacks.on_done = [this, number](const grpc::Status& status,
+                                     const std::string& primary) {
+    Ended(number, status, primary);
   };
   // Stored before it starts, so that a handler acking the first
   // deliveries finds it (Consumer::Ack).
@@ -166,9 +170,15 @@ void ConsumerState::Received(
   for (Delivery& d : taken) queue.push_back(std::move(d));
 }
 
-void ConsumerState::Ended(uint64_t number, const grpc::Status& status) {
+void ConsumerState::Ended(uint64_t number, const grpc::Status& status,
+                          const std::string& primary) {
   std::optional<absl::Time> wait_until;
   Wait* wait = nullptr;
+  // Cluster mode: the node is not the primary of the topic's shard, and
+  // said which node is.
+  const bool redirected =
+      status.error_code() == grpc::StatusCode::UNAVAILABLE &&
+      ChannelAccess::FollowPrimary(*channel, primary);
   {
     absl::MutexLock lock(&mu);
     ended_generation = number;
@@ -189,7 +199,8 @@ void ConsumerState::Ended(uint64_t number, const grpc::Status& status) {
     }
     if (options.reconnect && Reconnectable(status.error_code())) {
       ended_unavailable =
-          status.error_code() == grpc::StatusCode::UNAVAILABLE;
+          status.error_code() == grpc::StatusCode::UNAVAILABLE &&
+          !redirected;
       wait_until = absl::Now() + backoff.Next();
       waits.push_back(std::make_unique<Wait>());
       wait = waits.back().get();
@@ -257,8 +268,9 @@ Consumer::Consumer(std::unique_ptr<ConsumerState> state)
 absl::StatusOr<std::unique_ptr<Consumer>> Consumer::Subscribe(
     std::shared_ptr<Channel> channel, ConsumerOptions options,
     Handler handler) {
-  // Cluster mode: a node that is not the primary refuses with UNAVAILABLE;
-  // ask where the primary is and subscribe there.
+  // Cluster mode: a node that is not the primary of the topic's shard
+  // refuses with UNAVAILABLE, naming the primary; subscribe there (or, if
+  // it named none, ask the nodes where the primary is).
   // Each attempt gets the one handler.
   auto shared = std::make_shared<Handler>(std::move(handler));
   for (int attempt = 1;; ++attempt) {
@@ -268,12 +280,20 @@ absl::StatusOr<std::unique_ptr<Consumer>> Consumer::Subscribe(
         (*shared)(consumer, std::move(batch));
       };
     }
+    const internal::Endpoint* before =
+        &internal::ChannelAccess::endpoint(*channel);
     absl::StatusOr<std::unique_ptr<Consumer>> consumer =
         SubscribeOnce(channel, options, std::move(forward));
     if (consumer.ok() || attempt >= internal::kMaxRedirects ||
-        consumer.status().code() != absl::StatusCode::kUnavailable ||
-        !internal::ChannelAccess::Rediscover(*channel,
-                                             internal::kRediscoverTimeout)) {
+        consumer.status().code() != absl::StatusCode::kUnavailable) {
+      return consumer;
+    }
+    // The refusal named the primary, and calls go there now (Ended); or
+    // the nodes are asked where it is.
+    const bool redirected =
+        &internal::ChannelAccess::endpoint(*channel) != before;
+    if (!redirected && !internal::ChannelAccess::Rediscover(
+                           *channel, internal::kRediscoverTimeout)) {
       return consumer;
     }
   }

@@ -145,9 +145,12 @@ class Operation {
   virtual void Report(absl::Status status) = 0;
 
   // An attempt ended with `status`: done, or tried again after a backoff
-  // if the policy and the deadline allow.
+  // if the policy and the deadline allow. `context` is the call's (its
+  // trailers may name the primary), `primary` the primary a PublishStream
+  // answer named, if any.
   void Attempted(const grpc::Status& status,
-                 const grpc::ClientContext* context = nullptr) {
+                 const grpc::ClientContext* context = nullptr,
+                 const std::string& primary = "") {
     // Cluster mode: a node that is not the primary refused the call before
     // doing anything, and said where the primary is: repeat it there at
     // once. A node that did not answer: ask the others where the primary
@@ -156,6 +159,7 @@ class Operation {
         redirects_ < internal::kMaxRedirects &&
         ((context != nullptr &&
           ChannelAccess::FollowRedirect(*state_->channel, *context, status)) ||
+         ChannelAccess::FollowPrimary(*state_->channel, primary) ||
          (retry_unavailable_ &&
           ChannelAccess::Rediscover(*state_->channel,
                                     internal::kRediscoverTimeout)))) {
@@ -234,7 +238,8 @@ class PublishOperation final : public Operation {
             if (answer->code() != 0) {
               Attempted(
                   grpc::Status(static_cast<grpc::StatusCode>(answer->code()),
-                               answer->message()));
+                               answer->message()),
+                  nullptr, answer->primary());
               return;
             }
             Succeeded(answer->receipts());

@@ -1,13 +1,14 @@
 #include "node/cluster_node.h"
 
 #include <algorithm>
+#include <filesystem>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "api/cluster_service.h"
 #include "api/peer_certificates.h"
-#include "api/redirect.h"
 #include "broker/metrics.h"
 #include "broker/store_errors.h"
 #include "cluster/etcd_client.h"
@@ -19,21 +20,31 @@
 #include "hourglass/v1/cluster.pb.h"
 #include "node/primary_gate.h"
 #include "node/shard_host.h"
+#include "node/shard_refusal.h"
+#include "node/shard_router.h"
 #include "replication/replication_service.h"
 #include "spdlog/spdlog.h"
 #include "storage/rocksdb_store.h"
 
 namespace hourglass::node {
+namespace {
+
+// Where shard `shard`'s store lives.
+std::string ShardDir(const std::string& data_dir, int shard) {
+  return absl::StrCat(data_dir, "/shards/", shard);
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<ClusterNode>> ClusterNode::Open(
     ClusterNodeOptions options) {
   if (options.clock == nullptr) {
     return absl::InvalidArgumentError("cluster node: no clock");
   }
-  if (options.shards != 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--shards=", options.shards,
-        ": this version runs clusters of one shard; use --shards=1"));
+  if (options.shards < 1 || options.shards > ShardRouter::kMaxShards) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--shards must be between 1 and ", ShardRouter::kMaxShards,
+                     ", not ", options.shards));
   }
   if (options.min_insync < 1 ||
       options.min_insync > options.replication_factor) {
@@ -68,59 +79,168 @@ absl::StatusOr<std::unique_ptr<ClusterNode>> ClusterNode::Open(
       return n->CheckPeer(context);
     };
   }
-  const std::string store_dir = o.data_dir + "/shards/0";
-  auto open_store = [sync = o.sync,
-                     cache = o.block_cache_bytes](const std::string& dir)
-      -> absl::StatusOr<std::unique_ptr<storage::MessageStore>> {
-    return storage::RocksDbStore::Open(
-        {.path = dir, .sync = sync, .block_cache_bytes = cache});
-  };
-  absl::StatusOr<std::unique_ptr<storage::MessageStore>> store =
-      open_store(store_dir);
-  if (!store.ok()) return store.status();
+  node->resources_ = storage::RocksDbResources::Create(
+      {.block_cache_bytes = o.block_cache_bytes,
+       .write_buffer_bytes = o.write_buffer_bytes});
   absl::StatusOr<std::unique_ptr<cluster::EtcdClient>> etcd =
       cluster::EtcdClient::Create(
           cluster::EtcdOptions{.endpoints = o.etcd, .tls = o.etcd_tls});
   if (!etcd.ok()) return etcd.status();
   node->etcd_ = *std::move(etcd);
-  node->gate_ =
-      std::make_unique<PrimaryGate>("this node has not joined its cluster yet");
-  node->hint_ = std::make_unique<api::PrimaryHint>();
+  std::vector<PrimaryGate*> gates;
+  for (int shard = 0; shard < o.shards; ++shard) {
+    node->gates_.push_back(std::make_unique<PrimaryGate>(
+        "this node has not joined its cluster yet"));
+    gates.push_back(node->gates_.back().get());
+  }
+  node->router_ = std::make_unique<ShardRouter>(std::move(gates));
   node->replication_ = std::make_unique<replication::ReplicationService>(
       o.shards, std::move(caller_check));
   node->cluster_service_ = std::make_unique<api::ClusterService>(
       [n = node.get()] { return n->Map(); }, o.authorizer);
-  ShardHostOptions host;
-  host.shard = 0;
-  host.node_id = o.node_id;
-  host.min_insync = o.min_insync;
-  host.engine = o.engine;
-  host.clock = o.clock;
-  host.metrics = o.engine.metrics;
-  host.store_dir = store_dir;
-  host.open_store = open_store;
-  host.peer_channel = [credentials = *std::move(peer_credentials),
-                       tls = o.peer_tls](const std::string& address) {
+  node->peer_channel_ = [credentials = *std::move(peer_credentials),
+                         tls = o.peer_tls](const std::string& address) {
     grpc::ChannelArguments arguments;
     client::SetTlsArguments(tls, arguments);
     return grpc::CreateCustomChannel(address, credentials, arguments);
   };
-  auto shard_host = std::make_unique<ShardHost>(
-      *std::move(store), std::move(host), node->gate_.get(), node->hint_.get(),
-      node->replication_.get());
-  node->replication_->SetRebuildHandler(
-      0, [h = shard_host.get()](std::string why) {
-        h->RequestRebuild(std::move(why));
-      });
-  {
-    absl::MutexLock lock(&node->mu_);
-    node->host_ = std::move(shard_host);
+  // The copies this node held before: open now, so that a store that
+  // cannot open stops the node at once, and so that the node can report
+  // its positions as soon as it joins.
+  for (int shard = 0; shard < o.shards; ++shard) {
+    if (!std::filesystem::exists(ShardDir(o.data_dir, shard))) continue;
+    absl::StatusOr<std::unique_ptr<ShardHost>> host = node->OpenHost(shard);
+    if (!host.ok()) return host.status();
+    node->AddHost(shard, *std::move(host));
   }
   if (o.engine.metrics != nullptr) {
     node->collector_ = o.engine.metrics->AddCollector(
         [n = node.get()] { n->CollectMetrics(); });
   }
   return node;
+}
+
+absl::StatusOr<std::unique_ptr<ShardHost>> ClusterNode::OpenHost(int shard) {
+  const ClusterNodeOptions& o = options_;
+  auto open_store = [sync = o.sync,
+                     resources = resources_](const std::string& dir)
+      -> absl::StatusOr<std::unique_ptr<storage::MessageStore>> {
+    return storage::RocksDbStore::Open(
+        {.path = dir, .sync = sync, .shared = resources});
+  };
+  const std::string store_dir = ShardDir(o.data_dir, shard);
+  absl::StatusOr<std::unique_ptr<storage::MessageStore>> store =
+      open_store(store_dir);
+  if (!store.ok()) return store.status();
+  ShardHostOptions host;
+  host.shard = shard;
+  host.node_id = o.node_id;
+  host.min_insync = o.min_insync;
+  host.engine = o.engine;
+  host.clock = o.clock;
+  host.metrics = o.engine.metrics;
+  host.store_dir = store_dir;
+  host.open_store = std::move(open_store);
+  host.peer_channel = peer_channel_;
+  return std::make_unique<ShardHost>(*std::move(store), std::move(host),
+                                     gates_[shard].get(), replication_.get());
+}
+
+void ClusterNode::AddHost(int shard, std::unique_ptr<ShardHost> host) {
+  ShardHost* const h = host.get();
+  replication_->SetRebuildHandler(
+      shard, [h](std::string why) { h->RequestRebuild(std::move(why)); });
+  h->WatchHealth(
+      [this, shard](ShardHealth health) { OnShardHealth(shard, health); });
+  cluster::Member* member = nullptr;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!leaving_) {
+      member = member_.get();
+      hosts_[shard] = std::move(host);
+    }
+  }
+  if (host != nullptr) {  // The node is leaving: the host never served.
+    host.reset();
+    replication_->SetRebuildHandler(shard, nullptr);
+    return;
+  }
+  // Join attaches the hosts it finds; those made after, here.
+  if (member != nullptr) h->Attach(member);
+}
+
+std::vector<ShardHost*> ClusterNode::Hosts() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<ShardHost*> hosts;
+  for (const auto& [shard, host] : hosts_) hosts.push_back(host.get());
+  return hosts;
+}
+
+std::vector<int> ClusterNode::hosted_shards() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<int> shards;
+  for (const auto& [shard, host] : hosts_) shards.push_back(shard);
+  return shards;
+}
+
+void ClusterNode::OnView(const cluster::ClusterView& view) {
+  std::vector<bool> hosted(gates_.size(), false);
+  {
+    absl::MutexLock lock(&mu_);
+    if (leaving_) return;
+    for (const auto& [shard, host] : hosts_) hosted[shard] = true;
+  }
+  for (const auto& [shard, s] : view.shards) {
+    if (shard < 0 || shard >= static_cast<int>(gates_.size())) {
+      if (std::exchange(told_shard_count_, true)) continue;
+      spdlog::error(
+          "cluster: node {} was started with --shards={}, but cluster {} has "
+          "shard {}: every node of a cluster needs the same --shards",
+          options_.node_id, gates_.size(), options_.cluster, shard);
+      continue;
+    }
+    if (hosted[shard] || (s.record.primary != options_.node_id &&
+                          !s.record.IsReplica(options_.node_id))) {
+      continue;
+    }
+    absl::StatusOr<std::unique_ptr<ShardHost>> host = OpenHost(shard);
+    if (!host.ok()) {
+      spdlog::error("cluster: node {} cannot open its copy of shard {}: {}",
+                    options_.node_id, shard,
+                    std::string(host.status().message()));
+      continue;
+    }
+    spdlog::info("cluster: node {} holds a copy of shard {} from now on, in {}",
+                 options_.node_id, shard, ShardDir(options_.data_dir, shard));
+    AddHost(shard, *std::move(host));
+    hosted[shard] = true;
+  }
+  for (ShardHost* host : Hosts()) host->OnView(view);
+  // The hosts keep their gates; the others refuse, naming the primary.
+  for (size_t shard = 0; shard < gates_.size(); ++shard) {
+    if (hosted[shard]) continue;
+    auto it = view.shards.find(static_cast<int>(shard));
+    if (it != view.shards.end() &&
+        it->second.record.primary == options_.node_id) {
+      gates_[shard]->Close(absl::UnavailableError(
+          absl::StrCat("node ", options_.node_id, " is the primary of shard ",
+                       shard, " but cannot open its copy (see its log)")));
+      continue;
+    }
+    gates_[shard]->Close(
+        ShardRefusal(view, static_cast<int>(shard), options_.node_id));
+  }
+}
+
+void ClusterNode::OnShardHealth(int shard, const ShardHealth& health) {
+  absl::MutexLock lock(&health_mu_);
+  shard_health_[shard] = health;
+  std::vector<ShardHealth> all;
+  for (const auto& [n, h] : shard_health_) all.push_back(h);
+  const NodeHealth now = OverShards(all);
+  if (now == told_) return;
+  told_ = now;
+  if (health_listener_) health_listener_(now);
 }
 
 ClusterNode::ClusterNode(ClusterNodeOptions options)
@@ -156,10 +276,24 @@ ClusterNode::~ClusterNode() {
 
 void ClusterNode::CollectMetrics() {
   metrics::Registry& registry = *options_.engine.metrics;
-  const std::string shard = "0";
   absl::MutexLock lock(&mu_);
-  if (host_ == nullptr) return;
-  const ShardHost::Role role = host_->role();
+  std::optional<cluster::ClusterView> view;
+  if (member_ != nullptr) {
+    view = member_->view();
+    registry.Gauges(metrics::Metric::kClusterController)
+        .Add({})
+        .Set(view->controller == options_.node_id ? 1 : 0);
+  }
+  for (const auto& [shard, host] : hosts_) {
+    CollectShard(shard, *host, view.has_value() ? &*view : nullptr);
+  }
+}
+
+void ClusterNode::CollectShard(int shard_number, ShardHost& host,
+                               const cluster::ClusterView* view) {
+  metrics::Registry& registry = *options_.engine.metrics;
+  const std::string shard = std::to_string(shard_number);
+  const ShardHost::Role role = host.role();
   for (const auto& [name, value] :
        {std::pair{"primary", ShardHost::Role::kPrimary},
         std::pair{"backup", ShardHost::Role::kBackup},
@@ -170,19 +304,15 @@ void ClusterNode::CollectMetrics() {
   }
   registry.Gauges(metrics::Metric::kReplicationPosition)
       .Add({shard})
-      .Set(static_cast<double>(host_->position()));
-  const uint64_t sent = replication_->checkpoints_sent(0);
+      .Set(static_cast<double>(host.position()));
+  const uint64_t sent = replication_->checkpoints_sent(shard_number);
   registry.Counters(metrics::Metric::kReplicationCheckpointsTotal)
       .Add({shard, "sent"})
-      .Increment(static_cast<double>(sent - checkpoints_sent_));
-  checkpoints_sent_ = sent;
-  if (member_ != nullptr) {
-    const cluster::ClusterView view = member_->view();
-    registry.Gauges(metrics::Metric::kClusterController)
-        .Add({})
-        .Set(view.controller == options_.node_id ? 1 : 0);
-    auto record = view.shards.find(0);
-    if (record != view.shards.end()) {
+      .Increment(static_cast<double>(sent - checkpoints_sent_[shard_number]));
+  checkpoints_sent_[shard_number] = sent;
+  if (view != nullptr) {
+    auto record = view->shards.find(shard_number);
+    if (record != view->shards.end()) {
       registry.Gauges(metrics::Metric::kClusterEpoch)
           .Add({shard})
           .Set(static_cast<double>(record->second.record.epoch));
@@ -194,7 +324,7 @@ void ClusterNode::CollectMetrics() {
   // Lag, from the primary only; a backup no longer reported reads 0.
   std::vector<std::string> reported;
   const absl::Time now = absl::Now();
-  if (std::optional<ShardHost::Progress> progress = host_->progress()) {
+  if (std::optional<ShardHost::Progress> progress = host.progress()) {
     for (const ShardHost::BackupProgress& b : progress->backups) {
       const int64_t behind =
           std::max<int64_t>(0, progress->last_index - b.applied_index);
@@ -216,7 +346,7 @@ void ClusterNode::CollectMetrics() {
       reported.push_back(b.node);
     }
   }
-  for (const std::string& gone : lag_backups_) {
+  for (const std::string& gone : lag_backups_[shard_number]) {
     if (std::find(reported.begin(), reported.end(), gone) != reported.end()) {
       continue;
     }
@@ -226,10 +356,10 @@ void ClusterNode::CollectMetrics() {
       registry.Gauges(m).Add({shard, gone}).Set(0);
     }
   }
-  lag_backups_ = std::move(reported);
+  lag_backups_[shard_number] = std::move(reported);
 }
 
-broker::Broker* ClusterNode::broker() { return gate_.get(); }
+broker::Broker* ClusterNode::broker() { return router_.get(); }
 
 std::vector<grpc::Service*> ClusterNode::services() {
   return {replication_->service(), cluster_service_.get()};
@@ -245,33 +375,46 @@ absl::Status ClusterNode::Join(const std::string& address,
   member.shards = options_.shards;
   member.replication_factor = options_.replication_factor;
   cluster::Member::Callbacks callbacks;
-  ShardHost* host;
-  {
-    absl::MutexLock lock(&mu_);
-    host = host_.get();
-  }
-  callbacks.position = [host](int) { return host->Position(); };
-  callbacks.on_view = [host](const cluster::ClusterView& view) {
-    host->OnView(view);
+  callbacks.position = [this](int shard) -> std::optional<int64_t> {
+    ShardHost* host = nullptr;
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = hosts_.find(shard);
+      if (it != hosts_.end()) host = it->second.get();
+    }
+    if (host == nullptr) return std::nullopt;
+    return host->Position();
+  };
+  callbacks.on_view = [this](const cluster::ClusterView& view) {
+    OnView(view);
   };
   callbacks.on_lost =
-      [host, on_lost = std::move(on_lost)](absl::Status status) mutable {
-        host->StepDown(
-            absl::StrCat("this node lost its etcd lease: ", status.message()));
+      [this, on_lost = std::move(on_lost)](absl::Status status) mutable {
+        for (ShardHost* host : Hosts()) {
+          host->StepDown(absl::StrCat("this node lost its etcd lease: ",
+                                      status.message()));
+        }
         if (on_lost) on_lost();
       };
   absl::StatusOr<std::unique_ptr<cluster::Member>> joined =
       cluster::Member::Join(*etcd_, std::move(member), std::move(callbacks));
   if (!joined.ok()) return joined.status();
-  host->Attach(joined->get());
-  absl::MutexLock lock(&mu_);
-  member_ = *std::move(joined);
+  cluster::Member* const m = joined->get();
+  std::vector<ShardHost*> hosts;
+  {
+    absl::MutexLock lock(&mu_);
+    member_ = *std::move(joined);
+    for (const auto& [shard, host] : hosts_) hosts.push_back(host.get());
+  }
+  // Hosts made from now on are attached as they are made (AddHost).
+  for (ShardHost* host : hosts) host->Attach(m);
   return absl::OkStatus();
 }
 
 void ClusterNode::WatchHealth(absl::AnyInvocable<void(NodeHealth)> listener) {
-  absl::MutexLock lock(&mu_);
-  if (host_ != nullptr) host_->WatchHealth(std::move(listener));
+  absl::MutexLock lock(&health_mu_);
+  health_listener_ = std::move(listener);
+  health_listener_(told_);
 }
 
 hourglass::v1::ClusterMap ClusterNode::Map() const {
@@ -289,7 +432,6 @@ hourglass::v1::ClusterMap ClusterNode::Map() const {
     out.set_id(id);
     out.set_address(node.address);
   }
-  const std::optional<ShardHost::Progress> progress = host_->progress();
   const absl::Time now = absl::Now();
   for (const auto& [number, shard] : view.shards) {
     hourglass::v1::ShardInfo& out = *map.add_shards();
@@ -298,9 +440,13 @@ hourglass::v1::ClusterMap ClusterNode::Map() const {
     out.set_primary(shard.record.primary);
     for (const std::string& r : shard.record.replicas) out.add_replicas(r);
     for (const std::string& r : shard.record.isr) out.add_isr(r);
-    if (shard.record.primary != options_.node_id || !progress.has_value()) {
+    auto host = hosts_.find(number);
+    if (shard.record.primary != options_.node_id || host == hosts_.end()) {
       continue;
     }
+    const std::optional<ShardHost::Progress> progress =
+        host->second->progress();
+    if (!progress.has_value()) continue;
     out.set_last_index(progress->last_index);
     for (const ShardHost::BackupProgress& b : progress->backups) {
       hourglass::v1::ReplicaLag& lag = *out.add_lag();
@@ -320,16 +466,23 @@ hourglass::v1::ClusterMap ClusterNode::Map() const {
 
 void ClusterNode::Leave() {
   std::unique_ptr<cluster::Member> member;
-  std::unique_ptr<ShardHost> host;
+  std::map<int, std::unique_ptr<ShardHost>> hosts;
   {
     absl::MutexLock lock(&mu_);
+    leaving_ = true;
     member = std::move(member_);
-    host = std::move(host_);
+    hosts = std::move(hosts_);
+    hosts_.clear();
   }
-  if (host != nullptr) host->StepDown("this node is shutting down");
-  // The member first: it calls into the host.
+  for (auto& [shard, host] : hosts) {
+    host->StepDown("this node is shutting down");
+  }
+  // The member first: it calls into the hosts.
   member.reset();
-  host.reset();
+  for (auto& [shard, host] : hosts) {
+    host.reset();
+    replication_->SetRebuildHandler(shard, nullptr);
+  }
 }
 
 }  // namespace hourglass::node

@@ -1,7 +1,8 @@
 #ifndef HOURGLASS_NODE_CLUSTER_NODE_H_
 #define HOURGLASS_NODE_CLUSTER_NODE_H_
 
-#include <atomic>
+#include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,6 +21,7 @@
 #include "storage/message_store.h"
 
 namespace grpc {
+class Channel;
 class ServerContextBase;
 class Service;
 }  // namespace grpc
@@ -28,7 +30,6 @@ namespace hourglass::api {
 class Authorizer;
 class ClusterService;
 class PeerCertificates;
-class PrimaryHint;
 }  // namespace hourglass::api
 
 namespace hourglass::v1 {
@@ -38,6 +39,7 @@ class ClusterMap;
 namespace hourglass::cluster {
 class EtcdClient;
 class Member;
+struct ClusterView;
 }  // namespace hourglass::cluster
 
 namespace hourglass::replication {
@@ -48,10 +50,15 @@ namespace hourglass::broker {
 class RateLimitedLog;
 }  // namespace hourglass::broker
 
+namespace hourglass::storage {
+class RocksDbResources;
+}  // namespace hourglass::storage
+
 namespace hourglass::node {
 
 class PrimaryGate;
 class ShardHost;
+class ShardRouter;
 
 struct ClusterNodeOptions {
   // --etcd, parsed (cluster::ParseEtcdEndpoints).
@@ -59,14 +66,22 @@ struct ClusterNodeOptions {
   std::string cluster = "hourglass";  // --cluster
   std::string node_id;                // --node_id
   absl::Duration lease_ttl = absl::Seconds(3);
+  // --shards: the cluster's shard count, between 1 and
+  // ShardRouter::kMaxShards. Every node of a cluster must be given the
+  // same (the controller creates this many; calls are routed by it).
   int shards = 1;
   int replication_factor = 3;
   int min_insync = 2;
-  // The shard's store: opened at <data_dir>/shards/0.
+  // Shard n's store: opened at <data_dir>/shards/<n> (at Open if it exists,
+  // otherwise once a shard record first names this node).
   std::string data_dir;
   bool sync = true;
-  size_t block_cache_bytes = 64 << 20;
-  // The engine run while this node is the shard's primary.
+  // Shared by all the node's stores (storage::RocksDbResources): the block
+  // cache (--block_cache_mb) and the memtable budget. Defaults: 64 MiB and
+  // 128 MiB.
+  size_t block_cache_bytes = size_t{64} << 20;
+  size_t write_buffer_bytes = size_t{128} << 20;
+  // The engine run for each shard this node is the primary of.
   broker::Engine::Options engine;
   broker::Clock* clock = nullptr;  // Required.
   // Who may read the cluster map (null: everyone). Must outlive the node.
@@ -86,17 +101,19 @@ struct ClusterNodeOptions {
   client::TlsOptions etcd_tls;
 };
 
-// hourglassd as a node of a cluster (CLUSTER.md), with one shard (issue 21,
-// part 1): the shard's store, the broker the gRPC services call (a gate
-// that lets them into the engine while this node is the primary), the
-// Replication service, and, once joined, the node's membership in etcd and
-// the shard's role (node/shard_host.h).
+// hourglassd as a node of a cluster (CLUSTER.md): a store per shard whose
+// record names this node, each with its role (node/shard_host.h); the
+// broker the gRPC services call (a ShardRouter in front of a gate per
+// shard, which lets calls into the shard's engine while this node is its
+// primary); the Replication service of every shard; and, once joined, the
+// node's membership in etcd.
 //
 // Thread-safe.
 class ClusterNode {
  public:
-  // Opens the store and connects to etcd (without joining). Errors: the
-  // store's; INVALID_ARGUMENT for bad options, among them a TLS file that
+  // Opens the stores of the shards whose directories exist (a node that
+  // held copies before) and connects to etcd (without joining). Errors: the
+  // stores'; INVALID_ARGUMENT for bad options, among them a TLS file that
   // cannot be read (named by its option: `peer_tls.ca_file: cannot read
   // ...`), a peer CA file without a certificate, or peer TLS without
   // peer_tls.ca_file.
@@ -108,10 +125,13 @@ class ClusterNode {
   ClusterNode& operator=(const ClusterNode&) = delete;
 
   // What the gRPC server needs: the broker for the Broker and Admin
-  // services, the services of the cluster, and where to redirect clients.
+  // services (its refusals name the shard's primary: the server must
+  // install api::RedirectFactory), and the services of the cluster.
   broker::Broker* broker();
   std::vector<grpc::Service*> services();
-  const api::PrimaryHint* hint() const { return hint_.get(); }
+
+  // The shards whose stores are open on this node, in order.
+  std::vector<int> hosted_shards() const;
 
   // Joins the cluster advertising `address` (--advertise, or the address
   // the server listens on). `on_lost` runs once if the node's lease is
@@ -123,9 +143,10 @@ class ClusterNode {
 
   // Calls `listener` with the node's health now (not serving before Join),
   // then at each change until Leave, which tells it that the node serves
-  // no more before the hand-over (node/node_health.h). On the shard host's
-  // thread, or Leave's caller, one call at a time; it must not block nor
-  // call the node. hourglassd sets grpc.health.v1 from it.
+  // no more before the hand-over (node/node_health.h, node/README.md
+  // "Health": over every shard whose record names this node). On a shard
+  // host's thread, or Leave's caller, one call at a time; it must not block
+  // nor call the node. hourglassd sets grpc.health.v1 from it.
   void WatchHealth(absl::AnyInvocable<void(NodeHealth)> listener);
 
   const std::string& node_id() const { return options_.node_id; }
@@ -140,10 +161,32 @@ class ClusterNode {
  private:
   explicit ClusterNode(ClusterNodeOptions options);
 
+  // Opens shard `shard`'s store and its host (not yet attached).
+  absl::StatusOr<std::unique_ptr<ShardHost>> OpenHost(int shard);
+  // The member's view: hosts for the shards that name this node first (the
+  // store opened), then the view to every host, and the refusals of the
+  // gates of shards this node holds no copy of. On the member's thread.
+  void OnView(const cluster::ClusterView& view);
+  // Hosts made after Join: watched for health, attached, given the view.
+  void AddHost(int shard, std::unique_ptr<ShardHost> host);
+  // A host told of its shard's health: the node's, over every shard, to
+  // the listener if it changed.
+  void OnShardHealth(int shard, const ShardHealth& health);
+  // The hosts now (for calls outside mu_: hosts live until Leave returns,
+  // and Leave runs after no callback can, so a pointer taken under mu_
+  // stays good in a member callback).
+  std::vector<ShardHost*> Hosts() const;
+
   const ClusterNodeOptions options_;
   std::unique_ptr<cluster::EtcdClient> etcd_;
-  std::unique_ptr<PrimaryGate> gate_;
-  std::unique_ptr<api::PrimaryHint> hint_;
+  // Constant after Open: the stores' shared cache and memtable budget, the
+  // gates (one per shard), and the router in front of them.
+  std::shared_ptr<storage::RocksDbResources> resources_;
+  std::vector<std::unique_ptr<PrimaryGate>> gates_;
+  std::unique_ptr<ShardRouter> router_;
+  // How a host reaches a peer (ShardHostOptions::peer_channel).
+  std::function<std::shared_ptr<grpc::Channel>(const std::string&)>
+      peer_channel_;
   // Set by Open with peer TLS, constant after: who may call the
   // Replication service, and when a refusal is logged.
   std::unique_ptr<api::PeerCertificates> peers_;
@@ -156,16 +199,37 @@ class ClusterNode {
   // Sets the cluster's gauges (a metrics collector: at each scrape).
   void CollectMetrics();
 
-  uint64_t collector_ = 0;  // In options_.engine.metrics, if any.
-  // The collector's: backups whose lag gauges it set, and the checkpoints
-  // sent it has counted.
-  std::vector<std::string> lag_backups_;
-  uint64_t checkpoints_sent_ = 0;
+  // The member thread's: whether OnView logged that the cluster has a
+  // shard this node's --shards does not (it logs it once).
+  bool told_shard_count_ = false;
 
-  // Replaced only by Join and Leave; read by Map from gRPC threads.
+  // Sets one shard's gauges (CollectMetrics).
+  void CollectShard(int shard, ShardHost& host,
+                    const cluster::ClusterView* view);
+
+  uint64_t collector_ = 0;  // In options_.engine.metrics, if any.
+  // The collector's, by shard: backups whose lag gauges it set, and the
+  // checkpoints sent it has counted.
+  std::map<int, std::vector<std::string>> lag_backups_;
+  std::map<int, uint64_t> checkpoints_sent_;
+
+  // Hosts are added by Open and the member's thread, and go only in Leave;
+  // the member is set by Join and goes in Leave. Read by Map from gRPC
+  // threads.
   mutable absl::Mutex mu_;
-  std::unique_ptr<ShardHost> host_ ABSL_GUARDED_BY(mu_);
+  std::map<int, std::unique_ptr<ShardHost>> hosts_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<cluster::Member> member_ ABSL_GUARDED_BY(mu_);
+  // Set by Leave: no host is made any more.
+  bool leaving_ ABSL_GUARDED_BY(mu_) = false;
+
+  // The node's health: each shard's as its host last told, the listener,
+  // and what it was told last. Held while it is told, so that changes
+  // arrive in order; taken after a host's own health lock, never before.
+  absl::Mutex health_mu_;
+  std::map<int, ShardHealth> shard_health_ ABSL_GUARDED_BY(health_mu_);
+  absl::AnyInvocable<void(NodeHealth)> health_listener_
+      ABSL_GUARDED_BY(health_mu_);
+  NodeHealth told_ ABSL_GUARDED_BY(health_mu_);
 };
 
 }  // namespace hourglass::node

@@ -5,10 +5,10 @@
 namespace hourglass::node {
 namespace {
 
-// Consumer ids: the engine's in the low 40 bits, the gate's generation of
-// that engine above.
-constexpr int kGenerationShift = 40;
+constexpr int kGenerationShift = PrimaryGate::kEngineIdBits;
 constexpr uint64_t kEngineIdMask = (uint64_t{1} << kGenerationShift) - 1;
+constexpr uint64_t kGenerationMask =
+    (uint64_t{1} << (PrimaryGate::kGateIdBits - kGenerationShift)) - 1;
 
 }  // namespace
 
@@ -17,7 +17,7 @@ class PrimaryGate::Entry {
   explicit Entry(PrimaryGate* gate) : gate_(gate) {
     absl::MutexLock lock(&gate_->mu_);
     engine_ = gate_->engine_;
-    generation_ = gate_->generation_;
+    generation_ = gate_->generation_ & kGenerationMask;
     refusal_ = gate_->refusal_;
     ++gate_->inside_;
   }
@@ -56,10 +56,10 @@ void PrimaryGate::Open(broker::Broker* engine) {
   refusal_ = absl::OkStatus();
 }
 
-void PrimaryGate::Close(std::string reason) {
+void PrimaryGate::Close(absl::Status refusal) {
   absl::MutexLock lock(&mu_);
   engine_ = nullptr;
-  refusal_ = absl::UnavailableError(std::move(reason));
+  refusal_ = std::move(refusal);
   mu_.Await(absl::Condition(
       +[](int* inside) { return *inside == 0; }, &inside_));
 }

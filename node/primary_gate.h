@@ -17,23 +17,33 @@ namespace hourglass::node {
 // (UNAVAILABLE, saying why; api/redirect.h adds where the primary is). The
 // engine comes and goes with the node's role, under calls in progress.
 //
-// Consumer ids are given out with the engine's generation in their top
-// bits, so that an ack for a stream of an engine that has since gone is
-// ignored rather than taken by the next one.
+// Consumer ids are given out with the engine's generation above the
+// engine's own id (kGateIdBits in all), so that an ack for a stream of an
+// engine that has since gone is ignored rather than taken by the next one.
+// The bits above kGateIdBits are 0, for the ShardRouter's shard.
 //
 // Thread-safe. A call holds no lock while it runs in the engine.
 class PrimaryGate final : public broker::Broker {
  public:
+  // Consumer ids: the engine's in the low kEngineIdBits, the generation of
+  // the engine (the gate's count of Open calls, modulo 2^12) in the next
+  // 12 bits. An id of an engine opened 4,096 openings ago would be taken
+  // for the current engine's; by then its stream has long ended (closing
+  // the gate shuts the engine and its streams down).
+  static constexpr int kEngineIdBits = 40;
+  static constexpr int kGateIdBits = 52;
+
   // Refuses with UNAVAILABLE `reason` until Open.
   explicit PrimaryGate(std::string reason);
 
   // Forwards calls to `engine` from now on. REQUIRES: closed (no engine).
   // `engine` must stay alive until Close returns.
   void Open(broker::Broker* engine);
-  // Refuses every call from now on with UNAVAILABLE `reason`, and waits
-  // until no call is inside the engine: it may then be shut down and
-  // destroyed. Called while closed, it only changes the reason.
-  void Close(std::string reason);
+  // Refuses every call from now on with `refusal`, and waits until no call
+  // is inside the engine: it may then be shut down and destroyed. Called
+  // while closed, it only changes the refusal. REQUIRES: refusal is
+  // UNAVAILABLE (it may name the shard's primary: api::WithPrimary).
+  void Close(absl::Status refusal);
   bool open() const;
 
   // broker::Broker.

@@ -10,10 +10,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
-#include "api/redirect.h"
 #include "broker/metrics.h"
 #include "grpcpp/grpcpp.h"
 #include "node/primary_gate.h"
+#include "node/shard_refusal.h"
 #include "replication/checkpoint_fetch.h"
 #include "replication/log_entry.h"
 #include "replication/replica.h"
@@ -38,12 +38,8 @@ constexpr size_t kRejoinBytes = size_t{4} << 20;
 
 ShardHost::ShardHost(std::unique_ptr<storage::MessageStore> base,
                      ShardHostOptions options, PrimaryGate* gate,
-                     api::PrimaryHint* hint,
                      replication::ReplicationService* replication)
-    : options_(std::move(options)),
-      gate_(gate),
-      hint_(hint),
-      replication_(replication) {
+    : options_(std::move(options)), gate_(gate), replication_(replication) {
   {
     absl::MutexLock lock(&role_mu_);
     base_ = std::move(base);
@@ -140,29 +136,36 @@ void ShardHost::StepDown(const std::string& reason) {
   TellHealth();
 }
 
-NodeHealth ShardHost::health() const {
+ShardHost::Health ShardHost::health() const {
   absl::MutexLock lock(&role_mu_);
-  NodeHealth health;
+  Health health;
   if (left_) return health;
+  {
+    absl::MutexLock view_lock(&mu_);
+    if (view_.has_value()) {
+      auto it = view_->shards.find(options_.shard);
+      if (it != view_->shards.end()) {
+        const cluster::ShardRecord& record = it->second.record;
+        health.named = record.primary == options_.node_id ||
+                       record.IsReplica(options_.node_id);
+        health.named_primary = record.primary == options_.node_id;
+        health.node.member =
+            role_ == Role::kBackup && record.InIsr(options_.node_id);
+      }
+    }
+  }
   if (role_ == Role::kPrimary) {
     // The engine opens once the in-sync set is large enough; its store
     // health says whether writes are taken (a full disk, too few in-sync
     // backups left to acknowledge them).
-    health.primary =
+    health.node.primary =
         engine_ != nullptr && engine_->store_health().status().ok();
-    health.member = health.primary;
-  } else if (role_ == Role::kBackup) {
-    absl::MutexLock view_lock(&mu_);
-    if (view_.has_value()) {
-      auto it = view_->shards.find(options_.shard);
-      health.member = it != view_->shards.end() &&
-                      it->second.record.InIsr(options_.node_id);
-    }
+    health.node.member = health.node.primary;
   }
   return health;
 }
 
-void ShardHost::WatchHealth(absl::AnyInvocable<void(NodeHealth)> listener) {
+void ShardHost::WatchHealth(absl::AnyInvocable<void(Health)> listener) {
   absl::MutexLock lock(&health_mu_);
   health_listener_ = std::move(listener);
   told_ = health();
@@ -171,7 +174,7 @@ void ShardHost::WatchHealth(absl::AnyInvocable<void(NodeHealth)> listener) {
 
 void ShardHost::TellHealth() {
   absl::MutexLock lock(&health_mu_);
-  const NodeHealth now = health();
+  const Health now = health();
   if (now == told_) return;
   told_ = now;
   if (health_listener_) health_listener_(now);
@@ -201,19 +204,20 @@ void ShardHost::Run() {
 void ShardHost::Reconcile(const cluster::ClusterView& view) {
   auto it = view.shards.find(options_.shard);
   if (it == view.shards.end()) {
-    SetHint(view, nullptr);
     absl::MutexLock lock(&role_mu_);
     if (role_ == Role::kPrimary) {
       StepDownLocked(
           absl::StrCat("shard ", options_.shard, " has no record in etcd"));
     }
-    gate_->Close(absl::StrCat("the cluster has not created shard ",
-                              options_.shard, " yet (it waits for ",
-                              "--replication_factor nodes to join)"));
+    gate_->Close(ShardRefusal(view, options_.shard, options_.node_id));
     return;
   }
   const cluster::ShardRecord& record = it->second.record;
-  SetHint(view, &record);
+  if (record.primary != options_.node_id) {
+    // Calls in the old primary's engine, if this node was it, are waited
+    // for; the engine steps down below.
+    gate_->Close(ShardRefusal(view, options_.shard, options_.node_id));
+  }
   if (record.primary == options_.node_id) {
     BecomePrimary(view, record);
   } else if (record.IsReplica(options_.node_id)) {
@@ -230,27 +234,6 @@ void ShardHost::Reconcile(const cluster::ClusterView& view) {
   } else {
     BecomeNone();
   }
-}
-
-void ShardHost::SetHint(const cluster::ClusterView& view,
-                        const cluster::ShardRecord* record) {
-  if (record == nullptr || record->primary == options_.node_id) {
-    hint_->Set(std::nullopt);
-    return;
-  }
-  auto primary = view.nodes.find(record->primary);
-  if (primary == view.nodes.end()) {
-    hint_->Set(std::nullopt);
-    gate_->Close(absl::StrCat("shard ", options_.shard, "'s primary ",
-                              record->primary, " is gone; a failover is in ",
-                              "progress, retry shortly"));
-    return;
-  }
-  hint_->Set(api::PrimaryHint::Primary{primary->second.address, record->epoch});
-  gate_->Close(
-      absl::StrCat("node ", options_.node_id, " is not the primary of shard ",
-                   options_.shard, ": its primary is ", record->primary, " at ",
-                   primary->second.address, " (epoch ", record->epoch, ")"));
 }
 
 void ShardHost::BecomePrimary(const cluster::ClusterView& view,
@@ -564,9 +547,9 @@ void ShardHost::StepDownLocked(const std::string& reason) {
       "cluster: node {} stops being the primary of shard {} at "
       "epoch {}: {}",
       options_.node_id, options_.shard, epoch_, reason);
-  gate_->Close(absl::StrCat("node ", options_.node_id,
-                            " stopped being the primary of shard ",
-                            options_.shard, ": ", reason));
+  gate_->Close(absl::UnavailableError(absl::StrCat(
+      "node ", options_.node_id, " stopped being the primary of shard ",
+      options_.shard, ": ", reason)));
   // Writes waiting for backups fail now; then nothing reaches the engine.
   store_->Close(absl::StrCat("this node stopped being the primary: ", reason));
   replication_->SetSource(options_.shard, nullptr, "");

@@ -25,10 +25,6 @@ namespace grpc {
 class Channel;
 }  // namespace grpc
 
-namespace hourglass::api {
-class PrimaryHint;
-}  // namespace hourglass::api
-
 namespace hourglass::metrics {
 class Registry;
 }  // namespace hourglass::metrics
@@ -88,7 +84,7 @@ struct ShardHostOptions {
 //             is added (locally, then in etcd).
 //   backup    `base` is a Replica that the ReplicationService applies the
 //             primary's entries to; clients are refused with where the
-//             primary is (api::PrimaryHint).
+//             primary is (the gate's refusal names it: ShardRefusal).
 //   none      the record does not name this node (or does not exist yet).
 //
 // A primary whose record names another primary (a newer epoch) steps down:
@@ -102,10 +98,10 @@ struct ShardHostOptions {
 // listener of a change. Thread-safe.
 class ShardHost {
  public:
-  // `base` is the shard's store, opened at options.store_dir.
-  // REQUIRES: every pointer outlives the host.
+  // `base` is the shard's store, opened at options.store_dir; `gate` is
+  // the shard's. REQUIRES: every pointer outlives the host.
   ShardHost(std::unique_ptr<storage::MessageStore> base,
-            ShardHostOptions options, PrimaryGate* gate, api::PrimaryHint* hint,
+            ShardHostOptions options, PrimaryGate* gate,
             replication::ReplicationService* replication);
   // Steps down (if primary) and stops.
   ~ShardHost();
@@ -122,9 +118,9 @@ class ShardHost {
   // durable entry).
   std::optional<int64_t> Position();
 
-  // For ReplicationService::SetRebuildHandler: the primary says this
-  // backup's copy cannot follow its log; the host rebuilds it from the
-  // primary's checkpoint. Does not block.
+  // For ReplicationService::SetRebuildHandler of the shard: the primary
+  // says this backup's copy cannot follow its log; the host rebuilds it
+  // from the primary's checkpoint. Does not block.
   void RequestRebuild(std::string why);
 
   // Stops serving as primary now, with `reason` (the lease was lost, the
@@ -134,12 +130,14 @@ class ShardHost {
   // it). Health is NOT_SERVING for both names when it returns.
   void StepDown(const std::string& reason);
 
-  // What the node's health is now (node/node_health.h).
-  NodeHealth health() const;
+  // The shard's part in the node's health (node/node_health.h). All false
+  // before the record exists and once the node left.
+  using Health = ShardHealth;
+  Health health() const;
   // Calls `listener` with health() now, and again after each change, in
   // order, from the host's thread or StepDown's caller; one call at a time.
   // Replaces an earlier listener. It must not block nor call the host.
-  void WatchHealth(absl::AnyInvocable<void(NodeHealth)> listener);
+  void WatchHealth(absl::AnyInvocable<void(Health)> listener);
 
   // A backup's progress as this primary sees it.
   struct BackupProgress {
@@ -183,14 +181,11 @@ class ShardHost {
   void KeepInSyncSet(const cluster::ClusterView& view,
                      const cluster::ShardRecord& record)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(role_mu_);
-  void SetHint(const cluster::ClusterView& view,
-               const cluster::ShardRecord* record);
   // Tells the health listener health() if it changed since last told.
   void TellHealth();
 
   const ShardHostOptions options_;
   PrimaryGate* const gate_;
-  api::PrimaryHint* const hint_;
   replication::ReplicationService* const replication_;
 
   mutable absl::Mutex mu_;
@@ -225,9 +220,8 @@ class ShardHost {
   // The health listener and what it was told last; held while it is told,
   // so that changes arrive in order. Taken before role_mu_.
   absl::Mutex health_mu_ ABSL_ACQUIRED_BEFORE(role_mu_);
-  absl::AnyInvocable<void(NodeHealth)> health_listener_
-      ABSL_GUARDED_BY(health_mu_);
-  NodeHealth told_ ABSL_GUARDED_BY(health_mu_);
+  absl::AnyInvocable<void(Health)> health_listener_ ABSL_GUARDED_BY(health_mu_);
+  Health told_ ABSL_GUARDED_BY(health_mu_);
 
   std::thread thread_;
 };

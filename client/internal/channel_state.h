@@ -89,6 +89,8 @@ class ChannelAccess {
   static bool FollowRedirect(const Channel& channel,
                              const grpc::ClientContext& context,
                              const grpc::Status& status);
+  // The same for a primary named otherwise (a PublishStream's answer).
+  static bool FollowPrimary(const Channel& channel, const std::string& address);
   // Cluster mode. Asks the nodes the channel knows, the current one first,
   // for the cluster map (at most `timeout` each) and sends later calls to
   // the primary it names. Whether calls go elsewhere now. False, at once

@@ -47,8 +47,11 @@ class SubscribeStream {
     absl::AnyInvocable<void(absl::Span<hourglass::v1::Delivery* const>,
                             absl::Time received_at, uint64_t response)>
         on_deliveries;
-    // Last, once: the stream's status. May be empty.
-    absl::AnyInvocable<void(const grpc::Status&)> on_done;
+    // Last, once: the stream's status, and the primary a cluster node
+    // that refused it named (its hourglass-primary trailer; empty if
+    // none). May be empty.
+    absl::AnyInvocable<void(const grpc::Status&, const std::string& primary)>
+        on_done;
   };
 
   // Makes a stream for `rpc`, not yet started. Merged acks carry at most

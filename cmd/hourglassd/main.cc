@@ -25,6 +25,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -277,8 +278,8 @@ std::unique_ptr<hourglass::storage::MessageStore> OpenSingleStore(
   return *std::move(store);
 }
 
-// Cluster mode: checks the cluster flags and opens the node (its shard's
-// store, its connection to etcd). Exits on failure.
+// Cluster mode: checks the cluster flags and opens the node (the stores of
+// the shards it held, its connection to etcd). Exits on failure.
 std::unique_ptr<hourglass::node::ClusterNode> OpenClusterNode(
     const std::string& data_dir, bool sync, int32_t block_cache_mb,
     const hourglass::broker::Engine::Options& engine_options,
@@ -307,12 +308,14 @@ std::unique_ptr<hourglass::node::ClusterNode> OpenClusterNode(
   absl::StatusOr<std::unique_ptr<hourglass::node::ClusterNode>> node =
       hourglass::node::ClusterNode::Open(std::move(options));
   if (!node.ok()) Fail(std::string(node.status().message()));
+  const std::vector<int> hosted = (*node)->hosted_shards();
   spdlog::info(
-      "hourglassd opened the store of shard 0 in {}/shards/0 in {}; cluster "
-      "{} on etcd {} as node {}; {}",
-      data_dir, absl::FormatDuration(absl::Now() - open_start),
-      (*node)->cluster(), hourglass::hourglassd::EtcdFlag(), (*node)->node_id(),
-      tls_summary);
+      "hourglassd opened the stores of {} shard{} ({}) in {}/shards in {}; "
+      "cluster {} on etcd {} as node {}; {}",
+      hosted.size(), hosted.size() == 1 ? "" : "s",
+      hosted.empty() ? "none yet" : absl::StrJoin(hosted, ","), data_dir,
+      absl::FormatDuration(absl::Now() - open_start), (*node)->cluster(),
+      hourglass::hourglassd::EtcdFlag(), (*node)->node_id(), tls_summary);
   WarnIfDataDirOpen(data_dir);
   return *std::move(node);
 }
@@ -493,8 +496,8 @@ int main(int argc, char** argv) {
   };
 
   // Single node: the store and the engine open here. Cluster mode: the node
-  // opens its shard's store, and the engine runs only while this node is
-  // the shard's primary (node/cluster_node.h).
+  // opens its shards' stores, and a shard's engine runs only while this
+  // node is the shard's primary (node/cluster_node.h).
   const std::string data_dir = absl::GetFlag(FLAGS_data_dir);
   std::unique_ptr<hourglass::storage::MessageStore> store;
   std::unique_ptr<hourglass::broker::Engine> engine;
@@ -570,7 +573,7 @@ int main(int argc, char** argv) {
     for (grpc::Service* service : cluster_node->services()) {
       options.services.push_back(service);
     }
-    options.redirect = cluster_node->hint();
+    options.redirects = true;
   }
   // Room for the largest legal Publish (every message at the payload and
   // header limits, plus ids and framing), but no more than
@@ -592,7 +595,7 @@ int main(int argc, char** argv) {
   options.keepalive_time = keepalive_time;
   options.keepalive_timeout = keepalive_timeout;
   options.metrics = &registry;
-  // A cluster node is not ready until it has a part in its shard.
+  // A cluster node is not ready until it plays its part in its shards.
   options.serving_at_start = cluster_node == nullptr;
   auto server = hourglass::api::Server::Start(options);
   if (!server.ok()) Fail(std::string(server.status().message()));
@@ -611,9 +614,11 @@ int main(int argc, char** argv) {
     // gRPC health follows the store: NOT_SERVING while it refuses writes.
     hourglass::api::FollowStoreHealth(engine->store_health(), server->get());
   } else {
-    // gRPC health follows the node's part in its shard: "" while it is the
-    // primary or an in-sync backup, hourglass.v1.Primary while it is the
-    // primary (node/node_health.h; deploy/README.md says what probes ask).
+    // gRPC health follows the node's part in its shards: "" while it is,
+    // of each shard that names it, the primary or an in-sync backup,
+    // hourglass.v1.Primary while it is the primary of one and takes writes
+    // in each it is the primary of (node/node_health.h; deploy/README.md
+    // says what probes ask).
     cluster_node->WatchHealth([server = server->get(), first = true](
                                   hourglass::node::NodeHealth health) mutable {
       server->SetServing("", health.member);

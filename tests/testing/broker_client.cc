@@ -142,7 +142,8 @@ Subscription::Subscription(hourglass::v1::Broker::Stub* stub,
           queue_.push_back({std::move(*d), at, response});
         }
       };
-  callbacks.on_done = [this](const grpc::Status& status) {
+  callbacks.on_done = [this](const grpc::Status& status,
+                             const std::string& /*primary*/) {
     absl::MutexLock lock(&mu_);
     status_ = status;
   };

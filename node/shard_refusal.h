@@ -1,0 +1,25 @@
+#ifndef HOURGLASS_NODE_SHARD_REFUSAL_H_
+#define HOURGLASS_NODE_SHARD_REFUSAL_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+
+namespace hourglass::cluster {
+struct ClusterView;
+}  // namespace hourglass::cluster
+
+namespace hourglass::node {
+
+// Why node `node_id` refuses the calls of `shard`, as `view` has it: an
+// UNAVAILABLE status that names the shard's primary (api::WithPrimary, for
+// the hourglass-primary and hourglass-epoch trailers) when the view knows
+// where it is, and otherwise says what the cluster waits for (the shard not
+// created yet, its primary gone while a failover is in progress).
+// REQUIRES: the view does not name `node_id` the shard's primary.
+absl::Status ShardRefusal(const cluster::ClusterView& view, int shard,
+                          const std::string& node_id);
+
+}  // namespace hourglass::node
+
+#endif  // HOURGLASS_NODE_SHARD_REFUSAL_H_

@@ -1,0 +1,118 @@
+#ifndef HOURGLASS_NODE_SHARD_ROUTER_H_
+#define HOURGLASS_NODE_SHARD_ROUTER_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "broker/broker.h"
+
+namespace hourglass::node {
+
+class PrimaryGate;
+
+// The broker the gRPC services of a cluster node call: it sends each call
+// to the gate of the shard the call needs (node/primary_gate.h), which lets
+// it into the shard's engine while this node is the shard's primary and
+// otherwise refuses it naming the primary (api/redirect.h).
+//
+//   by topic      Publish, Cancel, Reschedule, Subscribe, the admin calls of
+//                 one topic, Stats of one topic: the shard
+//                 cluster::ShardOf(topic, shards) (cluster/shard_hash.h; a
+//                 topic and its ".dlq" share it). A Publish whose messages
+//                 fall in more than one shard is refused whole with
+//                 FAILED_PRECONDITION naming the shards and their topics:
+//                 a publish is all-or-nothing within one shard only.
+//   by consumer   Unsubscribe, Ack, Nack, Written: the shard whose gate gave
+//                 the consumer id. The router's ids are the gate's
+//                 (PrimaryGate::kGateIdBits) with the shard in the bits
+//                 above, so no table is kept; ids of a shard that does not
+//                 exist are ignored, as gates ignore ids not theirs.
+//   every topic   Stats without a topic: gathered from the shards whose gate
+//                 is open (this node is their primary), merged in name
+//                 order. Gathering from the other shards' primaries is not
+//                 done yet (node/README.md); with no gate open, shard 0's
+//                 refusal (a redirect to its primary). Info: the open
+//                 gates' (the first one's format and store id, the first
+//                 failed store health); with none open, shard 0's.
+//   snapshot      CreateSnapshot: shard 0's in a cluster of one shard;
+//                 UNIMPLEMENTED with more (a snapshot is of one store).
+//
+// Thread-safe, as the gates are; it holds no state of its own but the
+// gates, constant after construction.
+class ShardRouter final : public broker::Broker {
+ public:
+  // Most shards a router takes: the bits above PrimaryGate::kGateIdBits.
+  static constexpr int kMaxShards = 1 << 12;
+
+  // `gates[n]` is shard n's. REQUIRES: 1 <= gates.size() <= kMaxShards;
+  // the gates outlive the router.
+  explicit ShardRouter(std::vector<PrimaryGate*> gates);
+
+  int shards() const { return static_cast<int>(gates_.size()); }
+  // The shard of `topic`.
+  int ShardOfTopic(std::string_view topic) const;
+
+  // The shard whose gate gave consumer id `id`, and the gate's id; nullopt
+  // if `id` is of no shard of this router.
+  struct GateId {
+    int shard;
+    broker::ConsumerId id;
+  };
+  std::optional<GateId> Split(broker::ConsumerId id) const;
+
+  // broker::Broker.
+  void Publish(std::vector<broker::NewMessage> messages,
+               Callback<absl::StatusOr<std::vector<broker::PublishReceipt>>>
+                   done) override;
+  void Cancel(std::string topic, std::string id,
+              Callback<absl::Status> done) override;
+  void Reschedule(
+      std::string topic, std::string id, absl::Time deliver_at,
+      Callback<absl::StatusOr<broker::PublishReceipt>> done) override;
+  void Subscribe(broker::SubscribeOptions options,
+                 std::shared_ptr<broker::Consumer> consumer,
+                 Callback<absl::StatusOr<broker::ConsumerId>> done) override;
+  void Unsubscribe(broker::ConsumerId id) override;
+  void Ack(broker::ConsumerId id,
+           absl::Span<const std::string_view> message_ids) override;
+  void Nack(broker::ConsumerId id, std::string_view message_id,
+            absl::Duration delay) override;
+  void Written(broker::ConsumerId id, size_t deliveries, size_t bytes) override;
+  void Stats(
+      std::optional<std::string> topic,
+      Callback<absl::StatusOr<std::vector<broker::TopicStats>>> done) override;
+  void ListMessages(broker::ListQuery query,
+                    Callback<absl::StatusOr<broker::ListPage>> done) override;
+  void GetSchedule(broker::ScheduleQuery query,
+                   Callback<absl::StatusOr<std::vector<broker::ScheduleBucket>>>
+                       done) override;
+  void GetMessage(std::string topic, std::string id, size_t preview_bytes,
+                  Callback<absl::StatusOr<broker::MessageView>> done) override;
+  void CreateGroup(std::string topic, std::string group,
+                   Callback<absl::StatusOr<absl::Time>> done) override;
+  void DeleteGroup(std::string topic, std::string group,
+                   Callback<absl::StatusOr<uint64_t>> done) override;
+  void Redrive(std::string topic, std::vector<std::string> ids,
+               Callback<absl::StatusOr<uint64_t>> done) override;
+  void Purge(std::string topic, bool scheduled, bool ready,
+             Callback<absl::StatusOr<uint64_t>> done) override;
+  void CreateSnapshot(
+      std::string dir,
+      Callback<absl::StatusOr<broker::SnapshotInfo>> done) override;
+  broker::BrokerInfo Info() override;
+
+ private:
+  PrimaryGate& GateOf(std::string_view topic) const;
+  // The gates open now (this node is their shard's primary).
+  std::vector<PrimaryGate*> OpenGates() const;
+
+  // Constant after construction.
+  const std::vector<PrimaryGate*> gates_;
+};
+
+}  // namespace hourglass::node
+
+#endif  // HOURGLASS_NODE_SHARD_ROUTER_H_
