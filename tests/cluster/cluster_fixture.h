@@ -30,9 +30,9 @@ struct Answer {
 };
 
 // A real etcd and real hourglassd processes on loopback ports (built with
-// HOURGLASSD_PATH), for the end-to-end cluster tests (cluster_test.cc):
-// starts the nodes, and calls them directly, without the client library,
-// so that each answer is the node's own.
+// HOURGLASSD_PATH), for the end-to-end cluster tests (cluster_test.cc,
+// multi_shard_test.cc): starts the nodes, and calls them directly, without
+// the client library, so that each answer is the node's own.
 class ClusterFixture : public ::testing::Test {
  protected:
   void SetUp() override;

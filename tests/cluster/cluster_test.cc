@@ -1,5 +1,6 @@
 // Cluster mode end to end: one etcd and three real hourglassd processes on
-// loopback ports, one shard replicated on all three.
+// loopback ports, one shard replicated on all three (many shards:
+// multi_shard_test.cc).
 
 #include <signal.h>
 

@@ -1,0 +1,373 @@
+// Cluster mode with many shards, end to end: one etcd and three real
+// hourglassd processes on loopback ports hosting four shards, each with
+// the primary its record names; calls are routed by topic, refused across
+// shards, and redirected per shard; a node's death fails over its shards
+// and no others.
+
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "client/channel.h"
+#include "client/consumer.h"
+#include "client/publisher.h"
+#include "cluster/shard_hash.h"
+#include "gmock/gmock.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "hourglass/v1/admin.grpc.pb.h"
+#include "tests/cluster/cluster_fixture.h"
+#include "tests/testing/eventually.h"
+
+namespace hourglass {
+namespace {
+
+using ::hourglass::client::Channel;
+using ::hourglass::client::ChannelOptions;
+using ::hourglass::client::Consumer;
+using ::hourglass::client::ConsumerOptions;
+using ::hourglass::client::Delivery;
+using ::hourglass::client::Message;
+using ::hourglass::client::Publisher;
+using ::hourglass::testing::Answer;
+using ::testing::HasSubstr;
+
+constexpr int kShards = 4;
+constexpr absl::Duration kPatience = testing::kClusterPatience;
+
+class MultiShardTest : public testing::ClusterFixture {
+ protected:
+  MultiShardTest() {
+    for (int i = 0, found = 0; found < kShards; ++i) {
+      const std::string topic = absl::StrCat("orders-", i);
+      std::string& slot = topics_[cluster::ShardOf(topic, kShards)];
+      if (slot.empty()) {
+        slot = topic;
+        ++found;
+      }
+    }
+  }
+
+  // Admin.GetStats of `topic` at `node`: anything but UNAVAILABLE means
+  // the node serves the topic's shard (NOT_FOUND: no such topic yet).
+  Answer StatsOf(const std::string& node, const std::string& topic) {
+    auto stub = v1::Admin::NewStub(nodes_.at(node)->Channel());
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
+    v1::GetStatsRequest request;
+    request.set_topic(topic);
+    v1::GetStatsResponse response;
+    const grpc::Status status = stub->GetStats(&context, request, &response);
+    return {status.error_code(), status.error_message()};
+  }
+
+  // Each shard's primary, once every node of `ids` sees all kShards shards
+  // with that primary and epoch `epoch[shard]` (1 if absent), every node of
+  // `ids` in each in-sync set, and each primary serves its shard; empty if
+  // not within the patience. `primaries` names the primaries wanted (any
+  // if empty).
+  std::vector<std::string> AwaitShards(
+      const std::vector<std::string>& ids, std::map<int, int64_t> epochs = {},
+      std::map<int, std::string> primaries = {}) {
+    std::vector<std::string> seen;
+    const bool settled = testing::Eventually(
+        [&] {
+          seen.assign(kShards, "");
+          for (const std::string& id : ids) {
+            absl::StatusOr<v1::ClusterMap> map = MapOf(id);
+            if (!map.ok() || map->shards_size() != kShards) return false;
+            for (const v1::ShardInfo& shard : map->shards()) {
+              const int n = static_cast<int>(shard.shard());
+              const int64_t epoch =
+                  epochs.contains(n) ? epochs.at(n) : int64_t{1};
+              const std::set<std::string> isr(shard.isr().begin(),
+                                              shard.isr().end());
+              if (shard.epoch() != epoch ||
+                  (!seen[n].empty() && seen[n] != shard.primary()) ||
+                  (primaries.contains(n) &&
+                   primaries.at(n) != shard.primary())) {
+                return false;
+              }
+              for (const std::string& member : ids) {
+                if (!isr.contains(member)) return false;
+              }
+              seen[n] = shard.primary();
+            }
+          }
+          for (int n = 0; n < kShards; ++n) {
+            if (!nodes_.contains(seen[n]) ||
+                StatsOf(seen[n], topics_[n]).code ==
+                    grpc::StatusCode::UNAVAILABLE) {
+              return false;
+            }
+          }
+          return true;
+        },
+        kPatience);
+    if (!settled) return {};
+    return seen;
+  }
+
+  // A channel of the client library given `ids`' addresses.
+  std::shared_ptr<Channel> ChannelTo(const std::vector<std::string>& ids) {
+    ChannelOptions options;
+    options.address.clear();
+    for (const std::string& id : ids) {
+      if (!options.address.empty()) options.address += ",";
+      options.address += nodes_.at(id)->address();
+    }
+    absl::StatusOr<std::shared_ptr<Channel>> channel = Channel::Create(options);
+    EXPECT_TRUE(channel.ok()) << channel.status();
+    return channel.value_or(nullptr);
+  }
+
+  // The ids of what one consumer of group "g" on each shard's topic gets,
+  // within the patience, until it got `count` deliveries (all acked).
+  std::multiset<std::string> ConsumeEveryShard(std::shared_ptr<Channel> channel,
+                                               size_t count) {
+    std::multiset<std::string> got;
+    for (int n = 0; n < kShards; ++n) {
+      ConsumerOptions options;
+      options.topic = topics_[n];
+      options.group = "g";
+      options.rpc = ConsumerOptions::Rpc::kSubscribe;
+      absl::StatusOr<std::unique_ptr<Consumer>> consumer =
+          Consumer::Subscribe(channel, options, nullptr);
+      EXPECT_TRUE(consumer.ok()) << topics_[n] << ": " << consumer.status();
+      if (!consumer.ok()) continue;
+      const absl::Time deadline = absl::Now() + kPatience;
+      size_t of_topic = 0;
+      while (of_topic < count && absl::Now() < deadline) {
+        for (const Delivery& d : (*consumer)->Receive(8, deadline)) {
+          EXPECT_EQ(d.topic, topics_[n]);
+          got.insert(d.id);
+          ++of_topic;
+          EXPECT_TRUE((*consumer)->Ack(d.id).ok());
+        }
+      }
+    }
+    return got;
+  }
+
+  // What `node`'s grpc.health.v1 says of `service`.
+  std::string Health(const std::string& node, const std::string& service) {
+    auto stub = grpc::health::v1::Health::NewStub(nodes_.at(node)->Channel());
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
+    grpc::health::v1::HealthCheckRequest request;
+    request.set_service(service);
+    grpc::health::v1::HealthCheckResponse response;
+    const grpc::Status status = stub->Check(&context, request, &response);
+    if (!status.ok()) return absl::StrCat("error ", status.error_code());
+    return grpc::health::v1::HealthCheckResponse::ServingStatus_Name(
+        response.status());
+  }
+
+  // topics_[n] is a topic of shard n.
+  std::vector<std::string> topics_ = std::vector<std::string>(kShards);
+};
+
+TEST_F(MultiShardTest, EachShardIsServedByItsPrimaryAndTheOthersRedirectToIt) {
+  StartNodes({"a", "b", "c"}, {"--shards=4"});
+  const std::vector<std::string> primary = AwaitShards({"a", "b", "c"});
+  ASSERT_EQ(primary.size(), size_t{kShards}) << "the shards did not settle";
+  // The controller rotates primaries with the shard number: each node is
+  // the primary of one shard or two.
+  EXPECT_EQ(std::set<std::string>(primary.begin(), primary.end()).size(), 3u);
+
+  for (int n = 0; n < kShards; ++n) {
+    const std::string id = absl::StrCat("m", n);
+    const Answer served = Publish(primary[n], topics_[n], id, absl::Hours(1));
+    EXPECT_EQ(served.code, grpc::StatusCode::OK) << n << ": " << served.message;
+    EXPECT_EQ(served.primary, "");
+    for (const std::string& other : {"a", "b", "c"}) {
+      if (other == primary[n]) continue;
+      const Answer redirected = Publish(other, topics_[n], id, absl::Hours(1));
+      EXPECT_EQ(redirected.code, grpc::StatusCode::UNAVAILABLE) << n << other;
+      EXPECT_EQ(redirected.primary, nodes_.at(primary[n])->address())
+          << n << other;
+      EXPECT_EQ(redirected.epoch, "1") << n << other;
+      EXPECT_THAT(redirected.message,
+                  HasSubstr(absl::StrCat(
+                      "node ", other, " is not the primary of shard ", n,
+                      ": its primary is ", primary[n], " at ",
+                      nodes_.at(primary[n])->address())));
+    }
+  }
+
+  // A request spanning shards is refused by any node, naming them.
+  for (const std::string& node : {"a", "b", "c"}) {
+    const Answer spanning =
+        PublishBatch(node, {topics_[3], topics_[1]}, "x", absl::Hours(1));
+    EXPECT_EQ(spanning.code, grpc::StatusCode::FAILED_PRECONDITION) << node;
+    EXPECT_THAT(spanning.message,
+                HasSubstr(absl::StrCat("fall in shards 1 (topic \"", topics_[1],
+                                       "\") and 3 (topic \"", topics_[3],
+                                       "\") of this cluster's 4")))
+        << node;
+    EXPECT_EQ(spanning.primary, "") << node;
+  }
+
+  // Stats of every topic: the topics of the shards the node is primary of.
+  auto stub = v1::Admin::NewStub(nodes_.at(primary[0])->Channel());
+  grpc::ClientContext context;
+  v1::GetStatsResponse stats;
+  ASSERT_TRUE(stub->GetStats(&context, v1::GetStatsRequest(), &stats).ok());
+  std::set<std::string> listed, expected;
+  for (const auto& t : stats.topics()) listed.insert(t.topic());
+  for (int n = 0; n < kShards; ++n) {
+    if (primary[n] == primary[0]) expected.insert(topics_[n]);
+  }
+  EXPECT_EQ(listed, expected);
+
+  // Each node is the primary of a shard, and in every in-sync set: its
+  // health says both (node/README.md, "Health").
+  for (const std::string& node : {"a", "b", "c"}) {
+    EXPECT_TRUE(testing::Eventually(
+        [&] {
+          return Health(node, "") == "SERVING" &&
+                 Health(node, "hourglass.v1.Primary") == "SERVING";
+        },
+        kPatience))
+        << node;
+  }
+
+  // Each node's metrics say its role in every shard.
+  for (const std::string& node : {"a", "b", "c"}) {
+    const std::string metrics = nodes_.at(node)->ScrapeMetrics();
+    for (int n = 0; n < kShards; ++n) {
+      EXPECT_THAT(metrics,
+                  HasSubstr(absl::StrCat(
+                      "hourglass_cluster_role{shard=\"", n, "\",role=\"",
+                      primary[n] == node ? "primary" : "backup", "\"} 1\n")))
+          << node << " " << n;
+    }
+  }
+}
+
+TEST_F(MultiShardTest,
+       TheClientGivenEveryNodePublishesToAndConsumesEveryShard) {
+  StartNodes({"a", "b", "c"}, {"--shards=4"});
+  ASSERT_EQ(AwaitShards({"a", "b", "c"}).size(), size_t{kShards});
+  std::shared_ptr<Channel> channel = ChannelTo({"a", "b", "c"});
+  ASSERT_NE(channel, nullptr);
+  Publisher publisher(channel);
+  std::multiset<std::string> expected;
+  for (int round = 0; round < 2; ++round) {
+    for (int n = 0; n < kShards; ++n) {
+      Message m;
+      m.topic = topics_[n];
+      m.id = absl::StrCat("r", round, "-", n);
+      m.payload = "x";
+      absl::StatusOr<client::Receipt> receipt = publisher.Publish(m);
+      ASSERT_TRUE(receipt.ok()) << m.topic << ": " << receipt.status();
+      EXPECT_EQ(receipt->id, m.id);
+      expected.insert(m.id);
+    }
+  }
+  EXPECT_EQ(ConsumeEveryShard(channel, 2), expected);
+}
+
+TEST_F(MultiShardTest, KillingANodeFailsOverExactlyItsShards) {
+  StartNodes({"a", "b", "c"}, {"--shards=4"});
+  const std::vector<std::string> before = AwaitShards({"a", "b", "c"});
+  ASSERT_EQ(before.size(), size_t{kShards});
+  std::multiset<std::string> expected;
+  for (int n = 0; n < kShards; ++n) {
+    const std::string id = absl::StrCat("kept-", n);
+    ASSERT_EQ(Publish(before[n], topics_[n], id, absl::Seconds(2)).code,
+              grpc::StatusCode::OK);
+    expected.insert(id);
+  }
+
+  const std::string victim = before[0];
+  std::vector<std::string> survivors;
+  for (const std::string& id : {"a", "b", "c"}) {
+    if (id != victim) survivors.push_back(id);
+  }
+  nodes_.at(victim)->Kill();
+  // The victim's shards move to epoch 2 on a survivor; the others stay
+  // where they were, at epoch 1.
+  std::map<int, int64_t> epochs;
+  std::map<int, std::string> kept;
+  for (int n = 0; n < kShards; ++n) {
+    if (before[n] == victim) {
+      epochs[n] = 2;
+    } else {
+      kept[n] = before[n];
+    }
+  }
+  const std::vector<std::string> after = AwaitShards(survivors, epochs, kept);
+  ASSERT_EQ(after.size(), size_t{kShards}) << "the shards did not settle";
+  for (int n = 0; n < kShards; ++n) {
+    EXPECT_NE(after[n], victim) << n;
+  }
+
+  // Every acknowledged message is delivered, from every shard.
+  EXPECT_EQ(ConsumeEveryShard(ChannelTo(survivors), 1), expected);
+
+  // The victim comes back on its data: it opens its copies of the four
+  // shards at start, catches up with each primary, and rejoins every
+  // in-sync set, the primaries staying where they are.
+  StartNodes({victim}, {"--shards=4"});
+  std::map<int, std::string> now;
+  for (int n = 0; n < kShards; ++n) now[n] = after[n];
+  EXPECT_EQ(AwaitShards({"a", "b", "c"}, epochs, now).size(), size_t{kShards})
+      << nodes_.at(victim)->process().output();
+}
+
+// A node that joins after the shards were placed holds no copy: it sends
+// the calls of each shard to that shard's primary, and is not ready.
+TEST_F(MultiShardTest, ANodeHoldingNoCopySendsEachShardsCallsToItsPrimary) {
+  StartNodes({"a", "b", "c"}, {"--shards=4"});
+  const std::vector<std::string> primary = AwaitShards({"a", "b", "c"});
+  ASSERT_EQ(primary.size(), size_t{kShards});
+  StartNodes({"d"}, {"--shards=4"});
+  ASSERT_TRUE(testing::Eventually(
+      [&] {
+        absl::StatusOr<v1::ClusterMap> map = MapOf("d");
+        return map.ok() && map->nodes_size() == 4 &&
+               map->shards_size() == kShards;
+      },
+      kPatience));
+  for (int n = 0; n < kShards; ++n) {
+    Answer redirected;
+    // d closes the shards' gates with their primaries once it has the view.
+    EXPECT_TRUE(testing::Eventually(
+        [&] {
+          redirected = Publish("d", topics_[n], "x", absl::Hours(1));
+          return !redirected.primary.empty();
+        },
+        kPatience))
+        << n << ": " << redirected.message;
+    EXPECT_EQ(redirected.code, grpc::StatusCode::UNAVAILABLE) << n;
+    EXPECT_EQ(redirected.primary, nodes_.at(primary[n])->address()) << n;
+    EXPECT_EQ(redirected.epoch, "1") << n;
+    EXPECT_THAT(redirected.message,
+                HasSubstr(absl::StrCat("node d is not the primary of shard ", n,
+                                       ": its primary is ", primary[n])));
+  }
+  EXPECT_EQ(Health("d", ""), "NOT_SERVING");
+  EXPECT_EQ(Health("d", "hourglass.v1.Primary"), "NOT_SERVING");
+  // A client given d alone gets to every shard.
+  std::shared_ptr<Channel> channel = ChannelTo({"d"});
+  Publisher publisher(channel);
+  for (int n = 0; n < kShards; ++n) {
+    Message m;
+    m.topic = topics_[n];
+    m.id = absl::StrCat("via-d-", n);
+    m.payload = "x";
+    absl::StatusOr<client::Receipt> receipt = publisher.Publish(m);
+    EXPECT_TRUE(receipt.ok()) << m.topic << ": " << receipt.status();
+  }
+}
+
+}  // namespace
+}  // namespace hourglass
