@@ -156,8 +156,20 @@ std::string Registry::Render() {
   std::sort(families.begin(), families.end(),
             [](const prometheus::MetricFamily& a,
                const prometheus::MetricFamily& b) { return a.name < b.name; });
-  for (prometheus::MetricFamily& family : families) OrderSamples(family);
-  return prometheus::TextSerializer().Serialize(families);
+  // Sources may hand the same family (a cluster node runs an engine per
+  // shard it is the primary of, each with its topics): one family each in
+  // the text, or the scrape is refused.
+  std::vector<prometheus::MetricFamily> merged;
+  for (prometheus::MetricFamily& family : families) {
+    if (!merged.empty() && merged.back().name == family.name) {
+      std::move(family.metric.begin(), family.metric.end(),
+                std::back_inserter(merged.back().metric));
+    } else {
+      merged.push_back(std::move(family));
+    }
+  }
+  for (prometheus::MetricFamily& family : merged) OrderSamples(family);
+  return prometheus::TextSerializer().Serialize(merged);
 }
 
 prometheus::ClientMetric& AddSample(

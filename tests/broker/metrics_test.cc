@@ -280,6 +280,24 @@ TEST(MetricsTest, SourcesRenderWholeFamiliesAtEachScrapeUntilRemoved) {
   EXPECT_EQ(registry.Render(), disk);
 }
 
+// Two sources with one family (two engines of one cluster node, each with
+// its own topics) render as one family, its samples in label value order.
+TEST(MetricsTest, SourcesOfOneFamilyRenderAsOneFamily) {
+  Registry registry;
+  for (const char* topic : {"orders", "carts"}) {
+    registry.AddSource([topic] {
+      prometheus::MetricFamily scheduled = NewFamily(Metric::kScheduled);
+      AddSample(scheduled, {topic}).gauge.value = 1;
+      return std::vector<prometheus::MetricFamily>{scheduled};
+    });
+  }
+  EXPECT_EQ(registry.Render(),
+            "# HELP hourglass_scheduled Messages published and not yet due.\n"
+            "# TYPE hourglass_scheduled gauge\n"
+            "hourglass_scheduled{topic=\"carts\"} 1\n"
+            "hourglass_scheduled{topic=\"orders\"} 1\n");
+}
+
 TEST(MetricsTest, CollectorsRunInTheOrderAddedAndMayRegisterFamilies) {
   Registry registry;
   std::string order;
