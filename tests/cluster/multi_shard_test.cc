@@ -11,7 +11,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "client/channel.h"
@@ -239,9 +241,16 @@ TEST_F(MultiShardTest, EachShardIsServedByItsPrimaryAndTheOthersRedirectToIt) {
         << node;
   }
 
-  // Each node's metrics say its role in every shard.
+  // Each node's metrics say its role in every shard, each family once
+  // (a node that is the primary of two shards runs two engines).
   for (const std::string& node : {"a", "b", "c"}) {
     const std::string metrics = nodes_.at(node)->ScrapeMetrics();
+    std::set<std::string> families;
+    for (absl::string_view line : absl::StrSplit(metrics, '\n')) {
+      if (!absl::StartsWith(line, "# TYPE ")) continue;
+      EXPECT_TRUE(families.insert(std::string(line)).second)
+          << node << ": " << line;
+    }
     for (int n = 0; n < kShards; ++n) {
       EXPECT_THAT(metrics,
                   HasSubstr(absl::StrCat(
