@@ -18,6 +18,7 @@
 #include "grpcpp/server_context.h"
 #include "grpcpp/support/channel_arguments.h"
 #include "hourglass/v1/cluster.pb.h"
+#include "node/peer_stats.h"
 #include "node/primary_gate.h"
 #include "node/shard_host.h"
 #include "node/shard_refusal.h"
@@ -87,23 +88,31 @@ absl::StatusOr<std::unique_ptr<ClusterNode>> ClusterNode::Open(
           cluster::EtcdOptions{.endpoints = o.etcd, .tls = o.etcd_tls});
   if (!etcd.ok()) return etcd.status();
   node->etcd_ = *std::move(etcd);
-  std::vector<PrimaryGate*> gates;
-  for (int shard = 0; shard < o.shards; ++shard) {
-    node->gates_.push_back(std::make_unique<PrimaryGate>(
-        "this node has not joined its cluster yet"));
-    gates.push_back(node->gates_.back().get());
-  }
-  node->router_ = std::make_unique<ShardRouter>(std::move(gates));
-  node->replication_ = std::make_unique<replication::ReplicationService>(
-      o.shards, std::move(caller_check));
-  node->cluster_service_ = std::make_unique<api::ClusterService>(
-      [n = node.get()] { return n->Map(); }, o.authorizer);
   node->peer_channel_ = [credentials = *std::move(peer_credentials),
                          tls = o.peer_tls](const std::string& address) {
     grpc::ChannelArguments arguments;
     client::SetTlsArguments(tls, arguments);
     return grpc::CreateCustomChannel(address, credentials, arguments);
   };
+  std::vector<PrimaryGate*> gates;
+  for (int shard = 0; shard < o.shards; ++shard) {
+    node->gates_.push_back(std::make_unique<PrimaryGate>(
+        "this node has not joined its cluster yet"));
+    gates.push_back(node->gates_.back().get());
+  }
+  node->peer_stats_ = std::make_unique<PeerStats>(node->peer_channel_);
+  node->router_ =
+      std::make_unique<ShardRouter>(std::move(gates), node->peer_stats_.get());
+  node->replication_ = std::make_unique<replication::ReplicationService>(
+      o.shards, std::move(caller_check));
+  node->replication_->SetStatsHandler(
+      [router = node->router_.get()](
+          const replication::v1::ShardStatsRequest& request,
+          replication::v1::ShardStatsResponse* response) {
+        return PeerStats::Serve(*router, request, response);
+      });
+  node->cluster_service_ = std::make_unique<api::ClusterService>(
+      [n = node.get()] { return n->Map(); }, o.authorizer);
   // The copies this node held before: open now, so that a store that
   // cannot open stops the node at once, and so that the node can report
   // its positions as soon as it joins.

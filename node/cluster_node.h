@@ -56,6 +56,7 @@ class RocksDbResources;
 
 namespace hourglass::node {
 
+class PeerStats;
 class PrimaryGate;
 class ShardHost;
 class ShardRouter;
@@ -180,9 +181,11 @@ class ClusterNode {
   const ClusterNodeOptions options_;
   std::unique_ptr<cluster::EtcdClient> etcd_;
   // Constant after Open: the stores' shared cache and memtable budget, the
-  // gates (one per shard), and the router in front of them.
+  // gates (one per shard), how the router asks the other primaries for
+  // stats, and the router in front of the gates.
   std::shared_ptr<storage::RocksDbResources> resources_;
   std::vector<std::unique_ptr<PrimaryGate>> gates_;
+  std::unique_ptr<PeerStats> peer_stats_;
   std::unique_ptr<ShardRouter> router_;
   // How a host reaches a peer (ShardHostOptions::peer_channel).
   std::function<std::shared_ptr<grpc::Channel>(const std::string&)>

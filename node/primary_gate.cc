@@ -69,6 +69,11 @@ bool PrimaryGate::open() const {
   return engine_ != nullptr;
 }
 
+absl::Status PrimaryGate::refusal() const {
+  absl::MutexLock lock(&mu_);
+  return refusal_;
+}
+
 void PrimaryGate::Publish(
     std::vector<broker::NewMessage> messages,
     Callback<absl::StatusOr<std::vector<broker::PublishReceipt>>> done) {

@@ -45,6 +45,8 @@ class PrimaryGate final : public broker::Broker {
   // UNAVAILABLE (it may name the shard's primary: api::WithPrimary).
   void Close(absl::Status refusal);
   bool open() const;
+  // Why calls are refused now (OK while open).
+  absl::Status refusal() const;
 
   // broker::Broker.
   void Publish(std::vector<broker::NewMessage> messages,

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "api/redirect.h"
 #include "cluster/shard_hash.h"
 #include "node/primary_gate.h"
 
@@ -50,12 +51,12 @@ std::string DescribeShards(
   return absl::StrCat("shards ", absl::StrJoin(parts, ", "), " and ", last);
 }
 
-// Stats gathered from several gates: answers once the last has answered,
-// with every topic in name order, or the first error.
+// Stats gathered from several sources (gates, remote primaries): answers
+// once the last has answered, with every topic in name order, or the first
+// error.
 class StatsGather {
  public:
-  using Done =
-      broker::Broker::Callback<absl::StatusOr<std::vector<broker::TopicStats>>>;
+  using Done = ShardRouter::StatsCallback;
   StatsGather(size_t pending, Done done)
       : pending_(pending), done_(std::move(done)) {}
 
@@ -94,8 +95,8 @@ class StatsGather {
 
 }  // namespace
 
-ShardRouter::ShardRouter(std::vector<PrimaryGate*> gates)
-    : gates_(std::move(gates)) {}
+ShardRouter::ShardRouter(std::vector<PrimaryGate*> gates, Remote* remote)
+    : gates_(std::move(gates)), remote_(remote) {}
 
 int ShardRouter::ShardOfTopic(std::string_view topic) const {
   return cluster::ShardOf(topic, shards());
@@ -203,15 +204,57 @@ void ShardRouter::Stats(
     PrimaryGate& gate = GateOf(*topic);
     return gate.Stats(std::move(topic), std::move(done));
   }
-  const std::vector<PrimaryGate*> open = OpenGates();
-  if (open.empty()) return gates_[0]->Stats(std::nullopt, std::move(done));
-  if (open.size() == 1) return open[0]->Stats(std::nullopt, std::move(done));
-  auto gather = std::make_shared<StatsGather>(open.size(), std::move(done));
-  for (PrimaryGate* gate : open) {
-    gate->Stats(
+  GatherStats(std::move(done));
+}
+
+void ShardRouter::GatherStats(StatsCallback done) {
+  if (shards() == 1) return gates_[0]->Stats(std::nullopt, std::move(done));
+  // Each shard here if this node is its primary, or from its primary.
+  std::vector<PrimaryGate*> here;
+  std::map<std::string, std::vector<int>> elsewhere;
+  for (int shard = 0; shard < shards(); ++shard) {
+    PrimaryGate* gate = gates_[shard];
+    const absl::Status refusal = gate->refusal();
+    if (refusal.ok()) {
+      here.push_back(gate);
+      continue;
+    }
+    const std::optional<api::Primary> primary = api::PrimaryOf(refusal);
+    if (remote_ == nullptr || !primary.has_value()) {
+      // No primary to ask (a failover under way, the shard not created):
+      // the shard's own refusal says why, and the call may be retried.
+      return std::move(done)(refusal);
+    }
+    elsewhere[primary->address].push_back(shard);
+  }
+  auto gather = std::make_shared<StatsGather>(here.size() + elsewhere.size(),
+                                              std::move(done));
+  auto add = [gather](absl::StatusOr<std::vector<broker::TopicStats>> stats) {
+    gather->Add(std::move(stats));
+  };
+  for (PrimaryGate* gate : here) gate->Stats(std::nullopt, add);
+  for (auto& [address, shards] : elsewhere) {
+    remote_->Stats(address, std::move(shards), add);
+  }
+}
+
+void ShardRouter::LocalStats(const std::vector<int>& shards,
+                             StatsCallback done) {
+  for (int shard : shards) {
+    if (shard < 0 || shard >= this->shards()) {
+      return std::move(done)(absl::InvalidArgumentError(
+          absl::StrCat("shard ", shard, " does not exist: this cluster has ",
+                       this->shards(), " shards")));
+    }
+  }
+  if (shards.empty()) {
+    return std::move(done)(std::vector<broker::TopicStats>());
+  }
+  auto gather = std::make_shared<StatsGather>(shards.size(), std::move(done));
+  for (int shard : shards) {
+    gates_[shard]->Stats(
         std::nullopt,
-        [gather](
-            absl::StatusOr<std::vector<broker::TopicStats>> stats) mutable {
+        [gather](absl::StatusOr<std::vector<broker::TopicStats>> stats) {
           gather->Add(std::move(stats));
         });
   }

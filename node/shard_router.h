@@ -30,13 +30,16 @@ class PrimaryGate;
 //                 (PrimaryGate::kGateIdBits) with the shard in the bits
 //                 above, so no table is kept; ids of a shard that does not
 //                 exist are ignored, as gates ignore ids not theirs.
-//   every topic   Stats without a topic: gathered from the shards whose gate
-//                 is open (this node is their primary), merged in name
-//                 order. Gathering from the other shards' primaries is not
-//                 done yet (node/README.md); with no gate open, shard 0's
-//                 refusal (a redirect to its primary). Info: the open
-//                 gates' (the first one's format and store id, the first
-//                 failed store health); with none open, shard 0's.
+//   every topic   Stats without a topic: gathered from every shard, merged
+//                 in name order: from the shards whose gate is open (this
+//                 node is their primary) here, from the others' primaries
+//                 (the primary each gate's refusal names) through Remote,
+//                 one call per primary. Any shard that cannot answer (no
+//                 primary known, a failover under way, a primary that does
+//                 not answer) fails the whole call with its error. Info:
+//                 the open gates' (the first one's format and store id,
+//                 the first failed store health); with none open, shard
+//                 0's.
 //   snapshot      CreateSnapshot: shard 0's in a cluster of one shard;
 //                 UNIMPLEMENTED with more (a snapshot is of one store).
 //
@@ -47,9 +50,31 @@ class ShardRouter final : public broker::Broker {
   // Most shards a router takes: the bits above PrimaryGate::kGateIdBits.
   static constexpr int kMaxShards = 1 << 12;
 
-  // `gates[n]` is shard n's. REQUIRES: 1 <= gates.size() <= kMaxShards;
-  // the gates outlive the router.
-  explicit ShardRouter(std::vector<PrimaryGate*> gates);
+  using StatsCallback =
+      Callback<absl::StatusOr<std::vector<broker::TopicStats>>>;
+
+  // How the router reaches the primaries of the shards this node is not
+  // the primary of (node/peer_stats.h). Thread-safe.
+  class Remote {
+   public:
+    virtual ~Remote() = default;
+    // The stats of every topic of `shards`, from the node at `address`
+    // (their primary): LocalStats there. `done` runs once, on any thread.
+    virtual void Stats(const std::string& address, std::vector<int> shards,
+                       StatsCallback done) = 0;
+  };
+
+  // `gates[n]` is shard n's; `remote` may be null (Stats of every topic
+  // then fails for a shard this node is not the primary of, with the
+  // shard's refusal). REQUIRES: 1 <= gates.size() <= kMaxShards; the gates
+  // and `remote` outlive the router.
+  explicit ShardRouter(std::vector<PrimaryGate*> gates,
+                       Remote* remote = nullptr);
+
+  // The stats of every topic of `shards`, all of which this node must be
+  // the primary of (what a node gathering asks through Remote): the first
+  // refusal otherwise. INVALID_ARGUMENT for a shard out of range.
+  void LocalStats(const std::vector<int>& shards, StatsCallback done);
 
   int shards() const { return static_cast<int>(gates_.size()); }
   // The shard of `topic`.
@@ -108,9 +133,12 @@ class ShardRouter final : public broker::Broker {
   PrimaryGate& GateOf(std::string_view topic) const;
   // The gates open now (this node is their shard's primary).
   std::vector<PrimaryGate*> OpenGates() const;
+  // Stats of every topic of every shard (Stats without a topic).
+  void GatherStats(StatsCallback done);
 
   // Constant after construction.
   const std::vector<PrimaryGate*> gates_;
+  Remote* const remote_;
 };
 
 }  // namespace hourglass::node

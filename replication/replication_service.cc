@@ -121,6 +121,31 @@ class ReplicationService::Impl final : public v1::Replication::Service {
     return status;
   }
 
+  void SetStatsHandler(StatsHandler handler) { stats_ = std::move(handler); }
+
+  grpc::Status GetShardStats(grpc::ServerContext* context,
+                             const v1::ShardStatsRequest* request,
+                             v1::ShardStatsResponse* response) override {
+    if (absl::Status let_in = LetIn(*context); !let_in.ok()) {
+      return ToGrpc(let_in);
+    }
+    for (int32_t shard : request->shards()) {
+      if (shard < 0) {
+        return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                            absl::StrCat("shard ", shard, " does not exist"));
+      }
+      if (absl::Status known = Known(static_cast<uint32_t>(shard));
+          !known.ok()) {
+        return ToGrpc(known);
+      }
+    }
+    if (!stats_) {
+      return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                          "this node answers no shard stats");
+    }
+    return ToGrpc(stats_(*request, response));
+  }
+
   uint64_t checkpoints_sent(int shard) const {
     absl::MutexLock lock(&mu_);
     return slots_[shard].checkpoints_sent;
@@ -357,6 +382,8 @@ class ReplicationService::Impl final : public v1::Replication::Service {
   // Constant after construction.
   const CallerCheck check_;
   const uint32_t shards_;
+  // Set before the service is served (SetStatsHandler).
+  StatsHandler stats_;
 
   mutable absl::Mutex mu_;
   // One per shard (shards_ of them).
@@ -379,6 +406,10 @@ void ReplicationService::SetSource(int shard, storage::MessageStore* store,
 void ReplicationService::SetRebuildHandler(
     int shard, absl::AnyInvocable<void(std::string why)> handler) {
   impl_->SetRebuildHandler(shard, std::move(handler));
+}
+
+void ReplicationService::SetStatsHandler(StatsHandler handler) {
+  impl_->SetStatsHandler(std::move(handler));
 }
 
 uint64_t ReplicationService::checkpoints_sent(int shard) const {

@@ -19,13 +19,20 @@ class Service;
 
 namespace hourglass::replication {
 
+namespace v1 {
+class ShardStatsRequest;
+class ShardStatsResponse;
+}  // namespace v1
+
 // The backup's end of replication: the gRPC service Replication
 // (replication.proto) applying what a primary ships to the Replica set
 // for the shard its hello names with SetReplica. While there is none (this
 // node holds no backup copy of that shard, or is its primary) a stream is
 // refused with FAILED_PRECONDITION; a shard the cluster does not have
 // (outside [0, shards)) with INVALID_ARGUMENT. The same holds for
-// FetchCheckpoint and the source SetSource gives each shard.
+// FetchCheckpoint and the source SetSource gives each shard. GetShardStats,
+// which nodes ask each other for the stats of the shards they are the
+// primaries of, goes to the handler SetStatsHandler gives.
 //
 // Each stream runs on a gRPC thread of the synchronous API for its whole
 // life (one per primary shipping here), reading, applying and answering
@@ -70,6 +77,14 @@ class ReplicationService {
   // block. May be empty. Set before the shard's first SetReplica.
   void SetRebuildHandler(int shard,
                          absl::AnyInvocable<void(std::string why)> handler);
+
+  // Answers GetShardStats: the stats of every topic of `shards`, or why
+  // not (the call ends with that status). Called on a gRPC thread, which it
+  // may block until the engines answer. Set once, before the service is
+  // served; without it the call is UNIMPLEMENTED.
+  using StatsHandler = std::function<absl::Status(
+      const v1::ShardStatsRequest& request, v1::ShardStatsResponse* response)>;
+  void SetStatsHandler(StatsHandler handler);
 
   // Checkpoints of `shard` FetchCheckpoint sent in full, since the start.
   uint64_t checkpoints_sent(int shard) const;

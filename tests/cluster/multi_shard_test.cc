@@ -4,6 +4,7 @@
 // shards, and redirected per shard; a node's death fails over its shards
 // and no others.
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <set>
@@ -217,17 +218,32 @@ TEST_F(MultiShardTest, EachShardIsServedByItsPrimaryAndTheOthersRedirectToIt) {
     EXPECT_EQ(spanning.primary, "") << node;
   }
 
-  // Stats of every topic: the topics of the shards the node is primary of.
-  auto stub = v1::Admin::NewStub(nodes_.at(primary[0])->Channel());
-  grpc::ClientContext context;
-  v1::GetStatsResponse stats;
-  ASSERT_TRUE(stub->GetStats(&context, v1::GetStatsRequest(), &stats).ok());
-  std::set<std::string> listed, expected;
-  for (const auto& t : stats.topics()) listed.insert(t.topic());
-  for (int n = 0; n < kShards; ++n) {
-    if (primary[n] == primary[0]) expected.insert(topics_[n]);
+  // Stats of every topic, at any node: gathered from every shard's
+  // primary, each topic with its own counts, in name order.
+  std::vector<std::string> all(topics_.begin(), topics_.end());
+  std::sort(all.begin(), all.end());
+  for (const std::string& node : {"a", "b", "c"}) {
+    auto stub = v1::Admin::NewStub(nodes_.at(node)->Channel());
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + kPatience));
+    v1::GetStatsResponse stats;
+    const grpc::Status status =
+        stub->GetStats(&context, v1::GetStatsRequest(), &stats);
+    ASSERT_TRUE(status.ok()) << node << ": " << status.error_message();
+    std::vector<std::string> listed;
+    for (const auto& t : stats.topics()) {
+      listed.push_back(t.topic());
+      EXPECT_EQ(t.scheduled(), 1u) << node << " " << t.topic();
+    }
+    EXPECT_EQ(listed, all) << node;
+    grpc::ClientContext topics_context;
+    topics_context.set_deadline(absl::ToChronoTime(absl::Now() + kPatience));
+    v1::ListTopicsResponse topics;
+    ASSERT_TRUE(stub->ListTopics(&topics_context, v1::ListTopicsRequest(),
+                                 &topics)
+                    .ok());
+    EXPECT_EQ(topics.topics_size(), kShards) << node;
   }
-  EXPECT_EQ(listed, expected);
 
   // Each node is the primary of a shard, and in every in-sync set: its
   // health says both (node/README.md, "Health").
@@ -376,6 +392,15 @@ TEST_F(MultiShardTest, ANodeHoldingNoCopySendsEachShardsCallsToItsPrimary) {
     absl::StatusOr<client::Receipt> receipt = publisher.Publish(m);
     EXPECT_TRUE(receipt.ok()) << m.topic << ": " << receipt.status();
   }
+  // And d, which is the primary of nothing, gathers every shard's stats.
+  auto stub = v1::Admin::NewStub(nodes_.at("d")->Channel());
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + kPatience));
+  v1::GetStatsResponse stats;
+  const grpc::Status status =
+      stub->GetStats(&context, v1::GetStatsRequest(), &stats);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(stats.topics_size(), kShards);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "api/redirect.h"
 #include "cluster/shard_hash.h"
@@ -142,6 +143,36 @@ class FakeEngine final : public broker::Broker {
   std::vector<std::string> calls_ ABSL_GUARDED_BY(mu_);
 };
 
+// The other primaries, as the router reaches them: records each call as
+// "address shards", answers with a topic "b-topic", or fails as told.
+class FakeRemote final : public ShardRouter::Remote {
+ public:
+  void Stats(const std::string& address, std::vector<int> shards,
+             ShardRouter::StatsCallback done) override {
+    absl::Status fail;
+    {
+      absl::MutexLock lock(&mu_);
+      asked_.push_back(absl::StrCat(address, " ", absl::StrJoin(shards, ",")));
+      fail = fail_;
+    }
+    if (!fail.ok()) return std::move(done)(fail);
+    std::move(done)(std::vector<broker::TopicStats>{{.topic = "b-topic"}});
+  }
+  std::vector<std::string> asked() const {
+    absl::MutexLock lock(&mu_);
+    return asked_;
+  }
+  void Fail(absl::Status status) {
+    absl::MutexLock lock(&mu_);
+    fail_ = std::move(status);
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  std::vector<std::string> asked_ ABSL_GUARDED_BY(mu_);
+  absl::Status fail_ ABSL_GUARDED_BY(mu_);
+};
+
 // A topic of each shard, found by the documented hash.
 std::vector<std::string> TopicPerShard() {
   std::vector<std::string> topics(kShards);
@@ -167,7 +198,7 @@ class ShardRouterTest : public ::testing::Test {
       gates_.back()->Open(engines_.back().get());
       gates.push_back(gates_.back().get());
     }
-    router_ = std::make_unique<ShardRouter>(std::move(gates));
+    router_ = std::make_unique<ShardRouter>(std::move(gates), &remote_);
   }
 
   // Every engine's calls, by shard.
@@ -202,6 +233,7 @@ class ShardRouterTest : public ::testing::Test {
   }
 
   const std::vector<std::string> topics_ = TopicPerShard();
+  FakeRemote remote_;
   std::vector<std::unique_ptr<FakeEngine>> engines_;
   std::vector<std::unique_ptr<PrimaryGate>> gates_;
   std::unique_ptr<ShardRouter> router_;
@@ -287,32 +319,70 @@ TEST_F(ShardRouterTest, ARefusalKeepsThePrimaryItNames) {
                   [](absl::Status s) { EXPECT_TRUE(s.ok()) << s; });
 }
 
-TEST_F(ShardRouterTest, StatsOfEveryTopicGatherTheOpenShardsInNameOrder) {
-  gates_[1]->Close(absl::UnavailableError("not primary"));
+// The topics' names in `stats`, or the error.
+absl::StatusOr<std::vector<std::string>> Names(
+    const absl::StatusOr<std::vector<broker::TopicStats>>& stats) {
+  if (!stats.ok()) return stats.status();
+  std::vector<std::string> names;
+  for (const broker::TopicStats& t : *stats) names.push_back(t.topic);
+  return names;
+}
+
+TEST_F(ShardRouterTest, StatsOfEveryTopicGatherEveryShardHereAndFromPrimaries) {
+  // Shards 1 and 2 have their primary at node-b, which answers for both in
+  // one call.
+  for (int shard : {1, 2}) {
+    gates_[shard]->Close(api::WithPrimary(absl::UnavailableError("not primary"),
+                                          {"node-b:1", 1}));
+  }
   absl::StatusOr<std::vector<broker::TopicStats>> stats;
   router_->Stats(std::nullopt,
                  [&](absl::StatusOr<std::vector<broker::TopicStats>> s) {
                    stats = std::move(s);
                  });
-  ASSERT_TRUE(stats.ok()) << stats.status();
-  std::vector<std::string> names;
-  for (const broker::TopicStats& t : *stats) names.push_back(t.topic);
-  std::vector<std::string> expected = {topics_[0], topics_[2], topics_[3]};
+  std::vector<std::string> expected = {topics_[0], topics_[3], "b-topic"};
   std::sort(expected.begin(), expected.end());
-  EXPECT_EQ(names, expected);
+  EXPECT_EQ(Names(stats).value_or(std::vector<std::string>{}), expected)
+      << stats.status();
+  EXPECT_THAT(remote_.asked(), ElementsAre("node-b:1 1,2"));
 
-  // None open: shard 0's refusal, with the primary it names.
-  for (int shard : {0, 2, 3}) {
-    gates_[shard]->Close(
-        api::WithPrimary(absl::UnavailableError(absl::StrCat("shard ", shard)),
-                         {absl::StrCat("node-", shard, ":1"), 1}));
-  }
+  // A primary that fails the call fails the whole: every shard or none.
+  remote_.Fail(absl::UnavailableError("node-b is not the primary of 2"));
   router_->Stats(std::nullopt,
                  [&](absl::StatusOr<std::vector<broker::TopicStats>> s) {
                    stats = std::move(s);
                  });
-  EXPECT_EQ(stats.status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_EQ(api::PrimaryOf(stats.status())->address, "node-0:1");
+  EXPECT_EQ(stats.status(),
+            absl::UnavailableError("node-b is not the primary of 2"));
+
+  // A shard whose primary is not known (a failover under way): its
+  // refusal, and nobody is asked.
+  gates_[3]->Close(absl::UnavailableError("shard 3's primary is gone"));
+  router_->Stats(std::nullopt,
+                 [&](absl::StatusOr<std::vector<broker::TopicStats>> s) {
+                   stats = std::move(s);
+                 });
+  EXPECT_EQ(stats.status(),
+            absl::UnavailableError("shard 3's primary is gone"));
+  EXPECT_EQ(remote_.asked().size(), 2u);
+}
+
+TEST_F(ShardRouterTest, LocalStatsAnswerOnlyForShardsThisNodeIsPrimaryOf) {
+  absl::StatusOr<std::vector<broker::TopicStats>> stats;
+  auto keep = [&](absl::StatusOr<std::vector<broker::TopicStats>> s) {
+    stats = std::move(s);
+  };
+  router_->LocalStats({3, 0}, keep);
+  std::vector<std::string> expected = {topics_[0], topics_[3]};
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(Names(stats).value_or(std::vector<std::string>{}), expected);
+  gates_[0]->Close(absl::UnavailableError("not the primary of shard 0"));
+  router_->LocalStats({3, 0}, keep);
+  EXPECT_EQ(stats.status(),
+            absl::UnavailableError("not the primary of shard 0"));
+  router_->LocalStats({kShards}, keep);
+  EXPECT_EQ(stats.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(remote_.asked(), IsEmpty());
 }
 
 TEST_F(ShardRouterTest, ASnapshotOfManyShardsIsUnimplemented) {
