@@ -44,4 +44,8 @@ std::string ShardKey(std::string_view cluster, int shard) {
   return absl::StrCat(ClusterPrefix(cluster), "shards/", shard);
 }
 
+std::string ShardCountKey(std::string_view cluster) {
+  return absl::StrCat(ClusterPrefix(cluster), "shard_count");
+}
+
 }  // namespace hourglass::cluster

@@ -13,6 +13,7 @@ namespace hourglass::cluster {
 //   /hourglass/<cluster>/nodes/<node_id>   a node's address, under its lease
 //   /hourglass/<cluster>/controller        the controller election
 //   /hourglass/<cluster>/shards/<n>        a shard's epoch and replicas
+//   /hourglass/<cluster>/shard_count       the shard count, in decimal
 // <cluster> is --cluster (default "hourglass"), <node_id> --node_id.
 
 // Checks a cluster name or node id: 1 to 200 of [A-Za-z0-9._-], so that it
@@ -31,6 +32,9 @@ std::string NodesPrefix(std::string_view cluster);
 std::string NodeKey(std::string_view cluster, std::string_view node_id);
 // "/hourglass/<cluster>/shards/<shard>", the shard in decimal.
 std::string ShardKey(std::string_view cluster, int shard);
+// "/hourglass/<cluster>/shard_count": how many shards the cluster has,
+// written once, by the first member to join (--shards).
+std::string ShardCountKey(std::string_view cluster);
 
 }  // namespace hourglass::cluster
 

@@ -31,6 +31,37 @@ std::optional<int> ParseShard(std::string_view name) {
   return shard;
 }
 
+// The shard count is fixed when the cluster is created (CLUSTER.md
+// "Words"): the first member to join writes its --shards, and every later
+// one must have been given the same, or it would send topics to other
+// shards than the rest of the cluster (and, as controller, create shards).
+// FAILED_PRECONDITION, saying which count to give, otherwise.
+absl::Status AgreeOnShardCount(EtcdClient& client,
+                               const MemberOptions& options) {
+  const std::string key = ShardCountKey(options.cluster);
+  absl::StatusOr<TxnResult> created =
+      client.CreateIfAbsent(key, absl::StrCat(options.shards));
+  if (!created.ok()) return created.status();
+  if (created->succeeded) return absl::OkStatus();
+  const std::string value =
+      created->current.has_value() ? created->current->value : "";
+  int count = 0;
+  const auto [end, error] =
+      std::from_chars(value.data(), value.data() + value.size(), count);
+  if (error != std::errc() || end != value.data() + value.size() || count < 1) {
+    return absl::DataLossError(
+        absl::StrCat(key, " holds \"", value, "\", not a shard count"));
+  }
+  if (count != options.shards) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cluster ", options.cluster, " has ", count,
+        " shards, fixed when it was created; this node was started with "
+        "--shards=",
+        options.shards, ": give every node of the cluster --shards=", count));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Member>> Member::Join(EtcdClient& client,
@@ -53,6 +84,9 @@ absl::StatusOr<std::unique_ptr<Member>> Member::Join(EtcdClient& client,
   }
   if (!options.position_wait.has_value()) {
     options.position_wait = options.lease_ttl;
+  }
+  if (absl::Status s = AgreeOnShardCount(client, options); !s.ok()) {
+    return s;
   }
   std::unique_ptr<Member> member(
       new Member(client, std::move(options), std::move(callbacks)));

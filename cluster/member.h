@@ -92,13 +92,17 @@ class Member {
     absl::AnyInvocable<void(absl::Status status)> on_lost;
   };
 
-  // Grants the node's lease and writes nodes/<id> under it, then starts
-  // the member's thread. A node id still held by an earlier lease (this
-  // node's before a crash) is waited for, at most a lease TTL and a second.
-  // Errors:
-  //   INVALID_ARGUMENT  a bad name, an empty address, a shard count or
-  //                     replication factor below 1.
-  //   ALREADY_EXISTS    another live node has this id.
+  // Checks the shard count against the cluster's (writing it, for the
+  // cluster's first member), grants the node's lease and writes nodes/<id>
+  // under it, then starts the member's thread. A node id still held by an
+  // earlier lease (this node's before a crash) is waited for, at most a
+  // lease TTL and a second. Errors:
+  //   INVALID_ARGUMENT     a bad name, an empty address, a shard count or
+  //                        replication factor below 1.
+  //   FAILED_PRECONDITION  the cluster has another shard count than
+  //                        options.shards (the message says which).
+  //   DATA_LOSS            the cluster's shard count key holds no count.
+  //   ALREADY_EXISTS       another live node has this id.
   //   etcd's errors (UNAVAILABLE, ...).
   static absl::StatusOr<std::unique_ptr<Member>> Join(EtcdClient& client,
                                                       MemberOptions options,

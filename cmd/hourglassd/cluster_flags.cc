@@ -41,8 +41,9 @@ ABSL_FLAG(absl::Duration, lease_ttl, absl::Seconds(3),
           "long is dead to the cluster (whole seconds).");
 ABSL_FLAG(int32_t, shards, 1,
           "Cluster mode: shards of the cluster (1 to 4096), fixed when the "
-          "cluster is created; every node of a cluster must be given the "
-          "same. A topic's shard is the FNV-1a hash of its name modulo this.");
+          "cluster is created (kept in etcd): a node given another exits as "
+          "it joins. A topic's shard is the FNV-1a hash of its name modulo "
+          "this.");
 ABSL_FLAG(std::string, tls_peer_ca, "",
           "Cluster mode with --tls_cert: PEM CA certificates that sign the "
           "other nodes' certificates. This node verifies a peer's server "

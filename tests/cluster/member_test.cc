@@ -188,6 +188,34 @@ TEST_F(MemberTest, ASecondNodeWithTheSameIdIsRefused) {
                         "(at a.example:7070)"));
 }
 
+// The first member fixes the shard count; a node given another is refused
+// before it joins (it would send topics to other shards than the rest).
+TEST_F(MemberTest, ANodeGivenAnotherShardCountThanTheClustersIsRefused) {
+  MemberOptions first = Options("a");
+  first.shards = 4;
+  std::unique_ptr<Member> a = Join(first);
+  ASSERT_NE(a, nullptr);
+  MemberOptions other = Options("b");
+  other.shards = 16;
+  absl::StatusOr<std::unique_ptr<Member>> refused =
+      Member::Join(*client_, other, {});
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(refused.status().message(),
+            "cluster test has 4 shards, fixed when it was created; this node "
+            "was started with --shards=16: give every node of the cluster "
+            "--shards=4");
+  // b wrote nothing: a sees itself alone.
+  EXPECT_TRUE(a->AwaitView(
+      [](const ClusterView& view) { return view.nodes.contains("a"); },
+      absl::Now() + kPatience));
+  EXPECT_FALSE(a->view().nodes.contains("b"));
+  // The same count joins, after the first has gone too: the count stays.
+  a.reset();
+  MemberOptions same = Options("b");
+  same.shards = 4;
+  EXPECT_NE(Join(same), nullptr);
+}
+
 TEST_F(MemberTest, ANodeRestartedAfterACrashTakesItsIdBackOnceItsLeaseEnds) {
   std::unique_ptr<Member> a = Join("a");
   ASSERT_NE(a, nullptr);

@@ -28,6 +28,7 @@
 #include "hourglass/v1/admin.grpc.pb.h"
 #include "tests/cluster/cluster_fixture.h"
 #include "tests/testing/eventually.h"
+#include "tests/testing/subprocess.h"
 
 namespace hourglass {
 namespace {
@@ -401,6 +402,29 @@ TEST_F(MultiShardTest, ANodeHoldingNoCopySendsEachShardsCallsToItsPrimary) {
       stub->GetStats(&context, v1::GetStatsRequest(), &stats);
   ASSERT_TRUE(status.ok()) << status.error_message();
   EXPECT_EQ(stats.topics_size(), kShards);
+}
+
+// The shard count is the cluster's: a node given another exits as it
+// joins, saying which to give, rather than send topics to other shards.
+TEST_F(MultiShardTest, ANodeGivenAnotherShardCountExitsSayingWhichToGive) {
+  StartNodes({"a"}, {"--shards=4", "--replication_factor=1", "--min_insync=1"});
+  ASSERT_TRUE(testing::Eventually(
+      [&] {
+        absl::StatusOr<v1::ClusterMap> map = MapOf("a");
+        return map.ok() && map->nodes_size() == 1;
+      },
+      kPatience));
+  absl::StatusOr<std::unique_ptr<testing::Subprocess>> other =
+      testing::Subprocess::Start(
+          {HOURGLASSD_PATH, "--listen=127.0.0.1:0",
+           "--metrics_listen=127.0.0.1:0", "--data_dir=" + dir_.path() + "/x",
+           "--etcd=" + etcd_->endpoint(), "--node_id=x", "--shards=8"});
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_EQ((*other)->Wait(kPatience), 1) << (*other)->output();
+  EXPECT_THAT((*other)->output(),
+              HasSubstr("cluster hourglass has 4 shards, fixed when it was "
+                        "created; this node was started with --shards=8: "
+                        "give every node of the cluster --shards=4"));
 }
 
 }  // namespace
