@@ -308,12 +308,10 @@ std::unique_ptr<hourglass::node::ClusterNode> OpenClusterNode(
   absl::StatusOr<std::unique_ptr<hourglass::node::ClusterNode>> node =
       hourglass::node::ClusterNode::Open(std::move(options));
   if (!node.ok()) Fail(std::string(node.status().message()));
-  const std::vector<int> hosted = (*node)->hosted_shards();
   spdlog::info(
-      "hourglassd opened the stores of {} shard{} ({}) in {}/shards in {}; "
+      "hourglassd opened the stores of shards [{}] in {}/shards in {}; "
       "cluster {} on etcd {} as node {}; {}",
-      hosted.size(), hosted.size() == 1 ? "" : "s",
-      hosted.empty() ? "none yet" : absl::StrJoin(hosted, ","), data_dir,
+      absl::StrJoin((*node)->hosted_shards(), ","), data_dir,
       absl::FormatDuration(absl::Now() - open_start), (*node)->cluster(),
       hourglass::hourglassd::EtcdFlag(), (*node)->node_id(), tls_summary);
   WarnIfDataDirOpen(data_dir);
@@ -614,11 +612,9 @@ int main(int argc, char** argv) {
     // gRPC health follows the store: NOT_SERVING while it refuses writes.
     hourglass::api::FollowStoreHealth(engine->store_health(), server->get());
   } else {
-    // gRPC health follows the node's part in its shards: "" while it is,
-    // of each shard that names it, the primary or an in-sync backup,
-    // hourglass.v1.Primary while it is the primary of one and takes writes
-    // in each it is the primary of (node/node_health.h; deploy/README.md
-    // says what probes ask).
+    // gRPC health follows the node's part in its shards (what "" and
+    // hourglass.v1.Primary mean: node/node_health.h; deploy/README.md says
+    // what probes ask).
     cluster_node->WatchHealth([server = server->get(), first = true](
                                   hourglass::node::NodeHealth health) mutable {
       server->SetServing("", health.member);
