@@ -142,6 +142,10 @@ prometheus::MetricFamily NewFamily(Metric metric) {
 }
 
 std::string Registry::Render() {
+  return prometheus::TextSerializer().Serialize(Families());
+}
+
+std::vector<prometheus::MetricFamily> Registry::Families() {
   absl::MutexLock collect_lock(&collect_mu_);
   for (const auto& [id, collect] : collectors_) collect();
 
@@ -169,7 +173,7 @@ std::string Registry::Render() {
     }
   }
   for (prometheus::MetricFamily& family : merged) OrderSamples(family);
-  return prometheus::TextSerializer().Serialize(merged);
+  return merged;
 }
 
 prometheus::ClientMetric& AddSample(

@@ -134,6 +134,10 @@ class Registry {
   // values. Families without children are left out. Scrapes are serialised: a
   // second Render waits for the first.
   std::string Render();
+  // What Render renders, as families: for a source of another registry
+  // (a cluster node's registry of each shard's engine). REQUIRES: not
+  // called from this registry's collectors or sources.
+  std::vector<prometheus::MetricFamily> Families();
 
   // prometheus-cpp's registry under this one, for tests that need a family
   // outside the catalog; rendered as above, its labels in name order.

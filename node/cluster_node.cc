@@ -125,6 +125,8 @@ absl::StatusOr<std::unique_ptr<ClusterNode>> ClusterNode::Open(
   if (o.engine.metrics != nullptr) {
     node->collector_ = o.engine.metrics->AddCollector(
         [n = node.get()] { n->CollectMetrics(); });
+    node->source_ = o.engine.metrics->AddSource(
+        [n = node.get()] { return n->ShardFamilies(); });
   }
   return node;
 }
@@ -146,6 +148,14 @@ absl::StatusOr<std::unique_ptr<ShardHost>> ClusterNode::OpenHost(int shard) {
   host.node_id = o.node_id;
   host.min_insync = o.min_insync;
   host.engine = o.engine;
+  if (o.engine.metrics != nullptr) {
+    // The engine's metrics go to a registry of the shard's own, which the
+    // node's renders with the shard label (ShardFamilies).
+    absl::MutexLock lock(&mu_);
+    std::unique_ptr<metrics::Registry>& registry = shard_metrics_[shard];
+    if (registry == nullptr) registry = std::make_unique<metrics::Registry>();
+    host.engine.metrics = registry.get();
+  }
   host.clock = o.clock;
   host.metrics = o.engine.metrics;
   host.store_dir = store_dir;
@@ -279,8 +289,36 @@ absl::Status ClusterNode::CheckPeer(const grpc::ServerContextBase& context) {
 ClusterNode::~ClusterNode() {
   if (options_.engine.metrics != nullptr) {
     options_.engine.metrics->RemoveCollector(collector_);
+    options_.engine.metrics->RemoveCollector(source_);
   }
   Leave();
+}
+
+std::vector<prometheus::MetricFamily> ClusterNode::ShardFamilies() {
+  std::vector<std::pair<int, metrics::Registry*>> primaries;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [shard, host] : hosts_) {
+      auto registry = shard_metrics_.find(shard);
+      if (registry != shard_metrics_.end() &&
+          host->role() == ShardHost::Role::kPrimary) {
+        primaries.emplace_back(shard, registry->second.get());
+      }
+    }
+  }
+  // Outside mu_: the engines' collectors run (the registries live as long
+  // as the node).
+  std::vector<prometheus::MetricFamily> families;
+  for (const auto& [shard, registry] : primaries) {
+    const std::string value = std::to_string(shard);
+    for (prometheus::MetricFamily& family : registry->Families()) {
+      for (prometheus::ClientMetric& sample : family.metric) {
+        sample.label.push_back({"shard", value});
+      }
+      families.push_back(std::move(family));
+    }
+  }
+  return families;
 }
 
 void ClusterNode::CollectMetrics() {

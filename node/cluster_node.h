@@ -50,6 +50,14 @@ namespace hourglass::broker {
 class RateLimitedLog;
 }  // namespace hourglass::broker
 
+namespace hourglass::metrics {
+class Registry;
+}  // namespace hourglass::metrics
+
+namespace prometheus {
+struct MetricFamily;
+}  // namespace prometheus
+
 namespace hourglass::storage {
 class RocksDbResources;
 }  // namespace hourglass::storage
@@ -210,7 +218,13 @@ class ClusterNode {
   void CollectShard(int shard, ShardHost& host,
                     const cluster::ClusterView* view);
 
+  // The families of the engines of the shards this node is the primary
+  // of, each sample with the shard label (a source of the node's registry:
+  // the metrics of a shard whose engine runs elsewhere are not shown).
+  std::vector<prometheus::MetricFamily> ShardFamilies();
+
   uint64_t collector_ = 0;  // In options_.engine.metrics, if any.
+  uint64_t source_ = 0;     // ShardFamilies, in options_.engine.metrics.
   // The collector's, by shard: backups whose lag gauges it set, and the
   // checkpoints sent it has counted.
   std::map<int, std::vector<std::string>> lag_backups_;
@@ -221,6 +235,10 @@ class ClusterNode {
   // threads.
   mutable absl::Mutex mu_;
   std::map<int, std::unique_ptr<ShardHost>> hosts_ ABSL_GUARDED_BY(mu_);
+  // Each hosted shard's engine's metrics (with options_.engine.metrics);
+  // made with the host, kept until the node goes.
+  std::map<int, std::unique_ptr<metrics::Registry>> shard_metrics_
+      ABSL_GUARDED_BY(mu_);
   std::unique_ptr<cluster::Member> member_ ABSL_GUARDED_BY(mu_);
   // Set by Leave: no host is made any more.
   bool leaving_ ABSL_GUARDED_BY(mu_) = false;

@@ -42,6 +42,7 @@ using ::hourglass::client::Message;
 using ::hourglass::client::Publisher;
 using ::hourglass::testing::Answer;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr int kShards = 4;
 constexpr absl::Duration kPatience = testing::kClusterPatience;
@@ -240,9 +241,9 @@ TEST_F(MultiShardTest, EachShardIsServedByItsPrimaryAndTheOthersRedirectToIt) {
     grpc::ClientContext topics_context;
     topics_context.set_deadline(absl::ToChronoTime(absl::Now() + kPatience));
     v1::ListTopicsResponse topics;
-    ASSERT_TRUE(stub->ListTopics(&topics_context, v1::ListTopicsRequest(),
-                                 &topics)
-                    .ok());
+    ASSERT_TRUE(
+        stub->ListTopics(&topics_context, v1::ListTopicsRequest(), &topics)
+            .ok());
     EXPECT_EQ(topics.topics_size(), kShards) << node;
   }
 
@@ -259,7 +260,8 @@ TEST_F(MultiShardTest, EachShardIsServedByItsPrimaryAndTheOthersRedirectToIt) {
   }
 
   // Each node's metrics say its role in every shard, each family once
-  // (a node that is the primary of two shards runs two engines).
+  // (a node that is the primary of two shards runs two engines); the
+  // engines' metrics carry the shard, and only the primary shows them.
   for (const std::string& node : {"a", "b", "c"}) {
     const std::string metrics = nodes_.at(node)->ScrapeMetrics();
     std::set<std::string> families;
@@ -274,7 +276,20 @@ TEST_F(MultiShardTest, EachShardIsServedByItsPrimaryAndTheOthersRedirectToIt) {
                       "hourglass_cluster_role{shard=\"", n, "\",role=\"",
                       primary[n] == node ? "primary" : "backup", "\"} 1\n")))
           << node << " " << n;
+      const std::string serving =
+          absl::StrCat("\nhourglass_serving{shard=\"", n, "\"} 1\n");
+      const std::string scheduled =
+          absl::StrCat("\nhourglass_scheduled{topic=\"", topics_[n],
+                       "\",shard=\"", n, "\"} 1\n");
+      if (primary[n] == node) {
+        EXPECT_THAT(metrics, HasSubstr(serving)) << node << " " << n;
+        EXPECT_THAT(metrics, HasSubstr(scheduled)) << node << " " << n;
+      } else {
+        EXPECT_THAT(metrics, Not(HasSubstr(serving))) << node << " " << n;
+        EXPECT_THAT(metrics, Not(HasSubstr(scheduled))) << node << " " << n;
+      }
     }
+    EXPECT_THAT(metrics, Not(HasSubstr("\nhourglass_serving "))) << node;
   }
 }
 
