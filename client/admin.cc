@@ -177,6 +177,20 @@ absl::StatusOr<hourglass::v1::ClusterMap> Admin::GetClusterMap() {
   return map;
 }
 
+absl::Status Admin::DrainNode(const std::string& node, bool undo) {
+  grpc::ClientContext context;
+  const absl::Duration timeout = channel_->options().call_timeout;
+  ChannelAccess::Prepare(*channel_, context, absl::Now() + timeout);
+  hourglass::v1::DrainNodeRequest request;
+  request.set_node(node);
+  request.set_undo(undo);
+  hourglass::v1::DrainNodeResponse response;
+  const grpc::Status status =
+      ChannelAccess::endpoint(*channel_).cluster->DrainNode(&context, request,
+                                                           &response);
+  return ChannelAccess::ToStatus(*channel_, status, timeout);
+}
+
 absl::StatusOr<std::string> Admin::Health(const std::string& service) {
   // grpc.health.v1 by hand: the messages are a string and an enum, and
   // generated code for them would clash with an application's own copy of

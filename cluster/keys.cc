@@ -44,4 +44,9 @@ std::string ShardKey(std::string_view cluster, int shard) {
   return absl::StrCat(ClusterPrefix(cluster), "shards/", shard);
 }
 
+std::string DrainKey(std::string_view cluster, std::string_view node_id) {
+  return absl::StrCat(ClusterPrefix(cluster), "drains/",
+                      internal::AsAbsl(node_id));
+}
+
 }  // namespace hourglass::cluster

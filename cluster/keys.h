@@ -13,6 +13,7 @@ namespace hourglass::cluster {
 //   /hourglass/<cluster>/nodes/<node_id>   a node's address, under its lease
 //   /hourglass/<cluster>/controller        the controller election
 //   /hourglass/<cluster>/shards/<n>        a shard's epoch and replicas
+//   /hourglass/<cluster>/drains/<node_id>  a node being emptied (no value)
 // <cluster> is --cluster (default "hourglass"), <node_id> --node_id.
 
 // Checks a cluster name or node id: 1 to 200 of [A-Za-z0-9._-], so that it
@@ -31,6 +32,10 @@ std::string NodesPrefix(std::string_view cluster);
 std::string NodeKey(std::string_view cluster, std::string_view node_id);
 // "/hourglass/<cluster>/shards/<shard>", the shard in decimal.
 std::string ShardKey(std::string_view cluster, int shard);
+// "/hourglass/<cluster>/drains/<node_id>": present while the node is being
+// drained (`hourglass cluster drain`): the controller moves its replicas to
+// other nodes. Not under a lease: a drain outlives restarts until undone.
+std::string DrainKey(std::string_view cluster, std::string_view node_id);
 
 }  // namespace hourglass::cluster
 

@@ -5,7 +5,9 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -40,6 +42,9 @@ struct MemberOptions {
   int shards = 1;
   // --replication_factor. Default: 3.
   int replication_factor = 3;
+  // --min_insync: replica moves never take a shard's in-sync set below it.
+  // Default: 2.
+  int min_insync = 2;
   // How long the controller waits, after a shard's primary is gone, for its
   // in-sync backups to report their positions before it promotes the most
   // advanced of those that did. Default: the lease TTL.
@@ -63,6 +68,8 @@ struct ClusterView {
   std::map<int, Shard> shards;
   // The node id of the controller; empty while there is none.
   std::string controller;
+  // The nodes being drained (keys.h DrainKey), alive or not.
+  std::set<std::string> draining;
 };
 
 // One node's membership in a cluster (CLUSTER.md): it holds the node's
@@ -142,8 +149,14 @@ class Member {
   void Apply(const WatchEvent& event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Reports this node's positions for shards whose primary is gone.
   void ReportPositions(const ClusterView& view);
-  // The controller's work: plans each shard and writes the changes.
+  // The controller's work: plans each shard and writes the changes; when
+  // no shard needed one, moves a replica toward the balanced layout.
   void Control(const ClusterView& view, int64_t term);
+  // Writes `write` to shard `shard` by compare-and-set, fenced by `term`,
+  // and logs `reason`. False if this node is no longer the controller.
+  bool WriteShard(int shard, const std::optional<ClusterView::Shard>& current,
+                  const ShardRecord& write, const std::string& reason,
+                  int64_t term);
   // Sleeps until `deadline` or until woken.
   void WaitForWork(absl::Time deadline);
 
@@ -174,6 +187,14 @@ class Member {
   std::map<int, std::string> logged_;
   std::thread thread_;
 };
+
+// Marks node `node_id` of cluster `cluster` as being drained (`drain`), or
+// no longer (keys.h DrainKey): while it is, the controller moves the
+// replicas it holds to other nodes, one at a time (cluster/rebalance.h).
+// The node need not be alive. Errors: INVALID_ARGUMENT for a bad node id;
+// etcd's.
+absl::Status SetDraining(EtcdClient& client, std::string_view cluster,
+                         std::string_view node_id, bool drain);
 
 }  // namespace hourglass::cluster
 

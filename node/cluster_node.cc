@@ -89,7 +89,11 @@ absl::StatusOr<std::unique_ptr<ClusterNode>> ClusterNode::Open(
   node->replication_ = std::make_unique<replication::ReplicationService>(
       std::move(caller_check));
   node->cluster_service_ = std::make_unique<api::ClusterService>(
-      [n = node.get()] { return n->Map(); }, o.authorizer);
+      [n = node.get()] { return n->Map(); },
+      [n = node.get()](const std::string& id, bool drain) {
+        return cluster::SetDraining(*n->etcd_, n->options_.cluster, id, drain);
+      },
+      o.authorizer);
   ShardHostOptions host;
   host.shard = 0;
   host.node_id = o.node_id;
@@ -243,6 +247,7 @@ absl::Status ClusterNode::Join(const std::string& address,
   member.address = address;
   member.lease_ttl = options_.lease_ttl;
   member.shards = options_.shards;
+  member.min_insync = options_.min_insync;
   member.replication_factor = options_.replication_factor;
   cluster::Member::Callbacks callbacks;
   ShardHost* host;
@@ -289,6 +294,7 @@ hourglass::v1::ClusterMap ClusterNode::Map() const {
     out.set_id(id);
     out.set_address(node.address);
   }
+  for (const std::string& id : view.draining) map.add_draining(id);
   const std::optional<ShardHost::Progress> progress = host_->progress();
   const absl::Time now = absl::Now();
   for (const auto& [number, shard] : view.shards) {

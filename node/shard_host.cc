@@ -379,6 +379,20 @@ void ShardHost::KeepInSyncSet(const cluster::ClusterView& view,
   const replication::LogPosition last = store_->last();
   const std::map<std::string, replication::ReplicatedStore::BackupState>
       backups = store_->Backups();
+  // A backup the controller moved away (cluster/rebalance.h): it left the
+  // record's replicas and in-sync set together, so writes stop waiting for
+  // it. Views come in order, and this primary adds a backup only while the
+  // record names it a replica, so one absent from the replicas now is not
+  // in the record's in-sync set.
+  for (const auto& [node, state] : backups) {
+    if (state.in_sync && !record.IsReplica(node)) {
+      store_->RemoveInSync(node);
+      spdlog::info(
+          "cluster: primary {} no longer waits for {} in shard {}: it is not "
+          "a replica any more",
+          options_.node_id, node, options_.shard);
+    }
+  }
   for (const std::string& node : record.replicas) {
     if (node == options_.node_id) continue;
     auto state = backups.find(node);
