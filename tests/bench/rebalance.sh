@@ -11,7 +11,8 @@
 #      (rebuilt from the primary's checkpoint: the pending messages are past
 #      what the primary keeps of its log), waits for it to be in sync, then
 #      drops b's. Measured: from the drain to b leaving the replicas; the
-#      bytes and files the checkpoint moved (d's log);
+#      bytes and files the checkpoint moved (d's log); the steady load's
+#      lateness for messages due during the move against the others;
 #   5. checks: d holds every pending message (its copy's count, after a and
 #      c are stopped and d is promoted), and the steady load's report (every
 #      message delivered, none early, lateness p99 through the move).
@@ -104,7 +105,7 @@ python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print("preload: %d 
 # The steady load, through every node, for long enough to outlast the move.
 "$BENCH" --addr="$(all_addrs)" --timeout=60s --json --durability=sync --topic=steady \
   --rate="$RATE" --duration=90s --delay=2s --batch=10 --retries=30 --reconnect \
-  >"$WORK/steady.json" 2>"$WORK/steady.err" &
+  --lateness-log="$WORK/lateness.txt" >"$WORK/steady.json" 2>"$WORK/steady.err" &
 STEADY=$!
 sleep 10  # The steady load runs before the move, for comparison.
 
@@ -128,6 +129,22 @@ print("steady load through the move: %d published, %d delivered, %d undelivered,
       r.get("published", 0), r.get("delivered", 0), r.get("undelivered", 0),
       r.get("early", 0), r.get("duplicates", 0), r.get("errors", 0),
       lat.get("p50", 0), lat.get("p99", 0), lat.get("max", 0)))
+PY
+
+# Lateness of the messages due during the move against the others.
+python3 - "$WORK/lateness.txt" "$START" "$DONE" <<'PY'
+import sys
+start, done = float(sys.argv[2]) * 1e6, float(sys.argv[3]) * 1e6
+inside, outside = [], []
+for line in open(sys.argv[1]):
+    due, arrived = map(int, line.split()[:2])
+    (inside if start <= due <= done else outside).append((arrived - due) / 1000)
+def p(xs, q):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
+for name, xs in (("due during the move", inside), ("due outside it", outside)):
+    print("lateness, %s: %d messages, p50 %.1f ms, p99 %.1f ms, max %.1f ms" % (
+        name, len(xs), p(xs, 0.5), p(xs, 0.99), max(xs) if xs else float("nan")))
 PY
 
 # d's copy holds every pending message: d stops, and its copy of the shard
