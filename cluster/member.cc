@@ -256,6 +256,11 @@ void Member::Run() {
   }
 }
 
+void Member::Wake() {
+  absl::MutexLock lock(&mu_);
+  wake_ = true;
+}
+
 void Member::WaitForWork(absl::Time deadline) {
   absl::MutexLock lock(&mu_);
   mu_.AwaitWithDeadline(absl::Condition(&wake_), deadline);
@@ -352,13 +357,18 @@ void Member::Apply(const WatchEvent& event) {
 
 void Member::ReportPositions(const ClusterView& view) {
   auto self = view.nodes.find(options_.node_id);
-  if (self == view.nodes.end() || !callbacks_.position) return;
+  if (self == view.nodes.end()) return;
   NodeRecord record = self->second;
   bool changed = false;
   for (const auto& [shard, s] : view.shards) {
     const ShardRecord& r = s.record;
-    if (view.nodes.contains(r.primary) || r.primary == options_.node_id ||
-        !r.InIsr(options_.node_id)) {
+    // A backup of a shard whose primary is gone, or the primary handing
+    // the shard over.
+    const bool handing_over =
+        r.primary == options_.node_id && !r.transfer_to.empty();
+    if (!handing_over &&
+        (view.nodes.contains(r.primary) || r.primary == options_.node_id ||
+         !r.InIsr(options_.node_id))) {
       continue;
     }
     auto reported = record.positions.find(shard);
@@ -366,13 +376,22 @@ void Member::ReportPositions(const ClusterView& view) {
         reported->second.epoch == r.epoch) {
       continue;
     }
-    const std::optional<int64_t> index = callbacks_.position(shard);
+    std::optional<int64_t> index;
+    if (!handing_over) {
+      if (callbacks_.position) index = callbacks_.position(shard);
+    } else if (callbacks_.handed_over) {
+      index = callbacks_.handed_over(shard);
+    }
     if (!index.has_value()) continue;
     record.positions[shard] = Position{r.epoch, *index};
     changed = true;
     spdlog::info("cluster: node {} reports index {} of shard {} at epoch {} "
-                 "(its primary {} is gone)",
-                 options_.node_id, *index, shard, r.epoch, r.primary);
+                 "({})",
+                 options_.node_id, *index, shard, r.epoch,
+                 handing_over
+                     ? absl::StrCat("it stopped writing and ", r.transfer_to,
+                                    " holds it all")
+                     : absl::StrCat("its primary ", r.primary, " is gone"));
   }
   if (!changed) return;
   absl::StatusOr<int64_t> put =
@@ -408,7 +427,8 @@ void Member::Control(const ClusterView& view, int64_t term) {
     if (current.has_value()) record = current->record;
     ShardPlan plan = PlanShard(shard, record, view.nodes, placement);
     planned |= plan.write.has_value() || !record.has_value() ||
-               !view.nodes.contains(record->primary);
+               !view.nodes.contains(record->primary) ||
+               !record->transfer_to.empty();
     if (!plan.write.has_value()) {
       if (!plan.reason.empty() && logged_[shard] != plan.reason) {
         spdlog::warn("cluster: controller {}: {}", options_.node_id,

@@ -89,6 +89,12 @@ class Member {
     // log entry; nullopt if it has none. Called on the member's thread when
     // it reports a position. May be empty (no position is ever reported).
     absl::AnyInvocable<std::optional<int64_t>(int shard)> position;
+    // For a shard this node is the primary of, with a leader transfer under
+    // way (ShardRecord::transfer_to): the index of its last log entry once
+    // it has stopped writing and the target holds every entry durably;
+    // nullopt until then. Called on the member's thread, which then reports
+    // it for the controller (see Wake). May be empty (never reported).
+    absl::AnyInvocable<std::optional<int64_t>(int shard)> handed_over;
     // Each new view, on the member's thread, in order. Must not block for
     // long or destroy the member. May be empty.
     absl::AnyInvocable<void(const ClusterView& view)> on_view;
@@ -131,6 +137,11 @@ class Member {
                  absl::Time deadline) const;
   // Whether this node is the controller now.
   bool controlling() const;
+
+  // Has the member's thread look at its callbacks again now rather than
+  // at its next change or tick: a host whose hand-over has finished has a
+  // position to report.
+  void Wake();
 
   // The primary's change of a shard's in-sync set, at its epoch: writes
   // `isr` (which must hold this node, first) into shards/<shard> if this

@@ -138,7 +138,7 @@ std::optional<RebalanceStep> PlanRebalance(
         break;
       }
     }
-    // A primary that must go waits for leader transfer (not built yet).
+    // A primary that must go is moved first, by a leader transfer (below).
     if (add.empty() || leaving.empty()) continue;
     ShardRecord write = record;
     write.replicas.push_back(add);
@@ -148,6 +148,43 @@ std::optional<RebalanceStep> PlanRebalance(
                      leaving, "'s place",
                      draining.contains(leaving) ? " (draining)" : "",
                      "; it catches up before ", leaving, " leaves")};
+  }
+  // Replicas are where they should be: move a lead, from a draining
+  // primary or toward the layout's leads, to an in-sync backup.
+  index = 0;
+  for (const auto& [shard, record] : shards) {
+    const std::vector<std::string>& want = target.shards[index++];
+    const bool drained = draining.contains(record.primary);
+    if (!drained && (want.empty() || want.front() == record.primary)) continue;
+    bool healthy = alive.contains(record.primary);
+    for (const std::string& node : record.replicas) {
+      healthy &= draining.contains(node) ||
+                 (alive.contains(node) && record.InIsr(node));
+    }
+    if (!healthy) continue;
+    auto can_lead = [&](const std::string& node) {
+      return node != record.primary && alive.contains(node) &&
+             !draining.contains(node) && record.InIsr(node);
+    };
+    std::string to;
+    if (!want.empty() && can_lead(want.front())) {
+      to = want.front();
+    } else if (drained) {
+      for (const std::string& node : record.isr) {
+        if (can_lead(node)) {
+          to = node;
+          break;
+        }
+      }
+    }
+    if (to.empty()) continue;
+    ShardRecord write = record;
+    write.transfer_to = to;
+    return RebalanceStep{
+        shard, std::move(write),
+        absl::StrCat("shard ", shard, ": hands its lead over from ",
+                     record.primary, drained ? " (draining)" : "", " to ",
+                     to)};
   }
   return std::nullopt;
 }

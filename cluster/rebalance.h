@@ -26,7 +26,7 @@ struct RebalanceStep {
   std::string reason;
 };
 
-// The controller's next step in moving backup replicas toward the layout
+// The controller's next step in moving replicas and leads toward the layout
 // Balance (balance.h) gives for the nodes alive that are not draining, when
 // no shard needs PlanShard (placement.h): every shard exists, with its
 // primary alive. A pure function of its arguments. A replica moves in two
@@ -43,11 +43,18 @@ struct RebalanceStep {
 //
 // A shard with a move under way is finished before another starts: while
 // one has more replicas than replication_factor, the step is its drop (or
-// nothing, while its new node catches up). Primaries never move here:
-// a move whose only replica to drop is the primary (it is draining) is not
-// started (leader transfer is not built yet), and the returned nullopt
-// leaves the shard as it is. nullopt also when the cluster is where the
-// layout wants it.
+// nothing, while its new node catches up).
+//
+// Once no replica needs to move, primaries do, by leader transfer: a
+// primary that is draining, or that the layout's leads put elsewhere
+// (Balance evens the leads per node), is asked to hand its shard over to
+// an in-sync backup: the step sets transfer_to, and PlanShard
+// (placement.h) finishes it. A drained primary's shard moves its lead
+// first and its replica after.
+//
+// Only a healthy shard starts a step: its primary alive, and every replica
+// alive and in sync but those draining. nullopt when the cluster is where
+// the layout wants it, or no step can start now.
 std::optional<RebalanceStep> PlanRebalance(
     const std::map<int, ShardRecord>& shards,
     const std::map<std::string, NodeRecord>& alive,

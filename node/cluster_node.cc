@@ -256,6 +256,7 @@ absl::Status ClusterNode::Join(const std::string& address,
     host = host_.get();
   }
   callbacks.position = [host](int) { return host->Position(); };
+  callbacks.handed_over = [host](int) { return host->HandedOver(); };
   callbacks.on_view = [host](const cluster::ClusterView& view) {
     host->OnView(view);
   };

@@ -311,6 +311,19 @@ void ShardHost::BecomePrimary(const cluster::ClusterView& view,
   // in-sync backups.
   SyncShippers(view, record);
   KeepInSyncSet(view, record);
+  if (!record.transfer_to.empty()) {
+    HandOverLocked(record.transfer_to);
+    return;
+  }
+  if (!handing_over_to_.empty()) {
+    spdlog::warn(
+        "cluster: node {} keeps shard {}: the controller gave up handing it "
+        "over to {}",
+        options_.node_id, options_.shard, handing_over_to_);
+    handing_over_to_.clear();
+    absl::MutexLock lock(&mu_);
+    handed_over_.reset();
+  }
   if (engine_ != nullptr) return;
   const absl::Time start = absl::Now();
   absl::StatusOr<std::unique_ptr<broker::Engine>> engine =
@@ -335,6 +348,47 @@ void ShardHost::BecomePrimary(const cluster::ClusterView& view,
       "{})",
       options_.node_id, options_.shard, epoch_,
       absl::FormatDuration(absl::Now() - start));
+}
+
+void ShardHost::HandOverLocked(const std::string& to) {
+  if (handing_over_to_ != to) {
+    handing_over_to_ = to;
+    spdlog::info("cluster: node {} hands shard {} over to {} (epoch {})",
+                 options_.node_id, options_.shard, to, epoch_);
+    const std::string why =
+        absl::StrCat("shard ", options_.shard, " is being handed over from ",
+                     options_.node_id, " to ", to, "; retry shortly");
+    gate_->Close(why);
+    if (engine_ != nullptr) {
+      engine_->Shutdown(absl::UnavailableError(why));
+      engine_.reset();
+    }
+    absl::MutexLock lock(&mu_);
+    handed_over_.reset();
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    if (handed_over_.has_value()) return;
+  }
+  // Nothing is written any more: the log ends here.
+  const int64_t last = store_->last().index;
+  if (!store_->AwaitDurable(to, last, absl::Now() + kTick)) return;
+  cluster::Member* member;
+  {
+    absl::MutexLock lock(&mu_);
+    handed_over_ = last;
+    member = member_;
+  }
+  spdlog::info(
+      "cluster: node {} stopped writing shard {} at entry {}, which {} "
+      "holds durably",
+      options_.node_id, options_.shard, last, to);
+  if (member != nullptr) member->Wake();
+}
+
+std::optional<int64_t> ShardHost::HandedOver() {
+  absl::MutexLock lock(&mu_);
+  return handed_over_;
 }
 
 void ShardHost::SyncShippers(const cluster::ClusterView& view,
@@ -594,6 +648,9 @@ void ShardHost::StepDownLocked(const std::string& reason) {
   store_.reset();
   role_ = Role::kNone;
   epoch_ = 0;
+  handing_over_to_.clear();
+  absl::MutexLock lock(&mu_);
+  handed_over_.reset();
 }
 
 }  // namespace hourglass::node

@@ -155,23 +155,16 @@ absl::Status DrainNode(const GlobalOptions& globals, const std::string& node,
     std::cout << "node " << node << " is no longer drained" << std::endl;
     return absl::OkStatus();
   }
-  int replicas = 0;
-  std::vector<std::string> leads;
+  int replicas = 0, leads = 0;
   for (const auto& shard : map->shards()) {
     for (const std::string& r : shard.replicas()) replicas += r == node;
-    if (shard.primary() == node) leads.push_back(absl::StrCat(shard.shard()));
+    leads += shard.primary() == node;
   }
   std::cout << "node " << node << " is being drained: the controller moves "
-            << "its replicas (" << replicas << " now) to other nodes, one "
-            << "shard at a time; `hourglass cluster` shows the progress"
+            << "its replicas (" << replicas << " now, primary of " << leads
+            << ") to other nodes, one shard at a time, handing its shards "
+            << "over first; `hourglass cluster` shows the progress"
             << std::endl;
-  if (!leads.empty()) {
-    std::cout << "it stays the primary of shard" << (leads.size() > 1 ? "s " : " ")
-              << absl::StrJoin(leads, ", ")
-              << ": leader transfer is not built yet (stop the node with "
-                 "SIGTERM to hand them over)"
-              << std::endl;
-  }
   return absl::OkStatus();
 }
 
@@ -202,12 +195,13 @@ Examples:
       ->required();
   drain->add_flag("--undo", options->undo, "Stop draining it");
   drain->footer(R"(
-The controller adds a copy of each shard the node holds on another node,
-waits until it is in sync, then drops the node's copy: one shard at a time,
-so a shard's in-sync set never shrinks. The drain is kept in etcd until
---undo, across restarts. A shard the node is primary of keeps it as primary
-(leader transfer is not built yet): stop the node with SIGTERM, which hands
-its shards over, once `hourglass cluster` shows it holds nothing else.
+The controller first hands each shard the node leads over to an in-sync
+backup (the node stops writing, the backup takes every entry and becomes
+primary at the next epoch; clients retry for a few milliseconds), then adds
+a copy of each shard the node holds on another node, waits until it is in
+sync, and drops the node's copy: one shard at a time, so a shard's in-sync
+set never shrinks. The node can go once `hourglass cluster` shows it holds
+nothing. The drain is kept in etcd until --undo, across restarts.
 
 Examples:
   hourglass --addr=10.0.0.2:7070 cluster drain --node=d

@@ -621,7 +621,7 @@ TEST_F(ClusterTest, ADrainedBackupsCopyMovesToASpareNode) {
   EXPECT_EQ(drained.exit_code, 0) << drained.output;
   EXPECT_THAT(drained.output,
               HasSubstr("node b is being drained: the controller moves its "
-                        "replicas (1 now) to other nodes"));
+                        "replicas (1 now, primary of 0) to other nodes"));
   ASSERT_EQ(Publish("a", "orders", "m2", absl::Hours(1)).code,
             grpc::StatusCode::OK);
 
@@ -692,6 +692,90 @@ TEST_F(ClusterTest, ADrainedBackupsCopyMovesToASpareNode) {
     get.set_id(id);
     EXPECT_TRUE(at_d.GetMessage(get).ok()) << id;
   }
+}
+
+// Draining the primary: it hands the shard over (leader transfer) to an
+// in-sync backup at the next epoch, stays in sync as a backup, and then its
+// copy moves to the spare node like a backup's. A publisher going through
+// the client library all along (retrying each batch until acknowledged,
+// ids making retries safe) loses nothing, and the shard is never without a
+// primary for long: the new one holds exactly the messages acknowledged.
+TEST_F(ClusterTest, ADrainedPrimaryHandsItsShardOverAndItsCopyMoves) {
+  StartNodes({"a", "b", "c"});
+  ASSERT_EQ(AwaitPrimary({"a", "b", "c"}), "a");
+  ASSERT_TRUE(AwaitEveryoneSees({"a", "b", "c"}, 1, "a"));
+  StartNodes({"d"});
+
+  ChannelOptions options;
+  options.address =
+      absl::StrCat(nodes_.at("a")->address(), ",", nodes_.at("b")->address(),
+                   ",", nodes_.at("c")->address(), ",",
+                   nodes_.at("d")->address());
+  absl::StatusOr<std::shared_ptr<Channel>> channel = Channel::Create(options);
+  ASSERT_TRUE(channel.ok()) << channel.status();
+  std::atomic<bool> stop = false;
+  std::atomic<int64_t> acknowledged = 0;
+  std::thread publishing([&] {
+    Publisher publisher(*channel);
+    for (int batch = 0; !stop.load(); ++batch) {
+      std::vector<Message> messages(10);
+      for (int i = 0; i < 10; ++i) {
+        messages[i].topic = "orders";
+        messages[i].id = absl::StrCat(batch, "-", i);
+        messages[i].payload = "x";
+        messages[i].delay = absl::Hours(1);
+      }
+      // The same batch again until it is acknowledged: its ids dedupe.
+      while (!publisher.PublishBatch(messages).ok()) {
+      }
+      acknowledged += 10;
+    }
+  });
+  auto stop_publishing = absl::MakeCleanup([&] {
+    stop = true;
+    publishing.join();
+  });
+  ASSERT_TRUE(testing::Eventually([&] { return acknowledged.load() >= 200; },
+                                  kPatience));
+
+  Admin at_c(ChannelTo("c"));
+  ASSERT_TRUE(at_c.DrainNode("a", /*undo=*/false).ok());
+  hourglass::v1::ClusterMap map;
+  EXPECT_TRUE(testing::Eventually(
+      [&] {
+        absl::StatusOr<hourglass::v1::ClusterMap> read = at_c.GetClusterMap();
+        if (!read.ok() || read->shards_size() != 1) return false;
+        map = *std::move(read);
+        std::vector<std::string> replicas(map.shards(0).replicas().begin(),
+                                          map.shards(0).replicas().end());
+        std::sort(replicas.begin(), replicas.end());
+        return absl::StrJoin(replicas, ",") == "b,c,d" &&
+               map.shards(0).isr_size() == 3;
+      },
+      kPatience))
+      << map.DebugString() << nodes_.at("a")->process().output();
+  const std::string primary = map.shards(0).primary();
+  EXPECT_EQ(map.shards(0).epoch(), 2);  // One change of primary.
+  EXPECT_TRUE(nodes_.at("a")->process().WaitForOutput(
+      absl::StrCat("stopped writing shard 0 at entry"), kPatience))
+      << nodes_.at("a")->process().output();
+  EXPECT_TRUE(nodes_.at("a")->process().WaitForOutput(
+      "holds no copy of shard 0 any more", kPatience))
+      << nodes_.at("a")->process().output();
+
+  const int64_t at_move = acknowledged.load();
+  ASSERT_TRUE(testing::Eventually(
+      [&] { return acknowledged.load() >= at_move + 100; }, kPatience));
+  std::move(stop_publishing).Invoke();
+  Admin at_primary(ChannelTo(primary));
+  hourglass::v1::GetStatsRequest request;
+  request.set_topic("orders");
+  absl::StatusOr<hourglass::v1::GetStatsResponse> stats =
+      at_primary.GetStats(request);
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  ASSERT_EQ(stats->topics_size(), 1);
+  EXPECT_EQ(stats->topics(0).scheduled(),
+            static_cast<uint64_t>(acknowledged.load()));
 }
 
 // A node started while etcd is away waits for it, saying so, and joins once

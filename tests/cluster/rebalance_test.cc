@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "cluster/placement.h"
 #include "cluster/records.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -24,6 +25,16 @@ std::map<std::string, NodeRecord> Alive(const std::vector<std::string>& ids) {
   std::map<std::string, NodeRecord> alive;
   for (const std::string& id : ids) alive[id].address = id + ":7070";
   return alive;
+}
+
+// The most minus the fewest of `counts`.
+int Spread(const std::map<std::string, int>& counts) {
+  int low = 1 << 30, high = 0;
+  for (const auto& [id, count] : counts) {
+    low = std::min(low, count);
+    high = std::max(high, count);
+  }
+  return high - low;
 }
 
 // A shard at epoch 1 whose replicas are all in sync.
@@ -113,10 +124,37 @@ TEST(RebalanceTest, ADrainedNodeThatLeftIsDroppedFirst) {
   EXPECT_THAT(step->write.isr, ElementsAre("a", "c", "d"));
 }
 
-TEST(RebalanceTest, ADrainedPrimaryStaysUntilLeaderTransferExists) {
-  const std::map<int, ShardRecord> shards = {{0, InSync({"a", "b", "c"})}};
-  EXPECT_EQ(PlanRebalance(shards, Alive({"a", "b", "c", "d"}), {"a"}, {}),
-            std::nullopt);
+TEST(RebalanceTest, ADrainedPrimaryHandsItsLeadOverFirst) {
+  std::map<int, ShardRecord> shards = {{0, InSync({"a", "b", "c"})}};
+  const auto alive = Alive({"a", "b", "c", "d"});
+  std::optional<RebalanceStep> step = PlanRebalance(shards, alive, {"a"}, {});
+  ASSERT_TRUE(step.has_value());
+  // The record is the same but for the transfer asked for.
+  ShardRecord asked = shards[0];
+  asked.transfer_to = "b";
+  EXPECT_EQ(step->write, asked);
+  EXPECT_EQ(step->reason, "shard 0: hands its lead over from a (draining) to b");
+
+  // Once b leads (epoch 2, placement.h), a's replica moves like a backup's.
+  shards[0] = ShardRecord{2, "b", {"b", "a", "c"}, {"b", "a", "c"}};
+  step = PlanRebalance(shards, alive, {"a"}, {});
+  ASSERT_TRUE(step.has_value());
+  EXPECT_THAT(step->write.replicas, ElementsAre("b", "a", "c", "d"));
+}
+
+TEST(RebalanceTest, LeadsMoveToEvenThemOut) {
+  // a leads both shards; with b and c in sync, one lead goes.
+  const std::map<int, ShardRecord> shards = {
+      {0, InSync({"a", "b", "c"})},
+      {1, InSync({"a", "c", "b"})},
+  };
+  std::optional<RebalanceStep> step =
+      PlanRebalance(shards, Alive({"a", "b", "c"}), {}, {});
+  ASSERT_TRUE(step.has_value());
+  EXPECT_EQ(step->shard, 0);
+  EXPECT_EQ(step->write.primary, "a");
+  EXPECT_EQ(step->write.transfer_to, "b");
+  EXPECT_EQ(step->reason, "shard 0: hands its lead over from a to b");
 }
 
 TEST(RebalanceTest, NoReplicaMovesWhenTooFewNodesWouldBeLeft) {
@@ -132,12 +170,12 @@ TEST(RebalanceTest, AShardWithABackupOutOfSyncDoesNotStartAMove) {
             std::nullopt);
 }
 
-// Nodes join, and some of those that joined drain, at random; steps are
-// applied (each new replica catching up at once) until there are none.
-// Then no drained node holds a replica, every shard has
-// replication_factor replicas, and the replicas per node are within one of
-// each other. (Drained nodes lead nothing here: a drained primary stays,
-// ADrainedPrimaryStaysUntilLeaderTransferExists.)
+// Nodes join, and some nodes drain, at random; steps are applied (each new
+// replica catching up at once, each leader transfer finished by PlanShard
+// once the primary reported) until there are none. Then no drained node
+// holds a replica, every shard has replication_factor replicas, and the
+// replicas per node, and the leads per node, are within one of each
+// other.
 TEST(RebalanceTest, RandomJoinsAndDrainsSettleBalanced) {
   const uint64_t seed = testing::SeedFromEnvironment();
   std::cout << "seed " << seed << " (HOURGLASS_SEED to replay)\n";
@@ -154,7 +192,7 @@ TEST(RebalanceTest, RandomJoinsAndDrainsSettleBalanced) {
       shards[s] = InSync({ids[s % 3], ids[(s + 1) % 3], ids[(s + 2) % 3]});
     }
     std::set<std::string> draining;
-    for (int n = 3; n < node_count; ++n) {
+    for (int n = 0; n < node_count; ++n) {
       if (node_count - static_cast<int>(draining.size()) > 3 &&
           random() % 4 == 0) {
         draining.insert(ids[n]);
@@ -174,10 +212,20 @@ TEST(RebalanceTest, RandomJoinsAndDrainsSettleBalanced) {
       for (const std::string& node : record.replicas) {
         if (!record.InIsr(node)) record.isr.push_back(node);
       }
+      if (!record.transfer_to.empty()) {
+        // The primary hands over and reports; the controller finishes.
+        auto reported = alive;
+        reported[record.primary].positions[step->shard] =
+            Position{record.epoch, 1};
+        const ShardPlan finished =
+            PlanShard(step->shard, record, reported, {});
+        ASSERT_TRUE(finished.write.has_value()) << finished.reason;
+        record = *finished.write;
+      }
     }
-    std::map<std::string, int> load;
+    std::map<std::string, int> load, leads;
     for (const std::string& id : ids) {
-      if (!draining.contains(id)) load[id] = 0;
+      if (!draining.contains(id)) load[id] = leads[id] = 0;
     }
     for (const auto& [number, record] : shards) {
       ASSERT_EQ(record.replicas.size(), 3u);
@@ -186,13 +234,10 @@ TEST(RebalanceTest, RandomJoinsAndDrainsSettleBalanced) {
             << node << " still holds shard " << number;
         ++load[node];
       }
+      ++leads[record.primary];
     }
-    int low = 1 << 30, high = 0;
-    for (const auto& [id, count] : load) {
-      low = std::min(low, count);
-      high = std::max(high, count);
-    }
-    EXPECT_LE(high - low, 1);
+    EXPECT_LE(Spread(load), 1);
+    EXPECT_LE(Spread(leads), 1);
   }
 }
 
