@@ -325,11 +325,35 @@ void ShardHost::BecomePrimary(const cluster::ClusterView& view,
     handed_over_.reset();
   }
   if (engine_ != nullptr) return;
-  const absl::Time start = absl::Now();
-  absl::StatusOr<std::unique_ptr<broker::Engine>> engine =
-      broker::Engine::Open(store_.get(), options_.clock, options_.engine);
-  if (!engine.ok()) {
-    const std::string error(engine.status().message());
+  if (opener_.joinable()) {
+    TakeOpenedEngineLocked();
+  } else {
+    StartOpeningEngineLocked();
+  }
+}
+
+void ShardHost::StartOpeningEngineLocked() {
+  opening_since_ = absl::Now();
+  opener_ = std::thread([this, store = store_.get()] {
+    absl::StatusOr<std::unique_ptr<broker::Engine>> engine =
+        broker::Engine::Open(store, options_.clock, options_.engine);
+    absl::MutexLock lock(&mu_);
+    opened_ = std::move(engine);
+    wake_ = true;
+  });
+}
+
+void ShardHost::TakeOpenedEngineLocked() {
+  std::optional<absl::StatusOr<std::unique_ptr<broker::Engine>>> opened;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!opened_.has_value()) return;  // Still opening.
+    opened = std::move(opened_);
+    opened_.reset();
+  }
+  opener_.join();
+  if (!opened->ok()) {
+    const std::string error(opened->status().message());
     if (error != engine_error_) {
       spdlog::warn("cluster: node {} cannot open shard {} yet: {}",
                    options_.node_id, options_.shard, error);
@@ -338,16 +362,24 @@ void ShardHost::BecomePrimary(const cluster::ClusterView& view,
     if (store_->closed()) {
       StepDownLocked(absl::StrCat("its store closed: ", error));
     }
-    return;
+    return;  // The next tick tries again.
   }
-  engine_ = *std::move(engine);
+  engine_ = **std::move(opened);
   engine_->Start();
   gate_->Open(engine_.get());
   spdlog::info(
       "cluster: node {} serves shard {} at epoch {} (recovered in "
       "{})",
       options_.node_id, options_.shard, epoch_,
-      absl::FormatDuration(absl::Now() - start));
+      absl::FormatDuration(absl::Now() - opening_since_));
+}
+
+void ShardHost::StopOpeningEngineLocked(const absl::Status& why) {
+  if (!opener_.joinable()) return;
+  opener_.join();
+  absl::MutexLock lock(&mu_);
+  if (opened_.has_value() && opened_->ok()) (**opened_)->Shutdown(why);
+  opened_.reset();
 }
 
 void ShardHost::HandOverLocked(const std::string& to) {
@@ -359,6 +391,8 @@ void ShardHost::HandOverLocked(const std::string& to) {
         absl::StrCat("shard ", options_.shard, " is being handed over from ",
                      options_.node_id, " to ", to, "; retry shortly");
     gate_->Close(why);
+    // No writer may be left: an engine opening writes too.
+    StopOpeningEngineLocked(absl::UnavailableError(why));
     if (engine_ != nullptr) {
       engine_->Shutdown(absl::UnavailableError(why));
       engine_.reset();
@@ -637,6 +671,8 @@ void ShardHost::StepDownLocked(const std::string& reason) {
                             options_.shard, ": ", reason));
   // Writes waiting for backups fail now; then nothing reaches the engine.
   store_->Close(absl::StrCat("this node stopped being the primary: ", reason));
+  StopOpeningEngineLocked(absl::UnavailableError(
+      absl::StrCat("this node stopped being the primary: ", reason)));
   replication_->SetSource(nullptr, "");
   shippers_.clear();
   shipper_addresses_.clear();

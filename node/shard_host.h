@@ -183,6 +183,20 @@ class ShardHost {
   void Reconcile(const cluster::ClusterView& view);
   void BecomePrimary(const cluster::ClusterView& view,
                      const cluster::ShardRecord& record);
+  // Opens the engine on a thread of its own (opener_), which hands the
+  // result over in opened_ and wakes the host. Opening writes, and a write
+  // waits for the in-sync backups: the host's thread must stay free to
+  // take a backup that died meanwhile out of the in-sync set
+  // (KeepInSyncSet), or the write would wait out ack_timeout and end the
+  // epoch.
+  void StartOpeningEngineLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(role_mu_);
+  // Takes the opener's result once there is one: the engine starts and the
+  // gate opens, or the error is logged.
+  void TakeOpenedEngineLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(role_mu_);
+  // Waits for the opener, if any (close the store first, so that its
+  // writes fail rather than wait), and shuts down what it opened.
+  void StopOpeningEngineLocked(const absl::Status& why)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(role_mu_);
   // The primary's part of a leader transfer to `to` (see the class
   // comment); waits a little for `to` to catch up, then returns (the next
   // tick waits again).
@@ -219,6 +233,9 @@ class ShardHost {
   std::string rebuild_ ABSL_GUARDED_BY(mu_);
   // Where this primary stopped writing, once handed over (HandedOver).
   std::optional<int64_t> handed_over_ ABSL_GUARDED_BY(mu_);
+  // What the engine's opener opened, until the host's thread takes it.
+  std::optional<absl::StatusOr<std::unique_ptr<broker::Engine>>> opened_
+      ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 
   // The role's state, changed on the host's thread (and by StepDown) under
@@ -239,6 +256,10 @@ class ShardHost {
       ABSL_GUARDED_BY(role_mu_);
   std::unique_ptr<broker::Engine> engine_ ABSL_GUARDED_BY(role_mu_);
   std::string engine_error_ ABSL_GUARDED_BY(role_mu_);
+  // Opens the engine while the host's thread goes on; joinable from its
+  // start until the host took its result.
+  std::thread opener_ ABSL_GUARDED_BY(role_mu_);
+  absl::Time opening_since_ ABSL_GUARDED_BY(role_mu_);
   // The backup this primary is handing the shard over to; empty if none.
   std::string handing_over_to_ ABSL_GUARDED_BY(role_mu_);
   // Set by StepDown: the node is leaving, and takes no role any more.
