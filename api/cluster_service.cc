@@ -7,8 +7,9 @@
 namespace hourglass::api {
 
 ClusterService::ClusterService(std::function<hourglass::v1::ClusterMap()> map,
-                               const Authorizer* authorizer)
+                               Drain drain, const Authorizer* authorizer)
     : map_(std::move(map)),
+      drain_(std::move(drain)),
       authorizer_(authorizer != nullptr ? authorizer
                                         : &Authorizer::Disabled()) {}
 
@@ -24,6 +25,25 @@ grpc::ServerUnaryReactor* ClusterService::GetClusterMap(
   }
   *response = map_();
   reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ClusterService::DrainNode(
+    grpc::CallbackServerContext* context,
+    const hourglass::v1::DrainNodeRequest* request,
+    hourglass::v1::DrainNodeResponse* /*response*/) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (absl::Status allowed = authorizer_->Authorize(*context, Role::kAdmin, "");
+      !allowed.ok()) {
+    reactor->Finish(ToGrpcStatus(allowed));
+    return reactor;
+  }
+  if (request->node().empty()) {
+    reactor->Finish(ToGrpcStatus(
+        absl::InvalidArgumentError("node: a node id is required")));
+    return reactor;
+  }
+  reactor->Finish(ToGrpcStatus(drain_(request->node(), !request->undo())));
   return reactor;
 }
 

@@ -2,7 +2,9 @@
 #define HOURGLASS_API_CLUSTER_SERVICE_H_
 
 #include <functional>
+#include <string>
 
+#include "absl/status/status.h"
 #include "api/auth.h"
 #include "hourglass/v1/cluster.grpc.pb.h"
 
@@ -10,21 +12,30 @@ namespace hourglass::api {
 
 // The Cluster service of a cluster node: GetClusterMap answers what
 // `map` returns (node/cluster_node.h builds it from the node's view of
-// etcd), to any authenticated caller.
-// Thread-safe if `map` is.
+// etcd), to any authenticated caller; DrainNode calls `drain` (node id,
+// whether to drain), for callers with the admin role. `drain` may block
+// for an etcd write; it runs on a gRPC thread.
+// Thread-safe if `map` and `drain` are.
 class ClusterService final : public hourglass::v1::Cluster::CallbackService {
  public:
   // REQUIRES: `authorizer` (null: authentication off) outlives the service.
-  ClusterService(std::function<hourglass::v1::ClusterMap()> map,
+  using Drain = std::function<absl::Status(const std::string& node,
+                                           bool drain)>;
+  ClusterService(std::function<hourglass::v1::ClusterMap()> map, Drain drain,
                  const Authorizer* authorizer = nullptr);
 
   grpc::ServerUnaryReactor* GetClusterMap(
       grpc::CallbackServerContext* context,
       const hourglass::v1::GetClusterMapRequest* request,
       hourglass::v1::ClusterMap* response) override;
+  grpc::ServerUnaryReactor* DrainNode(
+      grpc::CallbackServerContext* context,
+      const hourglass::v1::DrainNodeRequest* request,
+      hourglass::v1::DrainNodeResponse* response) override;
 
  private:
   const std::function<hourglass::v1::ClusterMap()> map_;
+  const Drain drain_;
   const Authorizer* const authorizer_;
 };
 

@@ -37,6 +37,10 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Open(
       new Engine(store, clock, options, *next_sequence));
   engine->format_version_ = identity->format_version;
   engine->store_id_ = identity->store_id;
+  // Here rather than at the first publish, on a gRPC thread.
+  if (absl::Status s = engine->publisher_.ReserveFirstBlock(); !s.ok()) {
+    return s;
+  }
   if (absl::Status s = engine->scheduler_.Recover(); !s.ok()) return s;
   options.dispatcher.store_errors = &engine->engine_metrics_.store_errors();
   absl::StatusOr<std::unique_ptr<Dispatcher>> dispatcher =

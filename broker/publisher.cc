@@ -188,19 +188,52 @@ void Publisher::Publish(std::vector<NewMessage> messages, Callback done) {
                    });
 }
 
+namespace {
+constexpr uint64_t kSequenceBlock = 1'000'000;
+}  // namespace
+
+absl::Status Publisher::ReserveFirstBlock() {
+  absl::MutexLock lock(&sequence_mu_);
+  return ReserveLocked(next_sequence_ + kSequenceBlock);
+}
+
+absl::Status Publisher::ReserveLocked(uint64_t until) {
+  // A reservation written ahead lands first: the persisted value never goes
+  // back.
+  sequence_mu_.Await(absl::Condition(
+      +[](bool* reserving) { return !*reserving; }, &reserving_));
+  if (until <= reserved_until_) return absl::OkStatus();
+  Changes changes;
+  lifecycle::ReserveSequences(changes, until);
+  if (absl::Status s = commits_->Commit(changes.Take()); !s.ok()) return s;
+  reserved_until_ = until;
+  return absl::OkStatus();
+}
+
 absl::StatusOr<uint64_t> Publisher::TakeSequences(uint64_t count) {
-  constexpr uint64_t kBlock = 1'000'000;
   absl::MutexLock lock(&sequence_mu_);
   if (next_sequence_ + count > reserved_until_) {
-    // Rare (once per block): the caller waits for one small write.
-    const uint64_t until = next_sequence_ + count + kBlock;
-    Changes changes;
-    lifecycle::ReserveSequences(changes, until);
-    if (absl::Status s = commits_->Commit(changes.Take()); !s.ok()) return s;
-    reserved_until_ = until;
+    // Rare: the block ran out before the next one's reservation landed (or
+    // a publish takes more than half a block). Wait for one small write.
+    if (absl::Status s = ReserveLocked(next_sequence_ + count + kSequenceBlock);
+        !s.ok()) {
+      return s;
+    }
   }
   const uint64_t first = next_sequence_;
   next_sequence_ += count;
+  if (!reserving_ && reserved_until_ - next_sequence_ < kSequenceBlock / 2) {
+    // The next block, ahead of need and without waiting.
+    reserving_ = true;
+    const uint64_t until = reserved_until_ + kSequenceBlock;
+    Changes changes;
+    lifecycle::ReserveSequences(changes, until);
+    commits_->Submit(changes.Take(), [this, until](absl::Status status) {
+      absl::MutexLock lock(&sequence_mu_);
+      reserving_ = false;
+      if (status.ok()) reserved_until_ = std::max(reserved_until_, until);
+    });
+  }
   return first;
 }
 

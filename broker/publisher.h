@@ -52,9 +52,13 @@ struct PreparedPublish {
 // idempotency keys, builds the one atomic write of each publish, and hands
 // the new schedule keys to the scheduler once they are durable.
 //
-// Thread-safe. Prepare blocks on store reads (idempotency keys) and, once
-// per million sequences, on a small write through the commit queue, so it
-// must not run on the commit queue's thread.
+// Thread-safe. Prepare blocks on store reads (idempotency keys), and on a
+// small write through the commit queue only if a block of sequences runs
+// out before the next one's reservation (started without waiting, half a
+// block ahead) is written; so it must not run on the commit queue's thread.
+// Prepare runs on gRPC's threads: a write there waits for a cluster's
+// in-sync backups, and while gRPC's few callback threads wait, nothing of
+// the process's gRPC moves (etcd keep-alives included).
 class Publisher {
  public:
   using Callback =
@@ -76,6 +80,10 @@ class Publisher {
   // reservation failed.
   absl::StatusOr<PreparedPublish> Prepare(std::vector<NewMessage> messages);
 
+  // Reserves the run's first block of sequences durably, waiting for the
+  // write: Engine::Open calls it, before any publish.
+  absl::Status ReserveFirstBlock();
+
   // Ends a prepared publish whose batch was written with `status`. On OK
   // the new messages enter the scheduler and the receipts come back, in
   // request order; otherwise `status`. If the write's outcome is unknown
@@ -93,6 +101,9 @@ class Publisher {
   // blocks (meta/sequence_reserved), so that a sequence, and the id
   // assigned from it, is never used twice, even after its message is gone.
   absl::StatusOr<uint64_t> TakeSequences(uint64_t count);
+  // Writes the reservation of sequences up to `until` and waits for it.
+  absl::Status ReserveLocked(uint64_t until)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(sequence_mu_);
   void Release(PreparedPublish& prepared);
 
   storage::MessageStore* const store_;
@@ -105,6 +116,8 @@ class Publisher {
   absl::Mutex sequence_mu_;
   uint64_t next_sequence_ ABSL_GUARDED_BY(sequence_mu_);
   uint64_t reserved_until_ ABSL_GUARDED_BY(sequence_mu_);
+  // A reservation of the next block is being written.
+  bool reserving_ ABSL_GUARDED_BY(sequence_mu_) = false;
 
   absl::Mutex ids_mu_;
   // (topic, id) of producer-keyed publishes between Prepare and Finish.

@@ -18,15 +18,24 @@ namespace {
 
 using internal::ChannelAccess;
 using Stub = hourglass::v1::Admin::Stub;
+using ClusterStub = hourglass::v1::Cluster::Stub;
 
-// Calls `method` of the Admin stub synchronously with the channel's
-// deadline and credentials.
-template <typename Response, typename Request>
-absl::StatusOr<Response> Call(const Channel& channel,
-                              grpc::Status (Stub::*method)(grpc::ClientContext*,
-                                                           const Request&,
-                                                           Response*),
-                              const Request& request) {
+// The stub of the channel's current endpoint, by type.
+Stub& StubOf(const Channel& channel, Stub* /*type*/) {
+  return ChannelAccess::admin(channel);
+}
+ClusterStub& StubOf(const Channel& channel, ClusterStub* /*type*/) {
+  return *ChannelAccess::endpoint(channel).cluster;
+}
+
+// Calls `method` of the Admin (or Cluster) stub synchronously with the
+// channel's deadline and credentials.
+template <typename StubType, typename Response, typename Request>
+absl::StatusOr<Response> Call(
+    const Channel& channel,
+    grpc::Status (StubType::*method)(grpc::ClientContext*, const Request&,
+                                     Response*),
+    const Request& request) {
   const absl::Duration timeout = channel.options().call_timeout;
   // Admin calls read or are safe to repeat where the node refused them: a
   // node that is not the primary (cluster mode) sends them to the one that
@@ -36,7 +45,8 @@ absl::StatusOr<Response> Call(const Channel& channel,
     ChannelAccess::Prepare(channel, context, absl::Now() + timeout);
     Response response;
     const grpc::Status status =
-        (ChannelAccess::admin(channel).*method)(&context, request, &response);
+        (StubOf(channel, static_cast<StubType*>(nullptr)).*method)(
+            &context, request, &response);
     if (status.ok()) return response;
     if (attempt < internal::kMaxRedirects &&
         (ChannelAccess::FollowRedirect(channel, context, status) ||
@@ -175,6 +185,14 @@ absl::StatusOr<hourglass::v1::ClusterMap> Admin::GetClusterMap() {
           &context, hourglass::v1::GetClusterMapRequest(), &map);
   if (!status.ok()) return ChannelAccess::ToStatus(*channel_, status, timeout);
   return map;
+}
+
+absl::Status Admin::DrainNode(const std::string& node, bool undo) {
+  hourglass::v1::DrainNodeRequest request;
+  request.set_node(node);
+  request.set_undo(undo);
+  // Safe to repeat (it sets or clears a mark): any node that answers.
+  return Call(*channel_, &ClusterStub::DrainNode, request).status();
 }
 
 absl::StatusOr<std::string> Admin::Health(const std::string& service) {

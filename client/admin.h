@@ -59,6 +59,10 @@ class Admin {
   // Cluster.GetClusterMap of the node calls go to now (not redirected: any
   // node answers). UNIMPLEMENTED from a broker that is not in cluster mode.
   absl::StatusOr<hourglass::v1::ClusterMap> GetClusterMap();
+  // Cluster.DrainNode of the node calls go to now (any node answers): starts
+  // draining node `node`, or stops with `undo`. Errors: the service's;
+  // UNIMPLEMENTED from a broker that is not in cluster mode.
+  absl::Status DrainNode(const std::string& node, bool undo);
 
   // grpc.health.v1.Health/Check of `service` ("": the whole broker; e.g.
   // "hourglass.v1.Broker"): the serving status's name, "SERVING",

@@ -48,4 +48,9 @@ std::string ShardCountKey(std::string_view cluster) {
   return absl::StrCat(ClusterPrefix(cluster), "shard_count");
 }
 
+std::string DrainKey(std::string_view cluster, std::string_view node_id) {
+  return absl::StrCat(ClusterPrefix(cluster), "drains/",
+                      internal::AsAbsl(node_id));
+}
+
 }  // namespace hourglass::cluster

@@ -14,6 +14,7 @@ namespace hourglass::cluster {
 //   /hourglass/<cluster>/controller        the controller election
 //   /hourglass/<cluster>/shards/<n>        a shard's epoch and replicas
 //   /hourglass/<cluster>/shard_count       the shard count, in decimal
+//   /hourglass/<cluster>/drains/<node_id>  a node being emptied (no value)
 // <cluster> is --cluster (default "hourglass"), <node_id> --node_id.
 
 // Checks a cluster name or node id: 1 to 200 of [A-Za-z0-9._-], so that it
@@ -35,6 +36,10 @@ std::string ShardKey(std::string_view cluster, int shard);
 // "/hourglass/<cluster>/shard_count": how many shards the cluster has,
 // written once, by the first member to join (--shards).
 std::string ShardCountKey(std::string_view cluster);
+// "/hourglass/<cluster>/drains/<node_id>": present while the node is being
+// drained (`hourglass cluster drain`): the controller moves its replicas to
+// other nodes. Not under a lease: a drain outlives restarts until undone.
+std::string DrainKey(std::string_view cluster, std::string_view node_id);
 
 }  // namespace hourglass::cluster
 

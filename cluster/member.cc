@@ -14,6 +14,7 @@
 #include "cluster/keys.h"
 #include "cluster/lease_keeper.h"
 #include "cluster/placement.h"
+#include "cluster/rebalance.h"
 #include "cluster/watch.h"
 #include "spdlog/spdlog.h"
 
@@ -289,6 +290,11 @@ void Member::Run() {
   }
 }
 
+void Member::Wake() {
+  absl::MutexLock lock(&mu_);
+  wake_ = true;
+}
+
 void Member::WaitForWork(absl::Time deadline) {
   absl::MutexLock lock(&mu_);
   mu_.AwaitWithDeadline(absl::Condition(&wake_), deadline);
@@ -359,6 +365,13 @@ void Member::Apply(const WatchEvent& event) {
       return;
     }
     view_.nodes[id] = *std::move(node);
+  } else if (rest.starts_with("drains/")) {
+    const std::string id(rest.substr(7));
+    if (put) {
+      view_.draining.insert(id);
+    } else {
+      view_.draining.erase(id);
+    }
   } else if (rest.starts_with("shards/")) {
     const std::optional<int> shard = ParseShard(rest.substr(7));
     if (!shard.has_value()) return;
@@ -378,13 +391,18 @@ void Member::Apply(const WatchEvent& event) {
 
 void Member::ReportPositions(const ClusterView& view) {
   auto self = view.nodes.find(options_.node_id);
-  if (self == view.nodes.end() || !callbacks_.position) return;
+  if (self == view.nodes.end()) return;
   NodeRecord record = self->second;
   bool changed = false;
   for (const auto& [shard, s] : view.shards) {
     const ShardRecord& r = s.record;
-    if (view.nodes.contains(r.primary) || r.primary == options_.node_id ||
-        !r.InIsr(options_.node_id)) {
+    // A backup of a shard whose primary is gone, or the primary handing
+    // the shard over.
+    const bool handing_over =
+        r.primary == options_.node_id && !r.transfer_to.empty();
+    if (!handing_over &&
+        (view.nodes.contains(r.primary) || r.primary == options_.node_id ||
+         !r.InIsr(options_.node_id))) {
       continue;
     }
     auto reported = record.positions.find(shard);
@@ -392,13 +410,22 @@ void Member::ReportPositions(const ClusterView& view) {
         reported->second.epoch == r.epoch) {
       continue;
     }
-    const std::optional<int64_t> index = callbacks_.position(shard);
+    std::optional<int64_t> index;
+    if (!handing_over) {
+      if (callbacks_.position) index = callbacks_.position(shard);
+    } else if (callbacks_.handed_over) {
+      index = callbacks_.handed_over(shard);
+    }
     if (!index.has_value()) continue;
     record.positions[shard] = Position{r.epoch, *index};
     changed = true;
     spdlog::info("cluster: node {} reports index {} of shard {} at epoch {} "
-                 "(its primary {} is gone)",
-                 options_.node_id, *index, shard, r.epoch, r.primary);
+                 "({})",
+                 options_.node_id, *index, shard, r.epoch,
+                 handing_over
+                     ? absl::StrCat("it stopped writing and ", r.transfer_to,
+                                    " holds it all")
+                     : absl::StrCat("its primary ", r.primary, " is gone"));
   }
   if (!changed) return;
   absl::StatusOr<int64_t> put =
@@ -411,26 +438,31 @@ void Member::ReportPositions(const ClusterView& view) {
 }
 
 void Member::Control(const ClusterView& view, int64_t term) {
-  const Fence fence{ControllerKey(options_.cluster), term};
   const absl::Time now = absl::Now();
+  bool planned = false;  // A shard needed PlanShard's change, or waits.
   for (int shard = 0; shard < options_.shards; ++shard) {
     auto it = view.shards.find(shard);
-    std::optional<ShardRecord> current;
-    if (it != view.shards.end()) current = it->second.record;
+    std::optional<ClusterView::Shard> current;
+    if (it != view.shards.end()) current = it->second;
     PlacementOptions placement;
     placement.replication_factor = options_.replication_factor;
-    if (current.has_value() && !view.nodes.contains(current->primary)) {
+    if (current.has_value() && !view.nodes.contains(current->record.primary)) {
       auto [since, inserted] = primary_gone_since_.try_emplace(
-          shard, current->epoch, now);
-      if (!inserted && since->second.first != current->epoch) {
-        since->second = {current->epoch, now};
+          shard, current->record.epoch, now);
+      if (!inserted && since->second.first != current->record.epoch) {
+        since->second = {current->record.epoch, now};
       }
       placement.position_wait_over =
           now - since->second.second >= *options_.position_wait;
     } else {
       primary_gone_since_.erase(shard);
     }
-    ShardPlan plan = PlanShard(shard, current, view.nodes, placement);
+    std::optional<ShardRecord> record;
+    if (current.has_value()) record = current->record;
+    ShardPlan plan = PlanShard(shard, record, view.nodes, placement);
+    planned |= plan.write.has_value() || !record.has_value() ||
+               !view.nodes.contains(record->primary) ||
+               !record->transfer_to.empty();
     if (!plan.write.has_value()) {
       if (!plan.reason.empty() && logged_[shard] != plan.reason) {
         spdlog::warn("cluster: controller {}: {}", options_.node_id,
@@ -439,30 +471,61 @@ void Member::Control(const ClusterView& view, int64_t term) {
       logged_[shard] = plan.reason;
       continue;
     }
-    const std::string key = ShardKey(options_.cluster, shard);
-    const std::string value = EncodeShardRecord(*plan.write);
-    absl::StatusOr<TxnResult> written =
-        current.has_value()
-            ? client_.PutIfModRevision(key, value, it->second.mod_revision, 0,
-                                       fence)
-            : client_.CreateIfAbsent(key, value, 0, fence);
-    if (!written.ok()) {
-      spdlog::warn("cluster: controller {} could not write {}: {}",
-                   options_.node_id, key, std::string(written.status().message()));
-      continue;
-    }
-    if (written->fenced_out) {
-      spdlog::info("cluster: node {} is no longer the controller (term {})",
-                   options_.node_id, term);
-      return;
-    }
-    if (!written->succeeded) continue;  // Changed meanwhile: the watch tells.
-    logged_[shard] = plan.reason;
-    spdlog::info("cluster: controller {}: {}", options_.node_id, plan.reason);
-    absl::MutexLock lock(&mu_);
-    // Ahead of the watch, so that the next round plans from it.
-    view_.shards[shard] = {*plan.write, written->revision};
+    if (!WriteShard(shard, current, *plan.write, plan.reason, term)) return;
   }
+  if (planned) return;
+  // Every shard has its primary: move one replica toward the balanced
+  // layout (nodes joined, or are draining).
+  std::map<int, ShardRecord> records;
+  for (const auto& [shard, s] : view.shards) records[shard] = s.record;
+  std::optional<RebalanceStep> step = PlanRebalance(
+      records, view.nodes, view.draining,
+      {.replication_factor = options_.replication_factor,
+       .min_insync = options_.min_insync});
+  if (!step.has_value()) return;
+  WriteShard(step->shard, view.shards.at(step->shard), step->write,
+             step->reason, term);
+}
+
+bool Member::WriteShard(int shard,
+                        const std::optional<ClusterView::Shard>& current,
+                        const ShardRecord& write, const std::string& reason,
+                        int64_t term) {
+  const Fence fence{ControllerKey(options_.cluster), term};
+  const std::string key = ShardKey(options_.cluster, shard);
+  const std::string value = EncodeShardRecord(write);
+  absl::StatusOr<TxnResult> written =
+      current.has_value()
+          ? client_.PutIfModRevision(key, value, current->mod_revision, 0,
+                                     fence)
+          : client_.CreateIfAbsent(key, value, 0, fence);
+  if (!written.ok()) {
+    spdlog::warn("cluster: controller {} could not write {}: {}",
+                 options_.node_id, key, std::string(written.status().message()));
+    return true;
+  }
+  if (written->fenced_out) {
+    spdlog::info("cluster: node {} is no longer the controller (term {})",
+                 options_.node_id, term);
+    return false;
+  }
+  if (!written->succeeded) return true;  // Changed meanwhile: the watch tells.
+  logged_[shard] = reason;
+  spdlog::info("cluster: controller {}: {}", options_.node_id, reason);
+  absl::MutexLock lock(&mu_);
+  // Ahead of the watch, so that the next round plans from it.
+  view_.shards[shard] = {write, written->revision};
+  return true;
+}
+
+absl::Status SetDraining(EtcdClient& client, std::string_view cluster,
+                         std::string_view node_id, bool drain) {
+  if (absl::Status valid = ValidateName("node id", node_id); !valid.ok()) {
+    return valid;
+  }
+  const std::string key = DrainKey(cluster, node_id);
+  if (drain) return client.Put(key, "", 0).status();
+  return client.Delete(key).status();
 }
 
 }  // namespace hourglass::cluster

@@ -5,7 +5,9 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -40,6 +42,9 @@ struct MemberOptions {
   int shards = 1;
   // --replication_factor. Default: 3.
   int replication_factor = 3;
+  // --min_insync: replica moves never take a shard's in-sync set below it.
+  // Default: 2.
+  int min_insync = 2;
   // How long the controller waits, after a shard's primary is gone, for its
   // in-sync backups to report their positions before it promotes the most
   // advanced of those that did. Default: the lease TTL.
@@ -63,6 +68,8 @@ struct ClusterView {
   std::map<int, Shard> shards;
   // The node id of the controller; empty while there is none.
   std::string controller;
+  // The nodes being drained (keys.h DrainKey), alive or not.
+  std::set<std::string> draining;
 };
 
 // One node's membership in a cluster (CLUSTER.md): it holds the node's
@@ -82,6 +89,12 @@ class Member {
     // log entry; nullopt if it has none. Called on the member's thread when
     // it reports a position. May be empty (no position is ever reported).
     absl::AnyInvocable<std::optional<int64_t>(int shard)> position;
+    // For a shard this node is the primary of, with a leader transfer under
+    // way (ShardRecord::transfer_to): the index of its last log entry once
+    // it has stopped writing and the target holds every entry durably;
+    // nullopt until then. Called on the member's thread, which then reports
+    // it for the controller (see Wake). May be empty (never reported).
+    absl::AnyInvocable<std::optional<int64_t>(int shard)> handed_over;
     // Each new view, on the member's thread, in order. Must not block for
     // long or destroy the member. May be empty.
     absl::AnyInvocable<void(const ClusterView& view)> on_view;
@@ -129,6 +142,11 @@ class Member {
   // Whether this node is the controller now.
   bool controlling() const;
 
+  // Has the member's thread look at its callbacks again now rather than
+  // at its next change or tick: a host whose hand-over has finished has a
+  // position to report.
+  void Wake();
+
   // The primary's change of a shard's in-sync set, at its epoch: writes
   // `isr` (which must hold this node, first) into shards/<shard> if this
   // node is the primary there and the record has not changed since the
@@ -146,8 +164,14 @@ class Member {
   void Apply(const WatchEvent& event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Reports this node's positions for shards whose primary is gone.
   void ReportPositions(const ClusterView& view);
-  // The controller's work: plans each shard and writes the changes.
+  // The controller's work: plans each shard and writes the changes; when
+  // no shard needed one, moves a replica toward the balanced layout.
   void Control(const ClusterView& view, int64_t term);
+  // Writes `write` to shard `shard` by compare-and-set, fenced by `term`,
+  // and logs `reason`. False if this node is no longer the controller.
+  bool WriteShard(int shard, const std::optional<ClusterView::Shard>& current,
+                  const ShardRecord& write, const std::string& reason,
+                  int64_t term);
   // Sleeps until `deadline` or until woken.
   void WaitForWork(absl::Time deadline);
 
@@ -178,6 +202,14 @@ class Member {
   std::map<int, std::string> logged_;
   std::thread thread_;
 };
+
+// Marks node `node_id` of cluster `cluster` as being drained (`drain`), or
+// no longer (keys.h DrainKey): while it is, the controller moves the
+// replicas it holds to other nodes, one at a time (cluster/rebalance.h).
+// The node need not be alive. Errors: INVALID_ARGUMENT for a bad node id;
+// etcd's.
+absl::Status SetDraining(EtcdClient& client, std::string_view cluster,
+                         std::string_view node_id, bool drain);
 
 }  // namespace hourglass::cluster
 

@@ -108,6 +108,7 @@ ShardPlan Promote(int shard, const ShardRecord& current,
   ShardRecord next = current;
   next.epoch = current.epoch + 1;
   next.primary = best->id;
+  next.transfer_to.clear();  // A transfer under way ends with its primary.
   next.isr = {best->id};
   for (const Candidate& c : candidates) {
     if (c.index.has_value() && c.id != best->id) next.isr.push_back(c.id);
@@ -123,6 +124,45 @@ ShardPlan Promote(int shard, const ShardRecord& current,
   return {next, absl::StrJoin(changes, "; ")};
 }
 
+// A leader transfer under way (current.transfer_to), the primary alive:
+// given up if the target cannot take over, finished once the primary has
+// reported where it stopped writing (at the current epoch), else awaited.
+ShardPlan Transfer(int shard, const ShardRecord& current,
+                   const std::map<std::string, NodeRecord>& alive) {
+  const std::string& to = current.transfer_to;
+  if (to == current.primary || !alive.contains(to) || !current.InIsr(to)) {
+    ShardRecord next = current;
+    next.transfer_to.clear();
+    return {next, absl::StrCat("shard ", shard, ": gave up handing it over ",
+                               "from ", current.primary, " to ", to, " (",
+                               alive.contains(to) ? "not in sync" : "gone",
+                               ")")};
+  }
+  const NodeRecord& primary = alive.at(current.primary);
+  auto position = primary.positions.find(shard);
+  if (position == primary.positions.end() ||
+      position->second.epoch != current.epoch) {
+    return {std::nullopt,
+            absl::StrCat("shard ", shard, ": waiting for ", current.primary,
+                         " to hand it over to ", to)};
+  }
+  ShardRecord next = current;
+  next.epoch = current.epoch + 1;
+  next.primary = to;
+  next.transfer_to.clear();
+  // The new primary first; the old one stays in sync (its log ends where
+  // the new primary's starts).
+  std::erase(next.replicas, to);
+  next.replicas.insert(next.replicas.begin(), to);
+  std::erase(next.isr, to);
+  next.isr.insert(next.isr.begin(), to);
+  return {next, absl::StrCat("handed shard ", shard, " over from ",
+                             current.primary, " to ", to, " at epoch ",
+                             next.epoch, " (", current.primary,
+                             " stopped at index ", position->second.index,
+                             ")")};
+}
+
 }  // namespace
 
 ShardPlan PlanShard(int shard, const std::optional<ShardRecord>& current,
@@ -131,6 +171,9 @@ ShardPlan PlanShard(int shard, const std::optional<ShardRecord>& current,
   if (!current.has_value()) return Create(shard, alive, options);
   if (!alive.contains(current->primary)) {
     return Promote(shard, *current, alive, options);
+  }
+  if (!current->transfer_to.empty()) {
+    return Transfer(shard, *current, alive);
   }
   ShardRecord next = *current;
   std::vector<std::string> changes;

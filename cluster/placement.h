@@ -39,6 +39,13 @@ struct PlacementOptions {
 //   - The primary alive: replace each replica whose node is gone by a live
 //     node holding none of the shard, while there is one (the newcomer is
 //     not in the ISR until it has caught up; the primary adds it).
+//   - The primary alive and a leader transfer under way (`transfer_to`,
+//     set by rebalance.h): once the primary has reported, in its node
+//     record under the current epoch, the index where it stopped writing
+//     (the target holds everything up to it durably), make the target
+//     primary at epoch + 1, the in-sync set unchanged but for the order.
+//     The transfer is given up (transfer_to cleared) if the target is gone
+//     or out of the in-sync set; nothing else changes meanwhile.
 //   - The primary gone: promote, at epoch + 1, the in-sync backup alive
 //     with the highest position reported under the current epoch (ties: the
 //     lowest node id). It waits for every one alive to report unless the

@@ -53,6 +53,7 @@ std::string EncodeShardRecord(const ShardRecord& record) {
   proto.set_primary(record.primary);
   for (const std::string& r : record.replicas) proto.add_replicas(r);
   for (const std::string& r : record.isr) proto.add_isr(r);
+  proto.set_transfer_to(record.transfer_to);
   return ToJson(proto);
 }
 
@@ -64,6 +65,7 @@ absl::StatusOr<ShardRecord> DecodeShardRecord(std::string_view json) {
   record.primary = proto.primary();
   record.replicas.assign(proto.replicas().begin(), proto.replicas().end());
   record.isr.assign(proto.isr().begin(), proto.isr().end());
+  record.transfer_to = proto.transfer_to();
   return record;
 }
 

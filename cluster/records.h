@@ -16,13 +16,15 @@ namespace hourglass::cluster {
 // structs are the same fields.
 
 // shards/<n>: who holds a shard. Changed only by compare-and-set: the
-// controller changes epoch, primary and replicas; the primary the ISR, at
-// its epoch.
+// controller changes epoch, primary, replicas and transfer_to; the primary
+// the ISR, at its epoch.
 struct ShardRecord {
   int64_t epoch = 0;                  // +1 at each change of primary; from 1
   std::string primary;                // a node id
   std::vector<std::string> replicas;  // every holder, the primary first
   std::vector<std::string> isr;       // the in-sync set, the primary first
+  // A leader transfer under way to this in-sync backup; empty if none.
+  std::string transfer_to;
 
   bool InIsr(std::string_view node) const;
   bool IsReplica(std::string_view node) const;

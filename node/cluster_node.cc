@@ -112,7 +112,11 @@ absl::StatusOr<std::unique_ptr<ClusterNode>> ClusterNode::Open(
         return PeerStats::Serve(*router, request, response);
       });
   node->cluster_service_ = std::make_unique<api::ClusterService>(
-      [n = node.get()] { return n->Map(); }, o.authorizer);
+      [n = node.get()] { return n->Map(); },
+      [n = node.get()](const std::string& id, bool drain) {
+        return cluster::SetDraining(*n->etcd_, n->options_.cluster, id, drain);
+      },
+      o.authorizer);
   // The copies this node held before: open now, so that a store that
   // cannot open stops the node at once, and so that the node can report
   // its positions as soon as it joins.
@@ -193,6 +197,12 @@ std::vector<ShardHost*> ClusterNode::Hosts() const {
   std::vector<ShardHost*> hosts;
   for (const auto& [shard, host] : hosts_) hosts.push_back(host.get());
   return hosts;
+}
+
+ShardHost* ClusterNode::HostOf(int shard) const {
+  absl::MutexLock lock(&mu_);
+  auto it = hosts_.find(shard);
+  return it == hosts_.end() ? nullptr : it->second.get();
 }
 
 std::vector<int> ClusterNode::hosted_shards() const {
@@ -420,17 +430,16 @@ absl::Status ClusterNode::Join(const std::string& address,
   member.address = address;
   member.lease_ttl = options_.lease_ttl;
   member.shards = options_.shards;
+  member.min_insync = options_.min_insync;
   member.replication_factor = options_.replication_factor;
   cluster::Member::Callbacks callbacks;
   callbacks.position = [this](int shard) -> std::optional<int64_t> {
-    ShardHost* host = nullptr;
-    {
-      absl::MutexLock lock(&mu_);
-      auto it = hosts_.find(shard);
-      if (it != hosts_.end()) host = it->second.get();
-    }
-    if (host == nullptr) return std::nullopt;
-    return host->Position();
+    ShardHost* host = HostOf(shard);
+    return host == nullptr ? std::nullopt : host->Position();
+  };
+  callbacks.handed_over = [this](int shard) -> std::optional<int64_t> {
+    ShardHost* host = HostOf(shard);
+    return host == nullptr ? std::nullopt : host->HandedOver();
   };
   callbacks.on_view = [this](const cluster::ClusterView& view) {
     OnView(view);
@@ -479,6 +488,7 @@ hourglass::v1::ClusterMap ClusterNode::Map() const {
     out.set_id(id);
     out.set_address(node.address);
   }
+  for (const std::string& id : view.draining) map.add_draining(id);
   const absl::Time now = absl::Now();
   for (const auto& [number, shard] : view.shards) {
     hourglass::v1::ShardInfo& out = *map.add_shards();

@@ -185,6 +185,8 @@ class ClusterNode {
   // and Leave runs after no callback can, so a pointer taken under mu_
   // stays good in a member callback).
   std::vector<ShardHost*> Hosts() const;
+  // Shard `shard`'s host, or null if this node has none (same lifetime).
+  ShardHost* HostOf(int shard) const;
 
   const ClusterNodeOptions options_;
   std::unique_ptr<cluster::EtcdClient> etcd_;

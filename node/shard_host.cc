@@ -294,12 +294,49 @@ void ShardHost::BecomePrimary(const cluster::ClusterView& view,
   // in-sync backups.
   SyncShippers(view, record);
   KeepInSyncSet(view, record);
+  if (!record.transfer_to.empty()) {
+    HandOverLocked(record.transfer_to);
+    return;
+  }
+  if (!handing_over_to_.empty()) {
+    spdlog::warn(
+        "cluster: node {} keeps shard {}: the controller gave up handing it "
+        "over to {}",
+        options_.node_id, options_.shard, handing_over_to_);
+    handing_over_to_.clear();
+    absl::MutexLock lock(&mu_);
+    handed_over_.reset();
+  }
   if (engine_ != nullptr) return;
-  const absl::Time start = absl::Now();
-  absl::StatusOr<std::unique_ptr<broker::Engine>> engine =
-      broker::Engine::Open(store_.get(), options_.clock, options_.engine);
-  if (!engine.ok()) {
-    const std::string error(engine.status().message());
+  if (opener_.joinable()) {
+    TakeOpenedEngineLocked();
+  } else {
+    StartOpeningEngineLocked();
+  }
+}
+
+void ShardHost::StartOpeningEngineLocked() {
+  opening_since_ = absl::Now();
+  opener_ = std::thread([this, store = store_.get()] {
+    absl::StatusOr<std::unique_ptr<broker::Engine>> engine =
+        broker::Engine::Open(store, options_.clock, options_.engine);
+    absl::MutexLock lock(&mu_);
+    opened_ = std::move(engine);
+    wake_ = true;
+  });
+}
+
+void ShardHost::TakeOpenedEngineLocked() {
+  std::optional<absl::StatusOr<std::unique_ptr<broker::Engine>>> opened;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!opened_.has_value()) return;  // Still opening.
+    opened = std::move(opened_);
+    opened_.reset();
+  }
+  opener_.join();
+  if (!opened->ok()) {
+    const std::string error(opened->status().message());
     if (error != engine_error_) {
       spdlog::warn("cluster: node {} cannot open shard {} yet: {}",
                    options_.node_id, options_.shard, error);
@@ -308,16 +345,67 @@ void ShardHost::BecomePrimary(const cluster::ClusterView& view,
     if (store_->closed()) {
       StepDownLocked(absl::StrCat("its store closed: ", error));
     }
-    return;
+    return;  // The next tick tries again.
   }
-  engine_ = *std::move(engine);
+  engine_ = **std::move(opened);
   engine_->Start();
   gate_->Open(engine_.get());
   spdlog::info(
       "cluster: node {} serves shard {} at epoch {} (recovered in "
       "{})",
       options_.node_id, options_.shard, epoch_,
-      absl::FormatDuration(absl::Now() - start));
+      absl::FormatDuration(absl::Now() - opening_since_));
+}
+
+void ShardHost::StopOpeningEngineLocked(const absl::Status& why) {
+  if (!opener_.joinable()) return;
+  opener_.join();
+  absl::MutexLock lock(&mu_);
+  if (opened_.has_value() && opened_->ok()) (**opened_)->Shutdown(why);
+  opened_.reset();
+}
+
+void ShardHost::HandOverLocked(const std::string& to) {
+  if (handing_over_to_ != to) {
+    handing_over_to_ = to;
+    spdlog::info("cluster: node {} hands shard {} over to {} (epoch {})",
+                 options_.node_id, options_.shard, to, epoch_);
+    const std::string why =
+        absl::StrCat("shard ", options_.shard, " is being handed over from ",
+                     options_.node_id, " to ", to, "; retry shortly");
+    gate_->Close(absl::UnavailableError(why));
+    // No writer may be left: an engine opening writes too.
+    StopOpeningEngineLocked(absl::UnavailableError(why));
+    if (engine_ != nullptr) {
+      engine_->Shutdown(absl::UnavailableError(why));
+      engine_.reset();
+    }
+    absl::MutexLock lock(&mu_);
+    handed_over_.reset();
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    if (handed_over_.has_value()) return;
+  }
+  // Nothing is written any more: the log ends here.
+  const int64_t last = store_->last().index;
+  if (!store_->AwaitDurable(to, last, absl::Now() + kTick)) return;
+  cluster::Member* member;
+  {
+    absl::MutexLock lock(&mu_);
+    handed_over_ = last;
+    member = member_;
+  }
+  spdlog::info(
+      "cluster: node {} stopped writing shard {} at entry {}, which {} "
+      "holds durably",
+      options_.node_id, options_.shard, last, to);
+  if (member != nullptr) member->Wake();
+}
+
+std::optional<int64_t> ShardHost::HandedOver() {
+  absl::MutexLock lock(&mu_);
+  return handed_over_;
 }
 
 void ShardHost::SyncShippers(const cluster::ClusterView& view,
@@ -362,6 +450,20 @@ void ShardHost::KeepInSyncSet(const cluster::ClusterView& view,
   const replication::LogPosition last = store_->last();
   const std::map<std::string, replication::ReplicatedStore::BackupState>
       backups = store_->Backups();
+  // A backup the controller moved away (cluster/rebalance.h): it left the
+  // record's replicas and in-sync set together, so writes stop waiting for
+  // it. Views come in order, and this primary adds a backup only while the
+  // record names it a replica, so one absent from the replicas now is not
+  // in the record's in-sync set.
+  for (const auto& [node, state] : backups) {
+    if (state.in_sync && !record.IsReplica(node)) {
+      store_->RemoveInSync(node);
+      spdlog::info(
+          "cluster: primary {} no longer waits for {} in shard {}: it is not "
+          "a replica any more",
+          options_.node_id, node, options_.shard);
+    }
+  }
   for (const std::string& node : record.replicas) {
     if (node == options_.node_id) continue;
     auto state = backups.find(node);
@@ -552,6 +654,8 @@ void ShardHost::StepDownLocked(const std::string& reason) {
       options_.shard, ": ", reason)));
   // Writes waiting for backups fail now; then nothing reaches the engine.
   store_->Close(absl::StrCat("this node stopped being the primary: ", reason));
+  StopOpeningEngineLocked(absl::UnavailableError(
+      absl::StrCat("this node stopped being the primary: ", reason)));
   replication_->SetSource(options_.shard, nullptr, "");
   shippers_.clear();
   shipper_addresses_.clear();
@@ -563,6 +667,9 @@ void ShardHost::StepDownLocked(const std::string& reason) {
   store_.reset();
   role_ = Role::kNone;
   epoch_ = 0;
+  handing_over_to_.clear();
+  absl::MutexLock lock(&mu_);
+  handed_over_.reset();
 }
 
 }  // namespace hourglass::node

@@ -87,6 +87,15 @@ struct ShardHostOptions {
 //             primary is (the gate's refusal names it: ShardRefusal).
 //   none      the record does not name this node (or does not exist yet).
 //
+// Leader transfer: a primary whose record names a backup in transfer_to
+// (the controller's, cluster/rebalance.h) hands the shard over: the gate
+// closes (clients get UNAVAILABLE and retry), the engine shuts down, so
+// nothing more is written, and once the backup holds every entry durably
+// HandedOver tells the member, which reports it; the controller then makes
+// the backup primary at the next epoch, and this node becomes its backup,
+// in sync (their logs end at the same entry). If the controller gives the
+// transfer up (transfer_to cleared), the engine opens again.
+//
 // A primary whose record names another primary (a newer epoch) steps down:
 // the gate closes, the store closes (writes waiting fail), the engine shuts
 // down, and the node becomes a backup. Its copy may then hold entries the
@@ -117,6 +126,10 @@ class ShardHost {
   // For Member::Callbacks::position: where this node's copy ends (its last
   // durable entry).
   std::optional<int64_t> Position();
+  // For Member::Callbacks::handed_over: the index where this primary
+  // stopped writing, once the backup the record's transfer_to names holds
+  // every entry durably; nullopt before (or without a transfer).
+  std::optional<int64_t> HandedOver();
 
   // For ReplicationService::SetRebuildHandler of the shard: the primary
   // says this backup's copy cannot follow its log; the host rebuilds it
@@ -168,6 +181,25 @@ class ShardHost {
   void Reconcile(const cluster::ClusterView& view);
   void BecomePrimary(const cluster::ClusterView& view,
                      const cluster::ShardRecord& record);
+  // Opens the engine on a thread of its own (opener_), which hands the
+  // result over in opened_ and wakes the host. Opening writes, and a write
+  // waits for the in-sync backups: the host's thread must stay free to
+  // take a backup that died meanwhile out of the in-sync set
+  // (KeepInSyncSet), or the write would wait out ack_timeout and end the
+  // epoch.
+  void StartOpeningEngineLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(role_mu_);
+  // Takes the opener's result once there is one: the engine starts and the
+  // gate opens, or the error is logged.
+  void TakeOpenedEngineLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(role_mu_);
+  // Waits for the opener, if any (close the store first, so that its
+  // writes fail rather than wait), and shuts down what it opened.
+  void StopOpeningEngineLocked(const absl::Status& why)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(role_mu_);
+  // The primary's part of a leader transfer to `to` (see the class
+  // comment); waits a little for `to` to catch up, then returns (the next
+  // tick waits again).
+  void HandOverLocked(const std::string& to)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(role_mu_);
   void BecomeBackup();
   // Replaces the copy by the primary's checkpoint (closing and reopening
   // the store), for a backup whose copy cannot follow.
@@ -194,6 +226,11 @@ class ShardHost {
   bool wake_ ABSL_GUARDED_BY(mu_) = false;
   // Why the copy must be rebuilt; empty while it need not.
   std::string rebuild_ ABSL_GUARDED_BY(mu_);
+  // Where this primary stopped writing, once handed over (HandedOver).
+  std::optional<int64_t> handed_over_ ABSL_GUARDED_BY(mu_);
+  // What the engine's opener opened, until the host's thread takes it.
+  std::optional<absl::StatusOr<std::unique_ptr<broker::Engine>>> opened_
+      ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 
   // The role's state, changed on the host's thread (and by StepDown) under
@@ -214,6 +251,12 @@ class ShardHost {
       ABSL_GUARDED_BY(role_mu_);
   std::unique_ptr<broker::Engine> engine_ ABSL_GUARDED_BY(role_mu_);
   std::string engine_error_ ABSL_GUARDED_BY(role_mu_);
+  // Opens the engine while the host's thread goes on; joinable from its
+  // start until the host took its result.
+  std::thread opener_ ABSL_GUARDED_BY(role_mu_);
+  absl::Time opening_since_ ABSL_GUARDED_BY(role_mu_);
+  // The backup this primary is handing the shard over to; empty if none.
+  std::string handing_over_to_ ABSL_GUARDED_BY(role_mu_);
   // Set by StepDown: the node is leaving, and takes no role any more.
   bool left_ ABSL_GUARDED_BY(role_mu_) = false;
 

@@ -4,6 +4,7 @@
 #include <iostream>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -81,6 +82,9 @@ absl::Status ShowCluster(const GlobalOptions& globals) {
   for (const auto& node : map->nodes()) {
     std::vector<std::string> roles;
     if (node.id() == map->controller()) roles.push_back("controller");
+    for (const std::string& drained : map->draining()) {
+      if (drained == node.id()) roles.push_back("draining");
+    }
     for (const auto& shard : map->shards()) {
       if (shard.primary() == node.id()) {
         roles.push_back(absl::StrCat("primary of ", shard.shard()));
@@ -135,6 +139,35 @@ absl::Status ShowCluster(const GlobalOptions& globals) {
   return absl::OkStatus();
 }
 
+// `cluster drain`: starts (or with --undo stops) draining `node`, then says
+// what the controller will do, from the map.
+absl::Status DrainNode(const GlobalOptions& globals, const std::string& node,
+                       bool undo) {
+  absl::StatusOr<std::unique_ptr<Connection>> connection =
+      Connection::Open(globals);
+  if (!connection.ok()) return connection.status();
+  absl::StatusOr<hourglass::v1::ClusterMap> map = ReadMap(**connection);
+  if (!map.ok()) return map.status();
+  if (absl::Status s = (*connection)->admin().DrainNode(node, undo); !s.ok()) {
+    return (*connection)->Check(s);
+  }
+  if (undo) {
+    std::cout << "node " << node << " is no longer drained" << std::endl;
+    return absl::OkStatus();
+  }
+  int replicas = 0, leads = 0;
+  for (const auto& shard : map->shards()) {
+    for (const std::string& r : shard.replicas()) replicas += r == node;
+    leads += shard.primary() == node;
+  }
+  std::cout << "node " << node << " is being drained: the controller moves "
+            << "its replicas (" << replicas << " now, primary of " << leads
+            << ") to other nodes, one shard at a time, handing its shards "
+            << "over first; `hourglass cluster` shows the progress"
+            << std::endl;
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 void AddClusterCommand(Registry& registry) {
@@ -151,7 +184,30 @@ the primary's log). A broker without --etcd has no cluster.
 Examples:
   hourglass --addr=10.0.0.2:7070 cluster
   hourglass --json cluster)");
-  registry.SetAction(cluster, [&globals = registry.globals()] {
+  CLI::App* drain = cluster->add_subcommand(
+      "drain", "Move every replica off a node, before it is removed");
+  struct DrainOptions {
+    std::string node;
+    bool undo = false;
+  };
+  auto options = std::make_shared<DrainOptions>();
+  drain->add_option("--node", options->node, "The node's id (--node_id)")
+      ->required();
+  drain->add_flag("--undo", options->undo, "Stop draining it");
+  drain->footer(R"(
+The controller first hands each shard the node leads over to an in-sync
+backup (the node stops writing, the backup takes every entry and becomes
+primary at the next epoch; clients retry for a few milliseconds), then adds
+a copy of each shard the node holds on another node, waits until it is in
+sync, and drops the node's copy: one shard at a time, so a shard's in-sync
+set never shrinks. The node can go once `hourglass cluster` shows it holds
+nothing. The drain is kept in etcd until --undo, across restarts.
+
+Examples:
+  hourglass --addr=10.0.0.2:7070 cluster drain --node=d
+  hourglass cluster drain --node=d --undo)");
+  registry.SetAction(cluster, [&globals = registry.globals(), drain, options] {
+    if (drain->parsed()) return DrainNode(globals, options->node, options->undo);
     return ShowCluster(globals);
   });
 }

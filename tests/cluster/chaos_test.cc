@@ -3,10 +3,11 @@
 // of faults hits them: kill -9 of the primary, of a backup, of the
 // controller; the primary paused past its lease; the primary cut off from
 // clients, peers and etcd; a backup's links cut; a backup cut off from etcd;
-// a backup's data wiped; a backup's disk full. After each fault the cluster
-// must heal (every node back in the ISR), and at the end the ledger must hold:
-// no acknowledged publish lost, nothing of an acknowledged cancel delivered,
-// nothing early.
+// a backup's data wiped; a backup's disk full; the primary drained (a
+// leader transfer), alone or with a node killed during the hand-over. After
+// each fault the cluster must heal (every node back in the ISR), and at the
+// end the ledger must hold: no acknowledged publish lost, nothing of an
+// acknowledged cancel delivered, nothing early.
 //
 // HOURGLASS_CHAOS_SEED replays a run's sequence of faults (the processes'
 // own timing still varies); HOURGLASS_CHAOS_FAULTS sets how many (default
@@ -33,6 +34,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "client/admin.h"
 #include "client/channel.h"
 #include "client/consumer.h"
 #include "client/publisher.h"
@@ -43,6 +45,7 @@
 namespace hourglass {
 namespace {
 
+using ::hourglass::client::Admin;
 using ::hourglass::client::Channel;
 using ::hourglass::client::ChannelOptions;
 using ::hourglass::client::Consumer;
@@ -209,8 +212,10 @@ enum class Fault {
   kCutBackupFromEtcd,
   kWipeBackup,
   kFillBackupsDisk,
+  kDrainPrimary,
+  kDrainPrimaryThenKill,
 };
-constexpr int kFaultKinds = 9;
+constexpr int kFaultKinds = 11;
 
 const char* Name(Fault fault) {
   switch (fault) {
@@ -232,6 +237,10 @@ const char* Name(Fault fault) {
       return "kill -9 a backup and wipe its data";
     case Fault::kFillBackupsDisk:
       return "fill a backup's disk";
+    case Fault::kDrainPrimary:
+      return "drain the primary (a leader transfer)";
+    case Fault::kDrainPrimaryThenKill:
+      return "drain the primary, kill -9 a node during the hand-over";
   }
   return "?";
 }
@@ -282,6 +291,16 @@ class ChaosTest : public ::testing::Test {
         << cluster_->LogTail(id);
     cluster_->Heal(id);
     ASSERT_TRUE(cluster_->Restart(id).ok());
+  }
+
+  // `hourglass cluster drain` of `id` (or its undo), through any node.
+  void Drain(const std::string& id, bool drain) {
+    ChannelOptions options;
+    options.address = cluster_->ClientAddresses();
+    absl::StatusOr<std::shared_ptr<Channel>> channel = Channel::Create(options);
+    ASSERT_TRUE(channel.ok()) << channel.status();
+    const absl::Status status = Admin(*channel).DrainNode(id, !drain);
+    EXPECT_TRUE(status.ok()) << status;
   }
 
   // Applies `fault` and undoes it; returns the node it hit.
@@ -349,6 +368,34 @@ class ChaosTest : public ::testing::Test {
         cluster_->Hold(Between(absl::Seconds(0), absl::Seconds(6)));
         cluster_->FreeDisk(backup);
         return backup;
+      }
+      case Fault::kDrainPrimary: {
+        // It hands the shard over to an in-sync backup (its copy stays:
+        // with three nodes none is spare); then the drain ends.
+        Drain(primary, true);
+        const absl::Time deadline = absl::Now() + absl::Seconds(30);
+        while (absl::Now() < deadline &&
+               (cluster_->Primary().empty() || cluster_->Primary() == primary)) {
+          cluster_->Hold(absl::Milliseconds(100));
+        }
+        EXPECT_NE(cluster_->Primary(), primary)
+            << primary << " did not hand the shard over:\n"
+            << cluster_->LogTail(primary);
+        Drain(primary, false);
+        return primary;
+      }
+      case Fault::kDrainPrimaryThenKill: {
+        // The hand-over cut short, or just done: the old primary or a
+        // backup (perhaps the one taking over) dies.
+        Drain(primary, true);
+        cluster_->Hold(Between(absl::Milliseconds(0), absl::Milliseconds(300)));
+        const std::string victim =
+            std::uniform_int_distribution<int>(0, 1)(random_) == 0
+                ? primary
+                : Backup(primary);
+        KillAndRestart(victim, /*wipe=*/false);
+        Drain(primary, false);
+        return victim;
       }
     }
     return "";

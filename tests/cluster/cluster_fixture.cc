@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "client/channel.h"
 #include "grpcpp/grpcpp.h"
 #include "hourglass/v1/admin.grpc.pb.h"
 #include "hourglass/v1/broker.grpc.pb.h"
@@ -149,6 +150,16 @@ bool ClusterFixture::AwaitEveryoneSees(const std::vector<std::string>& ids,
         return true;
       },
       kClusterPatience);
+}
+
+std::shared_ptr<client::Channel> ClusterFixture::ChannelTo(
+    const std::string& id) {
+  client::ChannelOptions options;
+  options.address = nodes_.at(id)->address();
+  absl::StatusOr<std::shared_ptr<client::Channel>> channel =
+      client::Channel::Create(options);
+  EXPECT_TRUE(channel.ok()) << channel.status();
+  return channel.ok() ? *std::move(channel) : nullptr;
 }
 
 }  // namespace hourglass::testing

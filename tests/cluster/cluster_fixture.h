@@ -16,6 +16,10 @@
 #include "tests/testing/etcd_server.h"
 #include "tests/testing/temp_dir.h"
 
+namespace hourglass::client {
+class Channel;
+}  // namespace hourglass::client
+
 namespace hourglass::testing {
 
 // How long a cluster test waits for a condition.
@@ -55,6 +59,9 @@ class ClusterFixture : public ::testing::Test {
   Answer Stats(const std::string& node);
   // Cluster.GetClusterMap of `node`.
   absl::StatusOr<v1::ClusterMap> MapOf(const std::string& node);
+  // A client library channel to node `id` alone (null, the test failed,
+  // if it cannot be made).
+  std::shared_ptr<client::Channel> ChannelTo(const std::string& id);
 
   // The node among `candidates` that serves, once one does ("" if none
   // does within the patience).

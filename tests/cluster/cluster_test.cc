@@ -17,6 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "client/admin.h"
@@ -323,11 +324,7 @@ TEST_F(ClusterTest, AStoppedPrimaryHandsOverAndComesBackAsAnInSyncBackup) {
   EXPECT_EQ(nodes_.at("a")->Stop(), 0);
   const std::string primary = AwaitPrimary({"b", "c"});
   ASSERT_FALSE(primary.empty());
-  ChannelOptions options;
-  options.address = nodes_.at(primary)->address();
-  absl::StatusOr<std::shared_ptr<Channel>> channel = Channel::Create(options);
-  ASSERT_TRUE(channel.ok()) << channel.status();
-  Admin admin(*channel);
+  Admin admin(ChannelTo(primary));
   absl::StatusOr<hourglass::v1::ClusterMap> map = admin.GetClusterMap();
   ASSERT_TRUE(map.ok()) << map.status();
   ASSERT_EQ(map->shards_size(), 1);
@@ -385,11 +382,7 @@ TEST_F(ClusterTest, AWipedBackupIsRebuiltFromTheNewPrimarysCheckpoint) {
   // checkpoint, then follows c's log and rejoins the in-sync set.
   std::filesystem::remove_all(dir_.path() + "/b");
   StartNodes({"b"}, {"--min_insync=1"});
-  ChannelOptions options;
-  options.address = nodes_.at("c")->address();
-  absl::StatusOr<std::shared_ptr<Channel>> channel = Channel::Create(options);
-  ASSERT_TRUE(channel.ok()) << channel.status();
-  Admin at_c(*channel);
+  Admin at_c(ChannelTo("c"));
   EXPECT_TRUE(testing::Eventually(
       [&] {
         absl::StatusOr<hourglass::v1::ClusterMap> map = at_c.GetClusterMap();
@@ -407,12 +400,7 @@ TEST_F(ClusterTest, AWipedBackupIsRebuiltFromTheNewPrimarysCheckpoint) {
   // Then c goes: b, the only copy left, is promoted and holds all three.
   EXPECT_EQ(nodes_.at("c")->Stop(), 0);
   ASSERT_EQ(AwaitPrimary({"b"}), "b");
-  ChannelOptions at_b_options;
-  at_b_options.address = nodes_.at("b")->address();
-  absl::StatusOr<std::shared_ptr<Channel>> at_b_channel =
-      Channel::Create(at_b_options);
-  ASSERT_TRUE(at_b_channel.ok());
-  Admin at_b(*at_b_channel);
+  Admin at_b(ChannelTo("b"));
   for (const char* id : {"m1", "m2", "m3"}) {
     hourglass::v1::GetMessageRequest get;
     get.set_topic("orders");
@@ -428,11 +416,8 @@ TEST_F(ClusterTest, ARestartedBackupRejoinsTheInSyncSetWhilePublishesGoOn) {
   StartNodes({"a", "b", "c"});
   ASSERT_EQ(AwaitPrimary({"a", "b", "c"}), "a");
   ASSERT_TRUE(AwaitEveryoneSees({"a", "b", "c"}, 1, "a"));
-  ChannelOptions options;
-  options.address = nodes_.at("a")->address();
-  absl::StatusOr<std::shared_ptr<Channel>> channel = Channel::Create(options);
-  ASSERT_TRUE(channel.ok()) << channel.status();
-  Admin admin(*channel);
+  const std::shared_ptr<Channel> channel = ChannelTo("a");
+  Admin admin(channel);
   auto isr_size = [&] {
     absl::StatusOr<hourglass::v1::ClusterMap> map = admin.GetClusterMap();
     return map.ok() && map->shards_size() == 1 ? map->shards(0).isr_size() : -1;
@@ -444,7 +429,7 @@ TEST_F(ClusterTest, ARestartedBackupRejoinsTheInSyncSetWhilePublishesGoOn) {
   std::vector<std::thread> publishers;
   for (int p = 0; p < 2; ++p) {
     publishers.emplace_back([&, p] {
-      Publisher publisher(*channel);
+      Publisher publisher(channel);
       for (int batch = 0; !stop.load(); ++batch) {
         std::vector<Message> messages(50);
         for (int i = 0; i < 50; ++i) {
@@ -473,6 +458,184 @@ TEST_F(ClusterTest, ARestartedBackupRejoinsTheInSyncSetWhilePublishesGoOn) {
   EXPECT_TRUE(testing::Eventually([&] { return isr_size() == 3; }, kPatience));
   // Publishing went on all along.
   EXPECT_GT(acknowledged.load(), before);
+}
+
+// `hourglass cluster drain` of a backup: the controller adds a copy on the
+// node that holds none, which follows the primary's log (from its start:
+// the primary still keeps it all) and joins the in-sync set; only then does
+// the drained node's copy leave. The
+// new copy holds every acknowledged publish, from before and during the
+// move.
+TEST_F(ClusterTest, ADrainedBackupsCopyMovesToASpareNode) {
+  // One in-sync copy suffices, so that d alone can serve at the end.
+  StartNodes({"a", "b", "c"}, {"--min_insync=1"});
+  ASSERT_EQ(AwaitPrimary({"a", "b", "c"}), "a");
+  ASSERT_TRUE(AwaitEveryoneSees({"a", "b", "c"}, 1, "a"));
+  StartNodes({"d"}, {"--min_insync=1"});
+  ASSERT_EQ(Publish("a", "orders", "m1", absl::Hours(1)).code,
+            grpc::StatusCode::OK);
+
+  const std::string at_c = "--addr=" + nodes_.at("c")->address();
+  testing::RunResult drained = testing::Run(
+      {HOURGLASS_PATH, at_c, "cluster", "drain", "--node=b"}, kPatience);
+  EXPECT_EQ(drained.exit_code, 0) << drained.output;
+  EXPECT_THAT(drained.output,
+              HasSubstr("node b is being drained: the controller moves its "
+                        "replicas (1 now, primary of 0) to other nodes"));
+  ASSERT_EQ(Publish("a", "orders", "m2", absl::Hours(1)).code,
+            grpc::StatusCode::OK);
+
+  Admin at_c_admin(ChannelTo("c"));
+  hourglass::v1::ClusterMap map;
+  EXPECT_TRUE(testing::Eventually(
+      [&] {
+        absl::StatusOr<hourglass::v1::ClusterMap> read =
+            at_c_admin.GetClusterMap();
+        if (!read.ok() || read->shards_size() != 1) return false;
+        map = *std::move(read);
+        return absl::StrJoin(map.shards(0).replicas(), ",") == "a,c,d" &&
+               absl::StrJoin(map.shards(0).isr(), ",") == "a,c,d";
+      },
+      kPatience))
+      << map.DebugString() << nodes_.at("a")->process().output();
+  EXPECT_EQ(map.shards(0).epoch(), 1);
+  EXPECT_EQ(absl::StrJoin(map.draining(), ","), "b");
+  EXPECT_TRUE(nodes_.at("d")->process().WaitForOutput(
+      "following primary a of shard 0 at epoch 1", kPatience))
+      << nodes_.at("d")->process().output();
+  // The controller (a) moved it in two steps, and the primary (a too)
+  // stopped waiting for b's acknowledgements.
+  EXPECT_TRUE(nodes_.at("a")->process().WaitForOutput(
+      "primary a no longer waits for b in shard 0", kPatience))
+      << nodes_.at("a")->process().output();
+  EXPECT_THAT(nodes_.at("a")->process().output(),
+              ::testing::ContainsRegex(
+                  "controller a: shard 0: d joins its replicas to take b's "
+                  "place \\(draining\\).*\n(.*\n)*.*primary a set the "
+                  "in-sync set of shard 0 at epoch 1 to \\[a,b,c,d\\]"
+                  ".*\n(.*\n)*.*controller a: shard 0: b leaves its replicas "
+                  "\\(a,b,c,d -> a,c,d\\), draining"));
+  EXPECT_TRUE(nodes_.at("b")->process().WaitForOutput(
+      "holds no copy of shard 0 any more", kPatience))
+      << nodes_.at("b")->process().output();
+  ASSERT_EQ(Publish("a", "orders", "m3", absl::Hours(1)).code,
+            grpc::StatusCode::OK);
+  testing::RunResult shown =
+      testing::Run({HOURGLASS_PATH, at_c, "cluster"}, kPatience);
+  EXPECT_EQ(shown.exit_code, 0) << shown.output;
+  EXPECT_THAT(shown.output,
+              HasSubstr(absl::StrCat("b     ", nodes_.at("b")->address(),
+                                     "  draining\n")));
+
+  // The drain is undone on request (b would get copies again as needed).
+  testing::RunResult undone = testing::Run(
+      {HOURGLASS_PATH, at_c, "cluster", "drain", "--node=b", "--undo"},
+      kPatience);
+  EXPECT_EQ(undone.exit_code, 0) << undone.output;
+  EXPECT_THAT(undone.output, HasSubstr("node b is no longer drained"));
+  EXPECT_TRUE(testing::Eventually(
+      [&] {
+        absl::StatusOr<hourglass::v1::ClusterMap> read =
+            at_c_admin.GetClusterMap();
+        return read.ok() && read->draining_size() == 0;
+      },
+      kPatience));
+
+  // a and c go: d, the copy that moved, is promoted and holds all three.
+  nodes_.at("a")->Kill();
+  nodes_.at("c")->Kill();
+  ASSERT_EQ(AwaitPrimary({"d"}), "d");
+  Admin at_d(ChannelTo("d"));
+  for (const char* id : {"m1", "m2", "m3"}) {
+    hourglass::v1::GetMessageRequest get;
+    get.set_topic("orders");
+    get.set_id(id);
+    EXPECT_TRUE(at_d.GetMessage(get).ok()) << id;
+  }
+}
+
+// Draining the primary: it hands the shard over (leader transfer) to an
+// in-sync backup at the next epoch, stays in sync as a backup, and then its
+// copy moves to the spare node like a backup's. A publisher going through
+// the client library all along (retrying each batch until acknowledged,
+// ids making retries safe) loses nothing, and the shard is never without a
+// primary for long: the new one holds exactly the messages acknowledged.
+TEST_F(ClusterTest, ADrainedPrimaryHandsItsShardOverAndItsCopyMoves) {
+  StartNodes({"a", "b", "c"});
+  ASSERT_EQ(AwaitPrimary({"a", "b", "c"}), "a");
+  ASSERT_TRUE(AwaitEveryoneSees({"a", "b", "c"}, 1, "a"));
+  StartNodes({"d"});
+
+  ChannelOptions options;
+  options.address =
+      absl::StrCat(nodes_.at("a")->address(), ",", nodes_.at("b")->address(),
+                   ",", nodes_.at("c")->address(), ",",
+                   nodes_.at("d")->address());
+  absl::StatusOr<std::shared_ptr<Channel>> channel = Channel::Create(options);
+  ASSERT_TRUE(channel.ok()) << channel.status();
+  std::atomic<bool> stop = false;
+  std::atomic<int64_t> acknowledged = 0;
+  std::thread publishing([&] {
+    Publisher publisher(*channel);
+    for (int batch = 0; !stop.load(); ++batch) {
+      std::vector<Message> messages(10);
+      for (int i = 0; i < 10; ++i) {
+        messages[i].topic = "orders";
+        messages[i].id = absl::StrCat(batch, "-", i);
+        messages[i].payload = "x";
+        messages[i].delay = absl::Hours(1);
+      }
+      // The same batch again until it is acknowledged: its ids dedupe.
+      while (!publisher.PublishBatch(messages).ok()) {
+      }
+      acknowledged += 10;
+    }
+  });
+  auto stop_publishing = absl::MakeCleanup([&] {
+    stop = true;
+    publishing.join();
+  });
+  ASSERT_TRUE(testing::Eventually([&] { return acknowledged.load() >= 200; },
+                                  kPatience));
+
+  Admin at_c(ChannelTo("c"));
+  ASSERT_TRUE(at_c.DrainNode("a", /*undo=*/false).ok());
+  hourglass::v1::ClusterMap map;
+  EXPECT_TRUE(testing::Eventually(
+      [&] {
+        absl::StatusOr<hourglass::v1::ClusterMap> read = at_c.GetClusterMap();
+        if (!read.ok() || read->shards_size() != 1) return false;
+        map = *std::move(read);
+        std::vector<std::string> replicas(map.shards(0).replicas().begin(),
+                                          map.shards(0).replicas().end());
+        std::sort(replicas.begin(), replicas.end());
+        return absl::StrJoin(replicas, ",") == "b,c,d" &&
+               map.shards(0).isr_size() == 3;
+      },
+      kPatience))
+      << map.DebugString() << nodes_.at("a")->process().output();
+  const std::string primary = map.shards(0).primary();
+  EXPECT_EQ(map.shards(0).epoch(), 2);  // One change of primary.
+  EXPECT_TRUE(nodes_.at("a")->process().WaitForOutput(
+      absl::StrCat("stopped writing shard 0 at entry"), kPatience))
+      << nodes_.at("a")->process().output();
+  EXPECT_TRUE(nodes_.at("a")->process().WaitForOutput(
+      "holds no copy of shard 0 any more", kPatience))
+      << nodes_.at("a")->process().output();
+
+  const int64_t at_move = acknowledged.load();
+  ASSERT_TRUE(testing::Eventually(
+      [&] { return acknowledged.load() >= at_move + 100; }, kPatience));
+  std::move(stop_publishing).Invoke();
+  Admin at_primary(ChannelTo(primary));
+  hourglass::v1::GetStatsRequest request;
+  request.set_topic("orders");
+  absl::StatusOr<hourglass::v1::GetStatsResponse> stats =
+      at_primary.GetStats(request);
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  ASSERT_EQ(stats->topics_size(), 1);
+  EXPECT_EQ(stats->topics(0).scheduled(),
+            static_cast<uint64_t>(acknowledged.load()));
 }
 
 // A node started while etcd is away waits for it, saying so, and joins once

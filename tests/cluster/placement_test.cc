@@ -138,6 +138,51 @@ TEST(PlanShardTest, AfterTheWaitPromotesAmongThoseThatReported) {
   EXPECT_THAT(plan.reason, HasSubstr("replaced a by d"));
 }
 
+TEST(PlanShardTest, ALeaderTransferWaitsForThePrimaryToReportWhereItStopped) {
+  ShardRecord record = Record(4, "a", {"a", "b", "c"}, {"a", "b", "c"});
+  record.transfer_to = "b";
+  auto alive = Alive({"a", "b", "c"});
+  // a reported under an older epoch only: that was another failover's.
+  alive["a"].positions[0] = Position{3, 50};
+  ShardPlan plan = PlanShard(0, record, alive, {});
+  EXPECT_EQ(plan.write, std::nullopt);
+  EXPECT_EQ(plan.reason, "shard 0: waiting for a to hand it over to b");
+
+  alive["a"].positions[0] = Position{4, 120};
+  plan = PlanShard(0, record, alive, {});
+  // b leads at epoch 5; a stays in sync (b holds its whole log).
+  EXPECT_EQ(plan.write, Record(5, "b", {"b", "a", "c"}, {"b", "a", "c"}));
+  EXPECT_EQ(plan.reason,
+            "handed shard 0 over from a to b at epoch 5 (a stopped at index "
+            "120)");
+}
+
+TEST(PlanShardTest, ALeaderTransferToABackupGoneOrOutOfSyncIsGivenUp) {
+  ShardRecord record = Record(4, "a", {"a", "b", "c"}, {"a", "c"});
+  record.transfer_to = "b";
+  ShardPlan plan = PlanShard(0, record, Alive({"a", "b", "c"}), {});
+  EXPECT_EQ(plan.write, Record(4, "a", {"a", "b", "c"}, {"a", "c"}));
+  EXPECT_EQ(plan.reason,
+            "shard 0: gave up handing it over from a to b (not in sync)");
+
+  record.isr = {"a", "b", "c"};
+  plan = PlanShard(0, record, Alive({"a", "c"}), {});
+  EXPECT_EQ(plan.write, Record(4, "a", {"a", "b", "c"}, {"a", "b", "c"}));
+  EXPECT_EQ(plan.reason, "shard 0: gave up handing it over from a to b (gone)");
+}
+
+TEST(PlanShardTest, APrimaryLostDuringALeaderTransferEndsTheTransfer) {
+  ShardRecord record = Record(4, "a", {"a", "b", "c"}, {"a", "b", "c"});
+  record.transfer_to = "b";
+  auto alive = Alive({"b", "c"});
+  alive["b"].positions[0] = Position{4, 10};
+  alive["c"].positions[0] = Position{4, 12};
+  const ShardPlan plan = PlanShard(0, record, alive, {});
+  ASSERT_TRUE(plan.write.has_value());
+  EXPECT_EQ(plan.write->primary, "c");
+  EXPECT_EQ(plan.write->transfer_to, "");
+}
+
 TEST(PlanShardTest, NeverPromotesABackupOutsideTheIsr) {
   // c is alive and the most advanced, but not in sync: it may lack
   // acknowledged writes.

@@ -1,0 +1,65 @@
+#ifndef HOURGLASS_CLUSTER_REBALANCE_H_
+#define HOURGLASS_CLUSTER_REBALANCE_H_
+
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+
+#include "cluster/records.h"
+
+namespace hourglass::cluster {
+
+struct RebalanceOptions {
+  // Replicas per shard (--replication_factor). Default: 3.
+  int replication_factor = 3;
+  // Fewest members of a shard's in-sync set (--min_insync). Default: 2.
+  int min_insync = 2;
+};
+
+// One change of one shard record, to write by compare-and-set.
+struct RebalanceStep {
+  int shard = 0;
+  ShardRecord write;
+  // What it does, for the controller's log: "shard 3: adds d to move a
+  // replica from b (draining)".
+  std::string reason;
+};
+
+// The controller's next step in moving replicas and leads toward the layout
+// Balance (balance.h) gives for the nodes alive that are not draining, when
+// no shard needs PlanShard (placement.h): every shard exists, with its
+// primary alive. A pure function of its arguments. A replica moves in two
+// steps, one shard at a time over the whole cluster:
+//
+//   1. add: the new node joins the shard's replicas, not the in-sync set
+//      (the shard then has one replica more than replication_factor). Its
+//      copy is rebuilt from the primary's checkpoint and tails the log;
+//      the primary adds it to the in-sync set once it has caught up.
+//   2. drop: once every node the layout wants is in the in-sync set, the
+//      replica the layout no longer wants leaves the replicas and the
+//      in-sync set. The in-sync set then has at least as many members as
+//      before the move, so a move never takes it below min_insync.
+//
+// A shard with a move under way is finished before another starts: while
+// one has more replicas than replication_factor, the step is its drop (or
+// nothing, while its new node catches up).
+//
+// Once no replica needs to move, primaries do, by leader transfer: a
+// primary that is draining, or that the layout's leads put elsewhere
+// (Balance evens the leads per node), is asked to hand its shard over to
+// an in-sync backup: the step sets transfer_to, and PlanShard
+// (placement.h) finishes it. A drained primary's shard moves its lead
+// first and its replica after.
+//
+// Only a healthy shard starts a step: its primary alive, and every replica
+// alive and in sync but those draining. nullopt when the cluster is where
+// the layout wants it, or no step can start now.
+std::optional<RebalanceStep> PlanRebalance(
+    const std::map<int, ShardRecord>& shards,
+    const std::map<std::string, NodeRecord>& alive,
+    const std::set<std::string>& draining, const RebalanceOptions& options);
+
+}  // namespace hourglass::cluster
+
+#endif  // HOURGLASS_CLUSTER_REBALANCE_H_

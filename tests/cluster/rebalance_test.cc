@@ -1,0 +1,245 @@
+#include "cluster/rebalance.h"
+
+#include <algorithm>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "cluster/placement.h"
+#include "cluster/records.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/seed.h"
+
+namespace hourglass::cluster {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+std::map<std::string, NodeRecord> Alive(const std::vector<std::string>& ids) {
+  std::map<std::string, NodeRecord> alive;
+  for (const std::string& id : ids) alive[id].address = id + ":7070";
+  return alive;
+}
+
+// The most minus the fewest of `counts`.
+int Spread(const std::map<std::string, int>& counts) {
+  int low = 1 << 30, high = 0;
+  for (const auto& [id, count] : counts) {
+    low = std::min(low, count);
+    high = std::max(high, count);
+  }
+  return high - low;
+}
+
+// A shard at epoch 1 whose replicas are all in sync.
+ShardRecord InSync(std::vector<std::string> replicas) {
+  return ShardRecord{1, replicas.front(), replicas, replicas};
+}
+
+TEST(RebalanceTest, ABalancedClusterNeedsNoStep) {
+  const std::map<int, ShardRecord> shards = {
+      {0, InSync({"a", "b", "c"})},
+      {1, InSync({"b", "c", "a"})},
+      {2, InSync({"c", "a", "b"})},
+  };
+  EXPECT_EQ(PlanRebalance(shards, Alive({"a", "b", "c"}), {}, {}),
+            std::nullopt);
+}
+
+TEST(RebalanceTest, ANodeThatJoinedGetsABackupAddedFirst) {
+  const std::map<int, ShardRecord> shards = {
+      {0, InSync({"a", "b", "c"})},
+      {1, InSync({"b", "c", "a"})},
+      {2, InSync({"c", "a", "b"})},
+      {3, InSync({"a", "b", "c"})},
+  };
+  std::optional<RebalanceStep> step =
+      PlanRebalance(shards, Alive({"a", "b", "c", "d"}), {}, {});
+  ASSERT_TRUE(step.has_value());
+  // d joins the replicas, not the in-sync set: it must catch up first.
+  EXPECT_EQ(step->shard, 0);
+  EXPECT_THAT(step->write.replicas, ElementsAre("a", "b", "c", "d"));
+  EXPECT_THAT(step->write.isr, ElementsAre("a", "b", "c"));
+  EXPECT_EQ(step->write.epoch, 1);
+  EXPECT_EQ(step->write.primary, "a");
+  EXPECT_THAT(step->reason, HasSubstr("d joins its replicas to take b's place"));
+}
+
+TEST(RebalanceTest, TheOldReplicaLeavesOnlyOnceTheNewOneIsInSync) {
+  std::map<int, ShardRecord> shards = {
+      {0, ShardRecord{1, "a", {"a", "b", "c", "d"}, {"a", "b", "c"}}},
+      {1, InSync({"b", "c", "a"})},
+      {2, InSync({"c", "a", "b"})},
+      {3, InSync({"a", "b", "c"})},
+  };
+  const auto alive = Alive({"a", "b", "c", "d"});
+  // d is catching up: nothing moves, and no other shard starts a move.
+  EXPECT_EQ(PlanRebalance(shards, alive, {}, {}), std::nullopt);
+
+  shards[0].isr = {"a", "b", "c", "d"};
+  std::optional<RebalanceStep> step = PlanRebalance(shards, alive, {}, {});
+  ASSERT_TRUE(step.has_value());
+  EXPECT_EQ(step->shard, 0);
+  EXPECT_THAT(step->write.replicas, ElementsAre("a", "c", "d"));
+  EXPECT_THAT(step->write.isr, ElementsAre("a", "c", "d"));
+  EXPECT_THAT(step->reason, HasSubstr("b leaves its replicas"));
+}
+
+TEST(RebalanceTest, ADrainedBackupMovesToASpareNode) {
+  std::map<int, ShardRecord> shards = {{0, InSync({"a", "b", "c"})}};
+  const auto alive = Alive({"a", "b", "c", "d"});
+  const std::set<std::string> draining = {"b"};
+
+  std::optional<RebalanceStep> step =
+      PlanRebalance(shards, alive, draining, {});
+  ASSERT_TRUE(step.has_value());
+  EXPECT_THAT(step->write.replicas, ElementsAre("a", "b", "c", "d"));
+  EXPECT_THAT(step->reason, HasSubstr("(draining)"));
+  shards[0] = step->write;
+  shards[0].isr.push_back("d");  // The primary adds it once caught up.
+
+  step = PlanRebalance(shards, alive, draining, {});
+  ASSERT_TRUE(step.has_value());
+  EXPECT_THAT(step->write.replicas, ElementsAre("a", "c", "d"));
+  EXPECT_THAT(step->write.isr, ElementsAre("a", "c", "d"));
+  shards[0] = step->write;
+
+  EXPECT_EQ(PlanRebalance(shards, alive, draining, {}), std::nullopt);
+}
+
+TEST(RebalanceTest, ADrainedNodeThatLeftIsDroppedFirst) {
+  // b was draining and died while d caught up: b goes, whatever else.
+  const std::map<int, ShardRecord> shards = {
+      {0, ShardRecord{1, "a", {"a", "b", "c", "d"}, {"a", "c", "d"}}}};
+  std::optional<RebalanceStep> step =
+      PlanRebalance(shards, Alive({"a", "c", "d"}), {"b"}, {});
+  ASSERT_TRUE(step.has_value());
+  EXPECT_THAT(step->write.replicas, ElementsAre("a", "c", "d"));
+  EXPECT_THAT(step->write.isr, ElementsAre("a", "c", "d"));
+}
+
+TEST(RebalanceTest, ADrainedPrimaryHandsItsLeadOverFirst) {
+  std::map<int, ShardRecord> shards = {{0, InSync({"a", "b", "c"})}};
+  const auto alive = Alive({"a", "b", "c", "d"});
+  std::optional<RebalanceStep> step = PlanRebalance(shards, alive, {"a"}, {});
+  ASSERT_TRUE(step.has_value());
+  // The record is the same but for the transfer asked for.
+  ShardRecord asked = shards[0];
+  asked.transfer_to = "b";
+  EXPECT_EQ(step->write, asked);
+  EXPECT_EQ(step->reason, "shard 0: hands its lead over from a (draining) to b");
+
+  // Once b leads (epoch 2, placement.h), a's replica moves like a backup's.
+  shards[0] = ShardRecord{2, "b", {"b", "a", "c"}, {"b", "a", "c"}};
+  step = PlanRebalance(shards, alive, {"a"}, {});
+  ASSERT_TRUE(step.has_value());
+  EXPECT_THAT(step->write.replicas, ElementsAre("b", "a", "c", "d"));
+}
+
+TEST(RebalanceTest, LeadsMoveToEvenThemOut) {
+  // a leads both shards; with b and c in sync, one lead goes.
+  const std::map<int, ShardRecord> shards = {
+      {0, InSync({"a", "b", "c"})},
+      {1, InSync({"a", "c", "b"})},
+  };
+  std::optional<RebalanceStep> step =
+      PlanRebalance(shards, Alive({"a", "b", "c"}), {}, {});
+  ASSERT_TRUE(step.has_value());
+  EXPECT_EQ(step->shard, 0);
+  EXPECT_EQ(step->write.primary, "a");
+  EXPECT_EQ(step->write.transfer_to, "b");
+  EXPECT_EQ(step->reason, "shard 0: hands its lead over from a to b");
+}
+
+TEST(RebalanceTest, NoReplicaMovesWhenTooFewNodesWouldBeLeft) {
+  const std::map<int, ShardRecord> shards = {{0, InSync({"a", "b", "c"})}};
+  EXPECT_EQ(PlanRebalance(shards, Alive({"a", "b", "c"}), {"b"}, {}),
+            std::nullopt);
+}
+
+TEST(RebalanceTest, AShardWithABackupOutOfSyncDoesNotStartAMove) {
+  const std::map<int, ShardRecord> shards = {
+      {0, ShardRecord{1, "a", {"a", "b", "c"}, {"a", "c"}}}};
+  EXPECT_EQ(PlanRebalance(shards, Alive({"a", "b", "c", "d"}), {"c"}, {}),
+            std::nullopt);
+}
+
+// Nodes join, and some nodes drain, at random; steps are applied (each new
+// replica catching up at once, each leader transfer finished by PlanShard
+// once the primary reported) until there are none. Then no drained node
+// holds a replica, every shard has replication_factor replicas, and the
+// replicas per node, and the leads per node, are within one of each
+// other.
+TEST(RebalanceTest, RandomJoinsAndDrainsSettleBalanced) {
+  const uint64_t seed = testing::SeedFromEnvironment();
+  std::cout << "seed " << seed << " (HOURGLASS_SEED to replay)\n";
+  std::mt19937_64 random(seed);
+  for (int round = 0; round < 50; ++round) {
+    SCOPED_TRACE(::testing::Message() << "seed " << seed << ", round " << round);
+    const int node_count = 3 + static_cast<int>(random() % 6);
+    std::vector<std::string> ids;
+    for (int n = 0; n < node_count; ++n) ids.push_back(std::string(1, 'a' + n));
+    std::map<int, ShardRecord> shards;
+    const int shard_count = 1 + static_cast<int>(random() % 12);
+    for (int s = 0; s < shard_count; ++s) {
+      // Created on the first three nodes, as if the others joined later.
+      shards[s] = InSync({ids[s % 3], ids[(s + 1) % 3], ids[(s + 2) % 3]});
+    }
+    std::set<std::string> draining;
+    for (int n = 0; n < node_count; ++n) {
+      if (node_count - static_cast<int>(draining.size()) > 3 &&
+          random() % 4 == 0) {
+        draining.insert(ids[n]);
+      }
+    }
+    const auto alive = Alive(ids);
+    int steps = 0;
+    while (std::optional<RebalanceStep> step =
+               PlanRebalance(shards, alive, draining, {})) {
+      ASSERT_LT(++steps, 1000) << "no fixed point";
+      ShardRecord& record = shards[step->shard];
+      // Every shard starts fully in sync, so none may have fewer than
+      // replication_factor in sync after a step.
+      ASSERT_GE(step->write.isr.size(), 3u)
+          << "a move shrank the in-sync set: " << step->reason;
+      record = step->write;
+      for (const std::string& node : record.replicas) {
+        if (!record.InIsr(node)) record.isr.push_back(node);
+      }
+      if (!record.transfer_to.empty()) {
+        // The primary hands over and reports; the controller finishes.
+        auto reported = alive;
+        reported[record.primary].positions[step->shard] =
+            Position{record.epoch, 1};
+        const ShardPlan finished =
+            PlanShard(step->shard, record, reported, {});
+        ASSERT_TRUE(finished.write.has_value()) << finished.reason;
+        record = *finished.write;
+      }
+    }
+    std::map<std::string, int> load, leads;
+    for (const std::string& id : ids) {
+      if (!draining.contains(id)) load[id] = leads[id] = 0;
+    }
+    for (const auto& [number, record] : shards) {
+      ASSERT_EQ(record.replicas.size(), 3u);
+      for (const std::string& node : record.replicas) {
+        EXPECT_FALSE(draining.contains(node))
+            << node << " still holds shard " << number;
+        ++load[node];
+      }
+      ++leads[record.primary];
+    }
+    EXPECT_LE(Spread(load), 1);
+    EXPECT_LE(Spread(leads), 1);
+  }
+}
+
+}  // namespace
+}  // namespace hourglass::cluster
