@@ -497,6 +497,7 @@ hourglass::v1::ClusterMap ClusterNode::Map() const {
     out.set_primary(shard.record.primary);
     for (const std::string& r : shard.record.replicas) out.add_replicas(r);
     for (const std::string& r : shard.record.isr) out.add_isr(r);
+    out.set_transfer_to(shard.record.transfer_to);
     auto host = hosts_.find(number);
     if (shard.record.primary != options_.node_id || host == hosts_.end()) {
       continue;
