@@ -456,8 +456,9 @@ TEST_F(ClusterTest, ARestartedBackupRejoinsTheInSyncSetWhilePublishesGoOn) {
   StartNodes({"c"});
   const int64_t before = acknowledged.load();
   EXPECT_TRUE(testing::Eventually([&] { return isr_size() == 3; }, kPatience));
-  // Publishing went on all along.
-  EXPECT_GT(acknowledged.load(), before);
+  // Publishing goes on (the rejoin may take less time than a batch).
+  EXPECT_TRUE(testing::Eventually(
+      [&] { return acknowledged.load() > before; }, kPatience));
 }
 
 // `hourglass cluster drain` of a backup: the controller adds a copy on the
