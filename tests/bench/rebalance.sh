@@ -38,41 +38,8 @@ for arg in "$@"; do
     *) echo "rebalance.sh: unknown argument \"$arg\" (see --help)" >&2; exit 2 ;;
   esac
 done
-HOURGLASSD="$BUILD/cmd/hourglassd/hourglassd"
-BENCH="$BUILD/cmd/hourglass-bench/hourglass-bench"
-CLI="$BUILD/cmd/hourglass/hourglass"
-for f in "$HOURGLASSD" "$BENCH" "$CLI"; do
-  [ -x "$f" ] || { echo "rebalance.sh: $f is missing (build the release preset)" >&2; exit 2; }
-done
-command -v etcd >/dev/null || { echo "rebalance.sh: etcd is missing (deploy/setup.sh)" >&2; exit 2; }
-
-WORK="$(mktemp -d /tmp/hourglass-rebalance-XXXXXX)"
-declare -A PIDS=()
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-now() { date +%s.%N; }
-port_of() {  # LOG -> the port hourglassd listens on, once it logged it
-  for _ in $(seq 1 400); do
-    local p
-    p="$(grep -o 'listening on [^ ]* (port [0-9]*)' "$1" 2>/dev/null | grep -o '[0-9]*)$' | tr -d ')' || true)"
-    if [ -n "$p" ]; then echo "$p"; return; fi
-    sleep 0.05
-  done
-  echo "rebalance.sh: no port in $1" >&2; exit 1
-}
-
-ETCD_PORT="$(free_port)" PEER_PORT="$(free_port)"
-etcd --name=bench --data-dir="$WORK/etcd" \
-  --listen-client-urls="http://127.0.0.1:$ETCD_PORT" --advertise-client-urls="http://127.0.0.1:$ETCD_PORT" \
-  --listen-peer-urls="http://127.0.0.1:$PEER_PORT" --initial-advertise-peer-urls="http://127.0.0.1:$PEER_PORT" \
-  --initial-cluster="bench=http://127.0.0.1:$PEER_PORT" >"$WORK/etcd.log" 2>&1 &
-PIDS[etcd]=$!
+source "$(dirname "${BASH_SOURCE[0]}")/cluster_lib.sh"
+start_etcd
 
 declare -A ADDR=()
 start_node() {  # NAME
