@@ -162,9 +162,9 @@ std::optional<RebalanceStep> PlanRebalance(
                  (alive.contains(node) && record.InIsr(node));
     }
     if (!healthy) continue;
-    auto can_lead = [&](const std::string& node) {
-      return node != record.primary && alive.contains(node) &&
-             !draining.contains(node) && record.InIsr(node);
+    auto can_lead = [&, &current = record](const std::string& node) {
+      return node != current.primary && alive.contains(node) &&
+             !draining.contains(node) && current.InIsr(node);
     };
     std::string to;
     if (!want.empty() && can_lead(want.front())) {
