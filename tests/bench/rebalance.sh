@@ -71,7 +71,8 @@ echo "# cluster: a (primary), b, c; d holds nothing"
 echo "# publishing $COUNT messages due in 1 h"
 "$BENCH" --addr="${ADDR[a]}" --timeout=60s --json --durability=sync --consumers=0 \
   --topic=pending --count="$COUNT" --batch=1000 --producers=2 --concurrency=8 --delay=1h \
-  >"$WORK/preload.json" 2>"$WORK/preload.err"
+  >"$WORK/preload.json" 2>"$WORK/preload.err" ||
+  { echo "rebalance.sh: publishing the pending messages failed:" >&2; tail -5 "$WORK/preload.err" >&2; exit 1; }
 python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print("preload: %d msg/s" % r["publish_rate"])' "$WORK/preload.json"
 
 # The steady load, through every node, for long enough to outlast the move.
