@@ -19,8 +19,8 @@ namespace hourglass::api {
 class ClusterService final : public hourglass::v1::Cluster::CallbackService {
  public:
   // REQUIRES: `authorizer` (null: authentication off) outlives the service.
-  using Drain = std::function<absl::Status(const std::string& node,
-                                           bool drain)>;
+  using Drain =
+      std::function<absl::Status(const std::string& node, bool drain)>;
   ClusterService(std::function<hourglass::v1::ClusterMap()> map, Drain drain,
                  const Authorizer* authorizer = nullptr);
 

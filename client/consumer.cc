@@ -199,8 +199,7 @@ void ConsumerState::Ended(uint64_t number, const grpc::Status& status,
     }
     if (options.reconnect && Reconnectable(status.error_code())) {
       ended_unavailable =
-          status.error_code() == grpc::StatusCode::UNAVAILABLE &&
-          !redirected;
+          status.error_code() == grpc::StatusCode::UNAVAILABLE && !redirected;
       wait_until = absl::Now() + backoff.Next();
       waits.push_back(std::make_unique<Wait>());
       wait = waits.back().get();

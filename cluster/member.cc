@@ -419,11 +419,11 @@ void Member::ReportPositions(const ClusterView& view) {
     if (!index.has_value()) continue;
     record.positions[shard] = Position{r.epoch, *index};
     changed = true;
-    spdlog::info("cluster: node {} reports index {} of shard {} at epoch {} "
-                 "({})",
-                 options_.node_id, *index, shard, r.epoch,
-                 handing_over
-                     ? absl::StrCat("it stopped writing and ", r.transfer_to,
+    spdlog::info(
+        "cluster: node {} reports index {} of shard {} at epoch {} "
+        "({})",
+        options_.node_id, *index, shard, r.epoch,
+        handing_over ? absl::StrCat("it stopped writing and ", r.transfer_to,
                                     " holds it all")
                      : absl::StrCat("its primary ", r.primary, " is gone"));
   }
@@ -447,8 +447,8 @@ void Member::Control(const ClusterView& view, int64_t term) {
     PlacementOptions placement;
     placement.replication_factor = options_.replication_factor;
     if (current.has_value() && !view.nodes.contains(current->record.primary)) {
-      auto [since, inserted] = primary_gone_since_.try_emplace(
-          shard, current->record.epoch, now);
+      auto [since, inserted] =
+          primary_gone_since_.try_emplace(shard, current->record.epoch, now);
       if (!inserted && since->second.first != current->record.epoch) {
         since->second = {current->record.epoch, now};
       }
@@ -478,10 +478,10 @@ void Member::Control(const ClusterView& view, int64_t term) {
   // layout (nodes joined, or are draining).
   std::map<int, ShardRecord> records;
   for (const auto& [shard, s] : view.shards) records[shard] = s.record;
-  std::optional<RebalanceStep> step = PlanRebalance(
-      records, view.nodes, view.draining,
-      {.replication_factor = options_.replication_factor,
-       .min_insync = options_.min_insync});
+  std::optional<RebalanceStep> step =
+      PlanRebalance(records, view.nodes, view.draining,
+                    {.replication_factor = options_.replication_factor,
+                     .min_insync = options_.min_insync});
   if (!step.has_value()) return;
   WriteShard(step->shard, view.shards.at(step->shard), step->write,
              step->reason, term);
@@ -495,13 +495,13 @@ bool Member::WriteShard(int shard,
   const std::string key = ShardKey(options_.cluster, shard);
   const std::string value = EncodeShardRecord(write);
   absl::StatusOr<TxnResult> written =
-      current.has_value()
-          ? client_.PutIfModRevision(key, value, current->mod_revision, 0,
-                                     fence)
-          : client_.CreateIfAbsent(key, value, 0, fence);
+      current.has_value() ? client_.PutIfModRevision(
+                                key, value, current->mod_revision, 0, fence)
+                          : client_.CreateIfAbsent(key, value, 0, fence);
   if (!written.ok()) {
     spdlog::warn("cluster: controller {} could not write {}: {}",
-                 options_.node_id, key, std::string(written.status().message()));
+                 options_.node_id, key,
+                 std::string(written.status().message()));
     return true;
   }
   if (written->fenced_out) {

@@ -133,10 +133,10 @@ ShardPlan Transfer(int shard, const ShardRecord& current,
   if (to == current.primary || !alive.contains(to) || !current.InIsr(to)) {
     ShardRecord next = current;
     next.transfer_to.clear();
-    return {next, absl::StrCat("shard ", shard, ": gave up handing it over ",
-                               "from ", current.primary, " to ", to, " (",
-                               alive.contains(to) ? "not in sync" : "gone",
-                               ")")};
+    return {next,
+            absl::StrCat("shard ", shard, ": gave up handing it over ", "from ",
+                         current.primary, " to ", to, " (",
+                         alive.contains(to) ? "not in sync" : "gone", ")")};
   }
   const NodeRecord& primary = alive.at(current.primary);
   auto position = primary.positions.find(shard);
@@ -156,11 +156,10 @@ ShardPlan Transfer(int shard, const ShardRecord& current,
   next.replicas.insert(next.replicas.begin(), to);
   std::erase(next.isr, to);
   next.isr.insert(next.isr.begin(), to);
-  return {next, absl::StrCat("handed shard ", shard, " over from ",
-                             current.primary, " to ", to, " at epoch ",
-                             next.epoch, " (", current.primary,
-                             " stopped at index ", position->second.index,
-                             ")")};
+  return {next, absl::StrCat(
+                    "handed shard ", shard, " over from ", current.primary,
+                    " to ", to, " at epoch ", next.epoch, " (", current.primary,
+                    " stopped at index ", position->second.index, ")")};
 }
 
 }  // namespace

@@ -43,12 +43,11 @@ int Distance(const Layout& layout, const std::vector<BalanceNode>& nodes,
 // Step 2 for `shard`, which has a replica more than it should: the
 // replica to drop, and the step, or nullopt while the replicas that stay
 // are not all in sync.
-std::optional<RebalanceStep> Drop(int shard,
-                                  const std::map<int, ShardRecord>& shards,
-                                  const std::map<std::string, NodeRecord>& alive,
-                                  const std::set<std::string>& draining,
-                                  const std::vector<BalanceNode>& nodes,
-                                  const RebalanceOptions& options) {
+std::optional<RebalanceStep> Drop(
+    int shard, const std::map<int, ShardRecord>& shards,
+    const std::map<std::string, NodeRecord>& alive,
+    const std::set<std::string>& draining,
+    const std::vector<BalanceNode>& nodes, const RebalanceOptions& options) {
   const ShardRecord& record = shards.at(shard);
   // Gone nodes first, then draining ones, then the one whose drop leaves
   // the cluster closest to balanced (ties: the lowest node id).
@@ -84,10 +83,10 @@ std::optional<RebalanceStep> Drop(int shard,
   write.isr = Without(record.isr, drop);
   return RebalanceStep{
       shard, std::move(write),
-      absl::StrCat("shard ", shard, ": ", drop,
-                   " leaves its replicas (", absl::StrJoin(record.replicas, ","),
-                   " -> ", absl::StrJoin(Without(record.replicas, drop), ","),
-                   ")", draining.contains(drop) ? ", draining" : "")};
+      absl::StrCat("shard ", shard, ": ", drop, " leaves its replicas (",
+                   absl::StrJoin(record.replicas, ","), " -> ",
+                   absl::StrJoin(Without(record.replicas, drop), ","), ")",
+                   draining.contains(drop) ? ", draining" : "")};
 }
 
 }  // namespace
@@ -101,8 +100,8 @@ std::optional<RebalanceStep> PlanRebalance(
     if (!draining.contains(id)) nodes.push_back({.id = id});
   }
   if (nodes.empty()) return std::nullopt;
-  const int wanted = std::min<int>(options.replication_factor,
-                                   static_cast<int>(nodes.size()));
+  const int wanted =
+      std::min<int>(options.replication_factor, static_cast<int>(nodes.size()));
   // A move under way is finished first.
   for (const auto& [shard, record] : shards) {
     if (static_cast<int>(record.replicas.size()) > options.replication_factor) {
@@ -183,8 +182,7 @@ std::optional<RebalanceStep> PlanRebalance(
     return RebalanceStep{
         shard, std::move(write),
         absl::StrCat("shard ", shard, ": hands its lead over from ",
-                     record.primary, drained ? " (draining)" : "", " to ",
-                     to)};
+                     record.primary, drained ? " (draining)" : "", " to ", to)};
   }
   return std::nullopt;
 }

@@ -207,7 +207,8 @@ Examples:
   hourglass --addr=10.0.0.2:7070 cluster drain --node=d
   hourglass cluster drain --node=d --undo)");
   registry.SetAction(cluster, [&globals = registry.globals(), drain, options] {
-    if (drain->parsed()) return DrainNode(globals, options->node, options->undo);
+    if (drain->parsed())
+      return DrainNode(globals, options->node, options->undo);
     return ShowCluster(globals);
   });
 }

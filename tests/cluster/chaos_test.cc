@@ -374,8 +374,8 @@ class ChaosTest : public ::testing::Test {
         // with three nodes none is spare); then the drain ends.
         Drain(primary, true);
         const absl::Time deadline = absl::Now() + absl::Seconds(30);
-        while (absl::Now() < deadline &&
-               (cluster_->Primary().empty() || cluster_->Primary() == primary)) {
+        while (absl::Now() < deadline && (cluster_->Primary().empty() ||
+                                          cluster_->Primary() == primary)) {
           cluster_->Hold(absl::Milliseconds(100));
         }
         EXPECT_NE(cluster_->Primary(), primary)

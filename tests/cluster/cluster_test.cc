@@ -457,8 +457,8 @@ TEST_F(ClusterTest, ARestartedBackupRejoinsTheInSyncSetWhilePublishesGoOn) {
   const int64_t before = acknowledged.load();
   EXPECT_TRUE(testing::Eventually([&] { return isr_size() == 3; }, kPatience));
   // Publishing goes on (the rejoin may take less time than a batch).
-  EXPECT_TRUE(testing::Eventually(
-      [&] { return acknowledged.load() > before; }, kPatience));
+  EXPECT_TRUE(testing::Eventually([&] { return acknowledged.load() > before; },
+                                  kPatience));
 }
 
 // `hourglass cluster drain` of a backup: the controller adds a copy on the
@@ -568,10 +568,9 @@ TEST_F(ClusterTest, ADrainedPrimaryHandsItsShardOverAndItsCopyMoves) {
   StartNodes({"d"});
 
   ChannelOptions options;
-  options.address =
-      absl::StrCat(nodes_.at("a")->address(), ",", nodes_.at("b")->address(),
-                   ",", nodes_.at("c")->address(), ",",
-                   nodes_.at("d")->address());
+  options.address = absl::StrCat(
+      nodes_.at("a")->address(), ",", nodes_.at("b")->address(), ",",
+      nodes_.at("c")->address(), ",", nodes_.at("d")->address());
   absl::StatusOr<std::shared_ptr<Channel>> channel = Channel::Create(options);
   ASSERT_TRUE(channel.ok()) << channel.status();
   std::atomic<bool> stop = false;

@@ -354,7 +354,8 @@ TEST_F(MultiShardTest, KillingANodeFailsOverExactlyItsShards) {
               shard.epoch() < (moved ? 2 : 1) ||
               (shard.epoch() == 1 && shard.primary() != before[n]) ||
               !isr.contains(survivors[0]) || !isr.contains(survivors[1]) ||
-              StatsOf(shard.primary(), topics_[n]).code != grpc::StatusCode::OK) {
+              StatsOf(shard.primary(), topics_[n]).code !=
+                  grpc::StatusCode::OK) {
             return false;
           }
           after[n] = shard.primary();

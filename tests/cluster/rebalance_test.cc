@@ -68,7 +68,8 @@ TEST(RebalanceTest, ANodeThatJoinedGetsABackupAddedFirst) {
   EXPECT_THAT(step->write.isr, ElementsAre("a", "b", "c"));
   EXPECT_EQ(step->write.epoch, 1);
   EXPECT_EQ(step->write.primary, "a");
-  EXPECT_THAT(step->reason, HasSubstr("d joins its replicas to take b's place"));
+  EXPECT_THAT(step->reason,
+              HasSubstr("d joins its replicas to take b's place"));
 }
 
 TEST(RebalanceTest, TheOldReplicaLeavesOnlyOnceTheNewOneIsInSync) {
@@ -133,7 +134,8 @@ TEST(RebalanceTest, ADrainedPrimaryHandsItsLeadOverFirst) {
   ShardRecord asked = shards[0];
   asked.transfer_to = "b";
   EXPECT_EQ(step->write, asked);
-  EXPECT_EQ(step->reason, "shard 0: hands its lead over from a (draining) to b");
+  EXPECT_EQ(step->reason,
+            "shard 0: hands its lead over from a (draining) to b");
 
   // Once b leads (epoch 2, placement.h), a's replica moves like a backup's.
   shards[0] = ShardRecord{2, "b", {"b", "a", "c"}, {"b", "a", "c"}};
@@ -181,7 +183,8 @@ TEST(RebalanceTest, RandomJoinsAndDrainsSettleBalanced) {
   std::cout << "seed " << seed << " (HOURGLASS_SEED to replay)\n";
   std::mt19937_64 random(seed);
   for (int round = 0; round < 50; ++round) {
-    SCOPED_TRACE(::testing::Message() << "seed " << seed << ", round " << round);
+    SCOPED_TRACE(::testing::Message()
+                 << "seed " << seed << ", round " << round);
     const int node_count = 3 + static_cast<int>(random() % 6);
     std::vector<std::string> ids;
     for (int n = 0; n < node_count; ++n) ids.push_back(std::string(1, 'a' + n));
@@ -217,8 +220,7 @@ TEST(RebalanceTest, RandomJoinsAndDrainsSettleBalanced) {
         auto reported = alive;
         reported[record.primary].positions[step->shard] =
             Position{record.epoch, 1};
-        const ShardPlan finished =
-            PlanShard(step->shard, record, reported, {});
+        const ShardPlan finished = PlanShard(step->shard, record, reported, {});
         ASSERT_TRUE(finished.write.has_value()) << finished.reason;
         record = *finished.write;
       }
