@@ -3,7 +3,8 @@
 #
 #   tests/fuzz/run.sh [SECONDS] [BUILD_DIR] [JOBS]   (defaults: 60, build/fuzz, 2)
 #
-# Build the targets first: cmake --workflow --preset fuzz. Each target
+# Build the targets first: cmake --workflow --preset fuzz (or asan, whose
+# build holds them with edge coverage only: tests/fuzz/run.sh 30 build/asan). Each target
 # starts from a scratch copy of its committed seeds (tests/fuzz/corpus/NAME),
 # so new inputs never land in the repository, and uses NAME.dict beside this
 # script if there is one. Prints one line per target with its executions;
@@ -31,7 +32,7 @@ fuzz_one() {
   local target="$1"
   local binary="${build_dir}/tests/fuzz/${target}"
   if [[ ! -x "${binary}" ]]; then
-    echo "${target}: no binary at ${binary} (build it: cmake --workflow --preset fuzz)" >&2
+    echo "${target}: no binary at ${binary} (build it: cmake --workflow --preset fuzz, or asan)" >&2
     return 1
   fi
   local work="${scratch}/${target}"
