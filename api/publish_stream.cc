@@ -46,6 +46,7 @@ PublishAnswer ToAnswer(
     if (std::optional<Primary> primary = PrimaryOf(receipts.status())) {
       answer.set_primary(primary->address);
       answer.set_epoch(primary->epoch);
+      answer.set_shard_count(static_cast<uint32_t>(primary->shard_count));
     }
   }
   return answer;

@@ -2,10 +2,12 @@
 
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/cord.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 
@@ -15,19 +17,27 @@ namespace {
 using grpc::experimental::InterceptionHookPoints;
 using grpc::experimental::InterceptorBatchMethods;
 
-// The payload's type URL, and the details' prefix: "<prefix><epoch> <address>".
+// The payload's type URL, and the details' prefix. Both hold
+// "<epoch> <shard_count> <address>"; the address may be empty.
 constexpr absl::string_view kPayloadUrl = "type.hourglass.dev/redirect";
 constexpr absl::string_view kDetailsPrefix = "hourglass-redirect:";
 
+std::string Encode(const Primary& primary) {
+  return absl::StrCat(primary.epoch, " ", primary.shard_count, " ",
+                      primary.address);
+}
+
 std::optional<Primary> Parse(absl::string_view encoded) {
-  const size_t space = encoded.find(' ');
-  if (space == absl::string_view::npos) return std::nullopt;
+  const std::vector<absl::string_view> fields =
+      absl::StrSplit(encoded, absl::MaxSplits(' ', 2));
   Primary primary;
-  if (!absl::SimpleAtoi(encoded.substr(0, space), &primary.epoch)) {
+  if (fields.size() != 3 || !absl::SimpleAtoi(fields[0], &primary.epoch) ||
+      !absl::SimpleAtoi(fields[1], &primary.shard_count) ||
+      primary.shard_count < 0) {
     return std::nullopt;
   }
-  primary.address = std::string(encoded.substr(space + 1));
-  if (primary.address.empty()) return std::nullopt;
+  primary.address = std::string(fields[2]);
+  if (primary.address.empty() && primary.shard_count == 0) return std::nullopt;
   return primary;
 }
 
@@ -39,11 +49,16 @@ class RedirectInterceptor final : public grpc::experimental::Interceptor {
       const grpc::Status status = batch->GetSendStatus();
       if (std::optional<Primary> primary =
               PrimaryOfDetails(status.error_details())) {
-        if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
-          std::multimap<std::string, std::string>* trailers =
-              batch->GetSendTrailingMetadata();
+        std::multimap<std::string, std::string>* trailers =
+            batch->GetSendTrailingMetadata();
+        if (status.error_code() == grpc::StatusCode::UNAVAILABLE &&
+            !primary->address.empty()) {
           trailers->emplace(kPrimaryTrailer, primary->address);
           trailers->emplace(kEpochTrailer, std::to_string(primary->epoch));
+        }
+        if (primary->shard_count > 0) {
+          trailers->emplace(kShardsTrailer,
+                            std::to_string(primary->shard_count));
         }
         batch->ModifySendStatus(
             grpc::Status(status.error_code(), status.error_message()));
@@ -56,8 +71,7 @@ class RedirectInterceptor final : public grpc::experimental::Interceptor {
 }  // namespace
 
 absl::Status WithPrimary(absl::Status status, const Primary& primary) {
-  status.SetPayload(kPayloadUrl, absl::Cord(absl::StrCat(primary.epoch, " ",
-                                                         primary.address)));
+  status.SetPayload(kPayloadUrl, absl::Cord(Encode(primary)));
   return status;
 }
 
@@ -68,7 +82,7 @@ std::optional<Primary> PrimaryOf(const absl::Status& status) {
 }
 
 std::string RedirectDetails(const Primary& primary) {
-  return absl::StrCat(kDetailsPrefix, primary.epoch, " ", primary.address);
+  return absl::StrCat(kDetailsPrefix, Encode(primary));
 }
 
 std::optional<Primary> PrimaryOfDetails(const std::string& details) {

@@ -149,6 +149,7 @@ absl::StatusOr<std::unique_ptr<ShardHost>> ClusterNode::OpenHost(int shard) {
   if (!store.ok()) return store.status();
   ShardHostOptions host;
   host.shard = shard;
+  host.shard_count = static_cast<int>(gates_.size());
   host.node_id = o.node_id;
   host.min_insync = o.min_insync;
   host.engine = o.engine;
@@ -257,7 +258,8 @@ void ClusterNode::OnView(const cluster::ClusterView& view) {
       continue;
     }
     gates_[shard]->Close(
-        ShardRefusal(view, static_cast<int>(shard), options_.node_id));
+        ShardRefusal(view, static_cast<int>(shard),
+                     static_cast<int>(gates_.size()), options_.node_id));
   }
 }
 

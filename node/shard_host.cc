@@ -209,14 +209,16 @@ void ShardHost::Reconcile(const cluster::ClusterView& view) {
       StepDownLocked(
           absl::StrCat("shard ", options_.shard, " has no record in etcd"));
     }
-    gate_->Close(ShardRefusal(view, options_.shard, options_.node_id));
+    gate_->Close(ShardRefusal(view, options_.shard, options_.shard_count,
+                             options_.node_id));
     return;
   }
   const cluster::ShardRecord& record = it->second.record;
   if (record.primary != options_.node_id) {
     // Calls in the old primary's engine, if this node was it, are waited
     // for; the engine steps down below.
-    gate_->Close(ShardRefusal(view, options_.shard, options_.node_id));
+    gate_->Close(ShardRefusal(view, options_.shard, options_.shard_count,
+                             options_.node_id));
   }
   if (record.primary == options_.node_id) {
     BecomePrimary(view, record);

@@ -42,6 +42,8 @@ class PrimaryGate;
 
 struct ShardHostOptions {
   int shard = 0;
+  // How many shards the cluster has (refusals name it). Default: 1.
+  int shard_count = 1;
   // This node's id (--node_id).
   std::string node_id;
   // --min_insync.

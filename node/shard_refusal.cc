@@ -7,7 +7,7 @@
 namespace hourglass::node {
 
 absl::Status ShardRefusal(const cluster::ClusterView& view, int shard,
-                          const std::string& node_id) {
+                          int shard_count, const std::string& node_id) {
   auto it = view.shards.find(shard);
   if (it == view.shards.end()) {
     return absl::UnavailableError(
@@ -26,7 +26,7 @@ absl::Status ShardRefusal(const cluster::ClusterView& view, int shard,
           absl::StrCat("node ", node_id, " is not the primary of shard ", shard,
                        ": its primary is ", record.primary, " at ",
                        primary->second.address, " (epoch ", record.epoch, ")")),
-      api::Primary{primary->second.address, record.epoch});
+      api::Primary{primary->second.address, record.epoch, shard_count});
 }
 
 }  // namespace hourglass::node

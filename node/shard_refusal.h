@@ -11,14 +11,15 @@ struct ClusterView;
 
 namespace hourglass::node {
 
-// Why node `node_id` refuses the calls of `shard`, as `view` has it: an
-// UNAVAILABLE status that names the shard's primary (api::WithPrimary, for
-// the hourglass-primary and hourglass-epoch trailers) when the view knows
-// where it is, and otherwise says what the cluster waits for (the shard not
-// created yet, its primary gone while a failover is in progress).
+// Why node `node_id` refuses the calls of `shard`, one of the cluster's
+// `shard_count`, as `view` has it: an UNAVAILABLE status that names the
+// shard's primary and the shard count (api::WithPrimary, for the
+// hourglass-primary, hourglass-epoch and hourglass-shards trailers) when the
+// view knows where it is, and otherwise says what the cluster waits for (the
+// shard not created yet, its primary gone while a failover is in progress).
 // REQUIRES: the view does not name `node_id` the shard's primary.
 absl::Status ShardRefusal(const cluster::ClusterView& view, int shard,
-                          const std::string& node_id);
+                          int shard_count, const std::string& node_id);
 
 }  // namespace hourglass::node
 

@@ -133,12 +133,16 @@ void ShardRouter::Publish(
     topics_by_shard[ShardOfTopic(m.topic)].insert(m.topic);
   }
   if (topics_by_shard.size() > 1) {
-    return std::move(done)(absl::FailedPreconditionError(absl::StrCat(
-        "the request's messages fall in ", DescribeShards(topics_by_shard),
-        " of this cluster's ", shards(),
-        ": a publish is all-or-nothing within one shard only; send each "
-        "shard's messages in a request of their own (client libraries "
-        "split batches by shard)")));
+    // The shard count rides along (the hourglass-shards trailer), for
+    // clients to split the batch.
+    return std::move(done)(api::WithPrimary(
+        absl::FailedPreconditionError(absl::StrCat(
+            "the request's messages fall in ", DescribeShards(topics_by_shard),
+            " of this cluster's ", shards(),
+            ": a publish is all-or-nothing within one shard only; send each "
+            "shard's messages in a request of their own (client libraries "
+            "split batches by shard)")),
+        api::Primary{.shard_count = shards()}));
   }
   gates_[shard]->Publish(std::move(messages), std::move(done));
 }

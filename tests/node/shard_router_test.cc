@@ -271,6 +271,8 @@ TEST_F(ShardRouterTest, APublishSpanningShardsIsRefusedWholeNamingThem) {
                          "all-or-nothing within one shard only; send each "
                          "shard's messages in a request of their own (client "
                          "libraries split batches by shard)"));
+  // The shard count, for the hourglass-shards trailer; no primary.
+  EXPECT_EQ(api::PrimaryOf(answer.status()), (api::Primary{.shard_count = 4}));
   EXPECT_THAT(Calls(), ElementsAre(IsEmpty(), IsEmpty(), IsEmpty(), IsEmpty()));
 }
 
@@ -395,13 +397,19 @@ TEST_F(ShardRouterTest, ASnapshotOfManyShardsIsUnimplemented) {
 }
 
 TEST(RedirectTest, ThePrimaryTravelsFromStatusToDetailsAndBack) {
-  const api::Primary primary{"127.0.0.1:7071", 12};
-  const absl::Status status =
-      api::WithPrimary(absl::UnavailableError("elsewhere"), primary);
-  EXPECT_EQ(api::PrimaryOf(status), primary);
+  for (const api::Primary& primary :
+       {api::Primary{"127.0.0.1:7071", 12}, api::Primary{"[::1]:7071", 3, 16},
+        api::Primary{.shard_count = 4}}) {
+    SCOPED_TRACE(primary.address);
+    const absl::Status status =
+        api::WithPrimary(absl::UnavailableError("elsewhere"), primary);
+    EXPECT_EQ(api::PrimaryOf(status), primary);
+    EXPECT_EQ(api::PrimaryOfDetails(api::RedirectDetails(primary)), primary);
+  }
   EXPECT_EQ(api::PrimaryOf(absl::UnavailableError("elsewhere")), std::nullopt);
-  EXPECT_EQ(api::PrimaryOfDetails(api::RedirectDetails(primary)), primary);
   EXPECT_EQ(api::PrimaryOfDetails("some other details"), std::nullopt);
+  // Neither a primary nor a shard count: nothing to say.
+  EXPECT_EQ(api::PrimaryOfDetails("hourglass-redirect:0 0 "), std::nullopt);
 }
 
 }  // namespace
