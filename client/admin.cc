@@ -1,6 +1,7 @@
 #include "client/admin.h"
 
 #include <cstdint>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -20,12 +21,25 @@ using internal::ChannelAccess;
 using Stub = hourglass::v1::Admin::Stub;
 using ClusterStub = hourglass::v1::Cluster::Stub;
 
-// The stub of the channel's current endpoint, by type.
-Stub& StubOf(const Channel& channel, Stub* /*type*/) {
-  return ChannelAccess::admin(channel);
+// The stub, by type, of where calls about `topic` go (empty: about no
+// topic in particular).
+Stub& StubOf(const Channel& channel, Stub* /*type*/, std::string_view topic) {
+  return ChannelAccess::admin(channel, topic);
 }
-ClusterStub& StubOf(const Channel& channel, ClusterStub* /*type*/) {
-  return *ChannelAccess::endpoint(channel).cluster;
+ClusterStub& StubOf(const Channel& channel, ClusterStub* /*type*/,
+                    std::string_view topic) {
+  return *ChannelAccess::endpoint(channel, topic).cluster;
+}
+
+// The topic a request is about, if it names one: in cluster mode it goes to
+// the primary of the topic's shard.
+template <typename Request>
+std::string_view TopicOf(const Request& request) {
+  if constexpr (requires { request.topic(); }) {
+    return request.topic();
+  } else {
+    return {};
+  }
 }
 
 // Calls `method` of the Admin (or Cluster) stub synchronously with the
@@ -37,6 +51,7 @@ absl::StatusOr<Response> Call(
                                      Response*),
     const Request& request) {
   const absl::Duration timeout = channel.options().call_timeout;
+  const std::string_view topic = TopicOf(request);
   // Admin calls read or are safe to repeat where the node refused them: a
   // node that is not the primary (cluster mode) sends them to the one that
   // is, and a dead one's peers say which that is.
@@ -45,13 +60,14 @@ absl::StatusOr<Response> Call(
     ChannelAccess::Prepare(channel, context, absl::Now() + timeout);
     Response response;
     const grpc::Status status =
-        (StubOf(channel, static_cast<StubType*>(nullptr)).*method)(
+        (StubOf(channel, static_cast<StubType*>(nullptr), topic).*method)(
             &context, request, &response);
     if (status.ok()) return response;
     if (attempt < internal::kMaxRedirects &&
-        (ChannelAccess::FollowRedirect(channel, context, status) ||
+        (ChannelAccess::FollowRedirect(channel, context, status, topic) ||
          (status.error_code() == grpc::StatusCode::UNAVAILABLE &&
-          ChannelAccess::Rediscover(channel, internal::kRediscoverTimeout)))) {
+          ChannelAccess::Rediscover(channel, internal::kRediscoverTimeout,
+                                    topic)))) {
       continue;
     }
     return ChannelAccess::ToStatus(channel, status, timeout);

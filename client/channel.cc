@@ -13,6 +13,7 @@
 #include "client/internal/reachability.h"
 #include "client/internal/status.h"
 #include "client/tls.h"
+#include "cluster/shard_hash.h"
 #include "grpc/grpc.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/support/channel_arguments.h"
@@ -232,9 +233,63 @@ absl::Status ChannelAccess::ToStatus(const Channel& channel,
   return FromGrpc(status, endpoint(channel).address, timeout);
 }
 
-const Endpoint& ChannelAccess::endpoint(const Channel& channel) {
+namespace {
+
+// The slot holding where calls about `topic` go: its shard's (cluster mode,
+// once the shard count is known) or the current endpoint's.
+Endpoint*& RouteOf(ChannelState& state, std::string_view topic)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(state.mu) {
+  if (state.shard_count > 0 && !topic.empty()) {
+    return state.shard_endpoints[static_cast<size_t>(
+        cluster::ShardOf(topic, state.shard_count))];
+  }
+  return state.current;
+}
+
+// Where calls about `topic` go now.
+Endpoint* Effective(ChannelState& state, std::string_view topic)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(state.mu) {
+  Endpoint* route = RouteOf(state, topic);
+  return route != nullptr ? route : state.current;
+}
+
+// The endpoint to `address`, made if new.
+Endpoint* EndpointTo(ChannelState& state, const std::string& address)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(state.mu) {
+  std::unique_ptr<Endpoint>& endpoint = state.endpoints[address];
+  if (endpoint == nullptr) endpoint = MakeEndpoint(state, address);
+  return endpoint.get();
+}
+
+// Sends the calls of `route` (a RouteOf slot) to `address`. Whether that
+// changed where they go.
+bool SwitchTo(ChannelState& state, Endpoint*& route, const std::string& address)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(state.mu) {
+  const Endpoint* before = route != nullptr ? route : state.current;
+  route = EndpointTo(state, address);
+  return route != before;
+}
+
+// Notes the cluster's shard count; a new count forgets the shards' routes.
+void LearnShardCount(ChannelState& state, int shard_count)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(state.mu) {
+  if (shard_count <= 0 || shard_count == state.shard_count) return;
+  state.shard_count = shard_count;
+  state.shard_endpoints.assign(static_cast<size_t>(shard_count), nullptr);
+}
+
+}  // namespace
+
+const Endpoint& ChannelAccess::endpoint(const Channel& channel,
+                                        std::string_view topic) {
+  ChannelState& state = *channel.state_;
+  absl::MutexLock lock(&state.mu);
+  return *Effective(state, topic);
+}
+
+int ChannelAccess::ShardCount(const Channel& channel) {
   absl::MutexLock lock(&channel.state_->mu);
-  return *channel.state_->current;
+  return channel.state_->shard_count;
 }
 
 bool ChannelAccess::WaitForReady(const Channel& channel) {
@@ -242,46 +297,30 @@ bool ChannelAccess::WaitForReady(const Channel& channel) {
   return channel.state_->known.size() <= 1;
 }
 
-namespace {
-
-// Sends later calls of `state` to `address`, making its endpoint if new.
-// Whether that changed where they go.
-bool SwitchTo(ChannelState& state, const std::string& address)
-    ABSL_EXCLUSIVE_LOCKS_REQUIRED(state.mu) {
-  if (state.current->address == address) return false;
-  std::unique_ptr<Endpoint>& endpoint = state.endpoints[address];
-  if (endpoint == nullptr) endpoint = MakeEndpoint(state, address);
-  state.current = endpoint.get();
-  return true;
-}
-
-}  // namespace
-
 bool ChannelAccess::FollowRedirect(const Channel& channel,
                                    const grpc::ClientContext& context,
-                                   const grpc::Status& status) {
-  if (status.error_code() != grpc::StatusCode::UNAVAILABLE) return false;
-  const auto& trailers = context.GetServerTrailingMetadata();
-  auto primary = trailers.find("hourglass-primary");
-  if (primary == trailers.end() || primary->second.empty()) return false;
-  return FollowPrimary(
-      channel, std::string(primary->second.data(), primary->second.size()));
+                                   const grpc::Status& status,
+                                   std::string_view topic) {
+  if (status.ok()) return false;
+  return Follow(channel, RedirectOf(context, status), topic);
 }
 
-bool ChannelAccess::FollowPrimary(const Channel& channel,
-                                  const std::string& address) {
-  if (address.empty()) return false;
+bool ChannelAccess::Follow(const Channel& channel, const Redirect& redirect,
+                           std::string_view topic) {
   ChannelState& state = *channel.state_;
   absl::MutexLock lock(&state.mu);
-  return SwitchTo(state, address);
+  LearnShardCount(state, redirect.shard_count);
+  if (redirect.primary.empty()) return false;
+  return SwitchTo(state, RouteOf(state, topic), redirect.primary);
 }
 
-bool ChannelAccess::Rediscover(const Channel& channel, absl::Duration timeout) {
+bool ChannelAccess::Rediscover(const Channel& channel, absl::Duration timeout,
+                               std::string_view topic) {
   ChannelState& state = *channel.state_;
   std::vector<std::string> addresses;
   {
     absl::MutexLock lock(&state.mu);
-    addresses.push_back(state.current->address);
+    addresses.push_back(Effective(state, topic)->address);
     for (const std::string& a : state.known) {
       if (a != addresses.front()) addresses.push_back(a);
     }
@@ -290,9 +329,7 @@ bool ChannelAccess::Rediscover(const Channel& channel, absl::Duration timeout) {
     hourglass::v1::Cluster::Stub* stub;
     {
       absl::MutexLock lock(&state.mu);
-      std::unique_ptr<Endpoint>& endpoint = state.endpoints[address];
-      if (endpoint == nullptr) endpoint = MakeEndpoint(state, address);
-      stub = endpoint->cluster.get();
+      stub = EndpointTo(state, address)->cluster.get();
     }
     grpc::ClientContext context;
     Prepare(channel, context, absl::Now() + timeout);
@@ -309,12 +346,18 @@ bool ChannelAccess::Rediscover(const Channel& channel, absl::Duration timeout) {
     }
     absl::MutexLock lock(&state.mu);
     if (!known.empty()) state.known = std::move(known);
+    LearnShardCount(state, static_cast<int>(map.shard_count()));
+    const Endpoint* before = Effective(state, topic);
     for (const hourglass::v1::ShardInfo& shard : map.shards()) {
       auto primary = nodes.find(shard.primary());
-      if (shard.shard() != 0 || primary == nodes.end()) continue;
-      return SwitchTo(state, primary->second);
+      // No live primary: a failover is in progress.
+      if (primary == nodes.end()) continue;
+      if (shard.shard() == 0) SwitchTo(state, state.current, primary->second);
+      if (shard.shard() < state.shard_endpoints.size()) {
+        SwitchTo(state, state.shard_endpoints[shard.shard()], primary->second);
+      }
     }
-    return false;  // No live primary yet: a failover is in progress.
+    return Effective(state, topic) != before;
   }
   return false;
 }

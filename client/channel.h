@@ -49,6 +49,9 @@ struct ChannelOptions {
 // repeated there. When the current node does not answer at all (it died),
 // the clients ask the nodes the channel knows (those of `address` and of
 // the last cluster map read) for the map, and go to the primary it names.
+// With many shards, once a node has said how many there are (the
+// hourglass-shards trailer, or the map), calls about a topic go to the
+// primary of the topic's shard, each shard's followed on its own.
 // Publishes with an id are repeated safely (idempotent); a publish without
 // one, or a cancel, whose outcome is unknown is not.
 //

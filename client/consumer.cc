@@ -32,9 +32,10 @@ struct ConsumerState {
   void Received(absl::Span<hourglass::v1::Delivery* const> deliveries,
                 absl::Time received_at);
   // The stream of `generation` ended with `status`; a cluster node that
-  // refused it named `primary` (empty: none), where calls go from now on.
+  // refused it may have named the topic's primary (`redirect`), where the
+  // subscription goes from now on.
   void Ended(uint64_t generation, const grpc::Status& status,
-             const std::string& primary);
+             const internal::Redirect& redirect);
   // Subscribes again, from a backoff alarm.
   void Reconnect(bool fired);
 
@@ -119,8 +120,8 @@ void ConsumerState::Open(uint64_t number) {
              absl::Time received_at,
              uint64_t /*response*/) { Received(deliveries, received_at); };
   callbacks.on_done = [this, number](const grpc::Status& status,
-                                     const std::string& primary) {
-    Ended(number, status, primary);
+                                     const internal::Redirect& redirect) {
+    Ended(number, status, redirect);
   };
   // Stored before it starts, so that a handler acking the first
   // deliveries finds it (Consumer::Ack).
@@ -136,7 +137,7 @@ void ConsumerState::Open(uint64_t number) {
   }
   const Channel& c = *channel;
   // Outside mu: the stream may call back before Begin returns.
-  created->Begin(ChannelAccess::broker(c),
+  created->Begin(ChannelAccess::broker(c, options.topic),
                  [&c, number](grpc::ClientContext& context) {
                    ChannelAccess::Prepare(c, context, absl::InfiniteFuture());
                    // The first subscription fails fast if the broker cannot
@@ -171,14 +172,14 @@ void ConsumerState::Received(
 }
 
 void ConsumerState::Ended(uint64_t number, const grpc::Status& status,
-                          const std::string& primary) {
+                          const internal::Redirect& redirect) {
   std::optional<absl::Time> wait_until;
   Wait* wait = nullptr;
   // Cluster mode: the node is not the primary of the topic's shard, and
   // said which node is.
   const bool redirected =
       status.error_code() == grpc::StatusCode::UNAVAILABLE &&
-      ChannelAccess::FollowPrimary(*channel, primary);
+      ChannelAccess::Follow(*channel, redirect, options.topic);
   {
     absl::MutexLock lock(&mu);
     ended_generation = number;
@@ -229,7 +230,8 @@ void ConsumerState::Reconnect(bool fired) {
   // Cluster mode: the node may have died or stopped being the primary;
   // its peers say which node is.
   if (rediscover) {
-    ChannelAccess::Rediscover(*channel, internal::kRediscoverTimeout);
+    ChannelAccess::Rediscover(*channel, internal::kRediscoverTimeout,
+                              options.topic);
   }
   Open(number);
 }
@@ -280,7 +282,7 @@ absl::StatusOr<std::unique_ptr<Consumer>> Consumer::Subscribe(
       };
     }
     const internal::Endpoint* before =
-        &internal::ChannelAccess::endpoint(*channel);
+        &internal::ChannelAccess::endpoint(*channel, options.topic);
     absl::StatusOr<std::unique_ptr<Consumer>> consumer =
         SubscribeOnce(channel, options, std::move(forward));
     if (consumer.ok() || attempt >= internal::kMaxRedirects ||
@@ -290,9 +292,10 @@ absl::StatusOr<std::unique_ptr<Consumer>> Consumer::Subscribe(
     // The refusal named the primary, and calls go there now (Ended); or
     // the nodes are asked where it is.
     const bool redirected =
-        &internal::ChannelAccess::endpoint(*channel) != before;
-    if (!redirected && !internal::ChannelAccess::Rediscover(
-                           *channel, internal::kRediscoverTimeout)) {
+        &internal::ChannelAccess::endpoint(*channel, options.topic) != before;
+    if (!redirected &&
+        !internal::ChannelAccess::Rediscover(
+            *channel, internal::kRediscoverTimeout, options.topic)) {
       return consumer;
     }
   }

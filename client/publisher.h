@@ -78,6 +78,13 @@ class Publisher {
 
   // Publishes `messages` all-or-nothing; their receipts in order. Errors:
   // as Publish; a bad message's error names its index ("message 3: ...").
+  //
+  // Cluster mode with many shards: a batch whose topics fall in several
+  // shards goes as one request per shard, each to its shard's primary, and
+  // is all-or-nothing within each shard only. If a part fails, the error
+  // (the first failed part's code) names the failed parts' messages and
+  // those stored; with ids on every message, publishing the batch again is
+  // safe (client/README.md, "Cluster mode").
   absl::StatusOr<std::vector<Receipt>> PublishBatch(
       std::vector<Message> messages);
   void PublishBatchAsync(std::vector<Message> messages, BatchCallback done);

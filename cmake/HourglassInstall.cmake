@@ -23,10 +23,13 @@
 #   include/hourglass/client/     the client library's public headers
 #   include/hourglass/v1/         the generated messages and stubs of
 #                                 api/hourglass/v1/*.proto
-#   lib/                          libhourglass_client.a, libhourglass_api_proto.a
+#   lib/                          libhourglass_client.a, libhourglass_api_proto.a,
+#                                 libhourglass_shard_hash.a (the client's
+#                                 topic-to-shard rule)
 #   lib/cmake/Hourglass/          HourglassConfig.cmake, its version file and
-#                                 the exported targets Hourglass::client and
-#                                 Hourglass::api_proto
+#                                 the exported targets Hourglass::client,
+#                                 Hourglass::api_proto and
+#                                 Hourglass::shard_hash
 # The libraries are static; HourglassConfig.cmake finds what they link
 # (gRPC, Protobuf, abseil: Debian's packages) with find_dependency.
 include(CMakePackageConfigHelpers)
@@ -42,7 +45,7 @@ install(DIRECTORY ${api_proto_gen}/hourglass/v1
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/hourglass
   FILES_MATCHING PATTERN "*.h")
 
-install(TARGETS hourglass_client hourglass_api_proto
+install(TARGETS hourglass_client hourglass_api_proto hourglass_shard_hash
   EXPORT HourglassTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})

@@ -4,6 +4,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -11,6 +12,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "client/channel.h"
+#include "client/internal/redirect.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/security/credentials.h"
@@ -51,6 +53,12 @@ struct ChannelState {
   // The nodes' addresses from the last cluster map read, to ask for the
   // primary when the current one does not answer.
   std::vector<std::string> known ABSL_GUARDED_BY(mu);
+  // Cluster mode, once a node has said how many shards the cluster has
+  // (its hourglass-shards trailer, or the cluster map): that count, and
+  // where the calls about each shard's topics go, by shard (null: to
+  // `current`). Calls about no topic go to `current`.
+  int shard_count ABSL_GUARDED_BY(mu) = 0;
+  std::vector<Endpoint*> shard_endpoints ABSL_GUARDED_BY(mu);
 };
 
 // Cluster mode: attempts of a call that nodes redirect. A redirect is
@@ -67,14 +75,24 @@ class ChannelAccess {
   static const ChannelState& state(const Channel& channel) {
     return *channel.state_;
   }
-  // The endpoint calls go to now. Valid as long as the channel.
-  static const Endpoint& endpoint(const Channel& channel);
-  static hourglass::v1::Broker::Stub& broker(const Channel& channel) {
-    return *endpoint(channel).broker;
+  // The endpoint calls about `topic` go to now: in cluster mode, the
+  // primary of the topic's shard once known; otherwise, and for calls about
+  // no topic (empty), the channel's current endpoint. Valid as long as the
+  // channel.
+  static const Endpoint& endpoint(const Channel& channel,
+                                  std::string_view topic = {});
+  static hourglass::v1::Broker::Stub& broker(const Channel& channel,
+                                             std::string_view topic = {}) {
+    return *endpoint(channel, topic).broker;
   }
-  static hourglass::v1::Admin::Stub& admin(const Channel& channel) {
-    return *endpoint(channel).admin;
+  static hourglass::v1::Admin::Stub& admin(const Channel& channel,
+                                           std::string_view topic = {}) {
+    return *endpoint(channel, topic).admin;
   }
+
+  // Cluster mode: the cluster's shard count once a node has said it; 0
+  // before, and for a broker that is not a cluster.
+  static int ShardCount(const Channel& channel);
 
   // Whether a retried call should wait for the current node to be
   // reachable (gRPC's wait_for_ready): yes for one broker, which comes back
@@ -82,20 +100,26 @@ class ChannelAccess {
   // it asks instead (Rediscover) after a quick UNAVAILABLE.
   static bool WaitForReady(const Channel& channel);
 
-  // Cluster mode. After a call on `context` ended with `status`: if a node
-  // refused it for not being the primary and named the primary (the
-  // hourglass-primary trailer), later calls go there. Whether they will
-  // (the caller retries at once).
+  // Cluster mode. After a call about `topic` on `context` ended with
+  // `status`: notes the shard count a node gave (any status), and if a
+  // node refused the call for not being the primary of the topic's shard
+  // and named the primary, later calls about the shard's topics go there.
+  // Whether they will (the caller retries at once).
   static bool FollowRedirect(const Channel& channel,
                              const grpc::ClientContext& context,
-                             const grpc::Status& status);
-  // The same for a primary named otherwise (a PublishStream's answer).
-  static bool FollowPrimary(const Channel& channel, const std::string& address);
+                             const grpc::Status& status,
+                             std::string_view topic = {});
+  // The same for a redirect read otherwise (a PublishStream's answer, a
+  // subscription's end).
+  static bool Follow(const Channel& channel, const Redirect& redirect,
+                     std::string_view topic = {});
   // Cluster mode. Asks the nodes the channel knows, the current one first,
-  // for the cluster map (at most `timeout` each) and sends later calls to
-  // the primary it names. Whether calls go elsewhere now. False, at once
-  // after one call, for a broker that is not in cluster mode. Blocks.
-  static bool Rediscover(const Channel& channel, absl::Duration timeout);
+  // for the cluster map (at most `timeout` each), and sends later calls
+  // about each shard to the primary it names (calls about no topic, to
+  // shard 0's). Whether calls about `topic` go elsewhere now. False, at
+  // once after one call, for a broker that is not in cluster mode. Blocks.
+  static bool Rediscover(const Channel& channel, absl::Duration timeout,
+                         std::string_view topic = {});
 
   // Prepares `context` for one call: `deadline` (InfiniteFuture for none)
   // and the token.

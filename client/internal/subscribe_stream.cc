@@ -311,15 +311,7 @@ void SubscribeStream::HandleDone(const grpc::Status& status) {
     status_ = status;
   }
   if (callbacks_.on_done != nullptr) {
-    std::string primary;
-    if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
-      const auto& trailers = context_.GetServerTrailingMetadata();
-      auto it = trailers.find("hourglass-primary");
-      if (it != trailers.end()) {
-        primary.assign(it->second.data(), it->second.size());
-      }
-    }
-    callbacks_.on_done(status, primary);
+    callbacks_.on_done(status, RedirectOf(context_, status));
   }
   // gRPC's last use of the object: once mu_ is free, it may be destroyed.
   absl::MutexLock lock(&mu_);

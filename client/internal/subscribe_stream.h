@@ -13,6 +13,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "client/internal/redirect.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/support/status.h"
 #include "hourglass/v1/broker.grpc.pb.h"
@@ -47,10 +48,10 @@ class SubscribeStream {
     absl::AnyInvocable<void(absl::Span<hourglass::v1::Delivery* const>,
                             absl::Time received_at, uint64_t response)>
         on_deliveries;
-    // Last, once: the stream's status, and the primary a cluster node
-    // that refused it named (its hourglass-primary trailer; empty if
-    // none). May be empty.
-    absl::AnyInvocable<void(const grpc::Status&, const std::string& primary)>
+    // Last, once: the stream's status, and what a cluster node that
+    // refused it said about where to subscribe (its trailers). May be
+    // empty.
+    absl::AnyInvocable<void(const grpc::Status&, const Redirect& redirect)>
         on_done;
   };
 

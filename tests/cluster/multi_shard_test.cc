@@ -20,6 +20,7 @@
 #include "client/admin.h"
 #include "client/channel.h"
 #include "client/consumer.h"
+#include "client/internal/channel_state.h"
 #include "client/publisher.h"
 #include "cluster/shard_hash.h"
 #include "gmock/gmock.h"
@@ -41,6 +42,7 @@ using ::hourglass::client::ConsumerOptions;
 using ::hourglass::client::Delivery;
 using ::hourglass::client::Message;
 using ::hourglass::client::Publisher;
+using ::hourglass::client::PublisherOptions;
 using ::hourglass::testing::Answer;
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -294,13 +296,61 @@ TEST_F(MultiShardTest, EachShardIsServedByItsPrimaryAndTheOthersRedirectToIt) {
   }
 }
 
-TEST_F(MultiShardTest,
-       TheClientGivenEveryNodePublishesToAndConsumesEveryShard) {
+// The client library, given one node, learns the shard count from the
+// first refusal that gives it (hourglass-shards), splits a batch by shard
+// and sends each part, and every later call, to the primary of its topic's
+// shard.
+TEST_F(MultiShardTest, TheClientSplitsABatchByShardAndRoutesEachCallByTopic) {
   StartNodes({"a", "b", "c"}, {"--shards=4"});
-  ASSERT_EQ(AwaitShards({"a", "b", "c"}).size(), size_t{kShards});
+  const std::vector<std::string> primary = AwaitShards({"a", "b", "c"});
+  ASSERT_EQ(primary.size(), size_t{kShards});
+  // Each over a Publish call and over the stream, on a fresh channel that
+  // knows nothing of shards: a batch of every shard, its receipts in the
+  // batch's order.
+  for (const auto rpc : {PublisherOptions::BatchRpc::kPublish,
+                         PublisherOptions::BatchRpc::kPublishStream}) {
+    const std::string name =
+        rpc == PublisherOptions::BatchRpc::kPublish ? "call" : "stream";
+    std::shared_ptr<Channel> channel = ChannelTo({"a"});
+    Publisher publisher(channel, {.batch_rpc = rpc});
+    std::vector<Message> batch;
+    std::vector<std::string> ids;
+    for (int k = 0; k < 8; ++k) {
+      Message m;
+      m.topic = topics_[(3 * k) % kShards];
+      m.id = absl::StrCat(name, "-", k);
+      m.payload = "x";
+      m.delay = absl::Hours(1);
+      ids.push_back(m.id);
+      batch.push_back(std::move(m));
+    }
+    absl::StatusOr<std::vector<client::Receipt>> receipts =
+        publisher.PublishBatch(batch);
+    ASSERT_TRUE(receipts.ok()) << name << ": " << receipts.status();
+    std::vector<std::string> answered;
+    for (const client::Receipt& r : *receipts) answered.push_back(r.id);
+    EXPECT_EQ(answered, ids) << name;
+    // Every message is where its topic's shard is: the admin calls about
+    // it, and the cancel, reach that shard's primary.
+    client::Admin admin(channel);
+    for (int k = 0; k < 8; ++k) {
+      v1::GetMessageRequest get;
+      get.set_topic(batch[k].topic);
+      get.set_id(ids[k]);
+      absl::StatusOr<v1::MessageInfo> info = admin.GetMessage(get);
+      ASSERT_TRUE(info.ok()) << ids[k] << ": " << info.status();
+      EXPECT_EQ(info->id(), ids[k]);
+      EXPECT_EQ(info->topic(), batch[k].topic);
+      EXPECT_TRUE(publisher.Cancel(batch[k].topic, ids[k]).ok()) << ids[k];
+      EXPECT_EQ(admin.GetMessage(get).status().code(),
+                absl::StatusCode::kNotFound)
+          << ids[k];
+    }
+  }
+
   std::shared_ptr<Channel> channel = ChannelTo({"a", "b", "c"});
-  ASSERT_NE(channel, nullptr);
   Publisher publisher(channel);
+  // One message at a time, each on the stream to its shard's primary.
   std::multiset<std::string> expected;
   for (int round = 0; round < 2; ++round) {
     for (int n = 0; n < kShards; ++n) {
@@ -313,6 +363,40 @@ TEST_F(MultiShardTest,
       EXPECT_EQ(receipt->id, m.id);
       expected.insert(m.id);
     }
+  }
+  // Once the channel knows the shards, a part that fails fails alone: the
+  // error says which messages were stored, numbered as in the batch.
+  std::vector<Message> batch(3);
+  for (int k = 0; k < 3; ++k) {
+    batch[k].topic = topics_[k];
+    batch[k].id = absl::StrCat("part-", k);
+    batch[k].payload = k == 1 ? std::string((1 << 20) + 1, 'x') : "x";
+    batch[k].delay = absl::Hours(1);
+  }
+  absl::StatusOr<std::vector<client::Receipt>> failed =
+      publisher.PublishBatch(batch);
+  EXPECT_EQ(failed.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(failed.status().message(),
+            "shard 1 (message 1) failed: message 1: payload is 1048577 bytes; "
+            "the limit is 1048576 (--max_payload_bytes); the batch spans "
+            "shards 0, 1, 2 and is all-or-nothing within each shard only: "
+            "messages 0, 2 were stored");
+  client::Admin admin(channel);
+  for (int k = 0; k < 3; ++k) {
+    v1::GetMessageRequest get;
+    get.set_topic(batch[k].topic);
+    get.set_id(batch[k].id);
+    EXPECT_EQ(admin.GetMessage(get).status().code(),
+              k == 1 ? absl::StatusCode::kNotFound : absl::StatusCode::kOk)
+        << k;
+  }
+
+  // The channel now sends each shard's calls to its primary: no redirects.
+  for (int n = 0; n < kShards; ++n) {
+    EXPECT_EQ(client::internal::ChannelAccess::endpoint(*channel, topics_[n])
+                  .address,
+              nodes_.at(primary[n])->address())
+        << n;
   }
   EXPECT_EQ(ConsumeEveryShard(channel, 2), expected);
 }

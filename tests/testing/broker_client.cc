@@ -143,7 +143,7 @@ Subscription::Subscription(hourglass::v1::Broker::Stub* stub,
         }
       };
   callbacks.on_done = [this](const grpc::Status& status,
-                             const std::string& /*primary*/) {
+                             const client::internal::Redirect& /*redirect*/) {
     absl::MutexLock lock(&mu_);
     status_ = status;
   };
