@@ -53,6 +53,7 @@ constexpr uint64_t kDefaultCount = 100000;
 
 struct BenchOptions {
   std::string topic;
+  int topics = 1;
   std::string group = "bench";
   int producers = 2;
   int consumers = 1;
@@ -105,10 +106,24 @@ absl::StatusOr<BenchPlan> Check(const GlobalOptions& globals,
   }
   plan.drain_timeout = *drain;
 
+  if (options.consumers != 0 && options.consumers < options.topics) {
+    return UsageError("--consumers",
+                      absl::StrCat("must be 0 or at least --topics (",
+                                   options.topics,
+                                   "): each topic needs a consumer"));
+  }
   PublishPlan::Options& publish = plan.publish;
-  publish.topic = options.topic.empty()
-                      ? absl::StrCat("bench-", absl::ToUnixMillis(absl::Now()))
-                      : options.topic;
+  const std::string topic =
+      options.topic.empty()
+          ? absl::StrCat("bench-", absl::ToUnixMillis(absl::Now()))
+          : options.topic;
+  if (options.topics == 1) {
+    publish.topics = {topic};
+  } else {
+    for (int i = 0; i < options.topics; ++i) {
+      publish.topics.push_back(absl::StrCat(topic, "-", i));
+    }
+  }
   publish.payload_bytes = options.payload;
   publish.batch = options.batch;
   publish.delay = *delay;
@@ -202,7 +217,6 @@ absl::Status Bench(const GlobalOptions& globals, const BenchOptions& options) {
 
   // Consumers first, so that the group exists before anything comes due.
   client::ConsumerOptions consume;
-  consume.topic = publish.topic;
   consume.group = options.group;
   consume.max_in_flight = options.max_in_flight;
   consume.rpc = options.consume == "batches"
@@ -221,6 +235,8 @@ absl::Status Bench(const GlobalOptions& globals, const BenchOptions& options) {
   std::vector<std::unique_ptr<BenchConsumer>> consumers;
   absl::Status failed;
   for (int i = 0; i < options.consumers && failed.ok(); ++i) {
+    // Spread over the topics.
+    consume.topic = publish.topics[static_cast<size_t>(i) % publish.topics.size()];
     absl::StatusOr<std::unique_ptr<Connection>> connection =
         Connection::Open(globals, /*own_connection=*/true);
     if (!connection.ok()) {
@@ -326,7 +342,10 @@ absl::Status Bench(const GlobalOptions& globals, const BenchOptions& options) {
   }
 
   BenchResult result;
-  result.topic = publish.topic;
+  result.topic = publish.topics.size() == 1
+                     ? publish.topics.front()
+                     : absl::StrCat(publish.topics.front(), " .. ",
+                                    publish.topics.back());
   result.group = options.group;
   result.durability = options.durability;
   result.producers = options.producers;
@@ -396,6 +415,14 @@ absl::Status Bench(const GlobalOptions& globals, const BenchOptions& options) {
 void AddFlags(CLI::App* bench, BenchOptions* options) {
   bench->add_option("--topic", options->topic,
                     "Topic to use (default: a new one, bench-<unix ms>)");
+  bench
+      ->add_option("--topics", options->topics,
+                   "Spread the messages over N topics, TOPIC-0 to TOPIC-<N-1>, "
+                   "a batch to each in turn (in a cluster of many shards: "
+                   "over its shards); the consumers are spread over them")
+      ->type_name("N")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
   bench->add_option("--group", options->group, "Consumer group")
       ->capture_default_str();
   bench->add_option("--producers", options->producers, "Publishing connections")

@@ -109,9 +109,11 @@ PublishPlan::Claim PublishPlan::Next() {
 void PublishPlan::Fill(const Claim& claim, absl::BitGen& random,
                        std::vector<client::Message>& messages) const {
   messages.resize(claim.size);
+  const std::string& topic =
+      options_.topics[(claim.first / options_.batch) % options_.topics.size()];
   for (uint32_t i = 0; i < claim.size; ++i) {
     client::Message& message = messages[i];
-    message.topic = options_.topic;
+    message.topic = topic;
     std::string& payload = message.payload;
     payload.resize(kSequenceBytes);
     const uint64_t sequence = claim.first + i;

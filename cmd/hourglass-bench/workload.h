@@ -53,7 +53,9 @@ bool ReadSequence(absl::string_view payload, uint64_t& sequence);
 class PublishPlan {
  public:
   struct Options {
-    std::string topic;
+    // The topics, at least one: each batch goes to one, the next batch to
+    // the next (by sequence number), round the list.
+    std::vector<std::string> topics;
     // Payload size in bytes, at least kSequenceBytes.
     size_t payload_bytes = 100;
     // Messages per Publish call, at least 1.

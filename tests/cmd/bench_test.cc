@@ -101,7 +101,7 @@ TEST(DelaySpecTest, RefusesBadSpecs) {
 
 TEST(PublishPlanTest, HandsOutBatchesUpToTheCount) {
   PublishPlan::Options options;
-  options.topic = "t";
+  options.topics = {"t"};
   options.batch = 4;
   options.count = 10;
   options.payload_bytes = 12;
@@ -113,9 +113,27 @@ TEST(PublishPlanTest, HandsOutBatchesUpToTheCount) {
   EXPECT_THAT(sizes, ::testing::ElementsAre(4, 4, 2));
 }
 
+TEST(PublishPlanTest, SendsEachBatchToTheNextTopicInTurn) {
+  PublishPlan::Options options;
+  options.topics = {"t-0", "t-1", "t-2"};
+  options.batch = 2;
+  options.count = 9;
+  options.payload_bytes = 8;
+  PublishPlan plan(options, absl::Now());
+  absl::BitGen random;
+  std::vector<client::Message> messages;
+  std::vector<std::string> topics;
+  for (PublishPlan::Claim c = plan.Next(); c.size > 0; c = plan.Next()) {
+    plan.Fill(c, random, messages);
+    for (const client::Message& m : messages) topics.push_back(m.topic);
+  }
+  EXPECT_THAT(topics, ::testing::ElementsAre("t-0", "t-0", "t-1", "t-1", "t-2",
+                                             "t-2", "t-0", "t-0", "t-1"));
+}
+
 TEST(PublishPlanTest, PacesToTheRateAndCarriesTheSequence) {
   PublishPlan::Options options;
-  options.topic = "t";
+  options.topics = {"t"};
   options.batch = 10;
   options.count = 100;
   options.rate = 1000;
