@@ -34,6 +34,7 @@ class Working {
     const int replicas = std::min<int>(options.replication_factor,
                                        static_cast<int>(alive_.size()));
     target_ = std::max(replicas, 0);
+    zoned_ = zoned;
     const int zone_count = zoned ? static_cast<int>(zones.size()) : 1;
     per_zone_ = (target_ + zone_count - 1) / zone_count;
     load_.assign(alive_.size(), 0);
@@ -75,6 +76,38 @@ class Working {
         if (shard.size() == 1) ++leads_[best];
       }
     }
+  }
+
+  // Step 1, continued: in a shard with more than per_zone_ of its
+  // replicas in one zone (laid out before the nodes had zones, or filled
+  // when no node of the zones it lacked was alive), the backup there on the
+  // most loaded node moves to the least loaded node of a zone holding
+  // fewer; false if no shard needs it or can.
+  bool SpreadOneOverZones() {
+    if (!zoned_) return false;
+    for (std::vector<int>& shard : shards_) {
+      int from = -1;  // Its index in `shard`.
+      for (size_t i = 1; i < shard.size(); ++i) {
+        if (ZoneCount(shard, zone_[shard[i]], -1) <= per_zone_) continue;
+        if (from == -1 || load_[shard[i]] > load_[shard[from]]) {
+          from = static_cast<int>(i);
+        }
+      }
+      if (from == -1) continue;
+      int to = -1;
+      for (int n = 0; n < static_cast<int>(alive_.size()); ++n) {
+        if (Holds(shard, n) || ZoneCount(shard, zone_[n], -1) >= per_zone_) {
+          continue;
+        }
+        if (to == -1 || load_[n] < load_[to]) to = n;
+      }
+      if (to == -1) continue;
+      --load_[shard[from]];
+      ++load_[to];
+      shard[from] = to;
+      return true;
+    }
+    return false;
   }
 
   // Step 2: one backup moved from a node with more replicas to one with at
@@ -181,6 +214,7 @@ class Working {
   std::vector<BalanceNode> alive_;
   std::map<std::string, int> index_;
   std::vector<int> zone_;
+  bool zoned_ = false;
   int target_ = 0;
   int per_zone_ = 0;
   std::vector<std::vector<int>> shards_;
@@ -195,6 +229,8 @@ Layout Balance(const Layout& current, const std::vector<BalanceNode>& alive,
   if (alive.empty()) return current;
   Working working(current, alive, options);
   working.Fill();
+  while (working.SpreadOneOverZones()) {
+  }
   // A lead passed on can free a backup to move, and a moved backup can take
   // a lead: both until neither can.
   bool moved = true;

@@ -50,7 +50,8 @@ struct BalanceOptions {
 // over them as evenly as they can be: no zone holds more than
 // ceil(replication_factor / zones) of one shard's replicas, so that with
 // three zones and three replicas losing a zone keeps two. Steps 1 and 2
-// never break that, and step 1 restores it where a fill can.
+// never break that, and step 1 restores it where a node of a zone that
+// has fewer can take a backup from a zone that has more.
 //
 // The result moves few replicas: those of nodes gone, and about as many as
 // a joining node's fair share (replicas / nodes). Deterministic: ties go to

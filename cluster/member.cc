@@ -74,6 +74,11 @@ absl::StatusOr<std::unique_ptr<Member>> Member::Join(EtcdClient& client,
   if (absl::Status s = ValidateName("--node_id", options.node_id); !s.ok()) {
     return s;
   }
+  if (!options.zone.empty()) {
+    if (absl::Status s = ValidateName("--zone", options.zone); !s.ok()) {
+      return s;
+    }
+  }
   if (options.address.empty()) {
     return absl::InvalidArgumentError("cluster member: no address to advertise");
   }
@@ -111,6 +116,7 @@ absl::StatusOr<std::unique_ptr<Member>> Member::Join(EtcdClient& client,
   const std::string key = NodeKey(o.cluster, o.node_id);
   NodeRecord record;
   record.address = o.address;
+  record.zone = o.zone;
   const std::string value = EncodeNodeRecord(record);
   const absl::Time give_up = absl::Now() + o.lease_ttl + absl::Seconds(1);
   while (true) {

@@ -34,6 +34,9 @@ struct MemberOptions {
   std::string node_id;
   // --advertise: the address clients and peers use. Required.
   std::string address;
+  // --zone: the failure domain the node is in (its node record says it,
+  // and placement spreads each shard's replicas over zones). Optional.
+  std::string zone;
   // --lease_ttl: a node whose lease is not renewed for this long is dead to
   // the cluster. Default: 3 s.
   absl::Duration lease_ttl = absl::Seconds(3);

@@ -1,7 +1,9 @@
 #include "cluster/placement.h"
 
 #include <algorithm>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -10,14 +12,40 @@
 namespace hourglass::cluster {
 namespace {
 
-// Live nodes holding no replica of `record`, in id order.
+// Live nodes holding no replica of `record`: first those whose zone holds
+// the fewest of its live replicas (--zone), then in id order.
 std::vector<std::string> Spares(const ShardRecord& record,
                                 const std::map<std::string, NodeRecord>& alive) {
-  std::vector<std::string> spares;
-  for (const auto& [id, node] : alive) {
-    if (!record.IsReplica(id)) spares.push_back(id);
+  std::map<std::string, int> in_zone;
+  for (const std::string& replica : record.replicas) {
+    auto node = alive.find(replica);
+    if (node != alive.end()) ++in_zone[node->second.zone];
   }
+  std::vector<std::pair<int, std::string>> ranked;
+  for (const auto& [id, node] : alive) {
+    if (!record.IsReplica(id)) ranked.emplace_back(in_zone[node.zone], id);
+  }
+  std::sort(ranked.begin(), ranked.end());
+  std::vector<std::string> spares;
+  for (auto& [count, id] : ranked) spares.push_back(std::move(id));
   return spares;
+}
+
+// The live nodes' ids with their zones interleaved (the first of each zone,
+// then the second of each, ...; zones and ids within one in order): any run
+// of consecutive ids spreads over the zones as evenly as it can. Without
+// zones, id order.
+std::vector<std::string> ZonesInterleaved(
+    const std::map<std::string, NodeRecord>& alive) {
+  std::map<std::string, std::vector<std::string>> by_zone;
+  for (const auto& [id, node] : alive) by_zone[node.zone].push_back(id);
+  std::vector<std::string> ids;
+  for (size_t rank = 0; ids.size() < alive.size(); ++rank) {
+    for (const auto& [zone, members] : by_zone) {
+      if (rank < members.size()) ids.push_back(members[rank]);
+    }
+  }
+  return ids;
 }
 
 // Replaces, in `record`, each replica other than the primary whose node is
@@ -45,8 +73,7 @@ ShardPlan Create(int shard, const std::map<std::string, NodeRecord>& alive,
             absl::StrCat("waiting for ", wanted, " nodes to create shard ",
                          shard, "; ", alive.size(), " alive")};
   }
-  std::vector<std::string> ids;
-  for (const auto& [id, node] : alive) ids.push_back(id);
+  const std::vector<std::string> ids = ZonesInterleaved(alive);
   ShardRecord record;
   record.epoch = 1;
   const size_t first = static_cast<size_t>(shard) % ids.size();

@@ -35,9 +35,12 @@ struct PlacementOptions {
 //
 //   - No record: once `replication_factor` nodes are alive, create it at
 //     epoch 1 with that many replicas, all in sync (every copy is empty);
-//     the primary and order rotate with the shard number.
+//     the primary and order rotate with the shard number, over the nodes
+//     with their zones (NodeRecord::zone) interleaved, so that a shard's
+//     replicas spread over the zones.
 //   - The primary alive: replace each replica whose node is gone by a live
-//     node holding none of the shard, while there is one (the newcomer is
+//     node holding none of the shard, while there is one, from the zones
+//     holding the fewest of the shard's replicas first (the newcomer is
 //     not in the ISR until it has caught up; the primary adds it).
 //   - The primary alive and a leader transfer under way (`transfer_to`,
 //     set by rebalance.h): once the primary has reported, in its node

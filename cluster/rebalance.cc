@@ -97,7 +97,9 @@ std::optional<RebalanceStep> PlanRebalance(
     const std::set<std::string>& draining, const RebalanceOptions& options) {
   std::vector<BalanceNode> nodes;
   for (const auto& [id, record] : alive) {
-    if (!draining.contains(id)) nodes.push_back({.id = id});
+    if (!draining.contains(id)) {
+      nodes.push_back({.id = id, .zone = record.zone});
+    }
   }
   if (nodes.empty()) return std::nullopt;
   const int wanted =

@@ -72,6 +72,7 @@ absl::StatusOr<ShardRecord> DecodeShardRecord(std::string_view json) {
 std::string EncodeNodeRecord(const NodeRecord& record) {
   pb::NodeRecordProto proto;
   proto.set_address(record.address);
+  proto.set_zone(record.zone);
   for (const auto& [shard, position] : record.positions) {
     pb::PositionProto& p = (*proto.mutable_positions())[shard];
     p.set_epoch(position.epoch);
@@ -85,6 +86,7 @@ absl::StatusOr<NodeRecord> DecodeNodeRecord(std::string_view json) {
   if (absl::Status s = FromJson("node record", json, proto); !s.ok()) return s;
   NodeRecord record;
   record.address = proto.address();
+  record.zone = proto.zone();
   for (const auto& [shard, p] : proto.positions()) {
     record.positions[shard] = Position{p.epoch(), p.index()};
   }

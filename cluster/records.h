@@ -44,6 +44,7 @@ struct Position {
 struct NodeRecord {
   std::string address;               // --advertise
   std::map<int, Position> positions;  // by shard, reported on failover
+  std::string zone;                   // --zone; empty: zones not used
 
   friend bool operator==(const NodeRecord&, const NodeRecord&) = default;
 };

@@ -430,6 +430,7 @@ absl::Status ClusterNode::Join(const std::string& address,
   member.cluster = options_.cluster;
   member.node_id = options_.node_id;
   member.address = address;
+  member.zone = options_.zone;
   member.lease_ttl = options_.lease_ttl;
   member.shards = options_.shards;
   member.min_insync = options_.min_insync;
@@ -489,6 +490,7 @@ hourglass::v1::ClusterMap ClusterNode::Map() const {
     hourglass::v1::ClusterNode& out = *map.add_nodes();
     out.set_id(id);
     out.set_address(node.address);
+    out.set_zone(node.zone);
   }
   for (const std::string& id : view.draining) map.add_draining(id);
   const absl::Time now = absl::Now();

@@ -74,6 +74,7 @@ struct ClusterNodeOptions {
   std::vector<std::string> etcd;
   std::string cluster = "hourglass";  // --cluster
   std::string node_id;                // --node_id
+  std::string zone;                   // --zone; empty: none
   absl::Duration lease_ttl = absl::Seconds(3);
   // --shards: the cluster's shard count, between 1 and
   // ShardRouter::kMaxShards. Every node of a cluster must be given the

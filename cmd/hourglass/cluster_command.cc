@@ -78,7 +78,12 @@ absl::Status ShowCluster(const GlobalOptions& globals) {
             << map->shard_count() << " shards created, controller "
             << (map->controller().empty() ? "(none)" : map->controller())
             << "; as node " << map->node() << " sees it\n\n";
-  Table nodes({"NODE", "ADDRESS", "ROLES"});
+  // The ZONE column only when nodes have one (hourglassd --zone).
+  bool zones = false;
+  for (const auto& node : map->nodes()) zones |= !node.zone().empty();
+  Table nodes(zones ? std::vector<std::string>{"NODE", "ADDRESS", "ZONE",
+                                               "ROLES"}
+                    : std::vector<std::string>{"NODE", "ADDRESS", "ROLES"});
   for (const auto& node : map->nodes()) {
     std::vector<std::string> roles;
     if (node.id() == map->controller()) roles.push_back("controller");
@@ -96,8 +101,10 @@ absl::Status ShowCluster(const GlobalOptions& globals) {
         }
       }
     }
-    nodes.AddRow({node.id(), node.address(),
-                  roles.empty() ? "-" : absl::StrJoin(roles, ", ")});
+    std::vector<std::string> row = {node.id(), node.address()};
+    if (zones) row.push_back(node.zone().empty() ? "-" : node.zone());
+    row.push_back(roles.empty() ? "-" : absl::StrJoin(roles, ", "));
+    nodes.AddRow(std::move(row));
   }
   std::cout << nodes.Render() << "\n";
   if (map->shards_size() == 0) {

@@ -27,6 +27,12 @@ ABSL_FLAG(std::string, cluster, "hourglass",
 ABSL_FLAG(std::string, node_id, "",
           "Cluster mode: this node's id, unique in the cluster (1 to 200 of "
           "[A-Za-z0-9._-]). Default: the host name.");
+ABSL_FLAG(std::string, zone, "",
+          "Cluster mode: the failure domain this node is in (a rack, a data "
+          "centre's zone; 1 to 200 of [A-Za-z0-9._-]). Given to every node, "
+          "each shard's replicas are spread over the zones, so that losing "
+          "one zone keeps a quorum of each shard when there are as many "
+          "zones as copies. Default: none.");
 ABSL_FLAG(std::string, advertise, "",
           "Cluster mode: host:port clients and peers reach this node at. "
           "Default: --listen, with the port it bound.");
@@ -225,6 +231,7 @@ absl::StatusOr<node::ClusterNodeOptions> ClusterOptionsFromFlags(
     }
     options.node_id = host;
   }
+  options.zone = absl::GetFlag(FLAGS_zone);
   const absl::Duration lease_ttl = absl::GetFlag(FLAGS_lease_ttl);
   if (lease_ttl < absl::Seconds(1) || lease_ttl > absl::Minutes(5)) {
     return absl::InvalidArgumentError(

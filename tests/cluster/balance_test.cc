@@ -167,6 +167,25 @@ TEST(BalanceTest, WithThreeZonesEachShardHasOneReplicaInEach) {
 // Nodes join and leave at random (seed logged; HOURGLASS_SEED replays):
 // after each change, every shard is whole, replicas and leads are within
 // one of even, and a join copies no more than the newcomer's share.
+// A layout made before the nodes had zones (or while a zone was down) has
+// shards with two replicas in one zone: a backup moves to the zone the
+// shard lacks (b to f, d to b), then c, which holds every shard, gives one
+// to d in its own zone.
+TEST(BalanceTest, AShardWithTwoReplicasInOneZoneGetsOneInEach) {
+  const std::vector<BalanceNode> nodes = {
+      {"a", "z1"}, {"b", "z1"}, {"c", "z2"}, {"d", "z2"}, {"e", "z3"},
+      {"f", "z3"}};
+  Layout current;
+  current.shards = {{"a", "b", "c"},   // z1 twice, z3 missing
+                    {"c", "d", "e"},   // z2 twice, z1 missing
+                    {"e", "a", "c"}};  // one in each already
+  const Layout balanced = Balance(current, nodes, {});
+  EXPECT_THAT(balanced.shards,
+              ElementsAre(ElementsAre("a", "f", "d"), ElementsAre("c", "b", "e"),
+                          ElementsAre("e", "a", "c")));
+  EXPECT_EQ(ReplicasAdded(current, balanced), 3);
+}
+
 TEST(BalanceTest, RandomJoinsAndLeavesKeepTheBalance) {
   const uint64_t seed = testing::SeedFromEnvironment();
   std::cout << "seed " << seed << " (HOURGLASS_SEED to replay)\n";

@@ -183,9 +183,17 @@ class MultiShardTest : public testing::ClusterFixture {
 };
 
 TEST_F(MultiShardTest, EachShardIsServedByItsPrimaryAndTheOthersRedirectToIt) {
-  StartNodes({"a", "b", "c"}, {"--shards=4"});
+  for (const std::string id : {"a", "b", "c"}) {
+    StartNodes({id}, {"--shards=4", "--zone=zone-" + id});
+  }
   const std::vector<std::string> primary = AwaitShards({"a", "b", "c"});
   ASSERT_EQ(primary.size(), size_t{kShards}) << "the shards did not settle";
+  // The map names each node's zone (--zone).
+  absl::StatusOr<v1::ClusterMap> map = MapOf("b");
+  ASSERT_TRUE(map.ok()) << map.status();
+  for (const v1::ClusterNode& node : map->nodes()) {
+    EXPECT_EQ(node.zone(), "zone-" + node.id());
+  }
   // The controller rotates primaries with the shard number: each node is
   // the primary of one shard or two.
   EXPECT_EQ(std::set<std::string>(primary.begin(), primary.end()).size(), 3u);

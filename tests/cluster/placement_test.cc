@@ -45,6 +45,7 @@ TEST(RecordsTest, NodeRecordsRoundTripThroughJson) {
   NodeRecord record;
   record.address = "10.0.0.1:7070";
   record.positions[0] = Position{3, 1200};
+  record.zone = "eu-west-1a";
   absl::StatusOr<NodeRecord> decoded =
       DecodeNodeRecord(EncodeNodeRecord(record));
   ASSERT_TRUE(decoded.ok()) << decoded.status();
@@ -73,6 +74,44 @@ TEST(PlanShardTest, CreatesTheShardAtEpochOneWithEveryReplicaInSync) {
   // Another shard starts elsewhere in the ring of nodes.
   EXPECT_EQ(PlanShard(3, std::nullopt, Alive({"c", "a", "d", "b"}), {}).write,
             Record(1, "d", {"d", "a", "b"}, {"d", "a", "b"}));
+}
+
+// Live nodes by id, each in the zone given.
+std::map<std::string, NodeRecord> Zoned(
+    std::initializer_list<std::pair<const char*, const char*>> nodes) {
+  std::map<std::string, NodeRecord> alive;
+  for (const auto& [id, zone] : nodes) {
+    alive[id].address = std::string(id) + ":7070";
+    alive[id].zone = zone;
+  }
+  return alive;
+}
+
+TEST(PlanShardTest, CreatesEachShardWithAReplicaInEachZone) {
+  // Zone z1 holds a and b, z2 holds c and d, z3 holds e and f: in id order
+  // a shard would take a, b and c, two in z1.
+  const auto alive = Zoned({{"a", "z1"},
+                            {"b", "z1"},
+                            {"c", "z2"},
+                            {"d", "z2"},
+                            {"e", "z3"},
+                            {"f", "z3"}});
+  EXPECT_EQ(PlanShard(0, std::nullopt, alive, {}).write,
+            Record(1, "a", {"a", "c", "e"}, {"a", "c", "e"}));
+  EXPECT_EQ(PlanShard(1, std::nullopt, alive, {}).write,
+            Record(1, "c", {"c", "e", "b"}, {"c", "e", "b"}));
+  EXPECT_EQ(PlanShard(4, std::nullopt, alive, {}).write,
+            Record(1, "d", {"d", "f", "a"}, {"d", "f", "a"}));
+}
+
+TEST(PlanShardTest, ReplacesAGoneBackupFromAZoneTheShardLacks) {
+  // c (z2) is gone; d is in z1, which a already holds, e in z2.
+  const ShardRecord record = Record(4, "a", {"a", "b", "c"}, {"a", "b", "c"});
+  const auto alive =
+      Zoned({{"a", "z1"}, {"b", "z3"}, {"d", "z1"}, {"e", "z2"}});
+  const ShardPlan plan = PlanShard(0, record, alive, {});
+  EXPECT_EQ(plan.write, Record(4, "a", {"a", "b", "e"}, {"a", "b"}));
+  EXPECT_EQ(plan.reason, "shard 0: replaced c by e");
 }
 
 TEST(PlanShardTest, LeavesAHealthyShardAlone) {

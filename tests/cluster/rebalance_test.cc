@@ -72,6 +72,40 @@ TEST(RebalanceTest, ANodeThatJoinedGetsABackupAddedFirst) {
               HasSubstr("d joins its replicas to take b's place"));
 }
 
+// Nodes given --zone after the shards were created: a shard with two
+// replicas in one zone gets one in the zone it lacks, by the same add,
+// catch up, drop as any move.
+TEST(RebalanceTest, AShardWithTwoReplicasInOneZoneMovesOneToTheZoneItLacks) {
+  std::map<std::string, NodeRecord> alive =
+      Alive({"a", "b", "c", "d", "e", "f"});
+  const std::map<std::string, std::string> zones = {
+      {"a", "z1"}, {"b", "z1"}, {"c", "z2"}, {"d", "z2"}, {"e", "z3"},
+      {"f", "z3"}};
+  for (const auto& [id, zone] : zones) alive[id].zone = zone;
+  std::map<int, ShardRecord> shards = {
+      {0, InSync({"a", "b", "c"})},  // z1 twice
+      {1, InSync({"d", "e", "a"})},
+      {2, InSync({"f", "c", "b"})},
+      {3, InSync({"c", "f", "b"})},
+  };
+  std::optional<RebalanceStep> step = PlanRebalance(shards, alive, {}, {});
+  ASSERT_TRUE(step.has_value());
+  EXPECT_EQ(step->shard, 0);
+  EXPECT_THAT(step->write.replicas, ElementsAre("a", "b", "c", "e"));
+  EXPECT_THAT(step->write.isr, ElementsAre("a", "b", "c"));
+  EXPECT_EQ(step->reason,
+            "shard 0: e joins its replicas to take b's place; it catches up "
+            "before b leaves");
+  // Once e is in sync, b (z1) leaves: one replica in each zone.
+  shards[0] = step->write;
+  shards[0].isr = shards[0].replicas;
+  step = PlanRebalance(shards, alive, {}, {});
+  ASSERT_TRUE(step.has_value());
+  EXPECT_EQ(step->shard, 0);
+  EXPECT_THAT(step->write.replicas, ElementsAre("a", "c", "e"));
+  EXPECT_THAT(step->write.isr, ElementsAre("a", "c", "e"));
+}
+
 TEST(RebalanceTest, TheOldReplicaLeavesOnlyOnceTheNewOneIsInSync) {
   std::map<int, ShardRecord> shards = {
       {0, ShardRecord{1, "a", {"a", "b", "c", "d"}, {"a", "b", "c"}}},
