@@ -34,6 +34,9 @@ So a client keeps one gRPC channel per node address it has used (an
 - A call is redirected at most ``MAX_REDIRECTS`` times: a longer chain is a
   cluster changing primaries, and the caller's error says UNAVAILABLE.
 
+A publish of messages in several shards is split by shard
+(``hourglass._split``).
+
 This module decides; the clients (``hourglass.client``, ``hourglass.aio``)
 make the calls, each in its own way of waiting, as with ``_protocol``.
 

@@ -29,7 +29,7 @@ from typing import (Any, AsyncIterator, Callable, Generic, Iterable, List,
 import grpc
 import grpc.aio
 
-from hourglass import _cluster, _protocol, errors
+from hourglass import _cluster, _protocol, _split, errors
 from hourglass._cluster import Endpoint
 from hourglass._protocol import (DEFAULT_CLOSE_TIMEOUT, DEFAULT_TIMEOUT,
                                  TlsArg)
@@ -94,8 +94,13 @@ class Client:
 
     async def publish_many(self, messages: Iterable[Message]) -> List[Receipt]:
         """Stores every message durably, or none: one Publish call; as
-        ``hourglass.Client.publish_many``."""
-        return await self._publish(_protocol.publish_request(messages))
+        ``hourglass.Client.publish_many``. In a cluster of many shards, a
+        batch of several shards goes as one Publish per shard, all at once
+        on the event loop (``asyncio.gather``), each to its shard's
+        primary; all-or-nothing holds within each shard only."""
+        return await _split.publish_async(_protocol.publish_request(messages),
+                                          self._router.shard_count(),
+                                          self._publish)
 
     async def cancel(self, topic: str, id: str) -> None:
         """Cancels a scheduled, not-yet-due message; as

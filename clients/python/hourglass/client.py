@@ -18,7 +18,7 @@ from typing import (Any, Callable, Generic, Iterable, Iterator, List, Mapping,
 
 import grpc
 
-from hourglass import _cluster, _protocol, errors
+from hourglass import _cluster, _protocol, _split, errors
 from hourglass._cluster import Endpoint
 from hourglass._protocol import (DEFAULT_CLOSE_TIMEOUT, DEFAULT_TIMEOUT,
                                  TlsArg)
@@ -150,6 +150,12 @@ class Client:
     def publish_many(self, messages: Iterable[Message]) -> List[Receipt]:
         """Stores every message durably, or none: one Publish call.
 
+        In a cluster of many shards, all-or-nothing holds per shard: a
+        batch of several shards goes as one Publish per shard, each to its
+        primary, concurrently (threads of the call's own, at most 16), once
+        the client knows the shard count; before, the first node refuses it
+        whole (FAILED_PRECONDITION with the count), and then it is split.
+
         Args:
             messages: 1 to the broker's ``--max_batch`` (10000) messages.
 
@@ -162,9 +168,12 @@ class Client:
                 space``, counting from 0). Nothing is stored.
             ValueError, TypeError: a message is bad as ``publish`` says; the
                 error names its index. Nothing is sent.
-            Others: as ``publish``.
+            Others: as ``publish``; for a split batch, the first failed
+                part's, saying what was stored (``hourglass._split``). With
+                ids on every message, publishing it again is safe.
         """
-        return self._publish(_protocol.publish_request(messages))
+        return _split.publish(_protocol.publish_request(messages),
+                              self._router.shard_count(), self._publish)
 
     def cancel(self, topic: str, id: str) -> None:
         """Cancels a message that is scheduled and not yet due.
