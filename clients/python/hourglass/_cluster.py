@@ -1,27 +1,41 @@
 """Cluster mode, for both clients: which node a client's calls go to.
 
-A cluster (``hourglassd --etcd``) keeps its shard on three nodes, and only the
-shard's primary serves. Every other node answers each Broker and Admin call
-with UNAVAILABLE and the trailing metadata ``hourglass-primary: host:port``
-(and ``hourglass-epoch: n``), having done nothing; a node that died answers
-nothing at all. Every node of a cluster serves ``Cluster.GetClusterMap``; a
-single hourglassd answers it UNIMPLEMENTED.
+A cluster (``hourglassd --etcd``) keeps each of its shards (``--shards``) on
+three nodes, and only the shard's primary serves the shard's topics. Every
+other node answers a Broker or Admin call about such a topic with
+UNAVAILABLE and the trailing metadata ``hourglass-primary: host:port``
+(and ``hourglass-epoch: n``, ``hourglass-shards: N``), having done nothing;
+a node that died answers nothing at all. Calls about no topic (stats of all
+topics) are answered by any node. Every node of a cluster serves
+``Cluster.GetClusterMap``, which has the shard count and each shard's
+primary; a single hourglassd answers it UNIMPLEMENTED.
 
 So a client keeps one gRPC channel per node address it has used (an
 ``Endpoint``), all made with the same credentials and options, and a
-``Router`` that says which one calls go to now:
+``Router`` that says which one each call goes to now:
 
+- The shard count, once a node gave it (the ``hourglass-shards`` trailer of
+  any refusal, or a map), is kept; from then on, with more than one shard,
+  calls about a topic go to the primary of its shard
+  (``hourglass.shards.shard_of``) once the client knows it, and to the
+  current node before. Calls about no topic, and every call before the
+  count is known, go to the current node (``Router.route``).
 - A call refused with the ``hourglass-primary`` trailer is repeated at once
-  at that address, which later calls use too (``Router.follow``).
+  at that address, which later calls about the same shard use too
+  (``Router.follow``).
 - A call that failed UNAVAILABLE without it (the node died, or knows no
   primary yet) makes the client ask the nodes it knows for the cluster map,
-  the current one first, then those of the address it was given, then those
-  of the last map read, and switch to the primary of shard 0 that a map
-  names (``Router.candidates``, ``Router.learn``). The call is repeated there
-  only if repeating it is safe (its outcome on the node that did not answer
-  is unknown): a publish whose messages all have ids.
+  where the call would go first, then the node that failed, then the
+  addresses it was given, then those of the last map read; a map sets every
+  shard's primary, and the current node to shard 0's
+  (``Router.candidates``, ``Router.learn``). The call is repeated at its
+  shard's primary only if repeating it is safe (its outcome on the node
+  that did not answer is unknown): a publish whose messages all have ids.
 - A call is redirected at most ``MAX_REDIRECTS`` times: a longer chain is a
   cluster changing primaries, and the caller's error says UNAVAILABLE.
+
+A publish of messages in several shards is split by shard
+(``hourglass._split``).
 
 This module decides; the clients (``hourglass.client``, ``hourglass.aio``)
 make the calls, each in its own way of waiting, as with ``_protocol``.
@@ -40,10 +54,10 @@ from typing import Any, Dict, List, Optional
 
 import grpc
 
-from hourglass import errors
+from hourglass import errors, shards
 from hourglass._protocol import ChannelSettings
-from hourglass.v1 import (admin_pb2_grpc, broker_pb2_grpc, cluster_pb2,
-                          cluster_pb2_grpc)
+from hourglass.v1 import (admin_pb2_grpc, broker_pb2, broker_pb2_grpc,
+                          cluster_pb2, cluster_pb2_grpc)
 
 _log = logging.getLogger("hourglass")
 
@@ -52,13 +66,14 @@ _log = logging.getLogger("hourglass")
 #: ``hourglass-epoch``, is not needed: a node named that is no longer the
 #: primary redirects in turn, or does not answer and the maps are read.
 PRIMARY_TRAILER = "hourglass-primary"
+#: Trailing metadata, with any code, of a refusal that depends on the
+#: shard: the cluster's shard count, in decimal (api/redirect.h).
+SHARDS_TRAILER = "hourglass-shards"
 #: Redirects (to a named primary, or to one a cluster map names) of one
 #: call, and of opening a subscription, after its first attempt.
 MAX_REDIRECTS = 3
 #: How long each node may take to answer GetClusterMap, in seconds.
 REDISCOVER_TIMEOUT = 2.0
-#: The shard this version of the cluster runs: every topic is in it.
-SHARD = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,6 +123,31 @@ def redirect_address(error: errors.Error) -> Optional[str]:
     return None
 
 
+def shard_count_of(error: errors.Error) -> int:
+    """The cluster's shard count that a refusal gave (the
+    ``hourglass-shards`` trailer, with any code); 0 if it gave none."""
+    for key, value in error.trailing_metadata:
+        if key == SHARDS_TRAILER:
+            try:
+                count = int(value)
+            except ValueError:
+                return 0
+            return count if count > 0 else 0
+    return 0
+
+
+def topic_of(request: Any) -> str:
+    """The topic a request is about, which says where it goes in a cluster
+    of many shards: a PublishRequest's first message's (a request goes to
+    one shard), the ``topic`` field of others (Cancel, Reschedule, Admin
+    calls about a topic); "" for none (a call about no topic, or about
+    every topic)."""
+    if isinstance(request, broker_pb2.PublishRequest):
+        return request.messages[0].topic if request.messages else ""
+    topic = getattr(request, "topic", "")
+    return topic if isinstance(topic, str) else ""
+
+
 def unavailable(error: Optional[errors.Error]) -> bool:
     """Whether a call or stream ended with UNAVAILABLE: the end after which
     a client looks for the primary (``follow``, then a cluster map)."""
@@ -148,12 +188,17 @@ def map_timeout(deadline_: Optional[float]) -> float:
 
 
 class Router:
-    """Which node a client's calls go to, and the channels to the nodes.
+    """Which node each call of a client goes to, and the channels to the
+    nodes.
 
-    Starts at the first address of ``settings.addresses``; moves when a node
-    redirects (``follow``) or a cluster map names another primary
-    (``learn``). Keeps every endpoint it made until ``close``: few, the
-    nodes of one cluster; a call or stream holds the endpoint it started on.
+    Keeps the current node, where calls about no topic go, and, once a node
+    gave the cluster's shard count and it is more than one, the primary of
+    each shard it has learned, where calls about the shard's topics go
+    (``route``). Starts at the first address of ``settings.addresses``;
+    moves a route when a node redirects (``follow``) or a cluster map names
+    other primaries (``learn``). Keeps every endpoint it made until
+    ``close``: few, the nodes of one cluster; a call or stream holds the
+    endpoint it started on.
 
     Thread-safe; never blocks (the clients make the calls). In asyncio it is
     used from the event loop's thread only.
@@ -172,7 +217,14 @@ class Router:
         self._endpoints: Dict[str, Endpoint] = {}
         first = settings.addresses[0]
         self._endpoints[first] = make_endpoint(settings, first, channels)
+        # Where calls about no topic go, and every call while the shard
+        # count is unknown or 1.
         self._current = self._endpoints[first]
+        # The cluster's shard count once a node gave it; 0 before.
+        self._shard_count = 0
+        # With more than one shard: the primary of each shard, by shard,
+        # once known (None: calls about its topics go to _current).
+        self._shards: List[Optional[Endpoint]] = []
         # The addresses of the last map read; the given ones before any.
         self._known: List[str] = list(settings.addresses)
         # Whether the client is known to talk to a cluster: several
@@ -180,9 +232,26 @@ class Router:
         self._cluster = len(settings.addresses) > 1
 
     def current(self) -> Endpoint:
-        """Where calls go now."""
+        """Where calls about no topic go now (every call, while the client
+        knows no shard count above 1)."""
         with self._lock:
             return self._current
+
+    def route(self, topic: str = "") -> Endpoint:
+        """Where calls about `topic` go now: the primary of its shard when
+        the client knows the cluster has several shards and knows that
+        primary; else, and for calls about no topic (""), the current
+        node."""
+        with self._lock:
+            slot = self._slot_locked(topic)
+            endpoint = self._shards[slot] if slot is not None else None
+            return endpoint or self._current
+
+    def shard_count(self) -> int:
+        """The cluster's shard count once a node gave it; 0 before (and for
+        a single hourglassd)."""
+        with self._lock:
+            return self._shard_count
 
     def wait_for_ready(self) -> bool:
         """Whether a new subscribe stream after a broken one should wait
@@ -198,70 +267,111 @@ class Router:
         with self._lock:
             return self._endpoint_locked(address)
 
-    def follow(self, failed: Endpoint, error: errors.Error
+    def follow(self, failed: Endpoint, error: errors.Error, topic: str = ""
                ) -> Optional[Endpoint]:
-        """After a call on `failed` ended with `error`: if the node named
-        the primary (``redirect_address``), later calls go there.
+        """After a call about `topic` on `failed` ended with `error` (any
+        code): keeps the shard count it gave (``shard_count_of``), and if
+        the node named the primary (``redirect_address``), later calls
+        about `topic`'s shard go there (about no topic: the current node
+        moves).
 
         Returns:
             The primary's endpoint, to repeat the call on at once; None if
             `error` names no primary, or names `failed` itself.
         """
         address = redirect_address(error)
-        if address is None or address == failed.address:
-            return None
         with self._lock:
+            self._learn_count_locked(shard_count_of(error))
+            if address is None or address == failed.address:
+                return None
             self._cluster = True
-            return self._switch_locked(address, f"{failed.address} said so")
+            return self._switch_locked(self._slot_locked(topic), address,
+                                       f"{failed.address} said so")
 
-    def candidates(self, failed: Endpoint) -> List[str]:
-        """The nodes to ask for the cluster map after `failed` did not
-        answer, in order, each once: where calls go now (another call may
-        have moved them from `failed` already), then the addresses the
-        client was given, then those of the last map read."""
+    def candidates(self, failed: Endpoint, topic: str = "") -> List[str]:
+        """The nodes to ask for the cluster map after a call about `topic`
+        on `failed` did not answer, in order, each once: where calls about
+        `topic` go now (another call may have moved them from `failed`
+        already), then `failed`, then the addresses the client was given,
+        then those of the last map read."""
+        route = self.route(topic)
         with self._lock:
-            ordered = [self._current.address, failed.address,
+            ordered = [route.address, failed.address,
                        *self._settings.addresses, *self._known]
         return list(dict.fromkeys(ordered))
 
-    def learn(self, cluster_map: cluster_pb2.ClusterMap, failed: Endpoint
-              ) -> Optional[Endpoint]:
-        """Takes in a map a node answered: its nodes become the ones to ask
-        next time, and later calls go to the primary of shard 0 it names,
-        unless that is `failed` (the node that did not answer: the map is
-        older than its death, so another node may know better).
+    def learn(self, cluster_map: cluster_pb2.ClusterMap, failed: Endpoint,
+              topic: str = "") -> Optional[Endpoint]:
+        """Takes in a map a node answered: its shard count, its nodes (the
+        ones to ask next time), and each shard's live primary: later calls
+        about the shard's topics go there, and calls about no topic to
+        shard 0's. A primary that is `failed` (the node that did not
+        answer: the map is older than its death, so another node may know
+        better) is not taken.
 
         Returns:
-            The primary's endpoint, to go on there; None if the map names
-            no live primary (a failover is under way) or names `failed`.
+            Where calls about `topic` go now, to go on there; None if that
+            is still `failed` (the map names no live primary of the shard,
+            a failover under way, or names `failed`).
         """
         nodes = {node.id: node.address for node in cluster_map.nodes
                  if node.address}
-        primary = None
-        for shard in cluster_map.shards:
-            if shard.shard == SHARD:
-                primary = nodes.get(shard.primary)
+        why = f"the cluster map of {cluster_map.node or '?'} says so"
         with self._lock:
             self._cluster = True
             if nodes:
                 self._known = list(nodes.values())
-            if primary is None or primary == failed.address:
-                return None
-            return self._switch_locked(
-                primary, f"the cluster map of {cluster_map.node or '?'} "
-                f"says so")
+            self._learn_count_locked(cluster_map.shard_count)
+            for shard in cluster_map.shards:
+                primary = nodes.get(shard.primary)
+                if primary is None or primary == failed.address:
+                    continue
+                if shard.shard == 0:
+                    self._switch_locked(None, primary, why)
+                if shard.shard < len(self._shards):
+                    self._switch_locked(shard.shard, primary, why)
+            slot = self._slot_locked(topic)
+            route = (self._shards[slot] if slot is not None else None
+                     ) or self._current
+        return None if route.address == failed.address else route
 
     def channels(self) -> List[Any]:
         """The channel of every endpoint made, to close."""
         with self._lock:
             return [e.channel for e in self._endpoints.values()]
 
-    def _switch_locked(self, address: str, why: str) -> Endpoint:
-        """Sends later calls to `address`; its endpoint. REQUIRES: _lock."""
-        if self._current.address != address:
-            _log.info("calls go to %s, the primary, now: %s", address, why)
-            self._current = self._endpoint_locked(address)
-        return self._current
+    def _slot_locked(self, topic: str) -> Optional[int]:
+        """The shard whose route calls about `topic` take; None for the
+        current node's (no topic, or no shard count above 1 known).
+        REQUIRES: _lock."""
+        if not topic or self._shard_count <= 1:
+            return None
+        return shards.shard_of(topic, self._shard_count)
+
+    def _learn_count_locked(self, count: int) -> None:
+        """Keeps the shard count a node gave (0: none); a new count forgets
+        the shards' primaries. REQUIRES: _lock."""
+        if count <= 0 or count == self._shard_count:
+            return
+        _log.info("the cluster has %d shards", count)
+        self._shard_count = count
+        self._shards = [None] * count if count > 1 else []
+
+    def _switch_locked(self, slot: Optional[int], address: str, why: str
+                       ) -> Endpoint:
+        """Sends later calls of route `slot` (a shard; None: the current
+        node) to `address`; its endpoint. REQUIRES: _lock."""
+        endpoint = self._endpoint_locked(address)
+        if slot is None:
+            if self._current is not endpoint:
+                _log.info("calls go to %s, the primary, now: %s", address,
+                          why)
+                self._current = endpoint
+        elif self._shards[slot] is not endpoint:
+            _log.info("calls about shard %d go to %s, its primary, now: %s",
+                      slot, address, why)
+            self._shards[slot] = endpoint
+        return endpoint
 
     def _endpoint_locked(self, address: str) -> Endpoint:
         """The endpoint of `address`, made now if new. REQUIRES: _lock."""

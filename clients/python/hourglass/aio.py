@@ -29,7 +29,7 @@ from typing import (Any, AsyncIterator, Callable, Generic, Iterable, List,
 import grpc
 import grpc.aio
 
-from hourglass import _cluster, _protocol, errors
+from hourglass import _cluster, _protocol, _split, errors
 from hourglass._cluster import Endpoint
 from hourglass._protocol import (DEFAULT_CLOSE_TIMEOUT, DEFAULT_TIMEOUT,
                                  TlsArg)
@@ -90,19 +90,17 @@ class Client:
         request = broker_pb2.PublishRequest(messages=[_protocol.message(
             Message(topic, payload, delay, deliver_at, id, headers),
             "publish")])
-        response = await self._unary(
-            lambda e: e.broker.Publish, request,
-            repeatable=_protocol.repeatable(request))
-        return _protocol.receipt(response.receipts[0])
+        return (await self._publish(request))[0]
 
     async def publish_many(self, messages: Iterable[Message]) -> List[Receipt]:
         """Stores every message durably, or none: one Publish call; as
-        ``hourglass.Client.publish_many``."""
-        request = _protocol.publish_request(messages)
-        response = await self._unary(
-            lambda e: e.broker.Publish, request,
-            repeatable=_protocol.repeatable(request))
-        return [_protocol.receipt(r) for r in response.receipts]
+        ``hourglass.Client.publish_many``. In a cluster of many shards, a
+        batch of several shards goes as one Publish per shard, all at once
+        on the event loop (``asyncio.gather``), each to its shard's
+        primary; all-or-nothing holds within each shard only."""
+        return await _split.publish_async(_protocol.publish_request(messages),
+                                          self._router.shard_count(),
+                                          self._publish)
 
     async def cancel(self, topic: str, id: str) -> None:
         """Cancels a scheduled, not-yet-due message; as
@@ -159,18 +157,28 @@ class Client:
     async def __aexit__(self, *exc_info: Any) -> None:
         await self.close()
 
+    async def _publish(self, request: broker_pb2.PublishRequest
+                       ) -> List[Receipt]:
+        """One Publish call of `request` (in one shard); its receipts."""
+        response = await self._unary(
+            lambda e: e.broker.Publish, request,
+            repeatable=_protocol.repeatable(request))
+        return [_protocol.receipt(r) for r in response.receipts]
+
     async def _unary(self, method: Callable[[Endpoint], Any], request: Any,
                      *, repeatable: bool = False) -> Any:
-        """Calls `method` on the node calls go to, with the client's
-        deadline and metadata, following a cluster's primary; the one place
-        unary calls go through. As ``hourglass.Client._unary``.
+        """Calls `method` on the node calls about `request`'s topic go to,
+        with the client's deadline and metadata, following a cluster's
+        primary; the one place unary calls go through. As
+        ``hourglass.Client._unary``.
 
         Raises:
             hourglass.Error: the call (its last attempt) failed; its code
                 and message.
         """
+        topic = _cluster.topic_of(request)
         deadline = _cluster.deadline(self._timeout)
-        endpoint = self._router.current()
+        endpoint = self._router.route(topic)
         redirects = 0
         while True:
             try:
@@ -179,14 +187,16 @@ class Client:
                     metadata=self._settings.metadata)
             except grpc.RpcError as e:
                 failure = _protocol.error(e)  # Its __cause__ is e.
+            # Any refusal may give the shard count; a redirect, the primary.
+            primary = self._router.follow(endpoint, failure, topic)
             if (failure.code != grpc.StatusCode.UNAVAILABLE
                     or redirects >= _cluster.MAX_REDIRECTS):
                 raise failure
-            primary = self._router.follow(endpoint, failure)
             if primary is None:
                 # Later calls go to the primary found, even when this one
                 # may not be repeated.
-                found = await self._rediscover(endpoint, deadline)
+                found = await self._rediscover(endpoint, deadline,
+                                               topic=topic)
                 primary = found if repeatable else None
             if primary is None or _cluster.remaining(deadline) == 0:
                 raise failure
@@ -195,19 +205,21 @@ class Client:
 
     async def _find_primary(self, failed: Endpoint, error: errors.Error,
                             deadline: Optional[float],
-                            stop: Callable[[], bool]) -> Optional[Endpoint]:
-        """After a call on `failed` ended UNAVAILABLE with `error`: the
-        primary's endpoint; as ``hourglass.Client._find_primary``."""
-        return (self._router.follow(failed, error)
-                or await self._rediscover(failed, deadline, stop))
+                            stop: Callable[[], bool],
+                            topic: str) -> Optional[Endpoint]:
+        """After a call about `topic` on `failed` ended UNAVAILABLE with
+        `error`: the primary's endpoint; as
+        ``hourglass.Client._find_primary``."""
+        return (self._router.follow(failed, error, topic)
+                or await self._rediscover(failed, deadline, stop, topic))
 
     async def _rediscover(self, failed: Endpoint, deadline: Optional[float],
-                          stop: Callable[[], bool] = lambda: False
-                          ) -> Optional[Endpoint]:
+                          stop: Callable[[], bool] = lambda: False,
+                          topic: str = "") -> Optional[Endpoint]:
         """Asks the nodes the client knows for the cluster map and moves
-        later calls to the primary a map names; as
-        ``hourglass.Client._rediscover``."""
-        for address in self._router.candidates(failed):
+        later calls to the primaries a map names; where calls about `topic`
+        go now, as ``hourglass.Client._rediscover``."""
+        for address in self._router.candidates(failed, topic):
             timeout = _cluster.map_timeout(deadline)
             if timeout <= 0 or stop():
                 return None
@@ -220,7 +232,7 @@ class Client:
                 if _cluster.not_a_cluster(e):
                     return None
                 continue
-            primary = self._router.learn(cluster_map, failed)
+            primary = self._router.learn(cluster_map, failed, topic)
             if primary is not None:
                 return primary
         return None
@@ -264,6 +276,7 @@ class _Subscription(Generic[T]):
         self._open_request = _protocol.open_request(
             topic, group, max_in_flight, ack_timeout)
         self._name = _protocol.describe(topic, group)
+        self._topic = topic
         self._address = client.address
         self._client = client
         self._method_name = _protocol.subscribe_method(batches)
@@ -400,11 +413,11 @@ class _Subscription(Generic[T]):
                 return self._pick(deliveries)
 
     def _start(self, wait_for_ready: bool) -> Optional[_Stream]:
-        """Opens a stream to the node calls go to now and makes it the
-        current one; None once closing."""
+        """Opens a stream to the node calls about the topic go to now and
+        makes it the current one; None once closing."""
         if self._closing.is_set():
             return None
-        endpoint = self._client._router.current()
+        endpoint = self._client._router.route(self._topic)
         stream = _Stream(self._open_request, endpoint)
         method = getattr(endpoint.broker, self._method_name)
         stream.call = method(stream.requests(), metadata=self._metadata,
@@ -464,7 +477,7 @@ class _Subscription(Generic[T]):
                     # the primary is.
                     if await self._client._find_primary(
                             stream.endpoint, error, self._open_deadline,
-                            self._closing.is_set) is not None:
+                            self._closing.is_set, self._topic) is not None:
                         redirects += 1
                         stream = self._start(wait_for_ready=False)
                         continue
@@ -486,7 +499,8 @@ class _Subscription(Generic[T]):
                     # primary.
                     assert error is not None
                     await self._client._find_primary(
-                        stream.endpoint, error, None, self._closing.is_set)
+                        stream.endpoint, error, None, self._closing.is_set,
+                        self._topic)
                 stream = self._start(
                     wait_for_ready=self._client._router.wait_for_ready())
                 if stream is not None:

@@ -18,7 +18,7 @@ from typing import (Any, Callable, Generic, Iterable, Iterator, List, Mapping,
 
 import grpc
 
-from hourglass import _cluster, _protocol, errors
+from hourglass import _cluster, _protocol, _split, errors
 from hourglass._cluster import Endpoint
 from hourglass._protocol import (DEFAULT_CLOSE_TIMEOUT, DEFAULT_TIMEOUT,
                                  TlsArg)
@@ -48,15 +48,16 @@ class Client:
     Subscriptions reconnect by themselves (see ``subscribe``).
 
     Cluster mode (``hourglass._cluster``): the client keeps one channel per
-    node it has used, all with the same settings, and sends calls to the
-    shard's primary. A call that a node refused because it is not the
-    primary is repeated at once at the primary it named, and later calls go
-    there. When the node calls go to does not answer (UNAVAILABLE), the
-    client asks the nodes it knows for the cluster map and moves to the
-    primary it names; the failed call is repeated there only if that is
-    safe (a publish whose messages all have ids), else it raises
-    ``Unavailable`` as before and the next call goes to the new primary.
-    A call moves at most 3 times, all within its one deadline.
+    node it has used, all with the same settings, and sends each call about
+    a topic to its shard's primary once it knows it (before, to the node
+    calls go to). A call that a node refused because it is not the primary
+    is repeated at once at the primary it named, where later calls about
+    that shard go. When the node a call went to does not answer
+    (UNAVAILABLE), the client asks the nodes it knows for the cluster map
+    and moves to the primaries it names; the failed call is repeated there
+    only if that is safe (a publish whose messages all have ids), else it
+    raises ``Unavailable`` and the next call goes to the new primary. A
+    call moves at most 3 times, all within its one deadline.
 
     Thread-safe. ``close`` (or leaving a ``with`` block) closes the
     subscriptions and the channels; nothing may be called afterwards.
@@ -144,12 +145,16 @@ class Client:
         request = broker_pb2.PublishRequest(messages=[_protocol.message(
             Message(topic, payload, delay, deliver_at, id, headers),
             "publish")])
-        response = self._unary(lambda e: e.broker.Publish, request,
-                               repeatable=_protocol.repeatable(request))
-        return _protocol.receipt(response.receipts[0])
+        return self._publish(request)[0]
 
     def publish_many(self, messages: Iterable[Message]) -> List[Receipt]:
         """Stores every message durably, or none: one Publish call.
+
+        In a cluster of many shards, all-or-nothing holds per shard: a
+        batch of several shards goes as one Publish per shard, each to its
+        primary, concurrently (threads of the call's own, at most 16), once
+        the client knows the shard count; before, the first node refuses it
+        whole (FAILED_PRECONDITION with the count), and then it is split.
 
         Args:
             messages: 1 to the broker's ``--max_batch`` (10000) messages.
@@ -163,12 +168,12 @@ class Client:
                 space``, counting from 0). Nothing is stored.
             ValueError, TypeError: a message is bad as ``publish`` says; the
                 error names its index. Nothing is sent.
-            Others: as ``publish``.
+            Others: as ``publish``; for a split batch, the first failed
+                part's, saying what was stored (``hourglass._split``). With
+                ids on every message, publishing it again is safe.
         """
-        request = _protocol.publish_request(messages)
-        response = self._unary(lambda e: e.broker.Publish, request,
-                               repeatable=_protocol.repeatable(request))
-        return [_protocol.receipt(r) for r in response.receipts]
+        return _split.publish(_protocol.publish_request(messages),
+                              self._router.shard_count(), self._publish)
 
     def cancel(self, topic: str, id: str) -> None:
         """Cancels a message that is scheduled and not yet due.
@@ -292,11 +297,18 @@ class Client:
     def __exit__(self, *exc_info: Any) -> None:
         self.close()
 
+    def _publish(self, request: broker_pb2.PublishRequest) -> List[Receipt]:
+        """One Publish call of `request` (in one shard); its receipts."""
+        response = self._unary(lambda e: e.broker.Publish, request,
+                               repeatable=_protocol.repeatable(request))
+        return [_protocol.receipt(r) for r in response.receipts]
+
     def _unary(self, method: Callable[[Endpoint], Any], request: Any, *,
                repeatable: bool = False) -> Any:
-        """Calls `method` on the node calls go to, with the client's
-        deadline and metadata; in cluster mode follows the primary (see the
-        class comment), all attempts within the one deadline.
+        """Calls `method` on the node calls about `request`'s topic go to
+        (``_cluster.topic_of``), with the client's deadline and metadata;
+        in cluster mode follows the primary (see the class comment), all
+        attempts within the one deadline.
 
         Args:
             method: The stub's method on an endpoint, e.g.
@@ -309,8 +321,9 @@ class Client:
             hourglass.Error: the call (its last attempt) failed; its code
                 and message.
         """
+        topic = _cluster.topic_of(request)
         deadline = _cluster.deadline(self._timeout)
-        endpoint = self._router.current()
+        endpoint = self._router.route(topic)
         redirects = 0
         while True:
             try:
@@ -319,14 +332,15 @@ class Client:
                     metadata=self._settings.metadata)
             except grpc.RpcError as e:
                 failure = _protocol.error(e)  # Its __cause__ is e.
+            # Any refusal may give the shard count; a redirect, the primary.
+            primary = self._router.follow(endpoint, failure, topic)
             if (failure.code != grpc.StatusCode.UNAVAILABLE
                     or redirects >= _cluster.MAX_REDIRECTS):
                 raise failure
-            primary = self._router.follow(endpoint, failure)
             if primary is None:
                 # Later calls go to the primary found, even when this one
                 # may not be repeated.
-                found = self._rediscover(endpoint, deadline)
+                found = self._rediscover(endpoint, deadline, topic=topic)
                 primary = found if repeatable else None
             if primary is None or _cluster.remaining(deadline) == 0:
                 raise failure
@@ -334,29 +348,28 @@ class Client:
             endpoint = primary
 
     def _find_primary(self, failed: Endpoint, error: errors.Error,
-                      deadline: Optional[float],
-                      stop: Callable[[], bool]) -> Optional[Endpoint]:
-        """After a call on `failed` ended UNAVAILABLE with `error`: the
-        primary's endpoint, the one the node named or else one a cluster
-        map names (``_rediscover``); later calls go there. None if none was
-        found. Blocks."""
-        return (self._router.follow(failed, error)
-                or self._rediscover(failed, deadline, stop))
+                      deadline: Optional[float], stop: Callable[[], bool],
+                      topic: str) -> Optional[Endpoint]:
+        """After a call about `topic` on `failed` ended UNAVAILABLE with
+        `error`: the primary's endpoint, named by the node or else by a map
+        (``_rediscover``); later calls go there. None if none. Blocks."""
+        return (self._router.follow(failed, error, topic)
+                or self._rediscover(failed, deadline, stop, topic))
 
     def _rediscover(self, failed: Endpoint, deadline: Optional[float],
-                    stop: Callable[[], bool] = lambda: False
-                    ) -> Optional[Endpoint]:
+                    stop: Callable[[], bool] = lambda: False,
+                    topic: str = "") -> Optional[Endpoint]:
         """Asks the nodes the client knows for the cluster map, in the
         order of ``Router.candidates``, each for at most 2 s and all before
         `deadline` (time.monotonic(); None for none), and moves later calls
-        to the primary a map names.
+        to the primaries a map names.
 
         Returns:
-            The primary's endpoint; None if no node named one other than
-            `failed`, if a node is a single hourglassd (UNIMPLEMENTED), or
-            once `stop()` holds. Blocks.
+            Where calls about `topic` go now; None if no node named a
+            primary of its shard other than `failed`, if a node is a single
+            hourglassd (UNIMPLEMENTED), or once `stop()` holds. Blocks.
         """
-        for address in self._router.candidates(failed):
+        for address in self._router.candidates(failed, topic):
             timeout = _cluster.map_timeout(deadline)
             if timeout <= 0 or stop():
                 return None
@@ -369,7 +382,7 @@ class Client:
                 if _cluster.not_a_cluster(e):
                     return None
                 continue
-            primary = self._router.learn(cluster_map, failed)
+            primary = self._router.learn(cluster_map, failed, topic)
             if primary is not None:
                 return primary
         return None
@@ -408,9 +421,10 @@ class _Subscription(Generic[T]):
     A reader thread of its own reads the current stream into a queue, and
     opens the next stream after a break; iteration takes from the queue and
     skips deliveries of streams that have ended (they went back to the group
-    and come again). Each stream goes to the node the client's calls go to
-    when it starts; in cluster mode the reader finds the primary before a
-    new stream when the last one ended UNAVAILABLE (``Client._find_primary``).
+    and come again). Each stream goes where the client's calls about the
+    topic go when it starts (in cluster mode, its shard's primary); the
+    reader finds the primary before a new stream when the last one ended
+    UNAVAILABLE (``Client._find_primary``).
     Thread-safe: iterate from one thread, ack and close from any.
     """
 
@@ -420,6 +434,7 @@ class _Subscription(Generic[T]):
         self._open_request = _protocol.open_request(
             topic, group, max_in_flight, ack_timeout)
         self._name = _protocol.describe(topic, group)
+        self._topic = topic
         self._client = client
         self._method_name = _protocol.subscribe_method(batches)
         self._metadata = client._settings.metadata
@@ -560,12 +575,12 @@ class _Subscription(Generic[T]):
                 return self._pick(deliveries)
 
     def _start(self, wait_for_ready: bool) -> Optional[_Stream]:
-        """Opens a stream to the node calls go to now and makes it the
-        current one; None once closing."""
+        """Opens a stream to the node calls about the topic go to now and
+        makes it the current one; None once closing."""
         with self._lock:
             if self._closing.is_set():
                 return None
-            endpoint = self._client._router.current()
+            endpoint = self._client._router.route(self._topic)
             stream = _Stream(self._open_request, endpoint)
             method = getattr(endpoint.broker, self._method_name)
             stream.call = method(stream.requests(), metadata=self._metadata,
@@ -617,7 +632,7 @@ class _Subscription(Generic[T]):
                 # or its node did not answer: open it where the primary is.
                 if self._client._find_primary(
                         stream.endpoint, error, self._open_deadline,
-                        self._closing.is_set) is not None:
+                        self._closing.is_set, self._topic) is not None:
                     redirects += 1
                     stream = self._start(wait_for_ready=False)
                     continue
@@ -634,7 +649,7 @@ class _Subscription(Generic[T]):
                 # Cluster mode: its node died or stopped being the primary.
                 assert error is not None
                 self._client._find_primary(stream.endpoint, error, None,
-                                           self._closing.is_set)
+                                           self._closing.is_set, self._topic)
             stream = self._start(
                 wait_for_ready=self._client._router.wait_for_ready())
             if stream is not None:

@@ -17,7 +17,8 @@ import os
 import time
 from datetime import timedelta
 from pathlib import Path
-from typing import Dict, Iterator, List, Optional, Sequence, Set, Tuple
+from typing import (Callable, Dict, Iterator, List, Optional, Sequence, Set,
+                    Tuple)
 
 import grpc
 import pytest
@@ -25,6 +26,7 @@ import pytest
 import hourglass
 import hourglass.aio
 from hourglass import Message, _cluster, _protocol, errors
+from hourglass.shards import shard_of
 from hourglass.v1 import (admin_pb2, admin_pb2_grpc, broker_pb2, cluster_pb2,
                           cluster_pb2_grpc)
 from helpers import (WAIT, Daemon, Etcd, check_not_early, eventually, ids,
@@ -151,12 +153,15 @@ def etcd(tmp_path: Path) -> Iterator[Etcd]:
 
 class Cluster:
     """hourglassd nodes of one cluster on `etcd`, by id, each with its data
-    in a directory of its own. One test drives it from one thread."""
+    in a directory of its own and `flags` beside the cluster's own (e.g.
+    ``--shards=4``). One test drives it from one thread."""
 
-    def __init__(self, hourglassd: str, etcd: Etcd, directory: Path) -> None:
+    def __init__(self, hourglassd: str, etcd: Etcd, directory: Path,
+                 flags: Sequence[str] = ()) -> None:
         self._hourglassd = hourglassd
         self._etcd = etcd
         self._directory = directory
+        self._flags = list(flags)
         self.nodes: Dict[str, Daemon] = {}
         self.killed: Set[str] = set()
 
@@ -165,7 +170,8 @@ class Cluster:
         for node_id in node_ids:
             node = Daemon(self._hourglassd, self._directory / node_id,
                           [f"--etcd={self._etcd.endpoint}",
-                           f"--node_id={node_id}", "--lease_ttl=2s"])
+                           f"--node_id={node_id}", "--lease_ttl=2s",
+                           *self._flags])
             self.nodes[node_id] = node
             node.start()
 
@@ -174,15 +180,17 @@ class Cluster:
         self.killed.add(node_id)
         self.nodes[node_id].kill()
 
-    def stats(self, node_id: str) -> Tuple[grpc.StatusCode, Dict[str, str]]:
-        """What `node_id` answers to Admin GetStats: its code, and its
-        trailing metadata."""
+    def stats(self, node_id: str, topic: str = ""
+              ) -> Tuple[grpc.StatusCode, Dict[str, str]]:
+        """What `node_id` answers to Admin GetStats (of `topic`; "" for
+        every topic): its code, and its trailing metadata."""
         channel = grpc.insecure_channel(self.nodes[node_id].address)
         with channel:
             stub = admin_pb2_grpc.AdminStub(channel)
             try:
                 _, call = stub.GetStats.with_call(
-                    admin_pb2.GetStatsRequest(), timeout=ASK_TIMEOUT)
+                    admin_pb2.GetStatsRequest(topic=topic),
+                    timeout=ASK_TIMEOUT)
                 return call.code(), dict(call.trailing_metadata() or ())
             except grpc.RpcError as e:
                 return e.code(), dict(e.trailing_metadata() or ())
@@ -225,6 +233,34 @@ class Cluster:
         eventually(lambda: all(sees(n) for n in node_ids),
                    f"{list(node_ids)} see {primary} primary at epoch {epoch}")
 
+    def await_shards(self, node_ids: Sequence[str], topics: Sequence[str]
+                     ) -> List[str]:
+        """Each shard's primary, by shard, once every node of `node_ids`
+        sees len(topics) shards at epoch 1 with the same primaries and
+        every node in each in-sync set, and each primary serves its shard's
+        topic, topics[n] (GetStats answers other than UNAVAILABLE)."""
+        primaries: List[str] = []
+
+        def settled() -> bool:
+            seen: Dict[int, str] = {}
+            for node_id in node_ids:
+                m = self.cluster_map(node_id)
+                if m is None or len(m.shards) != len(topics):
+                    return False
+                for shard in m.shards:
+                    if (shard.epoch != 1
+                            or seen.setdefault(shard.shard,
+                                               shard.primary) != shard.primary
+                            or set(node_ids) - set(shard.isr)):
+                        return False
+            primaries[:] = [seen[n] for n in range(len(topics))]
+            return all(p in self.nodes and self.stats(p, topics[n])[0]
+                       != grpc.StatusCode.UNAVAILABLE
+                       for n, p in enumerate(primaries))
+
+        eventually(settled, f"{list(node_ids)} settle {len(topics)} shards")
+        return primaries
+
     def stop(self) -> Dict[str, int]:
         """Stops every node started and not killed (SIGTERM); their exit
         codes."""
@@ -232,18 +268,13 @@ class Cluster:
                 if node_id not in self.killed and node.process is not None}
 
 
-@pytest.fixture
-def cluster(hourglassd: str, etcd: Etcd, tmp_path: Path) -> Iterator[Cluster]:
-    """Nodes a, b and c, a primary at epoch 1 as b and c see it too. Stops
-    them after the test and fails it unless each that was not killed exits
-    0."""
-    nodes = Cluster(hourglassd, etcd, tmp_path)
+def running(nodes: Cluster, settle: Callable[[], None]) -> Iterator[Cluster]:
+    """A fixture's body: starts nodes a, b and c, waits for `settle`,
+    yields `nodes`; then stops them and fails the test unless each that was
+    not killed exits 0."""
     try:
         nodes.start("a", "b", "c")
-        # The shard is made once all three joined, with the first id as
-        # its primary.
-        assert nodes.await_primary(["a", "b", "c"]) == "a"
-        nodes.await_everyone_sees(["a", "b", "c"], 1, "a")
+        settle()
     except BaseException:
         nodes.stop()
         raise
@@ -252,6 +283,21 @@ def cluster(hourglassd: str, etcd: Etcd, tmp_path: Path) -> Iterator[Cluster]:
     assert all(code == 0 for code in codes.values()), (
         f"exit codes {codes}:\n" + "\n".join(
             f"--- {n}:\n{nodes.nodes[n].output()}" for n in codes))
+
+
+@pytest.fixture
+def cluster(hourglassd: str, etcd: Etcd, tmp_path: Path) -> Iterator[Cluster]:
+    """Nodes a, b and c of one shard, a primary at epoch 1 as b and c see
+    it too."""
+    nodes = Cluster(hourglassd, etcd, tmp_path)
+
+    def settle() -> None:
+        # The shard is made once all three joined, with the first id as
+        # its primary.
+        assert nodes.await_primary(["a", "b", "c"]) == "a"
+        nodes.await_everyone_sees(["a", "b", "c"], 1, "a")
+
+    yield from running(nodes, settle)
 
 
 def test_calls_through_any_node_go_to_the_primary(cluster: Cluster) -> None:
@@ -425,3 +471,114 @@ def test_a_client_of_b_and_c_follows_the_primary_when_it_dies(
         assert sub.reconnects >= 1 and aio_sub.reconnects >= 1
 
     asyncio.run(scenario())
+
+
+# --- Many shards --------------------------------------------------------------
+
+#: The shard count of the ``four_shards`` cluster.
+SHARDS = 4
+
+
+def topic_of_shard(shard: int) -> str:
+    """The first topic orders-<i> in `shard` of SHARDS."""
+    return next(t for t in (f"orders-{i}" for i in range(100))
+                if shard_of(t, SHARDS) == shard)
+
+
+@pytest.fixture
+def four_shards(hourglassd: str, etcd: Etcd,
+                tmp_path: Path) -> Iterator[Tuple[Cluster, List[str]]]:
+    """Nodes a, b and c holding four shards (``--shards=4``), each shard's
+    primary serving; with those primaries' ids, by shard."""
+    nodes = Cluster(hourglassd, etcd, tmp_path, ["--shards=4"])
+    primaries: List[str] = []
+
+    def settle() -> None:
+        primaries[:] = nodes.await_shards(
+            ["a", "b", "c"], [topic_of_shard(n) for n in range(SHARDS)])
+
+    for running_nodes in running(nodes, settle):
+        yield running_nodes, primaries
+
+
+def test_a_client_of_one_node_routes_by_shard_and_splits_batches(
+        four_shards: Tuple[Cluster, List[str]]) -> None:
+    cluster, primary = four_shards
+    topics = [topic_of_shard(n) for n in range(SHARDS)]
+    at = [cluster.nodes[primary[n]].address for n in range(SHARDS)]
+    a = cluster.nodes["a"]
+    # Eight messages over the four shards, each shard's apart in the batch.
+    shard_of_message = [(3 * k) % SHARDS for k in range(8)]
+
+    def batch(prefix: str) -> List[Message]:
+        return [Message(topics[n], b"x", delay=timedelta(hours=1),
+                        id=f"{prefix}-{k}")
+                for k, n in enumerate(shard_of_message)]
+
+    def get(client: hourglass.Client, topic: str, id_: str
+            ) -> admin_pb2.MessageInfo:
+        return client._unary(lambda e: e.admin.GetMessage,
+                             admin_pb2.GetMessageRequest(topic=topic, id=id_))
+
+    # A client given a knows no shards: its batch goes whole to a, which
+    # refuses it (or redirects it, then the primary does), giving the
+    # count; the parts go to a, and on to their primaries.
+    with hourglass.Client(a.address) as client:
+        receipts = client.publish_many(batch("sync"))
+        assert [(r.id, r.duplicate) for r in receipts] == [
+            (f"sync-{k}", False) for k in range(8)]
+        assert client._router.shard_count() == SHARDS
+        assert [client._router.route(t).address for t in topics] == at
+        assert client._router.current().address == a.address
+        for k, n in enumerate(shard_of_message):
+            assert stored(cluster.nodes[primary[n]], topics[n], f"sync-{k}")
+            # Admin calls about the topic, and the cancel, reach the
+            # shard's primary.
+            info = get(client, topics[n], f"sync-{k}")
+            assert (info.id, info.topic) == (f"sync-{k}", topics[n])
+            client.cancel(topics[n], f"sync-{k}")
+            with pytest.raises(hourglass.NotFound):
+                get(client, topics[n], f"sync-{k}")
+
+        # Knowing the shards, a part that fails fails alone.
+        part = [Message(topics[n], b"x" * (1 << 20) + b"x" * (n == 1),
+                        delay=timedelta(hours=1), id=f"part-{n}")
+                for n in range(3)]
+        with pytest.raises(hourglass.InvalidArgument) as failed:
+            client.publish_many(part)
+        assert failed.value.code == grpc.StatusCode.INVALID_ARGUMENT
+        assert failed.value.message == (
+            "shard 1 (message 1) failed: message 1: payload is 1048577 "
+            "bytes; the limit is 1048576 (--max_payload_bytes); the batch "
+            "spans shards 0, 1, 2 and is all-or-nothing within each shard "
+            "only: messages 0, 2 were stored")
+        assert [stored(cluster.nodes[primary[n]], topics[n], f"part-{n}")
+                for n in range(3)] == [True, False, True]
+
+        # A subscription goes to its topic's primary.
+        n = next(n for n in range(SHARDS) if primary[n] != "a")
+        with client.subscribe(topics[n], "g") as sub:
+            assert sub._stream is not None
+            assert sub._stream.endpoint.address == at[n]
+            client.publish(topics[n], b"now", id="now")
+            [d] = take(sub)
+            assert (d.id, d.topic, d.attempt) == ("now", topics[n], 1)
+            assert d.ack() is True
+
+    async def with_asyncio() -> None:
+        async with hourglass.aio.Client(a.address) as client:
+            receipts = await client.publish_many(batch("aio"))
+            assert [(r.id, r.duplicate) for r in receipts] == [
+                (f"aio-{k}", False) for k in range(8)]
+            assert [client._router.route(t).address for t in topics] == at
+            for k, n in enumerate(shard_of_message):
+                info = await client._unary(
+                    lambda e: e.admin.GetMessage,
+                    admin_pb2.GetMessageRequest(topic=topics[n],
+                                                id=f"aio-{k}"))
+                assert (info.id, info.topic) == (f"aio-{k}", topics[n])
+                await client.cancel(topics[n], f"aio-{k}")
+
+    asyncio.run(with_asyncio())
+    assert not any(stored(cluster.nodes[primary[n]], topics[n], f"aio-{k}")
+                   for k, n in enumerate(shard_of_message))
