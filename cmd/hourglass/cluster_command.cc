@@ -74,7 +74,7 @@ void AddLagFromPrimaries(const GlobalOptions& globals,
 }
 
 // Where the move of shard `shard` to `node` (a pin) stands in `map`, as a
-// phrase: "done: d leads it at epoch 2", "d catches up (...)".
+// phrase: "done, d leads it at epoch 2 (...)", "d catches up (...)".
 std::string PinProgress(const hourglass::v1::ClusterMap& map, uint32_t shard,
                         const std::string& node) {
   bool alive = false, draining = false;
@@ -101,7 +101,7 @@ std::string PinProgress(const hourglass::v1::ClusterMap& map, uint32_t shard,
     return std::find(list.begin(), list.end(), node) != list.end();
   };
   if (info->primary() == node) {
-    return absl::StrCat("done: ", node, " leads it at epoch ", info->epoch(),
+    return absl::StrCat("done, ", node, " leads it at epoch ", info->epoch(),
                         " (", state, ")");
   }
   if (info->transfer_to() == node) {
@@ -295,7 +295,7 @@ absl::Status MoveShard(const GlobalOptions& globals,
         std::cout << "  " << now << std::endl;
         said = now;
       }
-      if (absl::StartsWith(now, "done:")) return absl::OkStatus();
+      if (absl::StartsWith(now, "done,")) return absl::OkStatus();
     }
     if (absl::Now() >= deadline) break;
     absl::SleepFor(std::min(absl::Milliseconds(250), deadline - absl::Now()));
