@@ -64,7 +64,7 @@ bool PinPending(int shard, const ShardRecord& record,
 // shards are numbered from 0 without gaps when every one exists), a pinned
 // node that holds its shard first, as if it led it already, with that
 // lead fixed. A pinned node that does not hold its shard yet is left out
-// of it until it joins (step 2 of a pin).
+// of it until it has joined its replicas (the pin's first step).
 struct Start {
   Layout layout;
   BalanceOptions options;
