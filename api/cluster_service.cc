@@ -2,14 +2,17 @@
 
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "api/status.h"
 
 namespace hourglass::api {
 
 ClusterService::ClusterService(std::function<hourglass::v1::ClusterMap()> map,
-                               Drain drain, const Authorizer* authorizer)
+                               Drain drain, Move move,
+                               const Authorizer* authorizer)
     : map_(std::move(map)),
       drain_(std::move(drain)),
+      move_(std::move(move)),
       authorizer_(authorizer != nullptr ? authorizer
                                         : &Authorizer::Disabled()) {}
 
@@ -44,6 +47,33 @@ grpc::ServerUnaryReactor* ClusterService::DrainNode(
     return reactor;
   }
   reactor->Finish(ToGrpcStatus(drain_(request->node(), !request->undo())));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ClusterService::MoveShard(
+    grpc::CallbackServerContext* context,
+    const hourglass::v1::MoveShardRequest* request,
+    hourglass::v1::MoveShardResponse* /*response*/) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (absl::Status allowed = authorizer_->Authorize(*context, Role::kAdmin, "");
+      !allowed.ok()) {
+    reactor->Finish(ToGrpcStatus(allowed));
+    return reactor;
+  }
+  if (request->undo() && !request->node().empty()) {
+    reactor->Finish(ToGrpcStatus(absl::InvalidArgumentError(absl::StrCat(
+        "node: \"", request->node(), "\" given with undo, which removes shard ",
+        request->shard(), "'s pin whatever its node: give no node"))));
+    return reactor;
+  }
+  if (!request->undo() && request->node().empty()) {
+    reactor->Finish(ToGrpcStatus(absl::InvalidArgumentError(
+        absl::StrCat("node: a node id is required (the node to move shard ",
+                     request->shard(), " to)"))));
+    return reactor;
+  }
+  reactor->Finish(
+      ToGrpcStatus(move_(request->shard(), request->node(), request->undo())));
   return reactor;
 }
 

@@ -13,16 +13,20 @@ namespace hourglass::api {
 // The Cluster service of a cluster node: GetClusterMap answers what
 // `map` returns (node/cluster_node.h builds it from the node's view of
 // etcd), to any authenticated caller; DrainNode calls `drain` (node id,
-// whether to drain), for callers with the admin role. `drain` may block
-// for an etcd write; it runs on a gRPC thread.
-// Thread-safe if `map` and `drain` are.
+// whether to drain) and MoveShard calls `move` (shard, node id, undo), for
+// callers with the admin role, once the request has the fields it needs
+// (INVALID_ARGUMENT otherwise). `drain` and `move` check the rest, may
+// block for an etcd write, and run on a gRPC thread.
+// Thread-safe if `map`, `drain` and `move` are.
 class ClusterService final : public hourglass::v1::Cluster::CallbackService {
  public:
   // REQUIRES: `authorizer` (null: authentication off) outlives the service.
   using Drain =
       std::function<absl::Status(const std::string& node, bool drain)>;
+  using Move = std::function<absl::Status(int shard, const std::string& node,
+                                          bool undo)>;
   ClusterService(std::function<hourglass::v1::ClusterMap()> map, Drain drain,
-                 const Authorizer* authorizer = nullptr);
+                 Move move, const Authorizer* authorizer = nullptr);
 
   grpc::ServerUnaryReactor* GetClusterMap(
       grpc::CallbackServerContext* context,
@@ -32,10 +36,15 @@ class ClusterService final : public hourglass::v1::Cluster::CallbackService {
       grpc::CallbackServerContext* context,
       const hourglass::v1::DrainNodeRequest* request,
       hourglass::v1::DrainNodeResponse* response) override;
+  grpc::ServerUnaryReactor* MoveShard(
+      grpc::CallbackServerContext* context,
+      const hourglass::v1::MoveShardRequest* request,
+      hourglass::v1::MoveShardResponse* response) override;
 
  private:
   const std::function<hourglass::v1::ClusterMap()> map_;
   const Drain drain_;
+  const Move move_;
   const Authorizer* const authorizer_;
 };
 

@@ -211,6 +211,15 @@ absl::Status Admin::DrainNode(const std::string& node, bool undo) {
   return Call(*channel_, &ClusterStub::DrainNode, request).status();
 }
 
+absl::Status Admin::MoveShard(int shard, const std::string& node, bool undo) {
+  hourglass::v1::MoveShardRequest request;
+  request.set_shard(shard);
+  request.set_node(node);
+  request.set_undo(undo);
+  // Safe to repeat (it sets or clears a pin): any node that answers.
+  return Call(*channel_, &ClusterStub::MoveShard, request).status();
+}
+
 absl::StatusOr<std::string> Admin::Health(const std::string& service) {
   // grpc.health.v1 by hand: the messages are a string and an enum, and
   // generated code for them would clash with an application's own copy of

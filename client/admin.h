@@ -63,6 +63,11 @@ class Admin {
   // draining node `node`, or stops with `undo`. Errors: the service's;
   // UNIMPLEMENTED from a broker that is not in cluster mode.
   absl::Status DrainNode(const std::string& node, bool undo);
+  // Cluster.MoveShard of the node calls go to now (any node answers): moves
+  // shard `shard` to node `node` (pins it there), or with `undo` (and an
+  // empty `node`) removes its pin. Errors: the service's; UNIMPLEMENTED
+  // from a broker that is not in cluster mode.
+  absl::Status MoveShard(int shard, const std::string& node, bool undo);
 
   // grpc.health.v1.Health/Check of `service` ("": the whole broker; e.g.
   // "hourglass.v1.Broker"): the serving status's name, "SERVING",

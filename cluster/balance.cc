@@ -15,7 +15,7 @@ class Working {
  public:
   Working(const Layout& current, const std::vector<BalanceNode>& alive,
           const BalanceOptions& options)
-      : alive_(alive) {
+      : alive_(alive), fixed_leads_(options.fixed_leads) {
     // Nodes in id order, so that index order is the tie-break order.
     std::sort(
         alive_.begin(), alive_.end(),
@@ -152,6 +152,7 @@ class Working {
         for (int s = 0; s < static_cast<int>(shards_.size()); ++s) {
           const std::vector<int>& shard = shards_[s];
           if (shard.empty() || shard.front() != node) continue;
+          if (fixed_leads_.contains(s)) continue;
           for (auto it = shard.begin() + 1; it != shard.end(); ++it) {
             if (reached[*it].first != -1) continue;
             reached[*it] = {node, s};
@@ -212,6 +213,7 @@ class Working {
   }
 
   std::vector<BalanceNode> alive_;
+  const std::set<int> fixed_leads_;
   std::map<std::string, int> index_;
   std::vector<int> zone_;
   bool zoned_ = false;

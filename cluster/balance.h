@@ -1,6 +1,7 @@
 #ifndef HOURGLASS_CLUSTER_BALANCE_H_
 #define HOURGLASS_CLUSTER_BALANCE_H_
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,11 @@ struct Layout {
 struct BalanceOptions {
   // Replicas per shard (--replication_factor). Default: 3.
   int replication_factor = 3;
+  // Shards (indexes into Layout::shards) whose lead stays with their first
+  // replica, if it is alive: those an operator moved (`hourglass cluster
+  // move`, rebalance.h). Step 3 passes no lead of theirs; the others' leads
+  // even out around them. Default: none.
+  std::set<int> fixed_leads;
 };
 
 // The layout to move toward from `current` with the nodes `alive` (at
@@ -44,7 +50,8 @@ struct BalanceOptions {
 //   3. While one node leads at least two shards more than another, leads
 //      pass (leader transfers: no data moves) from the former toward the
 //      latter: a shard's lead only to one of its own replicas, along the
-//      shortest chain of shards that links the two nodes.
+//      shortest chain of shards that links the two nodes. The leads of
+//      options.fixed_leads never pass.
 //
 // With zones (any node's zone not empty), a shard's replicas are spread
 // over them as evenly as they can be: no zone holds more than

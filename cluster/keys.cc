@@ -53,4 +53,12 @@ std::string DrainKey(std::string_view cluster, std::string_view node_id) {
                       internal::AsAbsl(node_id));
 }
 
+std::string PinsPrefix(std::string_view cluster) {
+  return absl::StrCat(ClusterPrefix(cluster), "pins/");
+}
+
+std::string PinKey(std::string_view cluster, int shard) {
+  return absl::StrCat(PinsPrefix(cluster), shard);
+}
+
 }  // namespace hourglass::cluster

@@ -15,6 +15,7 @@ namespace hourglass::cluster {
 //   /hourglass/<cluster>/shards/<n>        a shard's epoch and replicas
 //   /hourglass/<cluster>/shard_count       the shard count, in decimal
 //   /hourglass/<cluster>/drains/<node_id>  a node being emptied (no value)
+//   /hourglass/<cluster>/pins/<n>          the node shard n is moved to
 // <cluster> is --cluster (default "hourglass"), <node_id> --node_id.
 
 // Checks a cluster name or node id: 1 to 200 of [A-Za-z0-9._-], so that it
@@ -40,6 +41,14 @@ std::string ShardCountKey(std::string_view cluster);
 // drained (`hourglass cluster drain`): the controller moves its replicas to
 // other nodes. Not under a lease: a drain outlives restarts until undone.
 std::string DrainKey(std::string_view cluster, std::string_view node_id);
+// "/hourglass/<cluster>/pins/": the prefix of every pin's key.
+std::string PinsPrefix(std::string_view cluster);
+// "/hourglass/<cluster>/pins/<shard>", the shard in decimal: its value is
+// the id of the node an operator moved the shard to (`hourglass cluster
+// move`); the controller keeps the shard's primary there while that node
+// is alive and not draining (rebalance.h). Not under a lease: a pin
+// outlives restarts until undone.
+std::string PinKey(std::string_view cluster, int shard);
 
 }  // namespace hourglass::cluster
 

@@ -378,6 +378,14 @@ void Member::Apply(const WatchEvent& event) {
     } else {
       view_.draining.erase(id);
     }
+  } else if (rest.starts_with("pins/")) {
+    const std::optional<int> shard = ParseShard(rest.substr(5));
+    if (!shard.has_value()) return;
+    if (put) {
+      view_.pins[*shard] = kv.value;
+    } else {
+      view_.pins.erase(*shard);
+    }
   } else if (rest.starts_with("shards/")) {
     const std::optional<int> shard = ParseShard(rest.substr(7));
     if (!shard.has_value()) return;
@@ -485,7 +493,7 @@ void Member::Control(const ClusterView& view, int64_t term) {
   std::map<int, ShardRecord> records;
   for (const auto& [shard, s] : view.shards) records[shard] = s.record;
   std::optional<RebalanceStep> step =
-      PlanRebalance(records, view.nodes, view.draining,
+      PlanRebalance(records, view.nodes, view.draining, view.pins,
                     {.replication_factor = options_.replication_factor,
                      .min_insync = options_.min_insync});
   if (!step.has_value()) return;
@@ -532,6 +540,20 @@ absl::Status SetDraining(EtcdClient& client, std::string_view cluster,
   const std::string key = DrainKey(cluster, node_id);
   if (drain) return client.Put(key, "", 0).status();
   return client.Delete(key).status();
+}
+
+absl::Status SetPin(EtcdClient& client, std::string_view cluster, int shard,
+                    const std::optional<std::string>& node_id) {
+  if (shard < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("shard ", shard, " is not a shard number"));
+  }
+  const std::string key = PinKey(cluster, shard);
+  if (!node_id.has_value()) return client.Delete(key).status();
+  if (absl::Status valid = ValidateName("node id", *node_id); !valid.ok()) {
+    return valid;
+  }
+  return client.Put(key, *node_id, 0).status();
 }
 
 }  // namespace hourglass::cluster

@@ -73,6 +73,9 @@ struct ClusterView {
   std::string controller;
   // The nodes being drained (keys.h DrainKey), alive or not.
   std::set<std::string> draining;
+  // The shards an operator moved (keys.h PinKey): shard -> node id, alive
+  // or not.
+  std::map<int, std::string> pins;
 };
 
 // One node's membership in a cluster (CLUSTER.md): it holds the node's
@@ -213,6 +216,15 @@ class Member {
 // etcd's.
 absl::Status SetDraining(EtcdClient& client, std::string_view cluster,
                          std::string_view node_id, bool drain);
+
+// Pins shard `shard` of cluster `cluster` to node `node_id` (keys.h
+// PinKey), or with nullopt removes its pin: while the node is alive and not
+// draining, the controller makes it a replica and the primary of the shard
+// and keeps it so (cluster/rebalance.h). Checks only the node id's form:
+// the caller checks the shard's range and the node (Cluster.MoveShard).
+// Errors: INVALID_ARGUMENT for a bad node id or a negative shard; etcd's.
+absl::Status SetPin(EtcdClient& client, std::string_view cluster, int shard,
+                    const std::optional<std::string>& node_id);
 
 }  // namespace hourglass::cluster
 

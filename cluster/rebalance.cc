@@ -22,52 +22,112 @@ std::vector<std::string> Without(std::vector<std::string> nodes,
   return nodes;
 }
 
-// The shards' replicas as Balance takes them: shard n at index n (the
-// shards are numbered from 0 without gaps when every one exists).
-Layout LayoutOf(const std::map<int, ShardRecord>& shards) {
-  Layout layout;
-  for (const auto& [number, record] : shards) {
-    layout.shards.push_back(record.replicas);
+// Whether `record` may start a step: its primary alive, and every replica
+// alive and in sync but those draining (they are leaving).
+bool Healthy(const ShardRecord& record,
+             const std::map<std::string, NodeRecord>& alive,
+             const std::set<std::string>& draining) {
+  bool healthy = alive.contains(record.primary);
+  for (const std::string& node : record.replicas) {
+    healthy &=
+        draining.contains(node) || (alive.contains(node) && record.InIsr(node));
   }
-  return layout;
+  return healthy;
 }
 
-// How far `layout` is from balanced: the replicas Balance would add.
-int Distance(const Layout& layout, const std::vector<BalanceNode>& nodes,
-             const RebalanceOptions& options) {
-  const Layout target = Balance(
-      layout, nodes, {.replication_factor = options.replication_factor});
-  return ReplicasAdded(layout, target);
+// The pins that hold now: of shards that exist, to nodes alive and not
+// draining.
+std::map<int, std::string> ActivePins(
+    const std::map<int, ShardRecord>& shards,
+    const std::map<std::string, NodeRecord>& alive,
+    const std::set<std::string>& draining,
+    const std::map<int, std::string>& pins) {
+  std::map<int, std::string> active;
+  for (const auto& [shard, node] : pins) {
+    if (shards.contains(shard) && alive.contains(node) &&
+        !draining.contains(node)) {
+      active[shard] = node;
+    }
+  }
+  return active;
+}
+
+// Whether shard `shard` is pinned (`active`) to a node that does not lead
+// it yet: the pin's steps move it, and no other.
+bool PinPending(int shard, const ShardRecord& record,
+                const std::map<int, std::string>& active) {
+  auto pin = active.find(shard);
+  return pin != active.end() && pin->second != record.primary;
+}
+
+// What Balance starts from: the shards' replicas (shard n at index n: the
+// shards are numbered from 0 without gaps when every one exists), a pinned
+// node that holds its shard first, as if it led it already, with that
+// lead fixed. A pinned node that does not hold its shard yet is left out
+// of it until it has joined its replicas (the pin's first step).
+struct Start {
+  Layout layout;
+  BalanceOptions options;
+};
+Start StartOf(const std::map<int, ShardRecord>& shards,
+              const std::map<int, std::string>& active,
+              const RebalanceOptions& options) {
+  Start start;
+  start.options.replication_factor = options.replication_factor;
+  for (const auto& [number, record] : shards) {
+    std::vector<std::string> replicas = record.replicas;
+    auto pin = active.find(number);
+    if (pin != active.end() && Contains(replicas, pin->second)) {
+      replicas = Without(std::move(replicas), pin->second);
+      replicas.insert(replicas.begin(), pin->second);
+      start.options.fixed_leads.insert(
+          static_cast<int>(start.layout.shards.size()));
+    }
+    start.layout.shards.push_back(std::move(replicas));
+  }
+  return start;
+}
+
+// How far `start` is from balanced: the replicas Balance would add.
+int Distance(const Start& start, const std::vector<BalanceNode>& nodes) {
+  return ReplicasAdded(start.layout,
+                       Balance(start.layout, nodes, start.options));
 }
 
 // Step 2 for `shard`, which has a replica more than it should: the
 // replica to drop, and the step, or nullopt while the replicas that stay
-// are not all in sync.
+// are not all in sync (or no replica but its primary and its pinned node
+// could go).
 std::optional<RebalanceStep> Drop(
     int shard, const std::map<int, ShardRecord>& shards,
     const std::map<std::string, NodeRecord>& alive,
     const std::set<std::string>& draining,
+    const std::map<int, std::string>& active,
     const std::vector<BalanceNode>& nodes, const RebalanceOptions& options) {
   const ShardRecord& record = shards.at(shard);
+  auto pin = active.find(shard);
   // Gone nodes first, then draining ones, then the one whose drop leaves
-  // the cluster closest to balanced (ties: the lowest node id).
+  // the cluster closest to balanced (ties: the lowest node id). Never the
+  // primary, nor the node the shard is pinned to.
   std::string drop;
   int best = std::numeric_limits<int>::max();
   std::vector<std::string> candidates(record.replicas.begin() + 1,
                                       record.replicas.end());
   std::sort(candidates.begin(), candidates.end());
   for (const std::string& node : candidates) {
+    if (pin != active.end() && node == pin->second) continue;
     int score;
     if (!alive.contains(node)) {
       score = -2;
     } else if (draining.contains(node)) {
       score = -1;
     } else {
-      Layout layout = LayoutOf(shards);
+      Start start = StartOf(shards, active, options);
       std::vector<std::string>& replicas =
-          layout.shards[std::distance(shards.begin(), shards.find(shard))];
+          start.layout
+              .shards[std::distance(shards.begin(), shards.find(shard))];
       replicas = Without(replicas, node);
-      score = Distance(layout, nodes, options);
+      score = Distance(start, nodes);
     }
     if (score < best) {
       best = score;
@@ -89,12 +149,49 @@ std::optional<RebalanceStep> Drop(
                    draining.contains(drop) ? ", draining" : "")};
 }
 
+// The leader transfer of `shard` to `to`.
+RebalanceStep Transfer(int shard, const ShardRecord& record,
+                       const std::string& to, const char* why) {
+  ShardRecord write = record;
+  write.transfer_to = to;
+  return RebalanceStep{
+      shard, std::move(write),
+      absl::StrCat("shard ", shard, ": hands its lead over from ",
+                   record.primary, why, " to ", to)};
+}
+
+// A pinned shard's step toward its node, if one can start: the node joins
+// its replicas (step 1 of a replica move; Drop does step 2 once it is in
+// sync), then, once it is in sync, takes the lead.
+std::optional<RebalanceStep> PinStep(
+    int shard, const ShardRecord& record, const std::string& node,
+    const std::map<std::string, NodeRecord>& alive,
+    const std::set<std::string>& draining, int wanted) {
+  if (!Healthy(record, alive, draining)) return std::nullopt;
+  if (!record.IsReplica(node)) {
+    if (static_cast<int>(record.replicas.size()) < wanted) return std::nullopt;
+    ShardRecord write = record;
+    write.replicas.push_back(node);
+    return RebalanceStep{
+        shard, std::move(write),
+        absl::StrCat(
+            "shard ", shard, ": ", node,
+            " joins its replicas (the shard is moved to ", node,
+            "); it catches up before one of ",
+            absl::StrJoin(Without(record.replicas, record.primary), ","),
+            " leaves, then it takes the lead")};
+  }
+  // Healthy: the node is in sync.
+  return Transfer(shard, record, node, " (the shard is moved to it)");
+}
+
 }  // namespace
 
 std::optional<RebalanceStep> PlanRebalance(
     const std::map<int, ShardRecord>& shards,
     const std::map<std::string, NodeRecord>& alive,
-    const std::set<std::string>& draining, const RebalanceOptions& options) {
+    const std::set<std::string>& draining,
+    const std::map<int, std::string>& pins, const RebalanceOptions& options) {
   std::vector<BalanceNode> nodes;
   for (const auto& [id, record] : alive) {
     if (!draining.contains(id)) {
@@ -104,26 +201,48 @@ std::optional<RebalanceStep> PlanRebalance(
   if (nodes.empty()) return std::nullopt;
   const int wanted =
       std::min<int>(options.replication_factor, static_cast<int>(nodes.size()));
+  const std::map<int, std::string> active =
+      ActivePins(shards, alive, draining, pins);
   // A move under way is finished first.
   for (const auto& [shard, record] : shards) {
-    if (static_cast<int>(record.replicas.size()) > options.replication_factor) {
-      return Drop(shard, shards, alive, draining, nodes, options);
+    if (static_cast<int>(record.replicas.size()) <=
+        options.replication_factor) {
+      continue;
+    }
+    if (std::optional<RebalanceStep> drop =
+            Drop(shard, shards, alive, draining, active, nodes, options)) {
+      return drop;
+    }
+    // With one replica wanted, a pinned shard holds only its primary and its
+    // node: the lead moves first, then the old primary's copy leaves.
+    auto pin = active.find(shard);
+    if (pin != active.end() && record.primary != pin->second &&
+        record.replicas.size() == 2 && record.InIsr(pin->second) &&
+        alive.contains(record.primary)) {
+      return Transfer(shard, record, pin->second,
+                      " (the shard is moved to it)");
+    }
+    return std::nullopt;
+  }
+  // Shards an operator moved go to their node before anything else moves.
+  for (const auto& [shard, node] : active) {
+    const ShardRecord& record = shards.at(shard);
+    if (record.primary == node) continue;
+    if (std::optional<RebalanceStep> step =
+            PinStep(shard, record, node, alive, draining, wanted)) {
+      return step;
     }
   }
-  const Layout current = LayoutOf(shards);
-  const Layout target = Balance(
-      current, nodes, {.replication_factor = options.replication_factor});
+  const Start start = StartOf(shards, active, options);
+  const Layout target = Balance(start.layout, nodes, start.options);
   size_t index = 0;
   for (const auto& [shard, record] : shards) {
     const std::vector<std::string>& want = target.shards[index++];
     // Only a healthy shard moves: every replica alive and in sync, but
-    // those leaving.
-    bool healthy = alive.contains(record.primary);
-    for (const std::string& node : record.replicas) {
-      healthy &= draining.contains(node) ||
-                 (alive.contains(node) && record.InIsr(node));
-    }
-    if (!healthy || static_cast<int>(record.replicas.size()) < wanted) {
+    // those leaving. A shard on its way to its pinned node waits for it.
+    if (!Healthy(record, alive, draining) ||
+        static_cast<int>(record.replicas.size()) < wanted ||
+        PinPending(shard, record, active)) {
       continue;
     }
     std::string add, leaving;
@@ -151,18 +270,15 @@ std::optional<RebalanceStep> PlanRebalance(
                      "; it catches up before ", leaving, " leaves")};
   }
   // Replicas are where they should be: move a lead, from a draining
-  // primary or toward the layout's leads, to an in-sync backup.
+  // primary or toward the layout's leads, to an in-sync backup. A pinned
+  // shard's lead stays with its node (Balance keeps it there).
   index = 0;
   for (const auto& [shard, record] : shards) {
     const std::vector<std::string>& want = target.shards[index++];
+    if (active.contains(shard)) continue;
     const bool drained = draining.contains(record.primary);
     if (!drained && (want.empty() || want.front() == record.primary)) continue;
-    bool healthy = alive.contains(record.primary);
-    for (const std::string& node : record.replicas) {
-      healthy &= draining.contains(node) ||
-                 (alive.contains(node) && record.InIsr(node));
-    }
-    if (!healthy) continue;
+    if (!Healthy(record, alive, draining)) continue;
     auto can_lead = [&, &current = record](const std::string& node) {
       return node != current.primary && alive.contains(node) &&
              !draining.contains(node) && current.InIsr(node);
@@ -179,12 +295,7 @@ std::optional<RebalanceStep> PlanRebalance(
       }
     }
     if (to.empty()) continue;
-    ShardRecord write = record;
-    write.transfer_to = to;
-    return RebalanceStep{
-        shard, std::move(write),
-        absl::StrCat("shard ", shard, ": hands its lead over from ",
-                     record.primary, drained ? " (draining)" : "", " to ", to)};
+    return Transfer(shard, record, to, drained ? " (draining)" : "");
   }
   return std::nullopt;
 }

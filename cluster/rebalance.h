@@ -55,10 +55,32 @@ struct RebalanceStep {
 // Only a healthy shard starts a step: its primary alive, and every replica
 // alive and in sync but those draining. nullopt when the cluster is where
 // the layout wants it, or no step can start now.
+//
+// Pins (`pins`: shard -> node id, keys.h PinKey, set by `hourglass cluster
+// move --shard=N --to=NODE`) hold while their node is alive and not
+// draining. A pinned shard moves to its node before any other step starts,
+// the way any replica moves, and keeps it as primary:
+//
+//   1. add: if the node holds no copy, it joins the replicas (as above);
+//   2. drop: once it is in sync, one old replica leaves: never the
+//      primary nor the pinned node; a gone or draining one first, else
+//      the one whose drop leaves the cluster closest to balanced. The
+//      replica count is back to replication_factor;
+//   3. transfer: the primary hands the lead over to the pinned node
+//      (transfer_to), which PlanShard finishes.
+//
+// (With replication_factor 1 the lead moves before the old copy leaves:
+// there is no other copy to drop.) Balance then counts the pinned node as
+// the shard's fixed lead, so no later step moves the lead or the node's
+// copy away; the shard's backups may still move, and other shards' leads
+// even out around it. A pin whose node is gone or draining holds nothing:
+// the shard fails over (PlanShard) and is placed as any other; once the
+// node is back (or no longer draining) the shard moves to it again.
 std::optional<RebalanceStep> PlanRebalance(
     const std::map<int, ShardRecord>& shards,
     const std::map<std::string, NodeRecord>& alive,
-    const std::set<std::string>& draining, const RebalanceOptions& options);
+    const std::set<std::string>& draining,
+    const std::map<int, std::string>& pins, const RebalanceOptions& options);
 
 }  // namespace hourglass::cluster
 

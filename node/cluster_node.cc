@@ -6,12 +6,14 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "api/cluster_service.h"
 #include "api/peer_certificates.h"
 #include "broker/metrics.h"
 #include "broker/store_errors.h"
 #include "cluster/etcd_client.h"
+#include "cluster/keys.h"
 #include "cluster/member.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -115,6 +117,9 @@ absl::StatusOr<std::unique_ptr<ClusterNode>> ClusterNode::Open(
       [n = node.get()] { return n->Map(); },
       [n = node.get()](const std::string& id, bool drain) {
         return cluster::SetDraining(*n->etcd_, n->options_.cluster, id, drain);
+      },
+      [n = node.get()](int shard, const std::string& id, bool undo) {
+        return n->MoveShard(shard, id, undo);
       },
       o.authorizer);
   // The copies this node held before: open now, so that a store that
@@ -493,6 +498,11 @@ hourglass::v1::ClusterMap ClusterNode::Map() const {
     out.set_zone(node.zone);
   }
   for (const std::string& id : view.draining) map.add_draining(id);
+  for (const auto& [shard, id] : view.pins) {
+    hourglass::v1::ShardPin& pin = *map.add_pins();
+    pin.set_shard(static_cast<uint32_t>(shard));
+    pin.set_node(id);
+  }
   const absl::Time now = absl::Now();
   for (const auto& [number, shard] : view.shards) {
     hourglass::v1::ShardInfo& out = *map.add_shards();
@@ -524,6 +534,44 @@ hourglass::v1::ClusterMap ClusterNode::Map() const {
     }
   }
   return map;
+}
+
+absl::Status ClusterNode::MoveShard(int shard, const std::string& node,
+                                    bool undo) {
+  const ClusterNodeOptions& o = options_;
+  if (shard < 0 || shard >= o.shards) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("shard ", shard, " is out of range: cluster ", o.cluster,
+                     " has shards 0 to ", o.shards - 1));
+  }
+  if (undo) return cluster::SetPin(*etcd_, o.cluster, shard, std::nullopt);
+  if (absl::Status valid = cluster::ValidateName("node", node); !valid.ok()) {
+    return valid;
+  }
+  cluster::ClusterView view;
+  {
+    absl::MutexLock lock(&mu_);
+    if (member_ == nullptr) {
+      return absl::UnavailableError(absl::StrCat(
+          "node ", o.node_id, " has not joined cluster ", o.cluster, " yet"));
+    }
+    view = member_->view();
+  }
+  if (!view.nodes.contains(node)) {
+    std::vector<std::string> live;
+    for (const auto& [id, record] : view.nodes) live.push_back(id);
+    return absl::NotFoundError(
+        absl::StrCat("node ", node, " is not a live node of cluster ",
+                     o.cluster, " (live: ", absl::StrJoin(live, ", "), ")"));
+  }
+  if (view.draining.contains(node)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("node ", node,
+                     " is being drained, so it takes no shard: undo the "
+                     "drain first (hourglass cluster drain --node=",
+                     node, " --undo)"));
+  }
+  return cluster::SetPin(*etcd_, o.cluster, shard, node);
 }
 
 void ClusterNode::Leave() {

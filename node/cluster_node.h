@@ -167,6 +167,14 @@ class ClusterNode {
 
   // What Cluster.GetClusterMap answers (api/hourglass/v1/cluster.proto).
   hourglass::v1::ClusterMap Map() const;
+  // What Cluster.MoveShard does: pins `shard` to `node` (cluster::SetPin),
+  // or with `undo` removes its pin, after checking them against this
+  // node's view of the cluster. Errors, as cluster.proto lists them:
+  // INVALID_ARGUMENT for a shard outside 0 to --shards - 1 or a malformed
+  // node id, NOT_FOUND for a node not alive, FAILED_PRECONDITION for a
+  // node being drained, UNAVAILABLE before Join; etcd's. Blocks for the
+  // etcd write.
+  absl::Status MoveShard(int shard, const std::string& node, bool undo);
 
  private:
   explicit ClusterNode(ClusterNodeOptions options);

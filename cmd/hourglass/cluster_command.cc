@@ -1,17 +1,26 @@
 // The cluster subcommand: the nodes, shards, primaries, epochs, in-sync
-// sets and replication lag of a cluster (hourglassd --etcd).
+// sets and replication lag of a cluster (hourglassd --etcd); `drain` and
+// `move`, which change where its shards live.
 
+#include <algorithm>
+#include <cstdint>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "cmd/common/connection.h"
+#include "cmd/common/duration.h"
+#include "cmd/common/errors.h"
 #include "cmd/common/output.h"
 #include "cmd/hourglass/command.h"
 #include "hourglass/v1/cluster.pb.h"
@@ -62,6 +71,52 @@ void AddLagFromPrimaries(const GlobalOptions& globals,
       }
     }
   }
+}
+
+// Where the move of shard `shard` to `node` (a pin) stands in `map`, as a
+// phrase: "done, d leads it at epoch 2 (...)", "d catches up (...)".
+std::string PinProgress(const hourglass::v1::ClusterMap& map, uint32_t shard,
+                        const std::string& node) {
+  bool alive = false, draining = false;
+  for (const auto& n : map.nodes()) alive |= n.id() == node;
+  for (const std::string& d : map.draining()) draining |= d == node;
+  const hourglass::v1::ShardInfo* info = nullptr;
+  for (const auto& s : map.shards()) {
+    if (s.shard() == shard) info = &s;
+  }
+  if (!alive) {
+    return absl::StrCat(node, " is not alive: the shard is served where it ",
+                        "failed over to, and moves back once ", node,
+                        " is alive and in sync");
+  }
+  if (draining) {
+    return absl::StrCat(node, " is being drained: the move waits until the ",
+                        "drain is undone");
+  }
+  if (info == nullptr) return "the shard is not created yet";
+  const std::string state =
+      absl::StrCat("replicas ", absl::StrJoin(info->replicas(), ","),
+                   ", in sync ", absl::StrJoin(info->isr(), ","));
+  auto has = [node](const auto& list) {
+    return std::find(list.begin(), list.end(), node) != list.end();
+  };
+  if (info->primary() == node) {
+    return absl::StrCat("done, ", node, " leads it at epoch ", info->epoch(),
+                        " (", state, ")");
+  }
+  if (info->transfer_to() == node) {
+    return absl::StrCat(info->primary(), " hands it over to ", node, " (",
+                        state, ")");
+  }
+  if (has(info->isr())) {
+    return absl::StrCat(node, " is in sync; the lead moves to it next (", state,
+                        ")");
+  }
+  if (has(info->replicas())) {
+    return absl::StrCat(node, " catches up with primary ", info->primary(),
+                        " (", state, ")");
+  }
+  return absl::StrCat(node, " joins the replicas next (", state, ")");
 }
 
 absl::Status ShowCluster(const GlobalOptions& globals) {
@@ -142,6 +197,13 @@ absl::Status ShowCluster(const GlobalOptions& globals) {
   }
   std::cout << shards.Render();
   if (!lag.empty()) std::cout << "\n" << lag.Render();
+  if (map->pins_size() > 0) {
+    std::cout << "\nshards moved (hourglass cluster move):\n";
+    for (const auto& pin : map->pins()) {
+      std::cout << "  shard " << pin.shard() << " to " << pin.node() << ": "
+                << PinProgress(*map, pin.shard(), pin.node()) << "\n";
+    }
+  }
   std::cout << std::flush;
   return absl::OkStatus();
 }
@@ -173,6 +235,82 @@ absl::Status DrainNode(const GlobalOptions& globals, const std::string& node,
             << "over first; `hourglass cluster` shows the progress"
             << std::endl;
   return absl::OkStatus();
+}
+
+struct MoveOptions {
+  int shard = -1;
+  std::string to;
+  bool undo = false;
+  std::string wait;
+};
+
+// `cluster move`: pins (or with --undo unpins) a shard, says what the
+// controller will do and, with --wait, follows the move until the node
+// leads the shard, printing each stage.
+absl::Status MoveShard(const GlobalOptions& globals,
+                       const MoveOptions& options) {
+  std::optional<absl::Duration> wait;
+  if (!options.wait.empty()) {
+    if (options.undo) return UsageError("--wait", "not with --undo");
+    absl::StatusOr<absl::Duration> parsed = ParseDuration(options.wait);
+    if (!parsed.ok()) return UsageError("--wait", parsed.status().message());
+    wait = *parsed;
+  }
+  if (!options.undo && options.to.empty()) {
+    return UsageError("--to", "give the node to move the shard to (or --undo)");
+  }
+  absl::StatusOr<std::unique_ptr<Connection>> connection =
+      Connection::Open(globals);
+  if (!connection.ok()) return connection.status();
+  absl::StatusOr<hourglass::v1::ClusterMap> map = ReadMap(**connection);
+  if (!map.ok()) return map.status();
+  if (absl::Status s = (*connection)
+                           ->admin()
+                           .MoveShard(options.shard, options.to, options.undo);
+      !s.ok()) {
+    return (*connection)->Check(s);
+  }
+  if (options.undo) {
+    std::string was;
+    for (const auto& pin : map->pins()) {
+      if (static_cast<int>(pin.shard()) == options.shard) was = pin.node();
+    }
+    std::cout << "shard " << options.shard << " is no longer pinned"
+              << (was.empty() ? " (it was not)" : absl::StrCat(" to ", was))
+              << ": the controller places it with the others again"
+              << std::endl;
+    return absl::OkStatus();
+  }
+  const uint32_t shard = static_cast<uint32_t>(options.shard);
+  std::cout << "shard " << shard << " is pinned to " << options.to
+            << ": the controller makes " << options.to
+            << " its primary and keeps it there; "
+            << PinProgress(*map, shard, options.to) << std::endl;
+  if (!wait.has_value()) {
+    std::cout << "`hourglass cluster` shows the progress (or move again "
+                 "with --wait=2m)"
+              << std::endl;
+    return absl::OkStatus();
+  }
+  const absl::Time deadline = absl::Now() + *wait;
+  std::string said;
+  while (true) {
+    map = (*connection)->admin().GetClusterMap();
+    if (map.ok()) {
+      const std::string now = PinProgress(*map, shard, options.to);
+      if (now != said) {
+        std::cout << "  " << now << std::endl;
+        said = now;
+      }
+      if (absl::StartsWith(now, "done,")) return absl::OkStatus();
+    }
+    if (absl::Now() >= deadline) break;
+    absl::SleepFor(std::min(absl::Milliseconds(250), deadline - absl::Now()));
+  }
+  return absl::DeadlineExceededError(absl::StrCat(
+      options.to, " does not lead shard ", shard, " after ",
+      absl::FormatDuration(*wait),
+      " (--wait); the move goes on: `hourglass cluster` shows it"));
 }
 
 }  // namespace
@@ -213,9 +351,49 @@ nothing. The drain is kept in etcd until --undo, across restarts.
 Examples:
   hourglass --addr=10.0.0.2:7070 cluster drain --node=d
   hourglass cluster drain --node=d --undo)");
-  registry.SetAction(cluster, [&globals = registry.globals(), drain, options] {
+  CLI::App* move = cluster->add_subcommand(
+      "move", "Make a node the primary of a shard, and keep it there");
+  auto move_options = std::make_shared<MoveOptions>();
+  move->add_option(
+          "--shard", move_options->shard,
+          "The shard's number, from 0 (`hourglass cluster` lists them)")
+      ->required();
+  CLI::Option* to =
+      move->add_option("--to", move_options->to, "The node's id (--node_id)");
+  move->add_flag("--undo", move_options->undo,
+                 "Remove the shard's pin: the controller places it again")
+      ->excludes(to);
+  move->add_option("--wait", move_options->wait,
+                   "Follow the move until the node leads the shard, at most "
+                   "this long (e.g. 2m); default: do not wait");
+  move->footer(R"(
+The shard is pinned to the node (kept in etcd, across restarts, until
+--undo), and the controller makes the node its primary:
+  1. if the node holds no copy of the shard, it joins the shard's replicas:
+     its copy is rebuilt from the primary's checkpoint and tails its log;
+  2. once it is in sync, one old backup leaves, so the shard keeps its
+     replica count (a gone or draining one first, else the one whose
+     departure leaves the cluster most balanced; never the primary, never
+     the node);
+  3. the primary hands the shard over to the node (leader transfer: it stops
+     writing, the node takes every entry and leads at the next epoch;
+     clients retry for a few milliseconds).
+The in-sync set never shrinks during a move, so --min_insync holds. The
+rebalancer then keeps the node as the shard's primary and evens the other
+shards out around it. If the node dies, the shard fails over as usual and
+moves back once the node is alive and in sync again. A drained node takes
+no shard: a pin to it waits until the drain is undone (and a node being
+drained cannot be moved to).
+
+Examples:
+  hourglass cluster move --shard=3 --to=d
+  hourglass cluster move --shard=3 --to=d --wait=2m
+  hourglass cluster move --shard=3 --undo)");
+  registry.SetAction(cluster, [&globals = registry.globals(), drain, options,
+                               move, move_options] {
     if (drain->parsed())
       return DrainNode(globals, options->node, options->undo);
+    if (move->parsed()) return MoveShard(globals, *move_options);
     return ShowCluster(globals);
   });
 }

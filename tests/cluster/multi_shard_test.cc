@@ -488,7 +488,10 @@ TEST_F(MultiShardTest, KillingANodeFailsOverExactlyItsShards) {
 
 // A node that holds no copy (drained before it started, so that the
 // controller gives it none) sends the calls of each shard to that shard's
-// primary, and is not ready.
+// primary, and is not ready. Then `hourglass cluster move` (refused while
+// it drains) makes it the primary of shard 0: it joins the replicas,
+// catches up, an old backup leaves and the lead is handed over; every
+// acknowledged message of the shard is delivered from it.
 TEST_F(MultiShardTest, ANodeHoldingNoCopySendsEachShardsCallsToItsPrimary) {
   StartNodes({"a", "b", "c"}, {"--shards=4"});
   const std::vector<std::string> primary = AwaitShards({"a", "b", "c"});
@@ -541,6 +544,100 @@ TEST_F(MultiShardTest, ANodeHoldingNoCopySendsEachShardsCallsToItsPrimary) {
       stub->GetStats(&context, v1::GetStatsRequest(), &stats);
   ASSERT_TRUE(status.ok()) << status.error_message();
   EXPECT_EQ(stats.topics_size(), kShards);
+
+  // A message of shard 0 due after the move; via-d-0, due now, waits too.
+  ASSERT_EQ(
+      Publish(primary[0], topics_[0], "before-move", absl::Seconds(3)).code,
+      grpc::StatusCode::OK);
+  const std::string at_d = "--addr=" + nodes_.at("d")->address();
+  auto move = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {HOURGLASS_PATH, at_d, "cluster", "move"});
+    return testing::Run(args, kPatience + absl::Seconds(10));
+  };
+  testing::RunResult refused = move({"--shard=4", "--to=d"});
+  EXPECT_EQ(refused.exit_code, 1) << refused.output;
+  EXPECT_THAT(refused.output,
+              HasSubstr("INVALID_ARGUMENT: shard 4 is out of range: cluster "
+                        "hourglass has shards 0 to 3"));
+  refused = move({"--shard=0", "--to=x"});
+  EXPECT_EQ(refused.exit_code, 1) << refused.output;
+  EXPECT_THAT(refused.output,
+              HasSubstr("NOT_FOUND: node x is not a live node of cluster "
+                        "hourglass (live: a, b, c, d)"));
+  refused = move({"--shard=0", "--to=d"});
+  EXPECT_EQ(refused.exit_code, 1) << refused.output;
+  EXPECT_THAT(refused.output,
+              HasSubstr("FAILED_PRECONDITION: node d is being drained"));
+
+  ASSERT_TRUE(client::Admin(ChannelTo({"a"})).DrainNode("d", true).ok());
+  const testing::RunResult moved = move(
+      {"--shard=0", "--to=d", "--wait=" + absl::FormatDuration(kPatience)});
+  EXPECT_EQ(moved.exit_code, 0) << moved.output;
+  EXPECT_THAT(moved.output,
+              HasSubstr("shard 0 is pinned to d: the controller makes d its "
+                        "primary and keeps it there"));
+  EXPECT_THAT(moved.output, HasSubstr("\n  done, d leads it at epoch 2 ("));
+  // Every node sees the pin; d leads shard 0 with three replicas in sync,
+  // and serves it (it opens the shard's engine once it sees the record).
+  v1::ClusterMap map;
+  EXPECT_TRUE(testing::Eventually(
+      [&] {
+        for (const char* id : {"a", "b", "c", "d"}) {
+          absl::StatusOr<v1::ClusterMap> read = MapOf(id);
+          if (!read.ok() || read->pins_size() != 1) return false;
+          map = *std::move(read);
+        }
+        const v1::ShardInfo& shard = map.shards(0);
+        return shard.primary() == "d" && shard.epoch() == 2 &&
+               shard.replicas_size() == 3 && shard.isr_size() == 3 &&
+               StatsOf("d", topics_[0]).code == grpc::StatusCode::OK;
+      },
+      kPatience))
+      << map.DebugString();
+  EXPECT_EQ(map.pins(0).shard(), 0u);
+  EXPECT_EQ(map.pins(0).node(), "d");
+  const Answer after =
+      Publish("d", topics_[0], "after-move", absl::ZeroDuration());
+  EXPECT_EQ(after.code, grpc::StatusCode::OK) << after.message;
+
+  // Every acknowledged message of shard 0 comes from d.
+  ConsumerOptions options;
+  options.topic = topics_[0];
+  options.group = "g";
+  options.rpc = ConsumerOptions::Rpc::kSubscribe;
+  absl::StatusOr<std::unique_ptr<Consumer>> consumer =
+      Consumer::Subscribe(ChannelTo({"d"}), options, nullptr);
+  ASSERT_TRUE(consumer.ok()) << consumer.status();
+  std::multiset<std::string> got;
+  const absl::Time deadline = absl::Now() + kPatience;
+  while (got.size() < 3 && absl::Now() < deadline) {
+    for (const Delivery& d : (*consumer)->Receive(8, deadline)) {
+      got.insert(d.id);
+      EXPECT_TRUE((*consumer)->Ack(d.id).ok());
+    }
+  }
+  EXPECT_EQ(got, (std::multiset<std::string>{"after-move", "before-move",
+                                             "via-d-0"}));
+
+  const testing::RunResult shown =
+      testing::Run({HOURGLASS_PATH, at_d, "cluster"}, kPatience);
+  EXPECT_EQ(shown.exit_code, 0) << shown.output;
+  EXPECT_THAT(shown.output, HasSubstr("\nshards moved (hourglass cluster "
+                                      "move):\n  shard 0 to d: done, d leads "
+                                      "it at epoch 2 ("));
+
+  // --undo lets the controller place the shard again.
+  const testing::RunResult undone = move({"--shard=0", "--undo"});
+  EXPECT_EQ(undone.exit_code, 0) << undone.output;
+  EXPECT_THAT(undone.output,
+              HasSubstr("shard 0 is no longer pinned to d: the controller "
+                        "places it with the others again"));
+  EXPECT_TRUE(testing::Eventually(
+      [&] {
+        absl::StatusOr<v1::ClusterMap> read = MapOf("a");
+        return read.ok() && read->pins_size() == 0;
+      },
+      kPatience));
 }
 
 // The shard count is the cluster's: a node given another exits as it

@@ -48,7 +48,7 @@ TEST(RebalanceTest, ABalancedClusterNeedsNoStep) {
       {1, InSync({"b", "c", "a"})},
       {2, InSync({"c", "a", "b"})},
   };
-  EXPECT_EQ(PlanRebalance(shards, Alive({"a", "b", "c"}), {}, {}),
+  EXPECT_EQ(PlanRebalance(shards, Alive({"a", "b", "c"}), {}, {}, {}),
             std::nullopt);
 }
 
@@ -60,7 +60,7 @@ TEST(RebalanceTest, ANodeThatJoinedGetsABackupAddedFirst) {
       {3, InSync({"a", "b", "c"})},
   };
   std::optional<RebalanceStep> step =
-      PlanRebalance(shards, Alive({"a", "b", "c", "d"}), {}, {});
+      PlanRebalance(shards, Alive({"a", "b", "c", "d"}), {}, {}, {});
   ASSERT_TRUE(step.has_value());
   // d joins the replicas, not the in-sync set: it must catch up first.
   EXPECT_EQ(step->shard, 0);
@@ -115,10 +115,10 @@ TEST(RebalanceTest, TheOldReplicaLeavesOnlyOnceTheNewOneIsInSync) {
   };
   const auto alive = Alive({"a", "b", "c", "d"});
   // d is catching up: nothing moves, and no other shard starts a move.
-  EXPECT_EQ(PlanRebalance(shards, alive, {}, {}), std::nullopt);
+  EXPECT_EQ(PlanRebalance(shards, alive, {}, {}, {}), std::nullopt);
 
   shards[0].isr = {"a", "b", "c", "d"};
-  std::optional<RebalanceStep> step = PlanRebalance(shards, alive, {}, {});
+  std::optional<RebalanceStep> step = PlanRebalance(shards, alive, {}, {}, {});
   ASSERT_TRUE(step.has_value());
   EXPECT_EQ(step->shard, 0);
   EXPECT_THAT(step->write.replicas, ElementsAre("a", "c", "d"));
@@ -132,20 +132,20 @@ TEST(RebalanceTest, ADrainedBackupMovesToASpareNode) {
   const std::set<std::string> draining = {"b"};
 
   std::optional<RebalanceStep> step =
-      PlanRebalance(shards, alive, draining, {});
+      PlanRebalance(shards, alive, draining, {}, {});
   ASSERT_TRUE(step.has_value());
   EXPECT_THAT(step->write.replicas, ElementsAre("a", "b", "c", "d"));
   EXPECT_THAT(step->reason, HasSubstr("(draining)"));
   shards[0] = step->write;
   shards[0].isr.push_back("d");  // The primary adds it once caught up.
 
-  step = PlanRebalance(shards, alive, draining, {});
+  step = PlanRebalance(shards, alive, draining, {}, {});
   ASSERT_TRUE(step.has_value());
   EXPECT_THAT(step->write.replicas, ElementsAre("a", "c", "d"));
   EXPECT_THAT(step->write.isr, ElementsAre("a", "c", "d"));
   shards[0] = step->write;
 
-  EXPECT_EQ(PlanRebalance(shards, alive, draining, {}), std::nullopt);
+  EXPECT_EQ(PlanRebalance(shards, alive, draining, {}, {}), std::nullopt);
 }
 
 TEST(RebalanceTest, ADrainedNodeThatLeftIsDroppedFirst) {
@@ -153,7 +153,7 @@ TEST(RebalanceTest, ADrainedNodeThatLeftIsDroppedFirst) {
   const std::map<int, ShardRecord> shards = {
       {0, ShardRecord{1, "a", {"a", "b", "c", "d"}, {"a", "c", "d"}}}};
   std::optional<RebalanceStep> step =
-      PlanRebalance(shards, Alive({"a", "c", "d"}), {"b"}, {});
+      PlanRebalance(shards, Alive({"a", "c", "d"}), {"b"}, {}, {});
   ASSERT_TRUE(step.has_value());
   EXPECT_THAT(step->write.replicas, ElementsAre("a", "c", "d"));
   EXPECT_THAT(step->write.isr, ElementsAre("a", "c", "d"));
@@ -162,7 +162,8 @@ TEST(RebalanceTest, ADrainedNodeThatLeftIsDroppedFirst) {
 TEST(RebalanceTest, ADrainedPrimaryHandsItsLeadOverFirst) {
   std::map<int, ShardRecord> shards = {{0, InSync({"a", "b", "c"})}};
   const auto alive = Alive({"a", "b", "c", "d"});
-  std::optional<RebalanceStep> step = PlanRebalance(shards, alive, {"a"}, {});
+  std::optional<RebalanceStep> step =
+      PlanRebalance(shards, alive, {"a"}, {}, {});
   ASSERT_TRUE(step.has_value());
   // The record is the same but for the transfer asked for.
   ShardRecord asked = shards[0];
@@ -173,7 +174,7 @@ TEST(RebalanceTest, ADrainedPrimaryHandsItsLeadOverFirst) {
 
   // Once b leads (epoch 2, placement.h), a's replica moves like a backup's.
   shards[0] = ShardRecord{2, "b", {"b", "a", "c"}, {"b", "a", "c"}};
-  step = PlanRebalance(shards, alive, {"a"}, {});
+  step = PlanRebalance(shards, alive, {"a"}, {}, {});
   ASSERT_TRUE(step.has_value());
   EXPECT_THAT(step->write.replicas, ElementsAre("b", "a", "c", "d"));
 }
@@ -185,7 +186,7 @@ TEST(RebalanceTest, LeadsMoveToEvenThemOut) {
       {1, InSync({"a", "c", "b"})},
   };
   std::optional<RebalanceStep> step =
-      PlanRebalance(shards, Alive({"a", "b", "c"}), {}, {});
+      PlanRebalance(shards, Alive({"a", "b", "c"}), {}, {}, {});
   ASSERT_TRUE(step.has_value());
   EXPECT_EQ(step->shard, 0);
   EXPECT_EQ(step->write.primary, "a");
@@ -195,24 +196,169 @@ TEST(RebalanceTest, LeadsMoveToEvenThemOut) {
 
 TEST(RebalanceTest, NoReplicaMovesWhenTooFewNodesWouldBeLeft) {
   const std::map<int, ShardRecord> shards = {{0, InSync({"a", "b", "c"})}};
-  EXPECT_EQ(PlanRebalance(shards, Alive({"a", "b", "c"}), {"b"}, {}),
+  EXPECT_EQ(PlanRebalance(shards, Alive({"a", "b", "c"}), {"b"}, {}, {}),
             std::nullopt);
 }
 
 TEST(RebalanceTest, AShardWithABackupOutOfSyncDoesNotStartAMove) {
   const std::map<int, ShardRecord> shards = {
       {0, ShardRecord{1, "a", {"a", "b", "c"}, {"a", "c"}}}};
-  EXPECT_EQ(PlanRebalance(shards, Alive({"a", "b", "c", "d"}), {"c"}, {}),
+  EXPECT_EQ(PlanRebalance(shards, Alive({"a", "b", "c", "d"}), {"c"}, {}, {}),
             std::nullopt);
 }
 
-// Nodes join, and some nodes drain, at random; steps are applied (each new
-// replica catching up at once, each leader transfer finished by PlanShard
-// once the primary reported) until there are none. Then no drained node
-// holds a replica, every shard has replication_factor replicas, and the
-// replicas per node, and the leads per node, are within one of each
-// other.
-TEST(RebalanceTest, RandomJoinsAndDrainsSettleBalanced) {
+// A leader transfer under way in `record`, finished as the controller
+// does once the primary reported where it stopped (placement.h).
+ShardRecord FinishTransfer(int shard, const ShardRecord& record,
+                           std::map<std::string, NodeRecord> alive) {
+  alive[record.primary].positions[shard] = Position{record.epoch, 1};
+  const ShardPlan finished = PlanShard(shard, record, alive, {});
+  EXPECT_TRUE(finished.write.has_value()) << finished.reason;
+  return finished.write.value_or(record);
+}
+
+TEST(RebalanceTest, AShardMovedToANodeWithoutACopyAddsDropsThenTransfers) {
+  std::map<int, ShardRecord> shards = {{0, InSync({"a", "b", "c"})}};
+  const auto alive = Alive({"a", "b", "c", "d"});
+  const std::map<int, std::string> pins = {{0, "d"}};
+
+  // 1. d joins the replicas, not the in-sync set.
+  std::optional<RebalanceStep> step =
+      PlanRebalance(shards, alive, {}, pins, {});
+  ASSERT_TRUE(step.has_value());
+  EXPECT_EQ(step->write,
+            (ShardRecord{1, "a", {"a", "b", "c", "d"}, {"a", "b", "c"}}));
+  EXPECT_EQ(step->reason,
+            "shard 0: d joins its replicas (the shard is moved to d); it "
+            "catches up before one of b,c leaves, then it takes the lead");
+  shards[0] = step->write;
+  // While d catches up, nothing moves.
+  EXPECT_EQ(PlanRebalance(shards, alive, {}, pins, {}), std::nullopt);
+
+  // 2. Once d is in sync, one old backup leaves (b: either leaves the
+  // cluster as balanced, and b is the lower id); never a, nor d.
+  shards[0].isr.push_back("d");
+  step = PlanRebalance(shards, alive, {}, pins, {});
+  ASSERT_TRUE(step.has_value());
+  EXPECT_EQ(step->write,
+            (ShardRecord{1, "a", {"a", "c", "d"}, {"a", "c", "d"}}));
+  EXPECT_EQ(step->reason, "shard 0: b leaves its replicas (a,b,c,d -> a,c,d)");
+  shards[0] = step->write;
+
+  // 3. The lead goes to d by leader transfer; the in-sync set is unchanged.
+  step = PlanRebalance(shards, alive, {}, pins, {});
+  ASSERT_TRUE(step.has_value());
+  ShardRecord asked = shards[0];
+  asked.transfer_to = "d";
+  EXPECT_EQ(step->write, asked);
+  EXPECT_EQ(step->reason,
+            "shard 0: hands its lead over from a (the shard is moved to it) "
+            "to d");
+  shards[0] = FinishTransfer(0, step->write, alive);
+  EXPECT_EQ(shards[0], (ShardRecord{2, "d", {"d", "a", "c"}, {"d", "a", "c"}}));
+
+  // Done: nothing moves it back.
+  EXPECT_EQ(PlanRebalance(shards, alive, {}, pins, {}), std::nullopt);
+}
+
+TEST(RebalanceTest, AShardMovedToOneOfItsBackupsOnlyTransfersItsLead) {
+  std::map<int, ShardRecord> shards = {{0, InSync({"a", "b", "c"})}};
+  const auto alive = Alive({"a", "b", "c"});
+  std::optional<RebalanceStep> step =
+      PlanRebalance(shards, alive, {}, {{0, "c"}}, {});
+  ASSERT_TRUE(step.has_value());
+  EXPECT_EQ(step->write.transfer_to, "c");
+  EXPECT_EQ(step->write.replicas, shards[0].replicas);
+  EXPECT_EQ(step->write.isr, shards[0].isr);
+}
+
+TEST(RebalanceTest, BalancingLeavesAPinnedLeadAndMovesAnotherInstead) {
+  // a leads both shards: unpinned, shard 0's lead would go (see
+  // LeadsMoveToEvenThemOut); with shard 0 pinned to a, shard 1's goes.
+  std::map<int, ShardRecord> shards = {
+      {0, InSync({"a", "b", "c"})},
+      {1, InSync({"a", "c", "b"})},
+  };
+  const auto alive = Alive({"a", "b", "c"});
+  std::optional<RebalanceStep> step =
+      PlanRebalance(shards, alive, {}, {{0, "a"}}, {});
+  ASSERT_TRUE(step.has_value());
+  EXPECT_EQ(step->shard, 1);
+  EXPECT_EQ(step->write.transfer_to, "c");
+  EXPECT_EQ(step->reason, "shard 1: hands its lead over from a to c");
+  // Both pinned to a: a keeps both leads, however uneven.
+  EXPECT_EQ(PlanRebalance(shards, alive, {}, {{0, "a"}, {1, "a"}}, {}),
+            std::nullopt);
+}
+
+TEST(RebalanceTest, AShardWhosePinnedNodeDiedFailsOverAndReturnsToIt) {
+  std::map<int, ShardRecord> shards = {{0, InSync({"a", "b", "c"})}};
+  const std::map<int, std::string> pins = {{0, "a"}};
+  // a dies: the controller promotes an in-sync backup as usual (PlanShard
+  // knows nothing of pins), and no rebalance step waits for a.
+  auto without_a = Alive({"b", "c"});
+  without_a["b"].positions[0] = Position{1, 7};
+  without_a["c"].positions[0] = Position{1, 5};
+  const ShardPlan failover = PlanShard(0, shards[0], without_a, {});
+  ASSERT_TRUE(failover.write.has_value()) << failover.reason;
+  EXPECT_EQ(*failover.write,
+            (ShardRecord{2, "b", {"b", "a", "c"}, {"b", "c"}}));
+  shards[0] = *failover.write;
+  EXPECT_EQ(PlanRebalance(shards, without_a, {}, pins, {}), std::nullopt);
+
+  // a is back and catching up: nothing yet. Once in sync, it leads again.
+  const auto alive = Alive({"a", "b", "c"});
+  EXPECT_EQ(PlanRebalance(shards, alive, {}, pins, {}), std::nullopt);
+  shards[0].isr.push_back("a");
+  std::optional<RebalanceStep> step =
+      PlanRebalance(shards, alive, {}, pins, {});
+  ASSERT_TRUE(step.has_value());
+  EXPECT_EQ(step->write.transfer_to, "a");
+  EXPECT_EQ(FinishTransfer(0, step->write, alive),
+            (ShardRecord{3, "a", {"a", "b", "c"}, {"a", "b", "c"}}));
+}
+
+TEST(RebalanceTest, ADrainOutweighsAPin) {
+  // The pinned node drains: its lead goes as any drained primary's.
+  const std::map<int, ShardRecord> shards = {{0, InSync({"a", "b", "c"})}};
+  std::optional<RebalanceStep> step =
+      PlanRebalance(shards, Alive({"a", "b", "c", "d"}), {"a"}, {{0, "a"}}, {});
+  ASSERT_TRUE(step.has_value());
+  EXPECT_EQ(step->reason,
+            "shard 0: hands its lead over from a (draining) to b");
+}
+
+TEST(RebalanceTest, WithOneReplicaAMovedShardTransfersBeforeTheOldCopyLeaves) {
+  std::map<int, ShardRecord> shards = {{0, InSync({"a"})}};
+  const auto alive = Alive({"a", "b"});
+  const std::map<int, std::string> pins = {{0, "b"}};
+  const RebalanceOptions one = {.replication_factor = 1, .min_insync = 1};
+  std::optional<RebalanceStep> step =
+      PlanRebalance(shards, alive, {}, pins, one);
+  ASSERT_TRUE(step.has_value());
+  EXPECT_EQ(step->write, (ShardRecord{1, "a", {"a", "b"}, {"a"}}));
+  shards[0] = step->write;
+  shards[0].isr.push_back("b");
+  step = PlanRebalance(shards, alive, {}, pins, one);
+  ASSERT_TRUE(step.has_value());
+  EXPECT_EQ(step->write.transfer_to, "b");
+  shards[0] = FinishTransfer(0, step->write, alive);
+  step = PlanRebalance(shards, alive, {}, pins, one);
+  ASSERT_TRUE(step.has_value());
+  EXPECT_EQ(step->write, (ShardRecord{2, "b", {"b"}, {"b"}}));
+  shards[0] = step->write;
+  EXPECT_EQ(PlanRebalance(shards, alive, {}, pins, one), std::nullopt);
+}
+
+// Nodes join, some nodes drain, and some shards are moved (pinned) to a
+// node, at random; steps are applied (each new replica catching up at
+// once, each leader transfer finished by PlanShard once the primary
+// reported) until there are none. Then no drained node holds a replica,
+// every shard has replication_factor replicas, each pinned shard is led by
+// its node (unless that node drains), and the replicas per node, and the
+// leads per node, are within one of each other (leads: when no shard is
+// pinned; pins may make them uneven).
+TEST(RebalanceTest, RandomJoinsDrainsAndMovesSettleBalanced) {
   const uint64_t seed = testing::SeedFromEnvironment();
   std::cout << "seed " << seed << " (HOURGLASS_SEED to replay)\n";
   std::mt19937_64 random(seed);
@@ -235,10 +381,15 @@ TEST(RebalanceTest, RandomJoinsAndDrainsSettleBalanced) {
         draining.insert(ids[n]);
       }
     }
+    std::map<int, std::string> pins;
+    for (int p = static_cast<int>(random() % 3); p > 0; --p) {
+      pins[static_cast<int>(random() % shard_count)] =
+          ids[random() % node_count];
+    }
     const auto alive = Alive(ids);
     int steps = 0;
     while (std::optional<RebalanceStep> step =
-               PlanRebalance(shards, alive, draining, {})) {
+               PlanRebalance(shards, alive, draining, pins, {})) {
       ASSERT_LT(++steps, 1000) << "no fixed point";
       ShardRecord& record = shards[step->shard];
       // Every shard starts fully in sync, so none may have fewer than
@@ -250,13 +401,7 @@ TEST(RebalanceTest, RandomJoinsAndDrainsSettleBalanced) {
         if (!record.InIsr(node)) record.isr.push_back(node);
       }
       if (!record.transfer_to.empty()) {
-        // The primary hands over and reports; the controller finishes.
-        auto reported = alive;
-        reported[record.primary].positions[step->shard] =
-            Position{record.epoch, 1};
-        const ShardPlan finished = PlanShard(step->shard, record, reported, {});
-        ASSERT_TRUE(finished.write.has_value()) << finished.reason;
-        record = *finished.write;
+        record = FinishTransfer(step->shard, record, alive);
       }
     }
     std::map<std::string, int> load, leads;
@@ -272,8 +417,13 @@ TEST(RebalanceTest, RandomJoinsAndDrainsSettleBalanced) {
       }
       ++leads[record.primary];
     }
+    for (const auto& [shard, node] : pins) {
+      if (!draining.contains(node)) {
+        EXPECT_EQ(shards[shard].primary, node) << "shard " << shard;
+      }
+    }
     EXPECT_LE(Spread(load), 1);
-    EXPECT_LE(Spread(leads), 1);
+    if (pins.empty()) EXPECT_LE(Spread(leads), 1);
   }
 }
 
