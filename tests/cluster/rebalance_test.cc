@@ -88,7 +88,7 @@ TEST(RebalanceTest, AShardWithTwoReplicasInOneZoneMovesOneToTheZoneItLacks) {
       {2, InSync({"f", "c", "b"})},
       {3, InSync({"c", "f", "b"})},
   };
-  std::optional<RebalanceStep> step = PlanRebalance(shards, alive, {}, {});
+  std::optional<RebalanceStep> step = PlanRebalance(shards, alive, {}, {}, {});
   ASSERT_TRUE(step.has_value());
   EXPECT_EQ(step->shard, 0);
   EXPECT_THAT(step->write.replicas, ElementsAre("a", "b", "c", "e"));
@@ -99,7 +99,7 @@ TEST(RebalanceTest, AShardWithTwoReplicasInOneZoneMovesOneToTheZoneItLacks) {
   // Once e is in sync, b (z1) leaves: one replica in each zone.
   shards[0] = step->write;
   shards[0].isr = shards[0].replicas;
-  step = PlanRebalance(shards, alive, {}, {});
+  step = PlanRebalance(shards, alive, {}, {}, {});
   ASSERT_TRUE(step.has_value());
   EXPECT_EQ(step->shard, 0);
   EXPECT_THAT(step->write.replicas, ElementsAre("a", "c", "e"));
