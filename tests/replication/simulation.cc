@@ -1,0 +1,775 @@
+#include "tests/replication/simulation.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/time.h"
+#include "cluster/placement.h"
+#include "cluster/rebalance.h"
+#include "storage/memory_store.h"
+
+namespace hourglass::replication::simulation {
+
+using cluster::ShardRecord;
+using storage::MessageStore;
+using storage::Table;
+using storage::WriteBatch;
+
+World::World(uint64_t seed, WorldOptions options)
+    : options_(std::move(options)), rng_(seed) {
+  for (size_t i = 0; i < options_.pool.size(); ++i) {
+    Node n;
+    n.id = options_.pool[i];
+    n.member = n.up = n.lease = static_cast<int>(i) < options_.members;
+    for (int s = 0; s < options_.shards; ++s) {
+      n.copies.emplace_back().store = storage::MemoryStore::Open();
+    }
+    nodes_.push_back(std::move(n));
+  }
+  records_.resize(options_.shards);
+  acknowledged_.resize(options_.shards);
+  checked_.resize(options_.shards);
+  Control();  // Creates the shards.
+}
+
+int World::Uniform(int n) {
+  return std::uniform_int_distribution<int>(0, n - 1)(rng_);
+}
+
+World::Node& World::node(const std::string& id) {
+  for (Node& n : nodes_) {
+    if (n.id == id) return n;
+  }
+  std::abort();
+}
+
+void World::Write() {
+  std::vector<std::pair<Node*, int>> primaries;
+  for (Node& n : nodes_) {
+    for (int s = 0; s < options_.shards; ++s) {
+      const Copy& c = n.copies[s];
+      if (n.acts() && c.primary != nullptr && c.handing_over_to.empty()) {
+        primaries.emplace_back(&n, s);
+      }
+    }
+  }
+  if (primaries.empty()) return;
+  auto [n, shard] = primaries[Uniform(static_cast<int>(primaries.size()))];
+  ReplicatedStore& primary = *n->copies[shard].primary;
+  const std::string key = absl::StrCat("m", next_key_++);
+  WriteBatch batch;
+  batch.Put(Table::kMessages, key, "v");
+  absl::StatusOr<int64_t> index = primary.Append(batch);
+  if (index.ok()) {
+    pending_.push_back({shard, n->id, primary.epoch(), *index, key});
+  }
+}
+
+World::Stream* World::RandomStream(bool (*usable)(const Stream&)) {
+  std::vector<Stream*> candidates;
+  for (auto& [key, stream] : streams_) {
+    if (stream.open && usable(stream)) candidates.push_back(&stream);
+  }
+  if (candidates.empty()) return nullptr;
+  return candidates[Uniform(static_cast<int>(candidates.size()))];
+}
+
+World::StreamKey World::KeyOf(const Stream* s) {
+  for (auto& [key, stream] : streams_) {
+    if (&stream == s) return key;
+  }
+  std::abort();
+}
+
+void World::Ship() {
+  Stream* s = RandomStream([](const Stream&) { return true; });
+  if (s == nullptr) return;
+  const auto [shard, from, to] = KeyOf(s);
+  Node& n = node(from);
+  ReplicatedStore* primary = n.copies[shard].primary.get();
+  if (!n.acts() || primary == nullptr || primary->epoch() != s->epoch) return;
+  absl::StatusOr<std::vector<std::shared_ptr<const std::string>>> entries =
+      primary->ReadFrom(s->next, 1 + Uniform(3) * 60, absl::InfinitePast());
+  if (!entries.ok()) {
+    *s = Stream();  // Closed, or behind what is kept: the backup rebuilds.
+    if (entries.status().code() == absl::StatusCode::kOutOfRange) {
+      Rebuild(shard, n, node(to));
+    }
+    return;
+  }
+  for (const auto& bytes : *entries) s->sent.push_back(*bytes);
+  s->next += static_cast<int64_t>(entries->size());
+}
+
+void World::Apply() {
+  Stream* s = RandomStream([](const Stream& s) { return !s.sent.empty(); });
+  if (s == nullptr) return;
+  const auto [shard, from, to] = KeyOf(s);
+  Node& backup = node(to);
+  Replica* replica = backup.copies[shard].replica.get();
+  if (!backup.acts() || replica == nullptr) return;
+  absl::StatusOr<LogEntry> entry = DecodeEntry(s->sent.front());
+  s->sent.pop_front();
+  std::vector<LogEntry> entries;
+  entries.push_back(*std::move(entry));
+  if (!replica->Apply(s->epoch, std::move(entries)).ok()) {
+    *s = Stream();  // The backup ends the stream.
+    return;
+  }
+  s->answers.push_back(replica->durable());
+}
+
+void World::Answer() {
+  Stream* s = RandomStream([](const Stream& s) { return !s.answers.empty(); });
+  if (s == nullptr) return;
+  const auto [shard, from, to] = KeyOf(s);
+  Node& n = node(from);
+  ReplicatedStore* primary = n.copies[shard].primary.get();
+  if (!n.acts() || primary == nullptr || primary->epoch() != s->epoch) return;
+  const LogPosition position = s->answers.front();
+  s->answers.pop_front();
+  primary->ReportProgress(to, position, position);
+}
+
+void World::BreakStream() {
+  Stream* s = RandomStream([](const Stream&) { return true; });
+  if (s != nullptr) *s = Stream();
+}
+
+namespace {
+
+template <typename Pick>
+std::vector<int> Where(int n, Pick pick) {
+  std::vector<int> picked;
+  for (int i = 0; i < n; ++i) {
+    if (pick(i)) picked.push_back(i);
+  }
+  return picked;
+}
+
+}  // namespace
+
+void World::Crash() {
+  // Any member, as likely up or not (a crash of one that is down is none).
+  const int count = static_cast<int>(nodes_.size());
+  std::vector<int> members =
+      Where(count, [&](int i) { return nodes_[i].member; });
+  Node& n = nodes_[members[Uniform(static_cast<int>(members.size()))]];
+  if (!n.up) return;
+  n.up = n.paused = n.lease = false;
+  n.positions.clear();
+  for (Copy& c : n.copies) {
+    c.primary.reset();
+    c.replica.reset();
+    c.handing_over_to.clear();
+    c.handed_over.reset();
+  }
+  for (auto& [key, stream] : streams_) {
+    if (std::get<1>(key) == n.id || std::get<2>(key) == n.id) {
+      stream = Stream();
+    }
+  }
+}
+
+void World::Restart() {
+  const int count = static_cast<int>(nodes_.size());
+  std::vector<int> down =
+      Where(count, [&](int i) { return nodes_[i].member && !nodes_[i].up; });
+  if (down.empty()) return;
+  Node& n = nodes_[down[Uniform(static_cast<int>(down.size()))]];
+  n.up = n.lease = true;
+}
+
+void World::Pause() {
+  const int count = static_cast<int>(nodes_.size());
+  std::vector<int> members =
+      Where(count, [&](int i) { return nodes_[i].member; });
+  Node& n = nodes_[members[Uniform(static_cast<int>(members.size()))]];
+  if (!n.acts()) return;
+  n.paused = true;
+  n.lease = false;  // It expires while the node is frozen.
+  n.positions.clear();
+}
+
+void World::Resume() {
+  const int count = static_cast<int>(nodes_.size());
+  std::vector<int> paused =
+      Where(count, [&](int i) { return nodes_[i].paused; });
+  if (paused.empty()) return;
+  Node& n = nodes_[paused[Uniform(static_cast<int>(paused.size()))]];
+  n.paused = false;
+  n.lease = true;  // It joins again, under a new lease.
+}
+
+void World::Join() {
+  const int count = static_cast<int>(nodes_.size());
+  std::vector<int> candidates = Where(count, [&](int i) {
+    const Node& n = nodes_[i];
+    if (!n.member) return true;
+    if (n.up) return false;
+    for (const auto& record : records_) {
+      if (record.has_value() && record->InIsr(n.id)) return false;
+    }
+    return true;
+  });
+  if (candidates.empty()) return;
+  Node& n = nodes_[candidates[Uniform(static_cast<int>(candidates.size()))]];
+  for (Copy& c : n.copies) c.store = storage::MemoryStore::Open();
+  n.member = n.up = n.lease = true;
+  ++stats_.joins;
+}
+
+void World::Drain() {
+  const int count = static_cast<int>(nodes_.size());
+  std::vector<int> members =
+      Where(count, [&](int i) { return nodes_[i].member; });
+  const std::string& id =
+      nodes_[members[Uniform(static_cast<int>(members.size()))]].id;
+  if (draining_.erase(id) > 0) return;
+  // Operators drain while enough others stay to hold every shard.
+  int staying = 0;
+  for (const Node& n : nodes_) {
+    staying += n.member && n.id != id && !draining_.contains(n.id);
+  }
+  if (staying >= options_.replication_factor) draining_.insert(id);
+}
+
+void World::Pin() {
+  const int shard = Uniform(options_.shards);
+  if (pins_.contains(shard) && Uniform(2) == 0) {
+    pins_.erase(shard);
+    return;
+  }
+  // Cluster.MoveShard refuses a node not alive or draining.
+  const int count = static_cast<int>(nodes_.size());
+  std::vector<int> eligible = Where(count, [&](int i) {
+    return nodes_[i].lease && !draining_.contains(nodes_[i].id);
+  });
+  if (eligible.empty()) return;
+  pins_[shard] = nodes_[eligible[Uniform(static_cast<int>(eligible.size()))]].id;
+}
+
+std::map<std::string, cluster::NodeRecord> World::AliveRecords() {
+  std::map<std::string, cluster::NodeRecord> alive;
+  for (const Node& n : nodes_) {
+    if (!n.lease) continue;
+    cluster::NodeRecord& r = alive[n.id];
+    r.address = n.id;
+    r.positions = n.positions;
+  }
+  return alive;
+}
+
+std::map<int, ShardRecord> World::Records() const {
+  std::map<int, ShardRecord> records;
+  for (int s = 0; s < options_.shards; ++s) {
+    if (records_[s].has_value()) records[s] = *records_[s];
+  }
+  return records;
+}
+
+void World::WriteRecord(int shard, const ShardRecord& write) {
+  const std::optional<ShardRecord>& old = records_[shard];
+  if (old.has_value() && write.epoch == old->epoch + 1 &&
+      write.primary == old->transfer_to) {
+    ++stats_.transfers;
+  }
+  records_[shard] = write;
+}
+
+void World::Control() {
+  // The controller is one of the nodes that run and hold a lease.
+  if (std::none_of(nodes_.begin(), nodes_.end(),
+                   [](const Node& n) { return n.acts() && n.lease; })) {
+    return;
+  }
+  const std::map<std::string, cluster::NodeRecord> alive = AliveRecords();
+  cluster::PlacementOptions placement;
+  placement.replication_factor = options_.replication_factor;
+  placement.position_wait_over = true;
+  bool planned = false;
+  for (int s = 0; s < options_.shards; ++s) {
+    const std::optional<ShardRecord> record = records_[s];
+    cluster::ShardPlan plan = cluster::PlanShard(s, record, alive, placement);
+    planned |= plan.write.has_value() || !record.has_value() ||
+               !alive.contains(record->primary) ||
+               !record->transfer_to.empty();
+    if (plan.write.has_value()) WriteRecord(s, *plan.write);
+  }
+  if (planned) return;
+  std::optional<cluster::RebalanceStep> step = cluster::PlanRebalance(
+      Records(), alive, draining_, pins_,
+      {.replication_factor = options_.replication_factor,
+       .min_insync = options_.min_insync});
+  if (!step.has_value()) return;
+  const ShardRecord& old = *records_[step->shard];
+  const ShardRecord& write = step->write;
+  if (write.isr.size() < old.isr.size() &&
+      static_cast<int>(write.isr.size()) < options_.min_insync &&
+      bad_move_.empty()) {
+    bad_move_ = absl::StrCat("a move took the in-sync set of shard ",
+                             step->shard, " from [",
+                             absl::StrJoin(old.isr, ","), "] to [",
+                             absl::StrJoin(write.isr, ","), "]: ",
+                             step->reason);
+  }
+  stats_.adds += write.replicas.size() > old.replicas.size();
+  stats_.drops += write.replicas.size() < old.replicas.size();
+  WriteRecord(step->shard, write);
+}
+
+void World::Settle() {
+  for (Node& n : nodes_) {
+    if (!n.acts()) continue;
+    for (int s = 0; s < options_.shards; ++s) Observe(n, s);
+    if (n.lease) ReportPositions(n);
+  }
+  Connect();
+  KeepInSyncSets();
+  Acknowledge();
+}
+
+// Member::ReportPositions: a backup in the in-sync set of a shard whose
+// primary is gone reports where its copy ends, and a primary handing its
+// shard over where it stopped writing; once per epoch, in the node record.
+void World::ReportPositions(Node& n) {
+  for (int s = 0; s < options_.shards; ++s) {
+    if (!records_[s].has_value()) continue;
+    const ShardRecord& r = *records_[s];
+    const bool handing_over = r.primary == n.id && !r.transfer_to.empty();
+    if (!handing_over &&
+        (Alive(r.primary) || r.primary == n.id || !r.InIsr(n.id))) {
+      continue;
+    }
+    auto reported = n.positions.find(s);
+    if (reported != n.positions.end() && reported->second.epoch == r.epoch) {
+      continue;
+    }
+    const Copy& c = n.copies[s];
+    std::optional<int64_t> index;
+    if (handing_over) {
+      index = c.handed_over;
+    } else if (c.replica != nullptr) {
+      index = c.replica->durable().index;
+    } else if (c.primary != nullptr) {
+      index = c.primary->last().index;
+    } else {
+      index = ReadPosition(*c.store).value().index;
+    }
+    if (index.has_value()) n.positions[s] = cluster::Position{r.epoch, *index};
+  }
+}
+
+// A node follows shard `shard`'s record as ShardHost does: becomes its
+// primary (and hands it over when asked), steps down, holds a backup copy,
+// or none.
+void World::Observe(Node& n, int shard) {
+  if (!records_[shard].has_value()) return;
+  const ShardRecord& record = *records_[shard];
+  Copy& c = n.copies[shard];
+  auto step_down = [&c] {
+    if (c.primary == nullptr) return;
+    c.primary->Close("stepped down");
+    c.primary.reset();
+    c.handing_over_to.clear();
+    c.handed_over.reset();
+  };
+  if (record.primary != n.id) {
+    step_down();
+    if (!record.IsReplica(n.id)) {
+      c.replica.reset();
+    } else if (c.replica == nullptr) {
+      c.replica = Replica::Open(c.store.get()).value();
+    }
+    return;
+  }
+  if (c.primary != nullptr && c.primary->epoch() != record.epoch) step_down();
+  if (c.primary == nullptr) {
+    c.replica.reset();
+    ReplicatedStoreOptions options;
+    options.epoch = record.epoch;
+    for (const std::string& id : record.isr) {
+      if (id != n.id) options.in_sync.push_back(id);
+    }
+    options.min_insync = options_.min_insync;
+    absl::StatusOr<std::unique_ptr<ReplicatedStore>> store =
+        ReplicatedStore::Open(c.store.get(), options);
+    if (!store.ok()) return;
+    c.primary = *std::move(store);
+  }
+  if (record.transfer_to.empty()) {
+    c.handing_over_to.clear();  // None asked, or given up: writes resume.
+    c.handed_over.reset();
+    return;
+  }
+  // ShardHost::HandOverLocked: writes stop; once the target holds the
+  // whole log durably, the position is reported.
+  if (c.handing_over_to != record.transfer_to) {
+    c.handing_over_to = record.transfer_to;
+    c.handed_over.reset();
+  }
+  if (c.handed_over.has_value()) return;
+  const int64_t last = c.primary->last().index;
+  const auto backups = c.primary->Backups();
+  auto target = backups.find(record.transfer_to);
+  if (target != backups.end() && target->second.durable.index >= last) {
+    c.handed_over = last;
+  }
+}
+
+// Every acting primary opens a stream to each other replica it lacks one
+// to, as its shippers do: hello, then from where the copy ends, or a
+// rebuild if it cannot follow. Streams to nodes no longer replicas end.
+void World::Connect() {
+  for (auto& [key, s] : streams_) {
+    const auto& [shard, from, to] = key;
+    if (s.open && node(from).acts() && !records_[shard]->IsReplica(to)) {
+      s = Stream();
+    }
+  }
+  for (Node& n : nodes_) {
+    if (!n.acts()) continue;
+    for (int shard = 0; shard < options_.shards; ++shard) {
+      ReplicatedStore* primary = n.copies[shard].primary.get();
+      if (primary == nullptr) continue;
+      for (const std::string& id : records_[shard]->replicas) {
+        if (id == n.id) continue;
+        Stream& s = streams_[{shard, n.id, id}];
+        if (s.open && s.epoch == primary->epoch()) continue;
+        Node& backup = node(id);
+        Replica* replica = backup.copies[shard].replica.get();
+        if (!backup.acts() || replica == nullptr) continue;
+        s = Stream();
+        if (!replica->Accept(primary->epoch()).ok()) continue;
+        const LogPosition copy = replica->applied();
+        absl::StatusOr<bool> diverged = primary->Diverged(copy);
+        if (!diverged.ok()) continue;
+        if (*diverged) {
+          Rebuild(shard, n, backup);
+          continue;
+        }
+        s.open = true;
+        s.epoch = primary->epoch();
+        s.next = copy.index + 1;
+        primary->ReportProgress(id, copy, replica->durable());
+      }
+    }
+  }
+}
+
+// The backup's copy replaced by the primary's checkpoint.
+void World::Rebuild(int shard, Node& primary, Node& backup) {
+  Copy& c = backup.copies[shard];
+  c.replica.reset();
+  std::unique_ptr<MessageStore> copy = storage::MemoryStore::Open();
+  WriteBatch all;
+  MessageStore& from = *primary.copies[shard].store;
+  for (int t = 0; t < storage::kNumTables; ++t) {
+    (void)from.Scan(static_cast<Table>(t), "", "",
+                    [&](std::string_view k, std::string_view v) {
+                      if (static_cast<Table>(t) == Table::kCounters) {
+                        all.Add(std::string(k), storage::DecodeCounter(v));
+                      } else {
+                        all.Put(static_cast<Table>(t), std::string(k),
+                                std::string(v));
+                      }
+                      return true;
+                    });
+  }
+  (void)copy->Write(all);
+  c.store = std::move(copy);
+  c.replica = Replica::Open(c.store.get()).value();
+  ++stats_.rebuilds;
+}
+
+// Each primary's in-sync set: a backup no longer a replica leaves it
+// locally (the controller dropped it from the record), one without a lease
+// leaves it, one that has every entry joins it (locally first), each by
+// compare-and-set at the primary's epoch (a deposed primary's fails).
+void World::KeepInSyncSets() {
+  for (Node& n : nodes_) {
+    if (!n.acts()) continue;
+    for (int shard = 0; shard < options_.shards; ++shard) {
+      ReplicatedStore* primary = n.copies[shard].primary.get();
+      if (primary == nullptr) continue;
+      ShardRecord& record = *records_[shard];
+      const bool current =
+          record.primary == n.id && record.epoch == primary->epoch();
+      const auto backups = primary->Backups();
+      for (const auto& [id, state] : backups) {
+        if (current && state.in_sync && !record.IsReplica(id)) {
+          primary->RemoveInSync(id);
+        }
+      }
+      for (const std::string& id : record.replicas) {
+        if (id == n.id) continue;
+        if (record.InIsr(id) && !Alive(id)) {
+          if (!current) continue;
+          std::erase(record.isr, id);
+          primary->RemoveInSync(id);
+        } else if (!record.InIsr(id) && Alive(id)) {
+          auto b = backups.find(id);
+          if (b == backups.end() ||
+              b->second.applied.index < primary->last().index) {
+            continue;
+          }
+          primary->AddInSync(id);
+          if (current) {
+            record.isr.push_back(id);
+          } else {
+            primary->RemoveInSync(id);
+          }
+        }
+      }
+    }
+  }
+}
+
+// Clients hear OK for the writes every in-sync backup has made durable.
+void World::Acknowledge() {
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    Node& n = node(it->node);
+    ReplicatedStore* primary = n.copies[it->shard].primary.get();
+    if (primary == nullptr || primary->epoch() != it->epoch) {
+      it = pending_.erase(it);  // The outcome stays unknown.
+      continue;
+    }
+    if (n.acts() && primary->Acknowledged(it->index, /*durable=*/true)) {
+      acknowledged_[it->shard][it->key] = it->epoch;
+      acknowledgers_[{it->shard, it->epoch}].insert(n.id);
+      ++stats_.acknowledged;
+      it = pending_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+bool World::Fail(std::string what) {
+  failure_ = std::move(what);
+  return false;
+}
+
+std::vector<std::string> World::Messages(MessageStore& store) {
+  std::vector<std::string> keys;
+  (void)store.Scan(Table::kMessages, "", "",
+                   [&](std::string_view k, std::string_view) {
+                     keys.emplace_back(k);
+                     return true;
+                   });
+  return keys;
+}
+
+bool World::Check(const std::string& when) {
+  if (!bad_move_.empty()) return Fail(absl::StrCat(when, ": ", bad_move_));
+  // One primary per epoch: only it can complete a write at that epoch.
+  for (const auto& [shard_epoch, ids] : acknowledgers_) {
+    if (ids.size() > 1) {
+      return Fail(absl::StrCat(when, ": writes of shard ", shard_epoch.first,
+                               " at epoch ", shard_epoch.second,
+                               " acknowledged by ", absl::StrJoin(ids, ",")));
+    }
+  }
+  for (int shard = 0; shard < options_.shards; ++shard) {
+    if (!records_[shard].has_value()) continue;
+    const ShardRecord& record = *records_[shard];
+    auto store = [&](const std::string& id) -> MessageStore& {
+      return *node(id).copies[shard].store;
+    };
+    // A shard the step left as it was passes as before (most steps touch
+    // one shard): its record, copies and positions, and what was
+    // acknowledged, are unchanged.
+    std::string state = absl::StrCat(
+        record.epoch, "/", absl::StrJoin(record.isr, ","), "/",
+        acknowledged_[shard].size());
+    for (Node& n : nodes_) {
+      const LogPosition p = ReadPosition(store(n.id)).value();
+      absl::StrAppend(&state, "/", reinterpret_cast<uintptr_t>(&store(n.id)),
+                      ":", p.epoch, ":", p.index);
+    }
+    if (checked_[shard] == state) continue;
+    checked_[shard] = std::move(state);
+    // Each copy's position and messages (in key order), read once.
+    std::map<std::string, std::pair<LogPosition, std::vector<std::string>>>
+        copies;
+    for (Node& n : nodes_) {
+      copies[n.id] = {ReadPosition(store(n.id)).value(),
+                      Messages(store(n.id))};
+    }
+    // Copies at equal positions hold equal messages.
+    for (const auto& [x, cx] : copies) {
+      if (cx.first.index == 0) continue;
+      for (const auto& [y, cy] : copies) {
+        if (x < y && cx.first == cy.first && cx.second != cy.second) {
+          return Fail(absl::StrCat(when, ": shard ", shard, ": ", x, " and ",
+                                   y, " are both at {", cx.first.epoch, ",",
+                                   cx.first.index,
+                                   "} but hold different messages"));
+        }
+      }
+    }
+    for (const std::string& id : record.isr) {
+      const std::vector<std::string>& held = copies[id].second;
+      for (const auto& [key, epoch] : acknowledged_[shard]) {
+        if (!std::binary_search(held.begin(), held.end(), key)) {
+          return Fail(absl::StrCat(
+              when, ": shard ", shard, ": ", key, ", acknowledged at epoch ",
+              epoch, ", is missing from ", id, ", in the in-sync set [",
+              absl::StrJoin(record.isr, ","), "] at epoch ", record.epoch));
+        }
+      }
+    }
+    for (const std::string& x : record.isr) {
+      for (const std::string& y : record.isr) {
+        const LogPosition px = copies[x].first;
+        const LogPosition py = copies[y].first;
+        if (px.index > py.index) continue;
+        if (Diverged(store(y), py, px).value()) {
+          return Fail(absl::StrCat(when, ": shard ", shard,
+                                   ": in-sync copies diverged: ", x, " at {",
+                                   px.epoch, ",", px.index, "}, ", y, " at {",
+                                   py.epoch, ",", py.index, "}"));
+        }
+      }
+    }
+  }
+  return true;
+}
+
+bool World::Flush(const StreamKey& key, Stream& s) {
+  const auto& [shard, from, to] = key;
+  ReplicatedStore* primary = node(from).copies[shard].primary.get();
+  if (!s.open || primary == nullptr) return false;
+  absl::StatusOr<std::vector<std::shared_ptr<const std::string>>> entries =
+      primary->ReadFrom(s.next, 1 << 20, absl::InfinitePast());
+  if (!entries.ok()) {
+    s = Stream();
+    if (entries.status().code() == absl::StatusCode::kOutOfRange) {
+      Rebuild(shard, node(from), node(to));
+    }
+    return true;
+  }
+  bool moved = !entries->empty() || !s.sent.empty() || !s.answers.empty();
+  for (const auto& bytes : *entries) s.sent.push_back(*bytes);
+  s.next += static_cast<int64_t>(entries->size());
+  Replica* replica = node(to).copies[shard].replica.get();
+  if (replica == nullptr) {
+    s = Stream();
+    return true;
+  }
+  while (!s.sent.empty()) {
+    std::vector<LogEntry> one;
+    one.push_back(DecodeEntry(s.sent.front()).value());
+    s.sent.pop_front();
+    if (!replica->Apply(s.epoch, std::move(one)).ok()) {
+      s = Stream();
+      return true;
+    }
+    s.answers.push_back(replica->durable());
+  }
+  while (!s.answers.empty()) {
+    primary->ReportProgress(to, s.answers.front(), s.answers.front());
+    s.answers.pop_front();
+  }
+  return moved;
+}
+
+bool World::HealAndCheck() {
+  for (Node& n : nodes_) {
+    if (!n.member) continue;
+    if (!n.lease) n.positions.clear();
+    n.up = n.lease = true;
+    n.paused = false;
+  }
+  // Rounds until three in a row change nothing.
+  int quiet = 0;
+  for (int round = 0; quiet < 3; ++round) {
+    if (round == 2000) return Fail("healed, the cluster never settled");
+    const std::vector<std::optional<ShardRecord>> before = records_;
+    const int64_t rebuilds = stats_.rebuilds;
+    Control();
+    for (Node& n : nodes_) {
+      if (!n.acts()) continue;
+      for (int s = 0; s < options_.shards; ++s) Observe(n, s);
+      ReportPositions(n);
+    }
+    Connect();
+    bool moved = false;
+    for (auto& [key, s] : streams_) moved |= Flush(key, s);
+    KeepInSyncSets();
+    Acknowledge();
+    const bool changed =
+        moved || records_ != before || rebuilds != stats_.rebuilds;
+    quiet = changed ? 0 : quiet + 1;
+  }
+  return Check("after healing") && CheckConverged();
+}
+
+// Healed: every shard has its replicas, all in sync and holding exactly
+// the primary's messages, and neither PlanShard nor PlanRebalance has a
+// step left; no replica is on a draining node, and each pinned shard is
+// led by its node.
+bool World::CheckConverged() {
+  const std::map<std::string, cluster::NodeRecord> alive = AliveRecords();
+  cluster::PlacementOptions placement;
+  placement.replication_factor = options_.replication_factor;
+  for (int s = 0; s < options_.shards; ++s) {
+    if (!records_[s].has_value()) {
+      return Fail(absl::StrCat("healed, shard ", s, " has no record"));
+    }
+    const ShardRecord& record = *records_[s];
+    cluster::ShardPlan plan = cluster::PlanShard(s, record, alive, placement);
+    if (plan.write.has_value() || !record.transfer_to.empty()) {
+      return Fail(absl::StrCat("healed, shard ", s,
+                               " still has a step: ", plan.reason,
+                               record.transfer_to));
+    }
+    std::vector<std::string> replicas = record.replicas;
+    std::vector<std::string> isr = record.isr;
+    std::sort(replicas.begin(), replicas.end());
+    std::sort(isr.begin(), isr.end());
+    if (replicas != isr ||
+        static_cast<int>(replicas.size()) != options_.replication_factor) {
+      return Fail(absl::StrCat("healed, shard ", s, " has replicas [",
+                               absl::StrJoin(record.replicas, ","),
+                               "] and in-sync set [",
+                               absl::StrJoin(record.isr, ","), "]"));
+    }
+    const std::vector<std::string> at_primary =
+        Messages(*node(record.primary).copies[s].store);
+    for (const std::string& id : record.replicas) {
+      const std::vector<std::string> here =
+          Messages(*node(id).copies[s].store);
+      if (here != at_primary) {
+        return Fail(absl::StrCat("healed, ", id, " holds ", here.size(),
+                                 " messages of shard ", s, ", the primary ",
+                                 record.primary, " ", at_primary.size()));
+      }
+      if (draining_.contains(id)) {
+        return Fail(absl::StrCat("healed, draining ", id,
+                                 " still holds shard ", s));
+      }
+    }
+    auto pin = pins_.find(s);
+    if (pin != pins_.end() && !draining_.contains(pin->second) &&
+        record.primary != pin->second) {
+      return Fail(absl::StrCat("healed, shard ", s, " is pinned to ",
+                               pin->second, " but led by ", record.primary));
+    }
+    stats_.epochs += record.epoch;
+  }
+  std::optional<cluster::RebalanceStep> step = cluster::PlanRebalance(
+      Records(), alive, draining_, pins_,
+      {.replication_factor = options_.replication_factor,
+       .min_insync = options_.min_insync});
+  if (step.has_value()) {
+    return Fail(absl::StrCat("healed, PlanRebalance still has a step: ",
+                             step->reason));
+  }
+  return true;
+}
+
+}  // namespace hourglass::replication::simulation
