@@ -407,41 +407,39 @@ void Member::ReportPositions(const ClusterView& view) {
   auto self = view.nodes.find(options_.node_id);
   if (self == view.nodes.end()) return;
   NodeRecord record = self->second;
-  bool changed = false;
-  for (const auto& [shard, s] : view.shards) {
-    const ShardRecord& r = s.record;
-    // A backup of a shard whose primary is gone, or the primary handing
-    // the shard over.
-    const bool handing_over =
-        r.primary == options_.node_id && !r.transfer_to.empty();
-    if (!handing_over &&
-        (view.nodes.contains(r.primary) || r.primary == options_.node_id ||
-         !r.InIsr(options_.node_id))) {
+  std::map<int, ShardRecord> shards;
+  for (const auto& [shard, s] : view.shards) shards[shard] = s.record;
+  auto none = [](int) { return std::optional<int64_t>(); };
+  record.positions = PositionsToReport(
+      options_.node_id, shards, view.nodes,
+      [&](int shard) {
+        return callbacks_.position ? callbacks_.position(shard) : none(shard);
+      },
+      [&](int shard) {
+        return callbacks_.handed_over ? callbacks_.handed_over(shard)
+                                      : none(shard);
+      });
+  if (record.positions == self->second.positions) return;
+  for (const auto& [shard, position] : record.positions) {
+    auto before = self->second.positions.find(shard);
+    if (before != self->second.positions.end() && before->second == position) {
       continue;
     }
-    auto reported = record.positions.find(shard);
-    if (reported != record.positions.end() &&
-        reported->second.epoch == r.epoch) {
-      continue;
-    }
-    std::optional<int64_t> index;
-    if (!handing_over) {
-      if (callbacks_.position) index = callbacks_.position(shard);
-    } else if (callbacks_.handed_over) {
-      index = callbacks_.handed_over(shard);
-    }
-    if (!index.has_value()) continue;
-    record.positions[shard] = Position{r.epoch, *index};
-    changed = true;
+    const ShardRecord& r = shards.at(shard);
     spdlog::info(
-        "cluster: node {} reports index {} of shard {} at epoch {} "
-        "({})",
-        options_.node_id, *index, shard, r.epoch,
-        handing_over ? absl::StrCat("it stopped writing and ", r.transfer_to,
-                                    " holds it all")
-                     : absl::StrCat("its primary ", r.primary, " is gone"));
+        "cluster: node {} reports index {} of shard {} at epoch {} ({})",
+        options_.node_id, position.index, shard, position.epoch,
+        r.primary == options_.node_id
+            ? absl::StrCat("it stopped writing and ", r.transfer_to,
+                           " holds it all")
+            : absl::StrCat("its primary ", r.primary, " is gone"));
   }
-  if (!changed) return;
+  for (const auto& [shard, position] : self->second.positions) {
+    if (!record.positions.contains(shard)) {
+      spdlog::info("cluster: node {} withdraws its report on shard {}",
+                   options_.node_id, shard);
+    }
+  }
   absl::StatusOr<int64_t> put =
       client_.Put(NodeKey(options_.cluster, options_.node_id),
                   EncodeNodeRecord(record), keeper_->id());

@@ -168,7 +168,8 @@ class Member {
   // Reads the whole prefix into a fresh view and watches from after it.
   absl::Status Resync();
   void Apply(const WatchEvent& event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Reports this node's positions for shards whose primary is gone.
+  // Brings this node's reported positions up to date (PositionsToReport,
+  // placement.h): for shards whose primary is gone, and its hand-overs.
   void ReportPositions(const ClusterView& view);
   // The controller's work: plans each shard and writes the changes; when
   // no shard needed one, moves a replica toward the balanced layout.

@@ -209,4 +209,24 @@ ShardPlan PlanShard(int shard, const std::optional<ShardRecord>& current,
                              absl::StrJoin(changes, "; "))};
 }
 
+std::map<int, Position> PositionsToReport(
+    std::string_view node, const std::map<int, ShardRecord>& shards,
+    const std::map<std::string, NodeRecord>& alive,
+    absl::FunctionRef<std::optional<int64_t>(int shard)> position,
+    absl::FunctionRef<std::optional<int64_t>(int shard)> handed_over) {
+  std::map<int, Position> positions;
+  for (const auto& [shard, record] : shards) {
+    const bool handing_over =
+        record.primary == node && !record.transfer_to.empty();
+    const bool primary_gone = record.primary != node &&
+                              !alive.contains(record.primary) &&
+                              record.InIsr(node);
+    if (!handing_over && !primary_gone) continue;
+    const std::optional<int64_t> index =
+        handing_over ? handed_over(shard) : position(shard);
+    if (index.has_value()) positions[shard] = Position{record.epoch, *index};
+  }
+  return positions;
+}
+
 }  // namespace hourglass::cluster

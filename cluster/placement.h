@@ -4,7 +4,9 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 
+#include "absl/functional/function_ref.h"
 #include "cluster/records.h"
 
 namespace hourglass::cluster {
@@ -60,6 +62,31 @@ struct PlacementOptions {
 ShardPlan PlanShard(int shard, const std::optional<ShardRecord>& current,
                     const std::map<std::string, NodeRecord>& alive,
                     const PlacementOptions& options);
+
+// The positions node `node` reports in its node record
+// (NodeRecord::positions) for the controller, given the shards' records and
+// the nodes alive now; a pure function, called on every view
+// (Member::ReportPositions):
+//
+//   - a backup in the in-sync set of a shard whose primary is gone reports
+//     where its copy ends (`position`: its last durable index), at the
+//     shard's epoch, for PlanShard to promote the most advanced;
+//   - the primary of a shard with a leader transfer under way reports,
+//     once it has stopped writing and the target holds its whole log
+//     (`handed_over`), where its log ends, for PlanShard to finish it.
+//
+// Each report is of the copy as it is now: one that grows (entries still
+// arriving from the old primary's stream) is reported again, and one
+// whose reason has passed (the primary came back, the transfer was given
+// up or finished) is withdrawn. A report kept from before would let the
+// controller promote a backup less advanced than it said, or finish a
+// later transfer at the same epoch before the primary stopped writing.
+// Shards for which a callback gives nullopt have no report.
+std::map<int, Position> PositionsToReport(
+    std::string_view node, const std::map<int, ShardRecord>& shards,
+    const std::map<std::string, NodeRecord>& alive,
+    absl::FunctionRef<std::optional<int64_t>(int shard)> position,
+    absl::FunctionRef<std::optional<int64_t>(int shard)> handed_over);
 
 }  // namespace hourglass::cluster
 

@@ -35,6 +35,20 @@ bool Healthy(const ShardRecord& record,
   return healthy;
 }
 
+// Whether `record`'s primary still reports, at the shard's epoch, where it
+// stopped writing for a leader transfer that was given up: until it
+// withdraws that (PositionsToReport, placement.h), a new transfer must not
+// start, or PlanShard would finish it on the old report while the primary
+// still writes.
+bool HandOverReported(int shard, const ShardRecord& record,
+                      const std::map<std::string, NodeRecord>& alive) {
+  auto primary = alive.find(record.primary);
+  if (primary == alive.end()) return false;
+  auto position = primary->second.positions.find(shard);
+  return position != primary->second.positions.end() &&
+         position->second.epoch == record.epoch;
+}
+
 // The pins that hold now: of shards that exist, to nodes alive and not
 // draining.
 std::map<int, std::string> ActivePins(
@@ -182,6 +196,7 @@ std::optional<RebalanceStep> PinStep(
             " leaves, then it takes the lead")};
   }
   // Healthy: the node is in sync.
+  if (HandOverReported(shard, record, alive)) return std::nullopt;
   return Transfer(shard, record, node, " (the shard is moved to it)");
 }
 
@@ -218,7 +233,8 @@ std::optional<RebalanceStep> PlanRebalance(
     auto pin = active.find(shard);
     if (pin != active.end() && record.primary != pin->second &&
         record.replicas.size() == 2 && record.InIsr(pin->second) &&
-        alive.contains(record.primary)) {
+        alive.contains(record.primary) &&
+        !HandOverReported(shard, record, alive)) {
       return Transfer(shard, record, pin->second,
                       " (the shard is moved to it)");
     }
@@ -278,7 +294,10 @@ std::optional<RebalanceStep> PlanRebalance(
     if (active.contains(shard)) continue;
     const bool drained = draining.contains(record.primary);
     if (!drained && (want.empty() || want.front() == record.primary)) continue;
-    if (!Healthy(record, alive, draining)) continue;
+    if (!Healthy(record, alive, draining) ||
+        HandOverReported(shard, record, alive)) {
+      continue;
+    }
     auto can_lead = [&, &current = record](const std::string& node) {
       return node != current.primary && alive.contains(node) &&
              !draining.contains(node) && current.InIsr(node);

@@ -53,8 +53,11 @@ struct RebalanceStep {
 // first and its replica after.
 //
 // Only a healthy shard starts a step: its primary alive, and every replica
-// alive and in sync but those draining. nullopt when the cluster is where
-// the layout wants it, or no step can start now.
+// alive and in sync but those draining. A leader transfer starts only once
+// the primary reports no position at the shard's epoch (one left from a
+// transfer given up is withdrawn first: placement.h PositionsToReport).
+// nullopt when the cluster is where the layout wants it, or no step can
+// start now.
 //
 // Pins (`pins`: shard -> node id, keys.h PinKey, set by `hourglass cluster
 // move --shard=N --to=NODE`) hold while their node is alive and not

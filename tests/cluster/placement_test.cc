@@ -236,5 +236,80 @@ TEST(PlanShardTest, NeverPromotesABackupOutsideTheIsr) {
             "(in-sync set a,b): waiting for one to come back");
 }
 
+// What a node's copies hold, for PositionsToReport's callbacks.
+struct Copies {
+  std::map<int, int64_t> durable;      // by shard
+  std::map<int, int64_t> handed_over;  // by shard
+  std::optional<int64_t> Position(int shard) const {
+    auto it = durable.find(shard);
+    if (it == durable.end()) return std::nullopt;
+    return it->second;
+  }
+  std::optional<int64_t> HandedOver(int shard) const {
+    auto it = handed_over.find(shard);
+    if (it == handed_over.end()) return std::nullopt;
+    return it->second;
+  }
+};
+
+std::map<int, Position> Report(const std::string& node,
+                               const std::map<int, ShardRecord>& shards,
+                               const std::map<std::string, NodeRecord>& alive,
+                               const Copies& copies) {
+  return PositionsToReport(
+      node, shards, alive, [&](int s) { return copies.Position(s); },
+      [&](int s) { return copies.HandedOver(s); });
+}
+
+TEST(PositionsToReportTest, InSyncBackupsOfAGonePrimaryReportTheirCopies) {
+  const std::map<int, ShardRecord> shards = {
+      {0, Record(3, "a", {"a", "b", "c"}, {"a", "b"})},  // a gone
+      {1, Record(2, "c", {"c", "b", "a"}, {"c", "b"})},  // c alive
+  };
+  const Copies copies{.durable = {{0, 12}, {1, 9}}};
+  EXPECT_EQ(Report("b", shards, Alive({"b", "c"}), copies),
+            (std::map<int, Position>{{0, Position{3, 12}}}));
+  // c is no in-sync backup of shard 0: it lacks acknowledged writes.
+  EXPECT_EQ(Report("c", shards, Alive({"b", "c"}), copies),
+            (std::map<int, Position>{}));
+}
+
+// The simulation's finding (tests/replication/simulation_test.cc): a
+// report made once per epoch and kept went stale, and the controller
+// promoted a backup less advanced than another it put in the in-sync set.
+TEST(PositionsToReportTest,
+     AReportFollowsTheCopyAndIsWithdrawnWhenThePrimaryIsBack) {
+  const std::map<int, ShardRecord> shards = {
+      {0, Record(3, "a", {"a", "b", "c"}, {"a", "b", "c"})}};
+  Copies copies{.durable = {{0, 12}}};
+  EXPECT_EQ(Report("b", shards, Alive({"b", "c"}), copies),
+            (std::map<int, Position>{{0, Position{3, 12}}}));
+  // Entries still in flight from a's stream arrive: reported again.
+  copies.durable[0] = 13;
+  EXPECT_EQ(Report("b", shards, Alive({"b", "c"}), copies),
+            (std::map<int, Position>{{0, Position{3, 13}}}));
+  // a is back under a new lease (same epoch) and writes on: withdrawn, so
+  // that a later failover at this epoch waits for a fresh report.
+  EXPECT_EQ(Report("b", shards, Alive({"a", "b", "c"}), copies),
+            (std::map<int, Position>{}));
+}
+
+TEST(PositionsToReportTest, APrimaryReportsItsHandOverOnlyWhileItIsUnderWay) {
+  std::map<int, ShardRecord> shards = {
+      {0, Record(3, "a", {"a", "b", "c"}, {"a", "b", "c"})}};
+  shards[0].transfer_to = "b";
+  const auto alive = Alive({"a", "b", "c"});
+  Copies copies{.durable = {{0, 20}}};
+  // Not yet stopped, or b does not hold it all yet.
+  EXPECT_EQ(Report("a", shards, alive, copies), (std::map<int, Position>{}));
+  copies.handed_over[0] = 20;
+  EXPECT_EQ(Report("a", shards, alive, copies),
+            (std::map<int, Position>{{0, Position{3, 20}}}));
+  // Given up: withdrawn (a writes again; a later transfer at epoch 3 must
+  // wait for a new report, rebalance.h).
+  shards[0].transfer_to.clear();
+  EXPECT_EQ(Report("a", shards, alive, copies), (std::map<int, Position>{}));
+}
+
 }  // namespace
 }  // namespace hourglass::cluster

@@ -261,6 +261,28 @@ TEST(RebalanceTest, AShardMovedToANodeWithoutACopyAddsDropsThenTransfers) {
   EXPECT_EQ(PlanRebalance(shards, alive, {}, pins, {}), std::nullopt);
 }
 
+TEST(RebalanceTest, NoTransferStartsWhileThePrimaryReportsAHandOverAtItsEpoch) {
+  // a handed shard 0 over to b at epoch 1 and reported index 7; the
+  // transfer was given up (b left), and a writes again. Until a withdraws
+  // its report, PlanShard would finish a new transfer on it at once.
+  std::map<int, ShardRecord> shards = {{0, InSync({"a", "b", "c"})}};
+  auto alive = Alive({"a", "b", "c"});
+  alive["a"].positions[0] = Position{1, 7};
+  EXPECT_EQ(PlanRebalance(shards, alive, {}, {{0, "c"}}, {}), std::nullopt);
+  EXPECT_EQ(PlanRebalance(shards, alive, {"a"}, {}, {}), std::nullopt);
+  // A report of an earlier epoch is no hand-over of this one.
+  alive["a"].positions[0] = Position{0, 7};
+  std::optional<RebalanceStep> step =
+      PlanRebalance(shards, alive, {}, {{0, "c"}}, {});
+  ASSERT_TRUE(step.has_value());
+  EXPECT_EQ(step->write.transfer_to, "c");
+  // Withdrawn: the transfers start.
+  alive["a"].positions.clear();
+  step = PlanRebalance(shards, alive, {"a"}, {}, {});
+  ASSERT_TRUE(step.has_value());
+  EXPECT_EQ(step->write.transfer_to, "b");
+}
+
 TEST(RebalanceTest, AShardMovedToOneOfItsBackupsOnlyTransfersItsLead) {
   std::map<int, ShardRecord> shards = {{0, InSync({"a", "b", "c"})}};
   const auto alive = Alive({"a", "b", "c"});

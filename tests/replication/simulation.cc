@@ -277,6 +277,22 @@ void World::WriteRecord(int shard, const ShardRecord& write) {
       write.primary == old->transfer_to) {
     ++stats_.transfers;
   }
+  if (old.has_value() && write.epoch != old->epoch && bad_write_.empty()) {
+    MessageStore& primary = *node(write.primary).copies[shard].store;
+    const LogPosition last = ReadPosition(primary).value();
+    for (const std::string& id : write.isr) {
+      const LogPosition copy =
+          ReadPosition(*node(id).copies[shard].store).value();
+      if (copy.index > last.index || Diverged(primary, last, copy).value()) {
+        bad_write_ = absl::StrCat(
+            "shard ", shard, ": ", write.primary, " (at {", last.epoch, ",",
+            last.index, "}) became primary at epoch ", write.epoch,
+            " with in-sync set [", absl::StrJoin(write.isr, ","), "] but ", id,
+            " holds what it lacks (at {", copy.epoch, ",", copy.index, "})");
+        break;
+      }
+    }
+  }
   records_[shard] = write;
 }
 
@@ -309,8 +325,8 @@ void World::Control() {
   const ShardRecord& write = step->write;
   if (write.isr.size() < old.isr.size() &&
       static_cast<int>(write.isr.size()) < options_.min_insync &&
-      bad_move_.empty()) {
-    bad_move_ = absl::StrCat("a move took the in-sync set of shard ",
+      bad_write_.empty()) {
+    bad_write_ = absl::StrCat("a move took the in-sync set of shard ",
                              step->shard, " from [",
                              absl::StrJoin(old.isr, ","), "] to [",
                              absl::StrJoin(write.isr, ","), "]: ",
@@ -332,35 +348,19 @@ void World::Settle() {
   Acknowledge();
 }
 
-// Member::ReportPositions: a backup in the in-sync set of a shard whose
-// primary is gone reports where its copy ends, and a primary handing its
-// shard over where it stopped writing; once per epoch, in the node record.
+// Member::ReportPositions: the node record's positions brought up to date
+// by the real rule (placement.h PositionsToReport), from what the node's
+// copies hold now (ShardHost::Position and HandedOver).
 void World::ReportPositions(Node& n) {
-  for (int s = 0; s < options_.shards; ++s) {
-    if (!records_[s].has_value()) continue;
-    const ShardRecord& r = *records_[s];
-    const bool handing_over = r.primary == n.id && !r.transfer_to.empty();
-    if (!handing_over &&
-        (Alive(r.primary) || r.primary == n.id || !r.InIsr(n.id))) {
-      continue;
-    }
-    auto reported = n.positions.find(s);
-    if (reported != n.positions.end() && reported->second.epoch == r.epoch) {
-      continue;
-    }
-    const Copy& c = n.copies[s];
-    std::optional<int64_t> index;
-    if (handing_over) {
-      index = c.handed_over;
-    } else if (c.replica != nullptr) {
-      index = c.replica->durable().index;
-    } else if (c.primary != nullptr) {
-      index = c.primary->last().index;
-    } else {
-      index = ReadPosition(*c.store).value().index;
-    }
-    if (index.has_value()) n.positions[s] = cluster::Position{r.epoch, *index};
-  }
+  n.positions = cluster::PositionsToReport(
+      n.id, Records(), AliveRecords(),
+      [&n](int shard) -> std::optional<int64_t> {
+        const Copy& c = n.copies[shard];
+        if (c.replica != nullptr) return c.replica->durable().index;
+        if (c.primary != nullptr) return c.primary->last().index;
+        return ReadPosition(*c.store).value().index;
+      },
+      [&n](int shard) { return n.copies[shard].handed_over; });
 }
 
 // A node follows shard `shard`'s record as ShardHost does: becomes its
@@ -564,7 +564,7 @@ std::vector<std::string> World::Messages(MessageStore& store) {
 }
 
 bool World::Check(const std::string& when) {
-  if (!bad_move_.empty()) return Fail(absl::StrCat(when, ": ", bad_move_));
+  if (!bad_write_.empty()) return Fail(absl::StrCat(when, ": ", bad_write_));
   // One primary per epoch: only it can complete a write at that epoch.
   for (const auto& [shard_epoch, ids] : acknowledgers_) {
     if (ids.size() > 1) {

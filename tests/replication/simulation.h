@@ -200,8 +200,10 @@ class World {
   int next_key_ = 0;
   // By shard, its state when Check last passed it (Check).
   std::vector<std::string> checked_;
-  // A move that took an in-sync set below min_insync, seen by Control.
-  std::string bad_move_;
+  // The first controller write that broke a promise (WriteRecord): a move
+  // that took an in-sync set below min_insync, or a new primary whose copy
+  // does not hold every in-sync copy.
+  std::string bad_write_;
   WorldStats stats_;
   std::string failure_;
 };
