@@ -249,7 +249,8 @@ void World::Pin() {
     return nodes_[i].lease && !draining_.contains(nodes_[i].id);
   });
   if (eligible.empty()) return;
-  pins_[shard] = nodes_[eligible[Uniform(static_cast<int>(eligible.size()))]].id;
+  pins_[shard] =
+      nodes_[eligible[Uniform(static_cast<int>(eligible.size()))]].id;
 }
 
 std::map<std::string, cluster::NodeRecord> World::AliveRecords() {
@@ -311,26 +312,24 @@ void World::Control() {
     const std::optional<ShardRecord> record = records_[s];
     cluster::ShardPlan plan = cluster::PlanShard(s, record, alive, placement);
     planned |= plan.write.has_value() || !record.has_value() ||
-               !alive.contains(record->primary) ||
-               !record->transfer_to.empty();
+               !alive.contains(record->primary) || !record->transfer_to.empty();
     if (plan.write.has_value()) WriteRecord(s, *plan.write);
   }
   if (planned) return;
-  std::optional<cluster::RebalanceStep> step = cluster::PlanRebalance(
-      Records(), alive, draining_, pins_,
-      {.replication_factor = options_.replication_factor,
-       .min_insync = options_.min_insync});
+  std::optional<cluster::RebalanceStep> step =
+      cluster::PlanRebalance(Records(), alive, draining_, pins_,
+                             {.replication_factor = options_.replication_factor,
+                              .min_insync = options_.min_insync});
   if (!step.has_value()) return;
   const ShardRecord& old = *records_[step->shard];
   const ShardRecord& write = step->write;
   if (write.isr.size() < old.isr.size() &&
       static_cast<int>(write.isr.size()) < options_.min_insync &&
       bad_write_.empty()) {
-    bad_write_ = absl::StrCat("a move took the in-sync set of shard ",
-                             step->shard, " from [",
-                             absl::StrJoin(old.isr, ","), "] to [",
-                             absl::StrJoin(write.isr, ","), "]: ",
-                             step->reason);
+    bad_write_ =
+        absl::StrCat("a move took the in-sync set of shard ", step->shard,
+                     " from [", absl::StrJoin(old.isr, ","), "] to [",
+                     absl::StrJoin(write.isr, ","), "]: ", step->reason);
   }
   stats_.adds += write.replicas.size() > old.replicas.size();
   stats_.drops += write.replicas.size() < old.replicas.size();
@@ -582,9 +581,9 @@ bool World::Check(const std::string& when) {
     // A shard the step left as it was passes as before (most steps touch
     // one shard): its record, copies and positions, and what was
     // acknowledged, are unchanged.
-    std::string state = absl::StrCat(
-        record.epoch, "/", absl::StrJoin(record.isr, ","), "/",
-        acknowledged_[shard].size());
+    std::string state =
+        absl::StrCat(record.epoch, "/", absl::StrJoin(record.isr, ","), "/",
+                     acknowledged_[shard].size());
     for (Node& n : nodes_) {
       const LogPosition p = ReadPosition(store(n.id)).value();
       absl::StrAppend(&state, "/", reinterpret_cast<uintptr_t>(&store(n.id)),
@@ -596,16 +595,15 @@ bool World::Check(const std::string& when) {
     std::map<std::string, std::pair<LogPosition, std::vector<std::string>>>
         copies;
     for (Node& n : nodes_) {
-      copies[n.id] = {ReadPosition(store(n.id)).value(),
-                      Messages(store(n.id))};
+      copies[n.id] = {ReadPosition(store(n.id)).value(), Messages(store(n.id))};
     }
     // Copies at equal positions hold equal messages.
     for (const auto& [x, cx] : copies) {
       if (cx.first.index == 0) continue;
       for (const auto& [y, cy] : copies) {
         if (x < y && cx.first == cy.first && cx.second != cy.second) {
-          return Fail(absl::StrCat(when, ": shard ", shard, ": ", x, " and ",
-                                   y, " are both at {", cx.first.epoch, ",",
+          return Fail(absl::StrCat(when, ": shard ", shard, ": ", x, " and ", y,
+                                   " are both at {", cx.first.epoch, ",",
                                    cx.first.index,
                                    "} but hold different messages"));
         }
@@ -723,9 +721,8 @@ bool World::CheckConverged() {
     const ShardRecord& record = *records_[s];
     cluster::ShardPlan plan = cluster::PlanShard(s, record, alive, placement);
     if (plan.write.has_value() || !record.transfer_to.empty()) {
-      return Fail(absl::StrCat("healed, shard ", s,
-                               " still has a step: ", plan.reason,
-                               record.transfer_to));
+      return Fail(absl::StrCat("healed, shard ", s, " still has a step: ",
+                               plan.reason, record.transfer_to));
     }
     std::vector<std::string> replicas = record.replicas;
     std::vector<std::string> isr = record.isr;
@@ -741,16 +738,15 @@ bool World::CheckConverged() {
     const std::vector<std::string> at_primary =
         Messages(*node(record.primary).copies[s].store);
     for (const std::string& id : record.replicas) {
-      const std::vector<std::string> here =
-          Messages(*node(id).copies[s].store);
+      const std::vector<std::string> here = Messages(*node(id).copies[s].store);
       if (here != at_primary) {
         return Fail(absl::StrCat("healed, ", id, " holds ", here.size(),
                                  " messages of shard ", s, ", the primary ",
                                  record.primary, " ", at_primary.size()));
       }
       if (draining_.contains(id)) {
-        return Fail(absl::StrCat("healed, draining ", id,
-                                 " still holds shard ", s));
+        return Fail(
+            absl::StrCat("healed, draining ", id, " still holds shard ", s));
       }
     }
     auto pin = pins_.find(s);
@@ -761,13 +757,13 @@ bool World::CheckConverged() {
     }
     stats_.epochs += record.epoch;
   }
-  std::optional<cluster::RebalanceStep> step = cluster::PlanRebalance(
-      Records(), alive, draining_, pins_,
-      {.replication_factor = options_.replication_factor,
-       .min_insync = options_.min_insync});
+  std::optional<cluster::RebalanceStep> step =
+      cluster::PlanRebalance(Records(), alive, draining_, pins_,
+                             {.replication_factor = options_.replication_factor,
+                              .min_insync = options_.min_insync});
   if (step.has_value()) {
-    return Fail(absl::StrCat("healed, PlanRebalance still has a step: ",
-                             step->reason));
+    return Fail(
+        absl::StrCat("healed, PlanRebalance still has a step: ", step->reason));
   }
   return true;
 }

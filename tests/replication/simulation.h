@@ -56,12 +56,12 @@ struct WorldOptions {
 // What a run did, to show the runs exercise what they are for.
 struct WorldStats {
   int64_t acknowledged = 0;
-  int64_t epochs = 0;      // over all shards
-  int64_t rebuilds = 0;    // copies replaced by a checkpoint
-  int64_t adds = 0;        // replicas added by PlanRebalance
-  int64_t drops = 0;       // replicas dropped by PlanRebalance
-  int64_t transfers = 0;   // leader transfers finished by PlanShard
-  int64_t joins = 0;       // nodes joined (new or wiped)
+  int64_t epochs = 0;     // over all shards
+  int64_t rebuilds = 0;   // copies replaced by a checkpoint
+  int64_t adds = 0;       // replicas added by PlanRebalance
+  int64_t drops = 0;      // replicas dropped by PlanRebalance
+  int64_t transfers = 0;  // leader transfers finished by PlanShard
+  int64_t joins = 0;      // nodes joined (new or wiped)
 };
 
 // One simulated cluster. Deterministic for a seed. Not thread-safe (the
@@ -132,13 +132,13 @@ class World {
   };
   struct Node {
     std::string id;
-    bool member = false;  // joined the cluster
-    bool up = false;      // the process runs
-    bool paused = false;  // runs but is frozen (SIGSTOP)
-    bool lease = false;   // etcd holds its lease (and its node record)
+    bool member = false;       // joined the cluster
+    bool up = false;           // the process runs
+    bool paused = false;       // runs but is frozen (SIGSTOP)
+    bool lease = false;        // etcd holds its lease (and its node record)
     std::vector<Copy> copies;  // by shard
-    // Its node record's positions (Member::ReportPositions), kept while its
-    // lease lasts.
+    // Its node record's positions, as ReportPositions last made them; gone
+    // with its lease.
     std::map<int, cluster::Position> positions;
     bool acts() const { return up && !paused; }
   };

@@ -14,6 +14,8 @@
 // HOURGLASS_SIMULATION_SEEDS=N runs seeds 1 to N (long runs: BENCHMARKS.md
 // "Reliability runs").
 
+#include "tests/replication/simulation.h"
+
 #include <cstdint>
 #include <cstdlib>
 #include <iostream>
@@ -21,7 +23,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "tests/replication/simulation.h"
 
 namespace hourglass::replication::simulation {
 namespace {
@@ -108,8 +109,7 @@ WorldStats RunSeeds(const Variant& variant, uint64_t& runs) {
     ok = ok && world.HealAndCheck();
     if (!ok) {
       ADD_FAILURE() << "seed " << seed << ": " << world.failure()
-                    << " (HOURGLASS_SIMULATION_SEED=" << seed
-                    << " replays it)";
+                    << " (HOURGLASS_SIMULATION_SEED=" << seed << " replays it)";
       return all;
     }
     const WorldStats& stats = world.stats();
@@ -129,7 +129,8 @@ WorldStats RunSeeds(const Variant& variant, uint64_t& runs) {
   return all;
 }
 
-TEST(ReplicationSimulationTest, OneShardNothingAcknowledgedIsLostAndCopiesNeverSplit) {
+TEST(ReplicationSimulationTest,
+     OneShardNothingAcknowledgedIsLostAndCopiesNeverSplit) {
   Variant variant{.options = {},
                   .actions = kOneShardActions,
                   .action_count = std::size(kOneShardActions),
