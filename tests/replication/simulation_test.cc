@@ -135,7 +135,7 @@ TEST(ReplicationSimulationTest,
                   .actions = kOneShardActions,
                   .action_count = std::size(kOneShardActions),
                   .steps = 300,
-                  .seeds = 3000};
+                  .seeds = 2500};
   uint64_t runs = 0;
   const WorldStats stats = RunSeeds(variant, runs);
   // The runs did what they are for: writes acknowledged, primaries changed.
@@ -154,7 +154,7 @@ TEST(ReplicationSimulationTest, ManyShardsWithJoinsDrainsAndMovesUnderFaults) {
                   .actions = kManyShardActions,
                   .action_count = std::size(kManyShardActions),
                   .steps = 400,
-                  .seeds = 1000};
+                  .seeds = 750};
   uint64_t runs = 0;
   const WorldStats stats = RunSeeds(variant, runs);
   // Every kind of change happened, many times over.
