@@ -122,7 +122,12 @@ std::optional<RebalanceStep> Drop(
   auto pin = active.find(shard);
   // Gone nodes first, then draining ones, then the one whose drop leaves
   // the cluster closest to balanced (ties: the lowest node id). Never the
-  // primary, nor the node the shard is pinned to.
+  // primary, nor the node the shard is pinned to, and the node the move
+  // added (the last replica) only if it is gone or draining or no other
+  // can go: Balance is greedy, and its distance may tie or favour
+  // dropping the newcomer, which would undo the add, and the next step
+  // would add it again, forever.
+  const std::string& added = record.replicas.back();
   std::string drop;
   int best = std::numeric_limits<int>::max();
   std::vector<std::string> candidates(record.replicas.begin() + 1,
@@ -135,6 +140,8 @@ std::optional<RebalanceStep> Drop(
       score = -2;
     } else if (draining.contains(node)) {
       score = -1;
+    } else if (node == added) {
+      score = std::numeric_limits<int>::max() - 1;  // Only if none else.
     } else {
       Start start = StartOf(shards, active, options);
       std::vector<std::string>& replicas =
