@@ -685,7 +685,19 @@ bool World::HealAndCheck() {
   // Rounds until three in a row change nothing.
   int quiet = 0;
   for (int round = 0; quiet < 3; ++round) {
-    if (round == 2000) return Fail("healed, the cluster never settled");
+    if (round == 2000) {
+      std::string state;
+      for (int s = 0; s < options_.shards; ++s) {
+        const ShardRecord& r = *records_[s];
+        absl::StrAppend(&state, " shard ", s, " {", r.epoch, " ", r.primary,
+                        " [", absl::StrJoin(r.replicas, ","), "] [",
+                        absl::StrJoin(r.isr, ","), "] ", r.transfer_to, "}");
+      }
+      return Fail(absl::StrCat(
+          "healed, the cluster never settled:", state, "; draining [",
+          absl::StrJoin(draining_, ","), "], pins [",
+          absl::StrJoin(pins_, ",", absl::PairFormatter("->")), "]"));
+    }
     const std::vector<std::optional<ShardRecord>> before = records_;
     const int64_t rebuilds = stats_.rebuilds;
     Control();
