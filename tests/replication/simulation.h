@@ -1,6 +1,6 @@
 // The world of the replication protocol's deterministic simulation
 // (CLUSTER.md "How it is tested"; the steps and the tests are in
-// simulation_test.cc): nodes holding one copy of each shard over memory
+// simulation_test.cc, the checker in simulation_check.cc): nodes holding one copy of each shard over memory
 // stores, the real ReplicatedStore (a primary's), Replica (a backup's),
 // Diverged, PlanShard and PlanRebalance, with etcd's records (shards, node
 // leases and the positions they report, drains, pins) simulated, and each

@@ -1,0 +1,255 @@
+// The simulation's checker and healing (simulation.h): Check after every
+// step, HealAndCheck and the converged layout at the end of a run.
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/time.h"
+#include "cluster/placement.h"
+#include "cluster/rebalance.h"
+#include "tests/replication/simulation.h"
+
+namespace hourglass::replication::simulation {
+
+using cluster::ShardRecord;
+using storage::MessageStore;
+using storage::Table;
+bool World::Fail(std::string what) {
+  failure_ = std::move(what);
+  return false;
+}
+
+std::vector<std::string> World::Messages(MessageStore& store) {
+  std::vector<std::string> keys;
+  (void)store.Scan(Table::kMessages, "", "",
+                   [&](std::string_view k, std::string_view) {
+                     keys.emplace_back(k);
+                     return true;
+                   });
+  return keys;
+}
+
+bool World::Check(const std::string& when) {
+  if (!bad_write_.empty()) return Fail(absl::StrCat(when, ": ", bad_write_));
+  // One primary per epoch: only it can complete a write at that epoch.
+  for (const auto& [shard_epoch, ids] : acknowledgers_) {
+    if (ids.size() > 1) {
+      return Fail(absl::StrCat(when, ": writes of shard ", shard_epoch.first,
+                               " at epoch ", shard_epoch.second,
+                               " acknowledged by ", absl::StrJoin(ids, ",")));
+    }
+  }
+  for (int shard = 0; shard < options_.shards; ++shard) {
+    if (!records_[shard].has_value()) continue;
+    const ShardRecord& record = *records_[shard];
+    auto store = [&](const std::string& id) -> MessageStore& {
+      return *node(id).copies[shard].store;
+    };
+    // A shard the step left as it was passes as before (most steps touch
+    // one shard): its record, copies and positions, and what was
+    // acknowledged, are unchanged.
+    std::string state =
+        absl::StrCat(record.epoch, "/", absl::StrJoin(record.isr, ","), "/",
+                     acknowledged_[shard].size());
+    for (Node& n : nodes_) {
+      const LogPosition p = ReadPosition(store(n.id)).value();
+      absl::StrAppend(&state, "/", reinterpret_cast<uintptr_t>(&store(n.id)),
+                      ":", p.epoch, ":", p.index);
+    }
+    if (checked_[shard] == state) continue;
+    checked_[shard] = std::move(state);
+    // Each copy's position and messages (in key order), read once.
+    std::map<std::string, std::pair<LogPosition, std::vector<std::string>>>
+        copies;
+    for (Node& n : nodes_) {
+      copies[n.id] = {ReadPosition(store(n.id)).value(), Messages(store(n.id))};
+    }
+    // Copies at equal positions hold equal messages.
+    for (const auto& [x, cx] : copies) {
+      if (cx.first.index == 0) continue;
+      for (const auto& [y, cy] : copies) {
+        if (x < y && cx.first == cy.first && cx.second != cy.second) {
+          return Fail(absl::StrCat(when, ": shard ", shard, ": ", x, " and ", y,
+                                   " are both at {", cx.first.epoch, ",",
+                                   cx.first.index,
+                                   "} but hold different messages"));
+        }
+      }
+    }
+    for (const std::string& id : record.isr) {
+      const std::vector<std::string>& held = copies[id].second;
+      for (const auto& [key, epoch] : acknowledged_[shard]) {
+        if (!std::binary_search(held.begin(), held.end(), key)) {
+          return Fail(absl::StrCat(
+              when, ": shard ", shard, ": ", key, ", acknowledged at epoch ",
+              epoch, ", is missing from ", id, ", in the in-sync set [",
+              absl::StrJoin(record.isr, ","), "] at epoch ", record.epoch));
+        }
+      }
+    }
+    for (const std::string& x : record.isr) {
+      for (const std::string& y : record.isr) {
+        const LogPosition px = copies[x].first;
+        const LogPosition py = copies[y].first;
+        if (px.index > py.index) continue;
+        if (Diverged(store(y), py, px).value()) {
+          return Fail(absl::StrCat(when, ": shard ", shard,
+                                   ": in-sync copies diverged: ", x, " at {",
+                                   px.epoch, ",", px.index, "}, ", y, " at {",
+                                   py.epoch, ",", py.index, "}"));
+        }
+      }
+    }
+  }
+  return true;
+}
+
+bool World::Flush(const StreamKey& key, Stream& s) {
+  const auto& [shard, from, to] = key;
+  ReplicatedStore* primary = node(from).copies[shard].primary.get();
+  if (!s.open || primary == nullptr) return false;
+  absl::StatusOr<std::vector<std::shared_ptr<const std::string>>> entries =
+      primary->ReadFrom(s.next, 1 << 20, absl::InfinitePast());
+  if (!entries.ok()) {
+    s = Stream();
+    if (entries.status().code() == absl::StatusCode::kOutOfRange) {
+      Rebuild(shard, node(from), node(to));
+    }
+    return true;
+  }
+  bool moved = !entries->empty() || !s.sent.empty() || !s.answers.empty();
+  for (const auto& bytes : *entries) s.sent.push_back(*bytes);
+  s.next += static_cast<int64_t>(entries->size());
+  Replica* replica = node(to).copies[shard].replica.get();
+  if (replica == nullptr) {
+    s = Stream();
+    return true;
+  }
+  while (!s.sent.empty()) {
+    std::vector<LogEntry> one;
+    one.push_back(DecodeEntry(s.sent.front()).value());
+    s.sent.pop_front();
+    if (!replica->Apply(s.epoch, std::move(one)).ok()) {
+      s = Stream();
+      return true;
+    }
+    s.answers.push_back(replica->durable());
+  }
+  while (!s.answers.empty()) {
+    primary->ReportProgress(to, s.answers.front(), s.answers.front());
+    s.answers.pop_front();
+  }
+  return moved;
+}
+
+bool World::HealAndCheck() {
+  for (Node& n : nodes_) {
+    if (!n.member) continue;
+    if (!n.lease) n.positions.clear();
+    n.up = n.lease = true;
+    n.paused = false;
+  }
+  // Rounds until three in a row change nothing.
+  int quiet = 0;
+  for (int round = 0; quiet < 3; ++round) {
+    if (round == 2000) {
+      std::string state;
+      for (int s = 0; s < options_.shards; ++s) {
+        const ShardRecord& r = *records_[s];
+        absl::StrAppend(&state, " shard ", s, " {", r.epoch, " ", r.primary,
+                        " [", absl::StrJoin(r.replicas, ","), "] [",
+                        absl::StrJoin(r.isr, ","), "] ", r.transfer_to, "}");
+      }
+      return Fail(absl::StrCat(
+          "healed, the cluster never settled:", state, "; draining [",
+          absl::StrJoin(draining_, ","), "], pins [",
+          absl::StrJoin(pins_, ",", absl::PairFormatter("->")), "]"));
+    }
+    const std::vector<std::optional<ShardRecord>> before = records_;
+    const int64_t rebuilds = stats_.rebuilds;
+    Control();
+    for (Node& n : nodes_) {
+      if (!n.acts()) continue;
+      for (int s = 0; s < options_.shards; ++s) Observe(n, s);
+      ReportPositions(n);
+    }
+    Connect();
+    bool moved = false;
+    for (auto& [key, s] : streams_) moved |= Flush(key, s);
+    KeepInSyncSets();
+    Acknowledge();
+    const bool changed =
+        moved || records_ != before || rebuilds != stats_.rebuilds;
+    quiet = changed ? 0 : quiet + 1;
+  }
+  return Check("after healing") && CheckConverged();
+}
+
+// Healed: every shard has its replicas, all in sync and holding exactly
+// the primary's messages, and neither PlanShard nor PlanRebalance has a
+// step left; no replica is on a draining node, and each pinned shard is
+// led by its node.
+bool World::CheckConverged() {
+  const std::map<std::string, cluster::NodeRecord> alive = AliveRecords();
+  cluster::PlacementOptions placement;
+  placement.replication_factor = options_.replication_factor;
+  for (int s = 0; s < options_.shards; ++s) {
+    if (!records_[s].has_value()) {
+      return Fail(absl::StrCat("healed, shard ", s, " has no record"));
+    }
+    const ShardRecord& record = *records_[s];
+    cluster::ShardPlan plan = cluster::PlanShard(s, record, alive, placement);
+    if (plan.write.has_value() || !record.transfer_to.empty()) {
+      return Fail(absl::StrCat("healed, shard ", s, " still has a step: ",
+                               plan.reason, record.transfer_to));
+    }
+    std::vector<std::string> replicas = record.replicas;
+    std::vector<std::string> isr = record.isr;
+    std::sort(replicas.begin(), replicas.end());
+    std::sort(isr.begin(), isr.end());
+    if (replicas != isr ||
+        static_cast<int>(replicas.size()) != options_.replication_factor) {
+      return Fail(absl::StrCat("healed, shard ", s, " has replicas [",
+                               absl::StrJoin(record.replicas, ","),
+                               "] and in-sync set [",
+                               absl::StrJoin(record.isr, ","), "]"));
+    }
+    const std::vector<std::string> at_primary =
+        Messages(*node(record.primary).copies[s].store);
+    for (const std::string& id : record.replicas) {
+      const std::vector<std::string> here = Messages(*node(id).copies[s].store);
+      if (here != at_primary) {
+        return Fail(absl::StrCat("healed, ", id, " holds ", here.size(),
+                                 " messages of shard ", s, ", the primary ",
+                                 record.primary, " ", at_primary.size()));
+      }
+      if (draining_.contains(id)) {
+        return Fail(
+            absl::StrCat("healed, draining ", id, " still holds shard ", s));
+      }
+    }
+    auto pin = pins_.find(s);
+    if (pin != pins_.end() && !draining_.contains(pin->second) &&
+        record.primary != pin->second) {
+      return Fail(absl::StrCat("healed, shard ", s, " is pinned to ",
+                               pin->second, " but led by ", record.primary));
+    }
+    stats_.epochs += record.epoch;
+  }
+  std::optional<cluster::RebalanceStep> step =
+      cluster::PlanRebalance(Records(), alive, draining_, pins_,
+                             {.replication_factor = options_.replication_factor,
+                              .min_insync = options_.min_insync});
+  if (step.has_value()) {
+    return Fail(
+        absl::StrCat("healed, PlanRebalance still has a step: ", step->reason));
+  }
+  return true;
+}
+
+}  // namespace hourglass::replication::simulation
