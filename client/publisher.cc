@@ -296,8 +296,15 @@ class PublishOperation final : public Operation {
   }
 
   // The batch spans shards (the node said how many there are): publish it
-  // split by shard instead.
+  // split by shard instead. Not if this client finds it in one shard (it
+  // would be refused again): the refusal is the answer then.
   bool HandOver() override {
+    const int shard_count = ChannelAccess::ShardCount(*state_->channel);
+    std::set<int> shards;
+    for (const hourglass::v1::Message& m : request_.messages()) {
+      shards.insert(cluster::ShardOf(m.topic(), std::max(shard_count, 1)));
+    }
+    if (shards.size() < 2) return false;
     StartPublish(state_, std::move(request_), on_stream_, std::move(done_));
     Forget();
     return true;
