@@ -5,15 +5,18 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <set>
 #include <utility>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "cluster/shard_hash.h"
 #include "grpcpp/grpcpp.h"
 #include "hourglass/v1/admin.grpc.pb.h"
 #include "hourglass/v1/cluster.grpc.pb.h"
@@ -45,6 +48,21 @@ std::string Tail(const std::string& log) {
 absl::StatusOr<std::unique_ptr<ChaosCluster>> ChaosCluster::Start(
     Options options) {
   std::unique_ptr<ChaosCluster> cluster(new ChaosCluster(std::move(options)));
+  const int shards = cluster->options_.shards;
+  if (shards == 1) {
+    cluster->topics_ = {"chaos"};
+  } else {
+    cluster->topics_.resize(shards);
+    for (int i = 0, found = 0; found < shards; ++i) {
+      const std::string topic = absl::StrCat("chaos-", i);
+      std::string& slot =
+          cluster->topics_[hourglass::cluster::ShardOf(topic, shards)];
+      if (slot.empty()) {
+        slot = topic;
+        ++found;
+      }
+    }
+  }
   absl::StatusOr<std::unique_ptr<EtcdServer>> etcd = EtcdServer::Start();
   if (!etcd.ok()) return etcd.status();
   cluster->etcd_ = *std::move(etcd);
@@ -101,7 +119,9 @@ absl::Status ChaosCluster::Launch(const std::string& id) {
       "--node_id=" + id,
       absl::StrCat("--advertise=127.0.0.1:", node.inbound->port()),
       absl::StrCat(
-          "--lease_ttl=", absl::ToInt64Milliseconds(options_.lease_ttl), "ms")};
+          "--lease_ttl=", absl::ToInt64Milliseconds(options_.lease_ttl), "ms"),
+      absl::StrCat("--shards=", options_.shards),
+      absl::StrCat("--replication_factor=", options_.replication_factor)};
   flags.insert(flags.end(), options_.flags.begin(), options_.flags.end());
   absl::StatusOr<std::unique_ptr<Daemon>> daemon = Daemon::Start(
       options_.hourglassd, node.data_dir, flags,
@@ -214,6 +234,26 @@ absl::Status ChaosCluster::Restart(const std::string& id) {
   return Launch(id);
 }
 
+void ChaosCluster::Remove(const std::string& id) {
+  Kill(id);
+  Wipe(id);
+  nodes_.at(id).removed = true;
+}
+
+absl::Status ChaosCluster::Join(const std::string& id) {
+  if (absl::Status s = Restart(id); !s.ok()) return s;
+  nodes_.at(id).removed = false;
+  return absl::OkStatus();
+}
+
+std::vector<std::string> ChaosCluster::Members() const {
+  std::vector<std::string> members;
+  for (const std::string& id : options_.ids) {
+    if (!nodes_.at(id).removed) members.push_back(id);
+  }
+  return members;
+}
+
 void ChaosCluster::CutInbound(const std::string& id) {
   nodes_.at(id).inbound->Freeze();
 }
@@ -252,10 +292,17 @@ absl::StatusOr<v1::ClusterMap> ChaosCluster::Map() {
   return last;
 }
 
-std::string ChaosCluster::Primary() {
+std::string ChaosCluster::Primary(int shard) {
   absl::StatusOr<v1::ClusterMap> map = Map();
-  if (!map.ok() || map->shards_size() == 0) return "";
-  return map->shards(0).primary();
+  if (!map.ok() || map->shards_size() <= shard) return "";
+  return map->shards(shard).primary();
+}
+
+std::vector<std::string> ChaosCluster::Replicas(int shard) {
+  absl::StatusOr<v1::ClusterMap> map = Map();
+  if (!map.ok() || map->shards_size() <= shard) return {};
+  return {map->shards(shard).replicas().begin(),
+          map->shards(shard).replicas().end()};
 }
 
 std::string ChaosCluster::Controller() {
@@ -263,62 +310,99 @@ std::string ChaosCluster::Controller() {
   return map.ok() ? map->controller() : "";
 }
 
+absl::Status ChaosCluster::LookHealthy() {
+  const std::vector<std::string> members = Members();
+  std::string restarted;
+  for (const std::string& id : members) {
+    if (Running(id)) continue;
+    const int code = nodes_.at(id).exit_code;
+    if (code != 3) {
+      return absl::InternalError(
+          absl::StrCat("node ", id, " exited with ", code, ":\n", LogTail(id)));
+    }
+    restarts_.push_back(id);
+    if (absl::Status s = Launch(id); !s.ok()) return s;
+    absl::StrAppend(&restarted, " ", id);
+  }
+  if (!restarted.empty()) {
+    return absl::UnavailableError(absl::StrCat("restarted", restarted));
+  }
+  // Every member's map; the first one's is described, the others' where
+  // they differ from it.
+  const std::set<std::string> live(members.begin(), members.end());
+  const size_t need =
+      std::min<size_t>(options_.replication_factor, members.size());
+  std::optional<v1::ClusterMap> first;
+  std::string seen;
+  for (const std::string& id : members) {
+    absl::StatusOr<v1::ClusterMap> map = MapOf(id);
+    if (!map.ok() || map->shards_size() != options_.shards) {
+      return absl::UnavailableError(
+          absl::StrCat(id, " has no map of ", options_.shards, " shards (",
+                       map.ok() ? absl::StrCat(map->shards_size(), " shards")
+                                : std::string(map.status().message()),
+                       ")"));
+    }
+    if (!first.has_value()) {
+      first = *map;
+      for (const v1::ShardInfo& shard : map->shards()) {
+        absl::StrAppend(&seen, id, " sees shard ", shard.shard(), " at epoch ",
+                        shard.epoch(), " primary ", shard.primary(), " isr ",
+                        absl::StrJoin(shard.isr(), ","), "; ");
+      }
+      continue;
+    }
+    for (int n = 0; n < options_.shards; ++n) {
+      const v1::ShardInfo& shard = map->shards(n);
+      const v1::ShardInfo& other = first->shards(n);
+      if (shard.epoch() != other.epoch() ||
+          shard.primary() != other.primary()) {
+        return absl::UnavailableError(
+            absl::StrCat(seen, "but ", id, " sees shard ", n, " at epoch ",
+                         shard.epoch(), " primary ", shard.primary()));
+      }
+    }
+  }
+  for (const v1::ShardInfo& shard : first->shards()) {
+    const std::set<std::string> isr(shard.isr().begin(), shard.isr().end());
+    const bool isr_live = std::all_of(
+        isr.begin(), isr.end(),
+        [&live](const std::string& id) { return live.contains(id); });
+    if (!live.contains(shard.primary()) || !isr.contains(shard.primary()) ||
+        !isr_live || isr.size() < need) {
+      return absl::UnavailableError(absl::StrCat(seen, "shard ", shard.shard(),
+                                                 " wants a live primary and ",
+                                                 need, " members in sync"));
+    }
+  }
+  // Each primary serves its shard.
+  for (const v1::ShardInfo& shard : first->shards()) {
+    auto stub =
+        v1::Admin::NewStub(nodes_.at(shard.primary()).daemon->Channel());
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + kCallTimeout));
+    v1::GetStatsRequest request;
+    request.set_topic(topics_.at(shard.shard()));
+    v1::GetStatsResponse stats;
+    const grpc::Status status = stub->GetStats(&context, request, &stats);
+    if (!status.ok() && status.error_code() != grpc::StatusCode::NOT_FOUND) {
+      return absl::UnavailableError(absl::StrCat(
+          seen, "primary ", shard.primary(), " of shard ", shard.shard(),
+          " does not serve: ", status.error_message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ChaosCluster::AwaitHealthy(absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
-  std::string seen;
   while (true) {
-    seen.clear();
-    bool healthy = true;
-    int64_t epoch = -1;
-    std::string primary;
-    for (const std::string& id : options_.ids) {
-      if (!Running(id)) {
-        const int code = nodes_.at(id).exit_code;
-        if (code != 3) {
-          return absl::InternalError(absl::StrCat("node ", id, " exited with ",
-                                                  code, ":\n", LogTail(id)));
-        }
-        restarts_.push_back(id);
-        if (absl::Status s = Launch(id); !s.ok()) return s;
-        absl::StrAppend(&seen, id, " restarted; ");
-        healthy = false;
-        continue;
-      }
-      absl::StatusOr<v1::ClusterMap> map = MapOf(id);
-      if (!map.ok() || map->shards_size() != 1) {
-        absl::StrAppend(&seen, id, " has no shard map (",
-                        map.status().message(), "); ");
-        healthy = false;
-        continue;
-      }
-      const v1::ShardInfo& shard = map->shards(0);
-      absl::StrAppend(&seen, id, " sees epoch ", shard.epoch(), " primary ",
-                      shard.primary(), " isr ", absl::StrJoin(shard.isr(), ","),
-                      "; ");
-      if (epoch == -1) {
-        epoch = shard.epoch();
-        primary = shard.primary();
-      }
-      if (shard.epoch() != epoch || shard.primary() != primary ||
-          shard.isr_size() != static_cast<int>(options_.ids.size())) {
-        healthy = false;
-      }
-    }
-    if (healthy && !primary.empty()) {
-      auto stub = v1::Admin::NewStub(nodes_.at(primary).daemon->Channel());
-      grpc::ClientContext context;
-      context.set_deadline(absl::ToChronoTime(absl::Now() + kCallTimeout));
-      v1::GetStatsResponse stats;
-      const grpc::Status status =
-          stub->GetStats(&context, v1::GetStatsRequest(), &stats);
-      if (status.ok()) return absl::OkStatus();
-      absl::StrAppend(&seen, "primary ", primary,
-                      " does not serve: ", status.error_message());
-    }
+    const absl::Status look = LookHealthy();
+    if (look.ok() || absl::IsInternal(look)) return look;
     if (absl::Now() >= deadline) {
       return absl::DeadlineExceededError(
           absl::StrCat("the cluster did not heal within ",
-                       absl::FormatDuration(timeout), ": ", seen));
+                       absl::FormatDuration(timeout), ": ", look.message()));
     }
     // Each node's log is read meanwhile (Running), so none blocks on it.
     for (const std::string& id : options_.ids) {

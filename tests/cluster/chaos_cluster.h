@@ -20,12 +20,14 @@
 
 namespace hourglass::testing {
 
-// One etcd and three (or more) real hourglassd on loopback, wired so that
+// One etcd and three (or more) real hourglassd on loopback, hosting one
+// shard or many, wired so that
 // a test can break any part of it: every node is reached by clients and
 // peers through a TCP proxy of its own (its --advertise address), and
 // reaches etcd through another; freezing the first cuts the node off from
 // clients and peers, freezing the second cuts it off from etcd. Nodes can
-// be killed, paused, restarted on their data, or wiped.
+// be killed, paused, restarted on their data, or wiped; or removed from
+// the cluster and made to join it again, empty.
 //
 // Each node's data dir is a tmpfs of its own (Options::disk), mounted in a
 // private mount namespace that a holder process keeps (unshare(1), so the
@@ -41,8 +43,13 @@ class ChaosCluster {
   struct Options {
     std::string hourglassd;  // the binary
     std::vector<std::string> ids = {"a", "b", "c"};
+    // Every node's --shards (the cluster's shard count) and
+    // --replication_factor. Defaults: 1, 3.
+    int shards = 1;
+    int replication_factor = 3;
     absl::Duration lease_ttl = absl::Seconds(2);
-    // Besides --etcd, --node_id, --advertise, --lease_ttl.
+    // Besides --etcd, --node_id, --advertise, --lease_ttl, --shards,
+    // --replication_factor.
     std::vector<std::string> flags;
     // The size of each node's disk, as mount(8)'s tmpfs size= takes it.
     std::string disk = "1g";
@@ -54,6 +61,11 @@ class ChaosCluster {
   ~ChaosCluster();
 
   const std::vector<std::string>& ids() const { return options_.ids; }
+  int shards() const { return options_.shards; }
+  int replication_factor() const { return options_.replication_factor; }
+  // A topic in each shard, by shard number: "chaos" with one shard,
+  // "chaos-<i>" with many (the first i that falls in each shard).
+  const std::vector<std::string>& topics() const { return topics_; }
   absl::Duration lease_ttl() const { return options_.lease_ttl; }
   // Every node's advertised address (its proxy), comma-separated: what
   // clients are given.
@@ -77,6 +89,14 @@ class ChaosCluster {
   void FreeDisk(const std::string& id);
   // Starts node `id` again on its data dir. REQUIRES: !Running(id).
   absl::Status Restart(const std::string& id);
+  // Takes node `id` out of the cluster for good, as a lost machine: kill
+  // -9 and wipe its data. AwaitHealthy then expects the cluster to heal
+  // without it (its copies made again on the others), until Join(id)
+  // starts it again, empty: a new node joins.
+  void Remove(const std::string& id);
+  absl::Status Join(const std::string& id);
+  // The nodes not removed, in id order: those AwaitHealthy expects to run.
+  std::vector<std::string> Members() const;
   // Cuts node `id` off from clients and peers (everything sent to its
   // advertised address), or from etcd; Heal ends both cuts.
   void CutInbound(const std::string& id);
@@ -91,13 +111,19 @@ class ChaosCluster {
   absl::StatusOr<v1::ClusterMap> MapOf(const std::string& id);
   // The cluster map as the first running node that answers sees it.
   absl::StatusOr<v1::ClusterMap> Map();
-  // The shard's primary, or the controller, per Map() ("" if none).
-  std::string Primary();
+  // Shard `shard`'s primary, its replicas (the primary first), or the
+  // controller, per Map() ("" or none if there are none).
+  std::string Primary(int shard = 0);
+  std::vector<std::string> Replicas(int shard);
   std::string Controller();
 
-  // Waits until every node runs, all see shard 0 at one epoch with one
-  // primary and every node in its ISR, and the primary serves (GetStats
-  // answers OK). OK, or DEADLINE_EXCEEDED with what was last seen.
+  // Waits until the cluster has healed: every member (the nodes not
+  // removed) runs; all see every shard at one epoch with one primary, a
+  // member; each shard's ISR holds members only, the primary among them,
+  // and at least min(replication factor, members) of them (with three
+  // nodes and one shard: every node in the ISR); and each primary serves
+  // its shard (Admin.GetStats of the shard's topic answers OK or
+  // NOT_FOUND). OK, or DEADLINE_EXCEEDED with what was last seen.
   //
   // Meanwhile it is the nodes' supervisor, as systemd or Kubernetes is: a
   // node that exited with 3 by itself (it lost its lease: under load, a
@@ -128,6 +154,7 @@ class ChaosCluster {
     std::unique_ptr<Daemon> daemon;       // null while not started
     std::string last_log;                 // of the previous process
     int exit_code = -1;                   // of the previous process
+    bool removed = false;                 // by Remove, until Join
   };
 
   explicit ChaosCluster(Options options) : options_(std::move(options)) {}
@@ -136,10 +163,16 @@ class ChaosCluster {
   void Reap(Node& node);
   // `path` (in node `id`'s namespace) as the test sees it.
   std::string Outside(const std::string& id, const std::string& path);
+  // One look at the cluster for AwaitHealthy: OK if it has healed;
+  // INTERNAL if a node exited otherwise than by losing its lease;
+  // UNAVAILABLE saying what is not yet right. Restarts a member that lost
+  // its lease.
+  absl::Status LookHealthy();
 
   const Options options_;
   TempDir dir_;
   std::unique_ptr<EtcdServer> etcd_;
+  std::vector<std::string> topics_;
   std::map<std::string, Node> nodes_;
   std::vector<std::string> restarts_;
 };
