@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <iostream>
 #include <set>
 #include <utility>
 
@@ -26,6 +27,8 @@ namespace {
 
 constexpr absl::Duration kCallTimeout = absl::Seconds(2);
 constexpr size_t kLogTail = 3000;
+// How often AwaitHealthy says what it still waits for.
+constexpr absl::Duration kSlowHeal = absl::Seconds(15);
 
 // The end of `log`, after the lines anywhere in it that say why a process
 // died (an assertion, a sanitizer's report, a critical line).
@@ -395,10 +398,19 @@ absl::Status ChaosCluster::LookHealthy() {
 }
 
 absl::Status ChaosCluster::AwaitHealthy(absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
+  const absl::Time start = absl::Now();
+  const absl::Time deadline = start + timeout;
+  absl::Time report = start + kSlowHeal;
   while (true) {
     const absl::Status look = LookHealthy();
     if (look.ok() || absl::IsInternal(look)) return look;
+    if (absl::Now() >= report) {
+      std::cout << "chaos: still not healed after "
+                << absl::FormatDuration(
+                       absl::Trunc(absl::Now() - start, absl::Seconds(1)))
+                << ": " << look.message() << std::endl;
+      report += kSlowHeal;
+    }
     if (absl::Now() >= deadline) {
       return absl::DeadlineExceededError(
           absl::StrCat("the cluster did not heal within ",

@@ -123,7 +123,8 @@ class ChaosCluster {
   // and at least min(replication factor, members) of them (with three
   // nodes and one shard: every node in the ISR); and each primary serves
   // its shard (Admin.GetStats of the shard's topic answers OK or
-  // NOT_FOUND). OK, or DEADLINE_EXCEEDED with what was last seen.
+  // NOT_FOUND). OK, or DEADLINE_EXCEEDED with what was last seen; every
+  // 15 s meanwhile, it prints what it waits for.
   //
   // Meanwhile it is the nodes' supervisor, as systemd or Kubernetes is: a
   // node that exited with 3 by itself (it lost its lease: under load, a

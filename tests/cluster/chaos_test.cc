@@ -227,6 +227,16 @@ class ChaosTest : public ::testing::Test {
                                           id) != s.replicas().end();
                        });
   }
+  // How many shards `id` holds an in-sync copy of in `map`.
+  static int Copies(const hourglass::v1::ClusterMap& map,
+                    const std::string& id) {
+    return static_cast<int>(std::count_if(
+        map.shards().begin(), map.shards().end(),
+        [&id](const hourglass::v1::ShardInfo& s) {
+          return std::find(s.isr().begin(), s.isr().end(), id) !=
+                 s.isr().end();
+        }));
+  }
   static bool InSync(const hourglass::v1::ClusterMap& map,
                      const std::string& id) {
     return std::any_of(map.shards().begin(), map.shards().end(),
@@ -308,9 +318,11 @@ class ChaosTest : public ::testing::Test {
         const size_t logged = cluster_->LogSize(backup);
         const absl::Status filled = cluster_->FillDisk(backup);
         EXPECT_TRUE(filled.ok()) << filled;
-        load_->SetPayloadSize(64 << 10);
+        // With many shards, each takes a part of the load, and its log
+        // fills that much slower: larger messages.
+        load_->SetPayloadSize(cluster_->shards() == 1 ? 64 << 10 : 256 << 10);
         EXPECT_TRUE(cluster_->AwaitLog(backup, "No space left on device",
-                                       logged, absl::Seconds(60)))
+                                       logged, absl::Seconds(90)))
             << cluster_->LogTail(backup);
         load_->SetPayloadSize(0);
         cluster_->Hold(Between(absl::Seconds(0), absl::Seconds(6)));
@@ -431,6 +443,20 @@ TEST_F(ChaosTest, TheLedgerHoldsThroughASeededSequenceOfFaults) {
   random_.seed(seed);
   const absl::Status healthy = cluster_->AwaitHealthy(kHealTimeout);
   ASSERT_TRUE(healthy.ok()) << healthy;
+  // The shards are created on the first nodes to join; the load starts
+  // once the others have their share of copies too.
+  const int share =
+      cluster_->shards() * cluster_->replication_factor() /
+      static_cast<int>(cluster_->ids().size());
+  ASSERT_TRUE(AwaitMap(
+      [this, share](const hourglass::v1::ClusterMap& map) {
+        for (const std::string& id : cluster_->ids()) {
+          if (Copies(map, id) < share) return false;
+        }
+        return true;
+      },
+      kHealTimeout))
+      << "the copies did not spread out";
 
   Ledger ledger;
   ChaosLoad load(cluster_->ClientAddresses(), cluster_->topics(), seed, ledger);
