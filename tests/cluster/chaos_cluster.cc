@@ -409,6 +409,11 @@ absl::Status ChaosCluster::AwaitHealthy(absl::Duration timeout) {
                 << absl::FormatDuration(
                        absl::Trunc(absl::Now() - start, absl::Seconds(1)))
                 << ": " << look.message() << std::endl;
+      if (report == start + kSlowHeal) {  // The first time: the logs too.
+        for (const std::string& id : Members()) {
+          std::cout << "--- " << id << "\n" << LogTail(id) << std::endl;
+        }
+      }
       report += kSlowHeal;
     }
     if (absl::Now() >= deadline) {

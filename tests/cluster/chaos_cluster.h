@@ -124,7 +124,8 @@ class ChaosCluster {
   // nodes and one shard: every node in the ISR); and each primary serves
   // its shard (Admin.GetStats of the shard's topic answers OK or
   // NOT_FOUND). OK, or DEADLINE_EXCEEDED with what was last seen; every
-  // 15 s meanwhile, it prints what it waits for.
+  // 15 s meanwhile, it prints what it waits for (the first time, with the
+  // end of each member's log).
   //
   // Meanwhile it is the nodes' supervisor, as systemd or Kubernetes is: a
   // node that exited with 3 by itself (it lost its lease: under load, a

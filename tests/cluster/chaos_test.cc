@@ -319,10 +319,18 @@ class ChaosTest : public ::testing::Test {
         const absl::Status filled = cluster_->FillDisk(backup);
         EXPECT_TRUE(filled.ok()) << filled;
         // With many shards, each takes a part of the load, and its log
-        // fills that much slower: larger messages.
-        load_->SetPayloadSize(cluster_->shards() == 1 ? 64 << 10 : 256 << 10);
+        // fills that much slower: somewhat larger messages, and more
+        // patience. (Much larger ones, 256 KiB, filled every node's 1 GiB
+        // with data of its own within a minute: the backup chosen next
+        // was full already and logged nothing new.)
+        const bool many = cluster_->shards() > 1;
+        load_->SetPayloadSize(many ? 128 << 10 : 64 << 10);
         EXPECT_TRUE(cluster_->AwaitLog(backup, "No space left on device",
-                                       logged, absl::Seconds(90)))
+                                       logged,
+                                       many ? absl::Seconds(120)
+                                            : absl::Seconds(60)))
+            << "(its log was " << logged << " bytes before, is "
+            << cluster_->LogSize(backup) << " now)\n"
             << cluster_->LogTail(backup);
         load_->SetPayloadSize(0);
         cluster_->Hold(Between(absl::Seconds(0), absl::Seconds(6)));
@@ -383,10 +391,14 @@ class ChaosTest : public ::testing::Test {
         return node;
       }
       case Fault::kNodeJoins: {
-        // Any node but one drained (whose drain would keep it empty).
+        // A node that holds copies (so that the cluster has something to
+        // heal), but not one drained (whose drain would keep it empty).
         std::vector<std::string> candidates;
+        absl::StatusOr<hourglass::v1::ClusterMap> map = cluster_->Map();
         for (const std::string& id : cluster_->Members()) {
-          if (id != drained_) candidates.push_back(id);
+          if (id != drained_ && (!map.ok() || Holds(*map, id))) {
+            candidates.push_back(id);
+          }
         }
         const std::string node = AnyOf(candidates);
         cluster_->Remove(node);
