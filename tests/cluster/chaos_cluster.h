@@ -78,7 +78,8 @@ class ChaosCluster {
   // SIGSTOP / SIGCONT; nothing if it is not running.
   void Pause(const std::string& id);
   void Resume(const std::string& id);
-  // Waits until node `id` exits by itself, at most `timeout`; its exit code
+  // Waits until node `id` exits by itself, at most `timeout` (reading every
+  // node's log meanwhile); its exit code
   // (128 + 9 if it had to be killed; its last one if it had exited).
   int AwaitExit(const std::string& id, absl::Duration timeout);
   // Removes everything in node `id`'s data dir. REQUIRES: !Running(id).
@@ -104,7 +105,7 @@ class ChaosCluster {
   void Heal(const std::string& id);
 
   // Lets `duration` pass (a fault's length), reading the nodes' logs
-  // meanwhile so that none blocks on a full pipe.
+  // meanwhile, each in turn, so that none blocks on a full pipe.
   void Hold(absl::Duration duration);
 
   // The cluster map as running node `id` sees it.
