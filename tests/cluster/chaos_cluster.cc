@@ -270,8 +270,13 @@ void ChaosCluster::Heal(const std::string& id) {
   nodes_.at(id).etcd_link->Thaw();
 }
 
+std::shared_ptr<grpc::Channel> ChaosCluster::ChannelTo(const std::string& id) {
+  return grpc::CreateChannel(nodes_.at(id).daemon->address(),
+                             grpc::InsecureChannelCredentials());
+}
+
 absl::StatusOr<v1::ClusterMap> ChaosCluster::MapOf(const std::string& id) {
-  auto stub = v1::Cluster::NewStub(nodes_.at(id).daemon->Channel());
+  auto stub = v1::Cluster::NewStub(ChannelTo(id));
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + kCallTimeout));
   v1::ClusterMap map;
@@ -381,7 +386,7 @@ absl::Status ChaosCluster::LookHealthy() {
   // Each primary serves its shard.
   for (const v1::ShardInfo& shard : first->shards()) {
     auto stub =
-        v1::Admin::NewStub(nodes_.at(shard.primary()).daemon->Channel());
+        v1::Admin::NewStub(ChannelTo(shard.primary()));
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(absl::Now() + kCallTimeout));
     v1::GetStatsRequest request;

@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "grpcpp/channel.h"
 #include "hourglass/v1/cluster.pb.h"
 #include "tests/testing/daemon.h"
 #include "tests/testing/etcd_server.h"
@@ -166,6 +167,11 @@ class ChaosCluster {
   void Reap(Node& node);
   // `path` (in node `id`'s namespace) as the test sees it.
   std::string Outside(const std::string& id, const std::string& path);
+  // A channel to running node `id`'s own port. Not Daemon::Channel, which
+  // waits up to a minute to connect: a node on its way out (its lease
+  // lost, it shuts down) would hold the harness, and with it the reading
+  // of every node's log, that long.
+  std::shared_ptr<grpc::Channel> ChannelTo(const std::string& id);
   // One look at the cluster for AwaitHealthy: OK if it has healed;
   // INTERNAL if a node exited otherwise than by losing its lease;
   // UNAVAILABLE saying what is not yet right. Restarts a member that lost
