@@ -385,8 +385,7 @@ absl::Status ChaosCluster::LookHealthy() {
   }
   // Each primary serves its shard.
   for (const v1::ShardInfo& shard : first->shards()) {
-    auto stub =
-        v1::Admin::NewStub(ChannelTo(shard.primary()));
+    auto stub = v1::Admin::NewStub(ChannelTo(shard.primary()));
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(absl::Now() + kCallTimeout));
     v1::GetStatsRequest request;

@@ -233,8 +233,7 @@ class ChaosTest : public ::testing::Test {
     return static_cast<int>(std::count_if(
         map.shards().begin(), map.shards().end(),
         [&id](const hourglass::v1::ShardInfo& s) {
-          return std::find(s.isr().begin(), s.isr().end(), id) !=
-                 s.isr().end();
+          return std::find(s.isr().begin(), s.isr().end(), id) != s.isr().end();
         }));
   }
   static bool InSync(const hourglass::v1::ClusterMap& map,
@@ -325,10 +324,9 @@ class ChaosTest : public ::testing::Test {
         // was full already and logged nothing new.)
         const bool many = cluster_->shards() > 1;
         load_->SetPayloadSize(many ? 128 << 10 : 64 << 10);
-        EXPECT_TRUE(cluster_->AwaitLog(backup, "No space left on device",
-                                       logged,
-                                       many ? absl::Seconds(120)
-                                            : absl::Seconds(60)))
+        EXPECT_TRUE(
+            cluster_->AwaitLog(backup, "No space left on device", logged,
+                               many ? absl::Seconds(120) : absl::Seconds(60)))
             << "(its log was " << logged << " bytes before, is "
             << cluster_->LogSize(backup) << " now)\n"
             << cluster_->LogTail(backup);
@@ -457,9 +455,8 @@ TEST_F(ChaosTest, TheLedgerHoldsThroughASeededSequenceOfFaults) {
   ASSERT_TRUE(healthy.ok()) << healthy;
   // The shards are created on the first nodes to join; the load starts
   // once the others have their share of copies too.
-  const int share =
-      cluster_->shards() * cluster_->replication_factor() /
-      static_cast<int>(cluster_->ids().size());
+  const int share = cluster_->shards() * cluster_->replication_factor() /
+                    static_cast<int>(cluster_->ids().size());
   ASSERT_TRUE(AwaitMap(
       [this, share](const hourglass::v1::ClusterMap& map) {
         for (const std::string& id : cluster_->ids()) {
