@@ -15,6 +15,7 @@
 #include "cluster/etcd_client.h"
 #include "cluster/keys.h"
 #include "cluster/member.h"
+#include "cluster/records.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/server_context.h"
@@ -429,8 +430,35 @@ std::vector<grpc::Service*> ClusterNode::services() {
   return {replication_->service(), cluster_service_.get()};
 }
 
+absl::Status ClusterNode::HoldsEveryShardItLeads() {
+  for (int shard = 0; shard < options_.shards; ++shard) {
+    if (HostOf(shard) != nullptr) continue;  // A copy was here at start.
+    absl::StatusOr<cluster::GetResult> read =
+        etcd_->Get(cluster::ShardKey(options_.cluster, shard));
+    if (!read.ok()) return read.status();
+    if (!read->kv.has_value()) continue;
+    absl::StatusOr<cluster::ShardRecord> record =
+        cluster::DecodeShardRecord(read->kv->value);
+    if (!record.ok()) return record.status();
+    if (record->primary != options_.node_id) continue;
+    // Leading from an empty copy would lose the shard: its backups would
+    // rebuild themselves from it. Without this node's lease the controller
+    // promotes one of them, and this node then joins as a backup.
+    return absl::UnavailableError(absl::StrCat(
+        "shard ", shard, "'s record names this node its primary (epoch ",
+        record->epoch, "), but this node holds no copy of it (",
+        ShardDir(options_.data_dir, shard),
+        " is missing: a lost or wiped --data_dir?); it joins once the "
+        "cluster has promoted another copy"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ClusterNode::Join(const std::string& address,
                                absl::AnyInvocable<void()> on_lost) {
+  if (absl::Status holds = HoldsEveryShardItLeads(); !holds.ok()) {
+    return holds;
+  }
   cluster::MemberOptions member;
   member.cluster = options_.cluster;
   member.node_id = options_.node_id;

@@ -145,7 +145,10 @@ class ClusterNode {
 
   // Joins the cluster advertising `address` (--advertise, or the address
   // the server listens on). `on_lost` runs once if the node's lease is
-  // lost later (it no longer serves by then). Errors: Member::Join's.
+  // lost later (it no longer serves by then). Errors: Member::Join's; and
+  // UNAVAILABLE, without joining, while a shard's record names this node
+  // its primary but the node holds no copy of the shard (its data dir was
+  // lost; the caller retries until the cluster has promoted another copy).
   absl::Status Join(const std::string& address,
                     absl::AnyInvocable<void()> on_lost);
   // Stops serving and leaves the cluster (its node key goes at once).
@@ -196,6 +199,10 @@ class ClusterNode {
   std::vector<ShardHost*> Hosts() const;
   // Shard `shard`'s host, or null if this node has none (same lifetime).
   ShardHost* HostOf(int shard) const;
+  // OK unless a shard's record in etcd names this node its primary while
+  // the node opened no copy of the shard at start (UNAVAILABLE, saying
+  // so). Blocks on etcd.
+  absl::Status HoldsEveryShardItLeads();
 
   const ClusterNodeOptions options_;
   std::unique_ptr<cluster::EtcdClient> etcd_;

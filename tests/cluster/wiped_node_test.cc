@@ -1,0 +1,67 @@
+// A node whose disk died comes back at once, before its etcd lease ran
+// out, while the shard's record still names it primary: it must not lead
+// the shard from an empty copy (its backups would rebuild themselves from
+// it, and every acknowledged message would be gone). One etcd and three
+// real hourglassd processes, one shard.
+//
+// Without the guard, what happens depends on a race: the node's new key
+// may appear before the controller acted on the old lease's end, and the
+// record then still names it primary of a shard it holds nothing of. The
+// five-node chaos run (HOURGLASS_CHAOS_SEED=2026112707, BENCHMARKS.md) lost
+// acknowledged publishes that way; here the node must say that it waits.
+
+#include <filesystem>
+#include <string>
+
+#include "absl/time/time.h"
+#include "client/admin.h"
+#include "gtest/gtest.h"
+#include "hourglass/v1/admin.pb.h"
+#include "tests/cluster/cluster_fixture.h"
+
+namespace hourglass {
+namespace {
+
+using ::hourglass::client::Admin;
+
+constexpr absl::Duration kPatience = testing::kClusterPatience;
+using WipedNodeTest = testing::ClusterFixture;
+
+TEST_F(WipedNodeTest, AWipedPrimaryBackAtOnceWaitsForABackupToBePromoted) {
+  StartNodes({"a", "b", "c"});
+  ASSERT_EQ(AwaitPrimary({"a", "b", "c"}), "a");
+  ASSERT_TRUE(AwaitEveryoneSees({"a", "b", "c"}, 1, "a"));
+  for (const char* id : {"m1", "m2"}) {
+    ASSERT_EQ(Publish("a", "orders", id, absl::Hours(1)).code,
+              grpc::StatusCode::OK);
+  }
+
+  // a dies with its disk and restarts within its 2 s lease: the record
+  // still names it primary at epoch 1. It says why it does not join yet.
+  nodes_.at("a")->Kill();
+  std::filesystem::remove_all(dir_.path() + "/a");
+  StartNodes({"a"});
+  EXPECT_TRUE(nodes_.at("a")->process().WaitForOutput(
+      "shard 0's record names this node its primary (epoch 1), but this "
+      "node holds no copy of it",
+      kPatience))
+      << nodes_.at("a")->process().output();
+
+  // Its lease ends; b or c is promoted at epoch 2 with both messages.
+  const std::string primary = AwaitPrimary({"b", "c"});
+  ASSERT_FALSE(primary.empty());
+  Admin admin(ChannelTo(primary));
+  for (const char* id : {"m1", "m2"}) {
+    hourglass::v1::GetMessageRequest get;
+    get.set_topic("orders");
+    get.set_id(id);
+    EXPECT_TRUE(admin.GetMessage(get).ok()) << id;
+  }
+  // a then joins as a backup, rebuilt from the new primary's checkpoint.
+  EXPECT_TRUE(nodes_.at("a")->process().WaitForOutput(
+      "rebuilt its copy of shard 0", kPatience))
+      << nodes_.at("a")->process().output();
+}
+
+}  // namespace
+}  // namespace hourglass
