@@ -7,6 +7,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "client/publisher.h"
+#include "tests/testing/eventually.h"
 
 namespace hourglass::testing {
 
@@ -40,21 +41,20 @@ absl::Status ChaosLoad::Start() {
     // The first subscription is not retried by the library, and the
     // shard's primary may be moving (the controller evens out leads once
     // the copies have spread): tried again while UNAVAILABLE.
-    const absl::Time deadline = absl::Now() + absl::Seconds(30);
     absl::StatusOr<std::unique_ptr<Consumer>> subscribed;
-    for (bool first = true;; first = false) {
-      if (!first) absl::SleepFor(absl::Milliseconds(200));  // A backoff.
-      subscribed = Consumer::Subscribe(
-          channel_, consumer,
-          [this](Consumer& c, std::vector<Delivery> deliveries) {
-            for (const Delivery& d : deliveries) {
-              ledger_.Delivered(d.id, d.received_at, d.deliver_at);
-              (void)c.Ack(d.id);  // A lost ack only means a redelivery.
-            }
-          });
-      if (!absl::IsUnavailable(subscribed.status()) || absl::Now() >= deadline)
-        break;
-    }
+    Eventually(
+        [&] {
+          subscribed = Consumer::Subscribe(
+              channel_, consumer,
+              [this](Consumer& c, std::vector<Delivery> deliveries) {
+                for (const Delivery& d : deliveries) {
+                  ledger_.Delivered(d.id, d.received_at, d.deliver_at);
+                  (void)c.Ack(d.id);  // A lost ack only means a redelivery.
+                }
+              });
+          return !absl::IsUnavailable(subscribed.status());
+        },
+        absl::Seconds(30));
     if (!subscribed.ok()) return subscribed.status();
     consumers_.push_back(*std::move(subscribed));
   }
