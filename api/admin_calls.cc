@@ -526,6 +526,7 @@ void AdminCalls::CreateSnapshot(const Grant& grant,
           response->set_store_id(snapshot->store_id);
           ToProto(snapshot->started_at, response->mutable_started_at());
           ToProto(snapshot->took, response->mutable_took());
+          response->set_shards(static_cast<uint32_t>(snapshot->shards));
         }
         std::move(done)(snapshot.status());
       });

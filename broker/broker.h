@@ -53,6 +53,10 @@ struct SnapshotInfo {
   std::string store_id;
   absl::Time started_at;  // Every write that completed before it is in.
   absl::Duration took;
+  // 0 for a snapshot of one store (a single node's, a cluster of one
+  // shard's); for a cluster snapshot (node/cluster_snapshot.h), its shards,
+  // and store_id is empty (each shard is a store of its own).
+  int shards = 0;
 };
 
 // What the broker says of itself.
@@ -90,9 +94,9 @@ class Broker {
   // nothing new is stored for it. ABORTED if a publish with one of the ids
   // is still in progress (retry); RESOURCE_EXHAUSTED when the disk is full;
   // UNAVAILABLE when the store failed.
-  virtual void Publish(std::vector<NewMessage> messages,
-                       Callback<absl::StatusOr<std::vector<PublishReceipt>>>
-                           done) = 0;
+  virtual void Publish(
+      std::vector<NewMessage> messages,
+      Callback<absl::StatusOr<std::vector<PublishReceipt>>> done) = 0;
 
   // Cancels a message that is scheduled and not yet due. NOT_FOUND if there
   // is none (unknown id, already due, cancelled or acked); ABORTED if a
@@ -136,9 +140,9 @@ class Broker {
 
   // Every topic with pending messages or groups, in name order; or only
   // `topic` (NOT_FOUND if it has neither).
-  virtual void Stats(std::optional<std::string> topic,
-                     Callback<absl::StatusOr<std::vector<TopicStats>>>
-                         done) = 0;
+  virtual void Stats(
+      std::optional<std::string> topic,
+      Callback<absl::StatusOr<std::vector<TopicStats>>> done) = 0;
   // A page of a topic's messages in one state, in due order.
   virtual void ListMessages(ListQuery query,
                             Callback<absl::StatusOr<ListPage>> done) = 0;

@@ -352,6 +352,23 @@ absl::StatusOr<TxnResult> EtcdClient::CreateIfAbsent(
   return Txn(what, request, fence);
 }
 
+absl::StatusOr<TxnResult> EtcdClient::CreateIfAbsentWith(
+    std::string_view key, std::string_view value,
+    const std::vector<std::pair<std::string, std::string>>& more) {
+  const std::string what =
+      absl::StrCat("create ", internal::AsAbsl(key), " and ", more.size(),
+                   " more keys if it is absent");
+  if (absl::Status s = CheckKey(key, what); !s.ok()) return s;
+  etcdserverpb::TxnRequest request = GuardedTxn(key, std::nullopt);
+  AddRevisionCompare(request, key, etcdserverpb::Compare::CREATE, 0);
+  AddPut(request, key, value, 0);
+  for (const auto& [other, other_value] : more) {
+    if (absl::Status s = CheckKey(other, what); !s.ok()) return s;
+    AddPut(request, other, other_value, 0);
+  }
+  return Txn(what, request, std::nullopt);
+}
+
 absl::StatusOr<TxnResult> EtcdClient::DeleteIfModRevision(
     std::string_view key, int64_t mod_revision) {
   const std::string what =

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -205,6 +206,14 @@ class EtcdClient {
   absl::StatusOr<TxnResult> CreateIfAbsent(
       std::string_view key, std::string_view value, int64_t lease = 0,
       const std::optional<Fence>& fence = std::nullopt);
+
+  // Writes `value` at `key` and each of `more` (key, value; no lease), in
+  // one transaction, only if `key` does not exist: all of them or none.
+  // Otherwise the result carries `key` as it is. Errors as
+  // CreateIfAbsent's, INVALID_ARGUMENT for an empty key in `more`.
+  absl::StatusOr<TxnResult> CreateIfAbsentWith(
+      std::string_view key, std::string_view value,
+      const std::vector<std::pair<std::string, std::string>>& more);
 
   // Deletes `key` only if it exists and its mod_revision is `mod_revision`.
   // Otherwise the result carries the key as it is (nullopt if absent).

@@ -40,10 +40,22 @@ std::optional<int> ParseShard(std::string_view name) {
 absl::Status AgreeOnShardCount(EtcdClient& client,
                                const MemberOptions& options) {
   const std::string key = ShardCountKey(options.cluster);
+  std::vector<std::pair<std::string, std::string>> records;
+  for (const auto& [shard, record] : options.create_with) {
+    records.emplace_back(ShardKey(options.cluster, shard),
+                         EncodeShardRecord(record));
+  }
   absl::StatusOr<TxnResult> created =
-      client.CreateIfAbsent(key, absl::StrCat(options.shards));
+      client.CreateIfAbsentWith(key, absl::StrCat(options.shards), records);
   if (!created.ok()) return created.status();
   if (created->succeeded) return absl::OkStatus();
+  if (!options.create_with.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cluster ", options.cluster,
+        " exists in etcd: a node restoring a snapshot creates a new cluster; "
+        "give it a --cluster name of its own, or start it without "
+        "--restore_from"));
+  }
   const std::string value =
       created->current.has_value() ? created->current->value : "";
   int count = 0;
@@ -80,13 +92,23 @@ absl::StatusOr<std::unique_ptr<Member>> Member::Join(EtcdClient& client,
     }
   }
   if (options.address.empty()) {
-    return absl::InvalidArgumentError("cluster member: no address to advertise");
+    return absl::InvalidArgumentError(
+        "cluster member: no address to advertise");
   }
   if (options.shards < 1 || options.replication_factor < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "cluster member: --shards (", options.shards,
-        ") and --replication_factor (", options.replication_factor,
-        ") must be at least 1"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("cluster member: --shards (", options.shards,
+                     ") and --replication_factor (", options.replication_factor,
+                     ") must be at least 1"));
+  }
+  if (!options.create_with.empty() &&
+      (static_cast<int>(options.create_with.size()) != options.shards ||
+       options.create_with.begin()->first != 0 ||
+       options.create_with.rbegin()->first != options.shards - 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cluster member: ", options.create_with.size(),
+                     " shard records to create the cluster with, for ",
+                     options.shards, " shards: give one for each"));
   }
   if (!options.position_wait.has_value()) {
     options.position_wait = options.lease_ttl;
@@ -133,8 +155,7 @@ absl::StatusOr<std::unique_ptr<Member>> Member::Join(EtcdClient& client,
       }
       return absl::AlreadyExistsError(absl::StrCat(
           "--node_id=", o.node_id, " is already a live member of cluster ",
-          o.cluster, " (at ", holder,
-          "); give each node its own --node_id"));
+          o.cluster, " (at ", holder, "); give each node its own --node_id"));
     }
     absl::SleepFor(o.retry_delay);
   }
@@ -241,11 +262,11 @@ absl::StatusOr<bool> Member::SetIsr(int shard, std::vector<std::string> isr) {
                                EncodeShardRecord(next), current.mod_revision);
   if (!written.ok()) return written.status();
   if (written->succeeded) {
-    spdlog::info("cluster: primary {} set the in-sync set of shard {} at "
-                 "epoch {} to [{}] (was [{}])",
-                 options_.node_id, shard, next.epoch,
-                 absl::StrJoin(next.isr, ","),
-                 absl::StrJoin(current.record.isr, ","));
+    spdlog::info(
+        "cluster: primary {} set the in-sync set of shard {} at "
+        "epoch {} to [{}] (was [{}])",
+        options_.node_id, shard, next.epoch, absl::StrJoin(next.isr, ","),
+        absl::StrJoin(current.record.isr, ","));
   }
   return written->succeeded;
 }

@@ -43,6 +43,13 @@ struct MemberOptions {
   // The shards the controller creates if the cluster has none (--shards;
   // fixed once the cluster exists). Default: 1.
   int shards = 1;
+  // The records of every shard, when this member creates the cluster with
+  // copies it already holds (a restore from a snapshot, --restore_from):
+  // Join writes them with the shard count, in one transaction, and fails
+  // with FAILED_PRECONDITION if the cluster exists. REQUIRES: empty, or
+  // one record for each shard 0 to shards - 1. Default: empty (the
+  // controller creates the shards, with empty copies).
+  std::map<int, ShardRecord> create_with;
   // --replication_factor. Default: 3.
   int replication_factor = 3;
   // --min_insync: replica moves never take a shard's in-sync set below it.

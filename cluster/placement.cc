@@ -14,8 +14,8 @@ namespace {
 
 // Live nodes holding no replica of `record`: first those whose zone holds
 // the fewest of its live replicas (--zone), then in id order.
-std::vector<std::string> Spares(const ShardRecord& record,
-                                const std::map<std::string, NodeRecord>& alive) {
+std::vector<std::string> Spares(
+    const ShardRecord& record, const std::map<std::string, NodeRecord>& alive) {
   std::map<std::string, int> in_zone;
   for (const std::string& replica : record.replicas) {
     auto node = alive.find(replica);
@@ -49,11 +49,12 @@ std::vector<std::string> ZonesInterleaved(
 }
 
 // Replaces, in `record`, each replica other than the primary whose node is
-// gone by a spare, while there are spares; the replaced leave the ISR.
-// Adds to `changes` what it did.
-void ReplaceDeadBackups(ShardRecord& record,
-                        const std::map<std::string, NodeRecord>& alive,
-                        std::vector<std::string>& changes) {
+// gone by a spare, while there are spares; the replaced leave the ISR. Then
+// adds spares while the shard has fewer than `wanted` replicas (a cluster
+// restored from a snapshot starts with one). Adds to `changes` what it did.
+void RepairReplicas(ShardRecord& record,
+                    const std::map<std::string, NodeRecord>& alive, int wanted,
+                    std::vector<std::string>& changes) {
   std::vector<std::string> spares = Spares(record, alive);
   auto next_spare = spares.begin();
   for (std::string& replica : record.replicas) {
@@ -62,6 +63,12 @@ void ReplaceDeadBackups(ShardRecord& record,
     changes.push_back(absl::StrCat("replaced ", replica, " by ", *next_spare));
     std::erase(record.isr, replica);
     replica = *next_spare++;
+  }
+  for (; next_spare != spares.end() &&
+         static_cast<int>(record.replicas.size()) < wanted;
+       ++next_spare) {
+    changes.push_back(absl::StrCat("added ", *next_spare));
+    record.replicas.push_back(*next_spare);
   }
 }
 
@@ -143,11 +150,11 @@ ShardPlan Promote(int shard, const ShardRecord& current,
   // The primary first among the replicas.
   std::erase(next.replicas, best->id);
   next.replicas.insert(next.replicas.begin(), best->id);
-  std::vector<std::string> changes = {absl::StrCat(
-      "promoted ", best->id, " (at index ", *best->index, ") to primary of ",
-      "shard ", shard, " at epoch ", next.epoch, " after ", current.primary,
-      " left")};
-  ReplaceDeadBackups(next, alive, changes);
+  std::vector<std::string> changes = {
+      absl::StrCat("promoted ", best->id, " (at index ", *best->index,
+                   ") to primary of ", "shard ", shard, " at epoch ",
+                   next.epoch, " after ", current.primary, " left")};
+  RepairReplicas(next, alive, options.replication_factor, changes);
   return {next, absl::StrJoin(changes, "; ")};
 }
 
@@ -203,10 +210,10 @@ ShardPlan PlanShard(int shard, const std::optional<ShardRecord>& current,
   }
   ShardRecord next = *current;
   std::vector<std::string> changes;
-  ReplaceDeadBackups(next, alive, changes);
+  RepairReplicas(next, alive, options.replication_factor, changes);
   if (changes.empty()) return {std::nullopt, ""};
-  return {next, absl::StrCat("shard ", shard, ": ",
-                             absl::StrJoin(changes, "; "))};
+  return {next,
+          absl::StrCat("shard ", shard, ": ", absl::StrJoin(changes, "; "))};
 }
 
 std::map<int, Position> PositionsToReport(

@@ -43,7 +43,10 @@ struct PlacementOptions {
 //   - The primary alive: replace each replica whose node is gone by a live
 //     node holding none of the shard, while there is one, from the zones
 //     holding the fewest of the shard's replicas first (the newcomer is
-//     not in the ISR until it has caught up; the primary adds it).
+//     not in the ISR until it has caught up; the primary adds it); then,
+//     the same way, add live nodes while the shard has fewer than
+//     `replication_factor` replicas (a cluster restored from a snapshot
+//     starts each shard on the restoring node alone).
 //   - The primary alive and a leader transfer under way (`transfer_to`,
 //     set by rebalance.h): once the primary has reported, in its node
 //     record under the current epoch, the index where it stopped writing

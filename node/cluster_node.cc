@@ -21,7 +21,8 @@
 #include "grpcpp/server_context.h"
 #include "grpcpp/support/channel_arguments.h"
 #include "hourglass/v1/cluster.pb.h"
-#include "node/peer_stats.h"
+#include "node/cluster_snapshot.h"
+#include "node/peer_calls.h"
 #include "node/primary_gate.h"
 #include "node/shard_host.h"
 #include "node/shard_refusal.h"
@@ -33,9 +34,39 @@
 namespace hourglass::node {
 namespace {
 
-// Where shard `shard`'s store lives.
-std::string ShardDir(const std::string& data_dir, int shard) {
-  return absl::StrCat(data_dir, "/shards/", shard);
+// ClusterNodeOptions::restore_from: checks that `options.cluster` does not
+// exist in etcd yet, restores the snapshot into `options.data_dir` and sets
+// `options.shards` to its count. Returns the epochs of the shards' copies.
+absl::StatusOr<std::vector<int64_t>> RestoreNewCluster(
+    cluster::EtcdClient& etcd, ClusterNodeOptions& options) {
+  absl::StatusOr<cluster::GetResult> existing =
+      etcd.Get(cluster::ShardCountKey(options.cluster));
+  if (!existing.ok()) {
+    return absl::UnavailableError(absl::StrCat(
+        "--restore_from creates a new cluster, and etcd must answer to say "
+        "that cluster ",
+        options.cluster, " does not exist yet: ", existing.status().message()));
+  }
+  if (existing->kv.has_value()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cluster ", options.cluster, " exists in etcd (with ",
+        existing->kv->value,
+        " shards): --restore_from creates a new cluster; give this node a "
+        "--cluster name of its own, or start it without --restore_from"));
+  }
+  const absl::Time start = absl::Now();
+  absl::StatusOr<RestoredCluster> restored =
+      RestoreClusterSnapshot(options.restore_from, options.data_dir);
+  if (!restored.ok()) return restored.status();
+  const int shards = static_cast<int>(restored->epochs.size());
+  spdlog::info(
+      "cluster: node {} restored snapshot {} ({} shard{}, {} bytes) into {} "
+      "in {}; it creates cluster {} with them as it joins",
+      options.node_id, options.restore_from, shards, shards == 1 ? "" : "s",
+      restored->bytes, options.data_dir,
+      absl::FormatDuration(absl::Now() - start), options.cluster);
+  options.shards = shards;
+  return std::move(restored->epochs);
 }
 
 }  // namespace
@@ -69,8 +100,21 @@ absl::StatusOr<std::unique_ptr<ClusterNode>> ClusterNode::Open(
     return absl::InvalidArgumentError(
         absl::StrCat("peer_", peer_credentials.status().message()));
   }
+  absl::StatusOr<std::unique_ptr<cluster::EtcdClient>> etcd =
+      cluster::EtcdClient::Create(cluster::EtcdOptions{
+          .endpoints = options.etcd, .tls = options.etcd_tls});
+  if (!etcd.ok()) return etcd.status();
+  std::vector<int64_t> restored_epochs;
+  if (!options.restore_from.empty()) {
+    absl::StatusOr<std::vector<int64_t>> restored =
+        RestoreNewCluster(**etcd, options);
+    if (!restored.ok()) return restored.status();
+    restored_epochs = *std::move(restored);
+  }
   std::unique_ptr<ClusterNode> node(new ClusterNode(std::move(options)));
   const ClusterNodeOptions& o = node->options_;
+  node->etcd_ = *std::move(etcd);
+  node->restored_epochs_ = std::move(restored_epochs);
   replication::ReplicationService::CallerCheck caller_check;
   if (peer_tls) {
     absl::StatusOr<std::unique_ptr<api::PeerCertificates>> peers =
@@ -86,11 +130,6 @@ absl::StatusOr<std::unique_ptr<ClusterNode>> ClusterNode::Open(
   node->resources_ = storage::RocksDbResources::Create(
       {.block_cache_bytes = o.block_cache_bytes,
        .write_buffer_bytes = o.write_buffer_bytes});
-  absl::StatusOr<std::unique_ptr<cluster::EtcdClient>> etcd =
-      cluster::EtcdClient::Create(
-          cluster::EtcdOptions{.endpoints = o.etcd, .tls = o.etcd_tls});
-  if (!etcd.ok()) return etcd.status();
-  node->etcd_ = *std::move(etcd);
   node->peer_channel_ = [credentials = *std::move(peer_credentials),
                          tls = o.peer_tls](const std::string& address) {
     grpc::ChannelArguments arguments;
@@ -103,16 +142,16 @@ absl::StatusOr<std::unique_ptr<ClusterNode>> ClusterNode::Open(
         "this node has not joined its cluster yet"));
     gates.push_back(node->gates_.back().get());
   }
-  node->peer_stats_ = std::make_unique<PeerStats>(node->peer_channel_);
+  node->peer_calls_ = std::make_unique<PeerCalls>(node->peer_channel_);
   node->router_ =
-      std::make_unique<ShardRouter>(std::move(gates), node->peer_stats_.get());
+      std::make_unique<ShardRouter>(std::move(gates), node->peer_calls_.get());
   node->replication_ = std::make_unique<replication::ReplicationService>(
       o.shards, std::move(caller_check));
   node->replication_->SetStatsHandler(
       [router = node->router_.get()](
           const replication::v1::ShardStatsRequest& request,
           replication::v1::ShardStatsResponse* response) {
-        return PeerStats::Serve(*router, request, response);
+        return PeerCalls::Serve(*router, request, response);
       });
   node->cluster_service_ = std::make_unique<api::ClusterService>(
       [n = node.get()] { return n->Map(); },
@@ -263,9 +302,9 @@ void ClusterNode::OnView(const cluster::ClusterView& view) {
                        shard, " but cannot open its copy (see its log)")));
       continue;
     }
-    gates_[shard]->Close(
-        ShardRefusal(view, static_cast<int>(shard),
-                     static_cast<int>(gates_.size()), options_.node_id));
+    gates_[shard]->Close(ShardRefusal(view, static_cast<int>(shard),
+                                      static_cast<int>(gates_.size()),
+                                      options_.node_id));
   }
 }
 
@@ -468,6 +507,14 @@ absl::Status ClusterNode::Join(const std::string& address,
   member.shards = options_.shards;
   member.min_insync = options_.min_insync;
   member.replication_factor = options_.replication_factor;
+  for (size_t shard = 0; shard < restored_epochs_.size(); ++shard) {
+    cluster::ShardRecord record;
+    record.epoch = restored_epochs_[shard] + 1;
+    record.primary = options_.node_id;
+    record.replicas = {options_.node_id};
+    record.isr = {options_.node_id};
+    member.create_with[static_cast<int>(shard)] = std::move(record);
+  }
   cluster::Member::Callbacks callbacks;
   callbacks.position = [this](int shard) -> std::optional<int64_t> {
     ShardHost* host = HostOf(shard);

@@ -64,7 +64,7 @@ class RocksDbResources;
 
 namespace hourglass::node {
 
-class PeerStats;
+class PeerCalls;
 class PrimaryGate;
 class ShardHost;
 class ShardRouter;
@@ -82,6 +82,17 @@ struct ClusterNodeOptions {
   int shards = 1;
   int replication_factor = 3;
   int min_insync = 2;
+  // --restore_from: a snapshot (`hourglass snapshot` of a cluster, or of a
+  // single node) to create a new cluster from. Open checks that etcd holds
+  // no cluster of this name (FAILED_PRECONDITION otherwise; UNAVAILABLE if
+  // etcd does not answer), copies the snapshot's shards into data_dir
+  // (missing or empty; RestoreClusterSnapshot, node/cluster_snapshot.h),
+  // and takes the shard count from it (INVALID_ARGUMENT if `shards` is
+  // another). Join then creates the cluster: each shard's record names
+  // this node its primary, only replica and only in-sync member, at the
+  // epoch after its copy's; the nodes that join become its backups,
+  // copying the shards from it. Default: none.
+  std::string restore_from;
   // Shard n's store: opened at <data_dir>/shards/<n> (at Open if it exists,
   // otherwise once a shard record first names this node).
   std::string data_dir;
@@ -206,12 +217,15 @@ class ClusterNode {
 
   const ClusterNodeOptions options_;
   std::unique_ptr<cluster::EtcdClient> etcd_;
+  // Constant after Open: with restore_from, the epoch of each shard's
+  // restored copy (RestoredCluster::epochs); otherwise empty.
+  std::vector<int64_t> restored_epochs_;
   // Constant after Open: the stores' shared cache and memtable budget, the
   // gates (one per shard), how the router asks the other primaries for
   // stats, and the router in front of the gates.
   std::shared_ptr<storage::RocksDbResources> resources_;
   std::vector<std::unique_ptr<PrimaryGate>> gates_;
-  std::unique_ptr<PeerStats> peer_stats_;
+  std::unique_ptr<PeerCalls> peer_calls_;
   std::unique_ptr<ShardRouter> router_;
   // How a host reaches a peer (ShardHostOptions::peer_channel).
   std::function<std::shared_ptr<grpc::Channel>(const std::string&)>

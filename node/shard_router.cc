@@ -12,6 +12,7 @@
 #include "absl/synchronization/mutex.h"
 #include "api/redirect.h"
 #include "cluster/shard_hash.h"
+#include "node/cluster_snapshot.h"
 #include "node/primary_gate.h"
 
 namespace hourglass::node {
@@ -314,10 +315,7 @@ void ShardRouter::CreateSnapshot(
   if (shards() == 1) {
     return gates_[0]->CreateSnapshot(std::move(dir), std::move(done));
   }
-  std::move(done)(absl::UnimplementedError(absl::StrCat(
-      "a snapshot is of one store, and this cluster has ", shards(),
-      " shards, each a store of its own: snapshots of a cluster of more than "
-      "one shard are not supported yet")));
+  SnapshotShards(gates_, remote_, std::move(dir), std::move(done));
 }
 
 broker::BrokerInfo ShardRouter::Info() {

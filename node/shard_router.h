@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "broker/broker.h"
+#include "storage/message_store.h"
 
 namespace hourglass::node {
 
@@ -40,8 +41,10 @@ class PrimaryGate;
 //                 the open gates' (the first one's format and store id,
 //                 the first failed store health); with none open, shard
 //                 0's.
-//   snapshot      CreateSnapshot: shard 0's in a cluster of one shard;
-//                 UNIMPLEMENTED with more (a snapshot is of one store).
+//   snapshot      CreateSnapshot: shard 0's in a cluster of one shard (a
+//                 snapshot of one store, as a single node's); with more,
+//                 a cluster snapshot of every shard, each from its primary
+//                 (node/cluster_snapshot.h).
 //
 // Thread-safe, as the gates are; it holds no state of its own but the
 // gates, constant after construction.
@@ -54,7 +57,7 @@ class ShardRouter final : public broker::Broker {
       Callback<absl::StatusOr<std::vector<broker::TopicStats>>>;
 
   // How the router reaches the primaries of the shards this node is not
-  // the primary of (node/peer_stats.h). Thread-safe.
+  // the primary of (node/peer_calls.h). Thread-safe.
   class Remote {
    public:
     virtual ~Remote() = default;
@@ -62,6 +65,12 @@ class ShardRouter final : public broker::Broker {
     // (their primary): LocalStats there. `done` runs once, on any thread.
     virtual void Stats(const std::string& address, std::vector<int> shards,
                        StatsCallback done) = 0;
+    // Copies the checkpoint of `shard` that its primary at `address` makes
+    // into `dir`, a new directory (replication/checkpoint_fetch.h). `done`
+    // runs once, on any thread, with FetchCheckpoint's result.
+    virtual void Checkpoint(
+        const std::string& address, int shard, std::string dir,
+        Callback<absl::StatusOr<storage::CheckpointInfo>> done) = 0;
   };
 
   // `gates[n]` is shard n's; `remote` may be null (Stats of every topic

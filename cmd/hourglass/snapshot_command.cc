@@ -42,6 +42,15 @@ absl::Status Snapshot(const GlobalOptions& globals,
       (*connection)->admin().CreateSnapshot(request);
   if (!snapshot.ok()) return (*connection)->Check(snapshot.status());
   if (globals.json) return PrintJson(*snapshot);
+  if (snapshot->shards() > 0) {
+    std::cout << "snapshot of the cluster's " << snapshot->shards()
+              << " shards (format " << snapshot->format_version() << ") in "
+              << snapshot->dir() << ": " << snapshot->files() << " files, "
+              << snapshot->bytes() << " bytes, every write before "
+              << Rfc3339(FromProto(snapshot->started_at())) << ", took "
+              << HumanDuration(FromProto(snapshot->took())) << std::endl;
+    return absl::OkStatus();
+  }
   std::cout << "snapshot of store " << snapshot->store_id() << " (format "
             << snapshot->format_version() << ") in " << snapshot->dir() << ": "
             << snapshot->files() << " files, " << snapshot->bytes()
@@ -70,6 +79,13 @@ relative one is made absolute against this shell's directory.
 
 To restore: start hourglassd with --data_dir=DIR on the snapshot, or with
 --restore_from=DIR to copy it into a new, empty --data_dir first.
+
+In a cluster of several shards the node asked writes every shard, each
+copied from its primary, into DIR/shards/<n>, and DIR/CLUSTER_SNAPSHOT
+last. Each shard holds every write that completed before the command (the
+shards are not one cut in time). To restore, start the first node of a new
+cluster with --restore_from=DIR: it creates the cluster with the snapshot's
+shards, as their primary; the nodes that join copy them from it.
 
 Examples:
   hourglass snapshot --out=/var/backups/hourglass/2026-11-26

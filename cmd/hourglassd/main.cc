@@ -58,7 +58,8 @@ ABSL_FLAG(std::string, data_dir, "./data",
 ABSL_FLAG(std::string, restore_from, "",
           "Before starting, copy the snapshot in this directory (written by "
           "`hourglass snapshot`, or a stopped broker's data dir) into "
-          "--data_dir, which must be missing or empty. Default: none.");
+          "--data_dir, which must be missing or empty. With --etcd, the "
+          "node creates a new cluster from it. Default: none.");
 ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9464",
           "host:port of the Prometheus endpoint, /metrics. Port 0 lets the "
           "OS choose one.");
@@ -285,11 +286,6 @@ std::unique_ptr<hourglass::node::ClusterNode> OpenClusterNode(
     const hourglass::broker::Engine::Options& engine_options,
     hourglass::broker::Clock* clock,
     const hourglass::api::Authorizer* authorizer) {
-  if (!absl::GetFlag(FLAGS_restore_from).empty()) {
-    Fail(
-        "--restore_from is for a single node; a cluster node gets its copy "
-        "from the shard's primary");
-  }
   absl::StatusOr<hourglass::node::ClusterNodeOptions> from_flags =
       hourglass::hourglassd::ClusterOptionsFromFlags(
           {.cert = absl::GetFlag(FLAGS_tls_cert),
@@ -298,6 +294,7 @@ std::unique_ptr<hourglass::node::ClusterNode> OpenClusterNode(
   if (!from_flags.ok()) Fail(std::string(from_flags.status().message()));
   hourglass::node::ClusterNodeOptions options = *std::move(from_flags);
   options.data_dir = data_dir;
+  options.restore_from = absl::GetFlag(FLAGS_restore_from);
   options.sync = sync;
   options.block_cache_bytes = static_cast<size_t>(block_cache_mb) << 20;
   options.engine = engine_options;

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "client/channel.h"
+#include "cluster/shard_hash.h"
 #include "grpcpp/grpcpp.h"
 #include "hourglass/v1/admin.grpc.pb.h"
 #include "hourglass/v1/broker.grpc.pb.h"
@@ -152,10 +153,32 @@ bool ClusterFixture::AwaitEveryoneSees(const std::vector<std::string>& ids,
       kClusterPatience);
 }
 
+std::vector<std::string> TopicPerShard(int shards) {
+  std::vector<std::string> topics(static_cast<size_t>(shards));
+  for (int i = 0, found = 0; found < shards; ++i) {
+    const std::string topic = absl::StrCat("orders-", i);
+    std::string& slot = topics[cluster::ShardOf(topic, shards)];
+    if (slot.empty()) {
+      slot = topic;
+      ++found;
+    }
+  }
+  return topics;
+}
+
 std::shared_ptr<client::Channel> ClusterFixture::ChannelTo(
     const std::string& id) {
+  return ChannelToNodes({id});
+}
+
+std::shared_ptr<client::Channel> ClusterFixture::ChannelToNodes(
+    const std::vector<std::string>& ids) {
   client::ChannelOptions options;
-  options.address = nodes_.at(id)->address();
+  options.address.clear();
+  for (const std::string& id : ids) {
+    if (!options.address.empty()) options.address += ",";
+    options.address += nodes_.at(id)->address();
+  }
   absl::StatusOr<std::shared_ptr<client::Channel>> channel =
       client::Channel::Create(options);
   EXPECT_TRUE(channel.ok()) << channel.status();

@@ -33,6 +33,10 @@ struct Answer {
   std::string epoch;    // hourglass-epoch
 };
 
+// A topic of each shard of a cluster of `shards` ("orders-<i>", the first
+// found in each by the documented hash), by shard.
+std::vector<std::string> TopicPerShard(int shards);
+
 // A real etcd and real hourglassd processes on loopback ports (built with
 // HOURGLASSD_PATH), for the end-to-end cluster tests (cluster_test.cc,
 // multi_shard_test.cc): starts the nodes, and calls them directly, without
@@ -62,6 +66,9 @@ class ClusterFixture : public ::testing::Test {
   // A client library channel to node `id` alone (null, the test failed,
   // if it cannot be made).
   std::shared_ptr<client::Channel> ChannelTo(const std::string& id);
+  // A client library channel given the addresses of the nodes `ids`.
+  std::shared_ptr<client::Channel> ChannelToNodes(
+      const std::vector<std::string>& ids);
 
   // The node among `candidates` that serves, once one does ("" if none
   // does within the patience).

@@ -309,6 +309,32 @@ TEST_F(EtcdClientTest, CreateIfAbsentCreatesOnlyOnce) {
             Kv("/t/once", "a", first->revision, first->revision, 1));
 }
 
+TEST_F(EtcdClientTest, CreateIfAbsentWithWritesEveryKeyOrNone) {
+  absl::StatusOr<TxnResult> first = client_->CreateIfAbsentWith(
+      "/t/count", "2", {{"/t/s/0", "zero"}, {"/t/s/1", "one"}});
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_TRUE(first->succeeded);
+  for (const auto& [key, value] :
+       {std::pair{"/t/count", "2"}, {"/t/s/0", "zero"}, {"/t/s/1", "one"}}) {
+    absl::StatusOr<GetResult> read = client_->Get(key);
+    ASSERT_TRUE(read.ok()) << read.status();
+    EXPECT_EQ(read->kv, Kv(key, value, first->revision, first->revision, 1));
+  }
+  // The first key exists: nothing is written.
+  absl::StatusOr<TxnResult> second =
+      client_->CreateIfAbsentWith("/t/count", "3", {{"/t/s/2", "two"}});
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_FALSE(second->succeeded);
+  EXPECT_EQ(second->current,
+            Kv("/t/count", "2", first->revision, first->revision, 1));
+  absl::StatusOr<GetResult> absent = client_->Get("/t/s/2");
+  ASSERT_TRUE(absent.ok()) << absent.status();
+  EXPECT_EQ(absent->kv, std::nullopt);
+  EXPECT_EQ(
+      client_->CreateIfAbsentWith("/t/other", "v", {{"", "x"}}).status().code(),
+      absl::StatusCode::kInvalidArgument);
+}
+
 TEST_F(EtcdClientTest, AFencedWriteHoldsOnlyWhileTheFenceKeyIsTheSame) {
   // A controller's term is the create_revision of the election key.
   absl::StatusOr<int64_t> term = client_->Put("/t/controller", "a");

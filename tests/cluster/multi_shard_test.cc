@@ -22,7 +22,6 @@
 #include "client/consumer.h"
 #include "client/internal/channel_state.h"
 #include "client/publisher.h"
-#include "cluster/shard_hash.h"
 #include "gmock/gmock.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
@@ -36,7 +35,6 @@ namespace hourglass {
 namespace {
 
 using ::hourglass::client::Channel;
-using ::hourglass::client::ChannelOptions;
 using ::hourglass::client::Consumer;
 using ::hourglass::client::ConsumerOptions;
 using ::hourglass::client::Delivery;
@@ -52,17 +50,6 @@ constexpr absl::Duration kPatience = testing::kClusterPatience;
 
 class MultiShardTest : public testing::ClusterFixture {
  protected:
-  MultiShardTest() {
-    for (int i = 0, found = 0; found < kShards; ++i) {
-      const std::string topic = absl::StrCat("orders-", i);
-      std::string& slot = topics_[cluster::ShardOf(topic, kShards)];
-      if (slot.empty()) {
-        slot = topic;
-        ++found;
-      }
-    }
-  }
-
   // Admin.GetStats of `topic` at `node`: anything but UNAVAILABLE means
   // the node serves the topic's shard (NOT_FOUND: no such topic yet).
   Answer StatsOf(const std::string& node, const std::string& topic) {
@@ -123,19 +110,6 @@ class MultiShardTest : public testing::ClusterFixture {
     return seen;
   }
 
-  // A channel of the client library given `ids`' addresses.
-  std::shared_ptr<Channel> ChannelTo(const std::vector<std::string>& ids) {
-    ChannelOptions options;
-    options.address.clear();
-    for (const std::string& id : ids) {
-      if (!options.address.empty()) options.address += ",";
-      options.address += nodes_.at(id)->address();
-    }
-    absl::StatusOr<std::shared_ptr<Channel>> channel = Channel::Create(options);
-    EXPECT_TRUE(channel.ok()) << channel.status();
-    return channel.value_or(nullptr);
-  }
-
   // The ids of what one consumer of group "g" on each shard's topic gets,
   // within the patience, until it got `count` deliveries (all acked).
   std::multiset<std::string> ConsumeEveryShard(std::shared_ptr<Channel> channel,
@@ -179,7 +153,7 @@ class MultiShardTest : public testing::ClusterFixture {
   }
 
   // topics_[n] is a topic of shard n.
-  std::vector<std::string> topics_ = std::vector<std::string>(kShards);
+  const std::vector<std::string> topics_ = testing::TopicPerShard(kShards);
 };
 
 TEST_F(MultiShardTest, EachShardIsServedByItsPrimaryAndTheOthersRedirectToIt) {
@@ -319,7 +293,7 @@ TEST_F(MultiShardTest, TheClientSplitsABatchByShardAndRoutesEachCallByTopic) {
                          PublisherOptions::BatchRpc::kPublishStream}) {
     const std::string name =
         rpc == PublisherOptions::BatchRpc::kPublish ? "call" : "stream";
-    std::shared_ptr<Channel> channel = ChannelTo({"a"});
+    std::shared_ptr<Channel> channel = ChannelToNodes({"a"});
     Publisher publisher(channel, {.batch_rpc = rpc});
     std::vector<Message> batch;
     std::vector<std::string> ids;
@@ -356,7 +330,7 @@ TEST_F(MultiShardTest, TheClientSplitsABatchByShardAndRoutesEachCallByTopic) {
     }
   }
 
-  std::shared_ptr<Channel> channel = ChannelTo({"a", "b", "c"});
+  std::shared_ptr<Channel> channel = ChannelToNodes({"a", "b", "c"});
   Publisher publisher(channel);
   // One message at a time, each on the stream to its shard's primary.
   std::multiset<std::string> expected;
@@ -401,9 +375,9 @@ TEST_F(MultiShardTest, TheClientSplitsABatchByShardAndRoutesEachCallByTopic) {
 
   // The channel now sends each shard's calls to its primary: no redirects.
   for (int n = 0; n < kShards; ++n) {
-    EXPECT_EQ(client::internal::ChannelAccess::endpoint(*channel, topics_[n])
-                  .address,
-              nodes_.at(primary[n])->address())
+    EXPECT_EQ(
+        client::internal::ChannelAccess::endpoint(*channel, topics_[n]).address,
+        nodes_.at(primary[n])->address())
         << n;
   }
   EXPECT_EQ(ConsumeEveryShard(channel, 2), expected);
@@ -458,7 +432,7 @@ TEST_F(MultiShardTest, KillingANodeFailsOverExactlyItsShards) {
       << "the shards did not settle: " << map.DebugString();
 
   // Every acknowledged message is delivered, from every shard.
-  EXPECT_EQ(ConsumeEveryShard(ChannelTo(survivors), 1), expected);
+  EXPECT_EQ(ConsumeEveryShard(ChannelToNodes(survivors), 1), expected);
 
   // The victim comes back on its data: it opens its copies of the four
   // shards at start, catches up with each primary, and rejoins every
@@ -496,7 +470,7 @@ TEST_F(MultiShardTest, ANodeHoldingNoCopySendsEachShardsCallsToItsPrimary) {
   StartNodes({"a", "b", "c"}, {"--shards=4"});
   const std::vector<std::string> primary = AwaitShards({"a", "b", "c"});
   ASSERT_EQ(primary.size(), size_t{kShards});
-  ASSERT_TRUE(client::Admin(ChannelTo({"a"})).DrainNode("d", false).ok());
+  ASSERT_TRUE(client::Admin(ChannelToNodes({"a"})).DrainNode("d", false).ok());
   StartNodes({"d"}, {"--shards=4"});
   ASSERT_TRUE(testing::Eventually(
       [&] {
@@ -525,7 +499,7 @@ TEST_F(MultiShardTest, ANodeHoldingNoCopySendsEachShardsCallsToItsPrimary) {
   EXPECT_EQ(Health("d", ""), "NOT_SERVING");
   EXPECT_EQ(Health("d", "hourglass.v1.Primary"), "NOT_SERVING");
   // A client given d alone gets to every shard.
-  std::shared_ptr<Channel> channel = ChannelTo({"d"});
+  std::shared_ptr<Channel> channel = ChannelToNodes({"d"});
   Publisher publisher(channel);
   for (int n = 0; n < kShards; ++n) {
     Message m;
@@ -569,7 +543,7 @@ TEST_F(MultiShardTest, ANodeHoldingNoCopySendsEachShardsCallsToItsPrimary) {
   EXPECT_THAT(refused.output,
               HasSubstr("FAILED_PRECONDITION: node d is being drained"));
 
-  ASSERT_TRUE(client::Admin(ChannelTo({"a"})).DrainNode("d", true).ok());
+  ASSERT_TRUE(client::Admin(ChannelToNodes({"a"})).DrainNode("d", true).ok());
   const testing::RunResult moved = move(
       {"--shard=0", "--to=d", "--wait=" + absl::FormatDuration(kPatience)});
   EXPECT_EQ(moved.exit_code, 0) << moved.output;
@@ -606,7 +580,7 @@ TEST_F(MultiShardTest, ANodeHoldingNoCopySendsEachShardsCallsToItsPrimary) {
   options.group = "g";
   options.rpc = ConsumerOptions::Rpc::kSubscribe;
   absl::StatusOr<std::unique_ptr<Consumer>> consumer =
-      Consumer::Subscribe(ChannelTo({"d"}), options, nullptr);
+      Consumer::Subscribe(ChannelToNodes({"d"}), options, nullptr);
   ASSERT_TRUE(consumer.ok()) << consumer.status();
   std::multiset<std::string> got;
   const absl::Time deadline = absl::Now() + kPatience;

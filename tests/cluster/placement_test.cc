@@ -131,6 +131,24 @@ TEST(PlanShardTest, ReplacesAGoneBackupByASpareNodeOutsideTheIsr) {
   EXPECT_EQ(PlanShard(0, record, Alive({"a", "b"}), {}).write, std::nullopt);
 }
 
+TEST(PlanShardTest, FillsAShardWithFewerReplicasThanWantedFromSpareNodes) {
+  // A cluster restored from a snapshot: the restoring node alone.
+  const ShardRecord record = Record(8, "a", {"a"}, {"a"});
+  ShardPlan plan = PlanShard(0, record, Alive({"a"}), {});
+  EXPECT_EQ(plan.write, std::nullopt);
+  plan = PlanShard(0, record, Alive({"a", "b"}), {});
+  EXPECT_EQ(plan.write, Record(8, "a", {"a", "b"}, {"a"}));
+  EXPECT_EQ(plan.reason, "shard 0: added b");
+  plan = PlanShard(0, record, Alive({"d", "a", "c", "b"}), {});
+  EXPECT_EQ(plan.write, Record(8, "a", {"a", "b", "c"}, {"a"}));
+  EXPECT_EQ(plan.reason, "shard 0: added b; added c");
+  // A gone backup is replaced first.
+  plan = PlanShard(0, Record(8, "a", {"a", "x"}, {"a", "x"}),
+                   Alive({"a", "b", "c"}), {});
+  EXPECT_EQ(plan.write, Record(8, "a", {"a", "b", "c"}, {"a"}));
+  EXPECT_EQ(plan.reason, "shard 0: replaced x by b; added c");
+}
+
 TEST(PlanShardTest, WaitsForTheInSyncBackupsToReportBeforePromoting) {
   const ShardRecord record = Record(4, "a", {"a", "b", "c"}, {"a", "b", "c"});
   std::map<std::string, NodeRecord> alive = Alive({"b", "c"});

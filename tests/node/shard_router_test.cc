@@ -1,13 +1,18 @@
 // The ShardRouter over real PrimaryGates, each in front of a fake engine
 // that records what reached it: calls go to the topic's shard, cross-shard
 // publishes are refused whole, consumer ids find the shard that gave them,
-// refusals keep the primary they name, and Stats gathers the open shards.
+// refusals keep the primary they name, Stats gathers the open shards, and
+// a snapshot of many shards copies each from its primary.
 
 #include "node/shard_router.h"
 
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -21,6 +26,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "node/primary_gate.h"
+#include "tests/testing/temp_dir.h"
 
 namespace hourglass::node {
 namespace {
@@ -128,7 +134,8 @@ class FakeEngine final : public broker::Broker {
       std::string dir,
       Callback<absl::StatusOr<broker::SnapshotInfo>> done) override {
     Record(absl::StrCat("snapshot ", dir));
-    std::move(done)(broker::SnapshotInfo{.dir = dir});
+    std::filesystem::create_directory(dir);
+    std::move(done)(broker::SnapshotInfo{.dir = dir, .files = 1, .bytes = 100});
   }
   broker::BrokerInfo Info() override { return {.store_id = "fake"}; }
 
@@ -157,6 +164,21 @@ class FakeRemote final : public ShardRouter::Remote {
     }
     if (!fail.ok()) return std::move(done)(fail);
     std::move(done)(std::vector<broker::TopicStats>{{.topic = "b-topic"}});
+  }
+  void Checkpoint(
+      const std::string& address, int shard, std::string dir,
+      broker::Broker::Callback<absl::StatusOr<storage::CheckpointInfo>> done)
+      override {
+    absl::Status fail;
+    {
+      absl::MutexLock lock(&mu_);
+      asked_.push_back(absl::StrCat(address, " checkpoint ", shard));
+      fail = fail_;
+    }
+    if (!fail.ok()) return std::move(done)(fail);
+    std::filesystem::create_directory(dir);
+    std::move(done)(
+        storage::CheckpointInfo{.dir = dir, .files = 2, .bytes = 50});
   }
   std::vector<std::string> asked() const {
     absl::MutexLock lock(&mu_);
@@ -387,13 +409,85 @@ TEST_F(ShardRouterTest, LocalStatsAnswerOnlyForShardsThisNodeIsPrimaryOf) {
   EXPECT_THAT(remote_.asked(), IsEmpty());
 }
 
-TEST_F(ShardRouterTest, ASnapshotOfManyShardsIsUnimplemented) {
+// The snapshot in `dir`: its manifest and its shards' directories.
+std::vector<std::string> SnapshotFiles(const std::string& dir) {
+  std::vector<std::string> files;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir)) {
+    files.push_back(std::filesystem::relative(entry.path(), dir).string());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+TEST_F(ShardRouterTest, ASnapshotOfManyShardsTakesEachFromItsPrimary) {
+  // Shards 1 and 3 have their primary at node-b.
+  for (int shard : {1, 3}) {
+    gates_[shard]->Close(api::WithPrimary(absl::UnavailableError("not primary"),
+                                          {"node-b:1", 1}));
+  }
+  testing::TempDir tmp;
+  const std::string dir = tmp.path() + "/snap";
   absl::StatusOr<broker::SnapshotInfo> info;
+  router_->CreateSnapshot(dir, [&](absl::StatusOr<broker::SnapshotInfo> i) {
+    info = std::move(i);
+  });
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->dir, dir);
+  EXPECT_EQ(info->shards, kShards);
+  EXPECT_EQ(info->files, 1u + 2 + 1 + 2);
+  EXPECT_EQ(info->bytes, 100u + 50 + 100 + 50);
+  EXPECT_EQ(info->store_id, "");
+  EXPECT_THAT(
+      Calls(),
+      ElementsAre(ElementsAre("snapshot " + dir + "/shards/0"), IsEmpty(),
+                  ElementsAre("snapshot " + dir + "/shards/2"), IsEmpty()));
+  EXPECT_THAT(remote_.asked(),
+              ElementsAre("node-b:1 checkpoint 1", "node-b:1 checkpoint 3"));
+  EXPECT_THAT(SnapshotFiles(dir),
+              ElementsAre("CLUSTER_SNAPSHOT", "shards", "shards/0", "shards/1",
+                          "shards/2", "shards/3"));
+  std::ifstream manifest(dir + "/CLUSTER_SNAPSHOT");
+  std::stringstream text;
+  text << manifest.rdbuf();
+  EXPECT_EQ(text.str(), "hourglass cluster snapshot\nshards 4\n");
+
+  // The directory must be new.
+  router_->CreateSnapshot(dir, [&](absl::StatusOr<broker::SnapshotInfo> i) {
+    info = std::move(i);
+  });
+  EXPECT_EQ(info.status().code(), absl::StatusCode::kAlreadyExists);
   router_->CreateSnapshot(
-      "/tmp/x",
+      "relative/snap",
       [&](absl::StatusOr<broker::SnapshotInfo> i) { info = std::move(i); });
-  EXPECT_EQ(info.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(Calls(), ElementsAre(IsEmpty(), IsEmpty(), IsEmpty(), IsEmpty()));
+  EXPECT_EQ(info.status().code(), absl::StatusCode::kInvalidArgument);
+  router_->CreateSnapshot(
+      tmp.path() + "/missing/snap",
+      [&](absl::StatusOr<broker::SnapshotInfo> i) { info = std::move(i); });
+  EXPECT_EQ(info.status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(ShardRouterTest, ASnapshotThatAShardFailsLeavesNothing) {
+  gates_[2]->Close(
+      api::WithPrimary(absl::UnavailableError("not primary"), {"node-b:1", 1}));
+  remote_.Fail(absl::UnavailableError("node-b is not the primary of 2"));
+  testing::TempDir tmp;
+  const std::string dir = tmp.path() + "/snap";
+  absl::StatusOr<broker::SnapshotInfo> info;
+  router_->CreateSnapshot(dir, [&](absl::StatusOr<broker::SnapshotInfo> i) {
+    info = std::move(i);
+  });
+  EXPECT_EQ(info.status(), absl::UnavailableError(
+                               "shard 2 of 4: node-b is not the primary of 2"));
+  EXPECT_FALSE(std::filesystem::exists(dir));
+
+  // A shard whose primary is not known (a failover under way): its refusal.
+  gates_[2]->Close(absl::UnavailableError("shard 2's primary is gone"));
+  router_->CreateSnapshot(dir, [&](absl::StatusOr<broker::SnapshotInfo> i) {
+    info = std::move(i);
+  });
+  EXPECT_EQ(info.status(),
+            absl::UnavailableError("shard 2 of 4: shard 2's primary is gone"));
+  EXPECT_FALSE(std::filesystem::exists(dir));
 }
 
 TEST(RedirectTest, ThePrimaryTravelsFromStatusToDetailsAndBack) {

@@ -1,10 +1,11 @@
-#ifndef HOURGLASS_NODE_PEER_STATS_H_
-#define HOURGLASS_NODE_PEER_STATS_H_
+#ifndef HOURGLASS_NODE_PEER_CALLS_H_
+#define HOURGLASS_NODE_PEER_CALLS_H_
 
 #include <functional>
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -24,28 +25,38 @@ class ShardStatsResponse;
 
 namespace hourglass::node {
 
-// How a node gathers the stats of every topic from the primaries of the
-// shards it is not the primary of: ShardRouter::Remote over the other
-// nodes' Replication service (GetShardStats, node to node, so TLS and the
-// peer check apply as to replication), and Serve, that call's answering
-// end. Stats travel whole (replication.proto's ShardTopicStats).
+// How a node's router reaches the primaries of the shards it is not the
+// primary of: ShardRouter::Remote over the other nodes' Replication
+// service (node to node, so TLS and the peer check apply as to
+// replication). Stats of every topic come by GetShardStats, whose
+// answering end is Serve; stats travel whole (replication.proto's
+// ShardTopicStats). A shard's checkpoint, for a cluster snapshot, comes by
+// FetchCheckpoint, as a backup's rebuild does.
 //
-// Thread-safe. Calls in flight hold nothing of the PeerStats.
-class PeerStats final : public ShardRouter::Remote {
+// Thread-safe. Stats calls in flight hold nothing of the PeerCalls; each
+// checkpoint copy runs on a thread of its own, which the destructor joins
+// (it waits for copies under way).
+class PeerCalls final : public ShardRouter::Remote {
  public:
   // `channel` makes the channel to a peer at `address` (its --advertise);
   // one is made per address and kept. A peer has `timeout` to answer.
-  explicit PeerStats(
+  explicit PeerCalls(
       std::function<std::shared_ptr<grpc::Channel>(const std::string& address)>
           channel,
-      absl::Duration timeout = absl::Seconds(5));
-  ~PeerStats() override;
+      absl::Duration timeout = absl::Seconds(5),
+      absl::Duration checkpoint_timeout = absl::Hours(1));
+  ~PeerCalls() override;
 
   // ShardRouter::Remote. Errors: the peer's (UNAVAILABLE if it is not the
   // primary of a shard asked any more), DEADLINE_EXCEEDED, each saying
   // which shards and which peer.
   void Stats(const std::string& address, std::vector<int> shards,
              ShardRouter::StatsCallback done) override;
+  // ShardRouter::Remote. The copy has `checkpoint_timeout` in all.
+  void Checkpoint(
+      const std::string& address, int shard, std::string dir,
+      broker::Broker::Callback<absl::StatusOr<storage::CheckpointInfo>> done)
+      override;
 
   // GetShardStats' answer on this node: `router`'s LocalStats of the shards
   // asked, waited for. For ReplicationService::SetStatsHandler.
@@ -60,12 +71,15 @@ class PeerStats final : public ShardRouter::Remote {
   const std::function<std::shared_ptr<grpc::Channel>(const std::string&)>
       channel_;
   const absl::Duration timeout_;
+  const absl::Duration checkpoint_timeout_;
 
   absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<grpc::Channel>> channels_
       ABSL_GUARDED_BY(mu_);
+  // The checkpoint copies, finished or not; joined by the destructor.
+  std::vector<std::thread> copies_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace hourglass::node
 
-#endif  // HOURGLASS_NODE_PEER_STATS_H_
+#endif  // HOURGLASS_NODE_PEER_CALLS_H_

@@ -1,4 +1,4 @@
-#include "node/peer_stats.h"
+#include "node/peer_calls.h"
 
 #include <utility>
 
@@ -7,6 +7,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "grpcpp/grpcpp.h"
+#include "replication/checkpoint_fetch.h"
 #include "replication/replication.grpc.pb.h"
 
 namespace hourglass::node {
@@ -95,14 +96,23 @@ struct Call {
 
 }  // namespace
 
-PeerStats::PeerStats(
+PeerCalls::PeerCalls(
     std::function<std::shared_ptr<grpc::Channel>(const std::string&)> channel,
-    absl::Duration timeout)
-    : channel_(std::move(channel)), timeout_(timeout) {}
+    absl::Duration timeout, absl::Duration checkpoint_timeout)
+    : channel_(std::move(channel)),
+      timeout_(timeout),
+      checkpoint_timeout_(checkpoint_timeout) {}
 
-PeerStats::~PeerStats() = default;
+PeerCalls::~PeerCalls() {
+  std::vector<std::thread> copies;
+  {
+    absl::MutexLock lock(&mu_);
+    copies.swap(copies_);
+  }
+  for (std::thread& copy : copies) copy.join();
+}
 
-std::shared_ptr<grpc::Channel> PeerStats::ChannelTo(
+std::shared_ptr<grpc::Channel> PeerCalls::ChannelTo(
     const std::string& address) {
   absl::MutexLock lock(&mu_);
   std::shared_ptr<grpc::Channel>& channel = channels_[address];
@@ -110,7 +120,7 @@ std::shared_ptr<grpc::Channel> PeerStats::ChannelTo(
   return channel;
 }
 
-void PeerStats::Stats(const std::string& address, std::vector<int> shards,
+void PeerCalls::Stats(const std::string& address, std::vector<int> shards,
                       ShardRouter::StatsCallback done) {
   auto* call = new Call;
   call->address = address;
@@ -127,7 +137,20 @@ void PeerStats::Stats(const std::string& address, std::vector<int> shards,
                                      });
 }
 
-absl::Status PeerStats::Serve(ShardRouter& router,
+void PeerCalls::Checkpoint(
+    const std::string& address, int shard, std::string dir,
+    broker::Broker::Callback<absl::StatusOr<storage::CheckpointInfo>> done) {
+  std::shared_ptr<grpc::Channel> channel = ChannelTo(address);
+  absl::MutexLock lock(&mu_);
+  copies_.emplace_back([channel = std::move(channel), shard,
+                        dir = std::move(dir), done = std::move(done),
+                        timeout = checkpoint_timeout_]() mutable {
+    std::move(done)(
+        replication::FetchCheckpoint(std::move(channel), shard, dir, timeout));
+  });
+}
+
+absl::Status PeerCalls::Serve(ShardRouter& router,
                               const v1::ShardStatsRequest& request,
                               v1::ShardStatsResponse* response) {
   const std::vector<int> shards(request.shards().begin(),
