@@ -207,6 +207,14 @@ rocksdb::ColumnFamilyOptions TableOptions(
   // one flush at a time keeps up with: a few full memtables may wait for
   // their flush, and L0 may grow a while, before writes are slowed.
   cf.max_write_buffer_number = 4;
+  // A memtable takes memory from its arena a block at a time, and the
+  // write buffer manager counts whole blocks. RocksDB's default block (an
+  // eighth of write_buffer_size: 2 to 4 MiB) times every table of every
+  // store sharing the budget (10 tables, 16 shards) is more than the whole
+  // budget: nearly empty memtables would be flushed over and over, each a
+  // tiny file to compact. Small blocks keep what a little-used memtable
+  // holds little.
+  cf.arena_block_size = size_t{256} << 10;
   cf.level0_slowdown_writes_trigger = 32;
   cf.level0_stop_writes_trigger = 64;
 

@@ -17,11 +17,13 @@
 #
 #   tests/bench/shards.sh [--build=build/release] [--shards=1,4,16]
 #       [--rounds=2] [--count=300000] [--rate=20000] [--steady=20]
+#       [--durability=sync]
 #
 # Needs etcd (deploy/setup.sh installs etcd-server).
 set -euo pipefail
 
 BUILD=build/release SHARDS=1,4,16 ROUNDS=2 COUNT=300000 RATE=20000 STEADY=20
+DURABILITY=sync
 for arg in "$@"; do
   case "$arg" in
     --build=*) BUILD="${arg#*=}" ;;
@@ -30,7 +32,8 @@ for arg in "$@"; do
     --count=*) COUNT="${arg#*=}" ;;
     --rate=*) RATE="${arg#*=}" ;;
     --steady=*) STEADY="${arg#*=}" ;;
-    -h|--help) sed -n '2,23p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --durability=*) DURABILITY="${arg#*=}" ;;
+    -h|--help) sed -n '2,24p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "shards.sh: unknown argument \"$arg\" (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -49,7 +52,7 @@ for round in $(seq 1 "$ROUNDS"); do
   for shards in "${COUNTS[@]}"; do
     name="s$shards-r$round"
     "$HOURGLASSD" --listen=127.0.0.1:0 --metrics_listen=127.0.0.1:0 \
-      --data_dir="$WORK/$name" --durability=sync \
+      --data_dir="$WORK/$name" --durability="$DURABILITY" \
       --etcd="127.0.0.1:$ETCD_PORT" --cluster="$name" --node_id=a \
       --shards="$shards" --replication_factor=1 --min_insync=1 \
       >"$WORK/$name.log" 2>&1 &
@@ -73,14 +76,14 @@ print(sum(1 for s in m.get("shards", []) if s.get("primary")))' 2>/dev/null || e
         echo "shards.sh: $name: the warm-up failed:" >&2; tail -3 "$WORK/$name-warm.json" >&2; exit 1; }
 
     before="$(cpu_seconds "$pid")"
-    "$BENCH" --addr="$addr" --timeout=60s --json --durability=sync --consumers=0 \
+    "$BENCH" --addr="$addr" --timeout=60s --json --durability="$DURABILITY" --consumers=0 \
       --topics=16 --count="$COUNT" --batch=100 --producers=2 --concurrency=16 \
       >"$WORK/$name-publish.json" 2>"$WORK/$name-publish.err" || {
         echo "shards.sh: $name: the publish run failed:" >&2; tail -3 "$WORK/$name-publish.err" >&2; exit 1; }
     publish_cpu="$(python3 -c "print($(cpu_seconds "$pid") - $before)")"
 
     before="$(cpu_seconds "$pid")"
-    "$BENCH" --addr="$addr" --timeout=60s --json --durability=sync --consumers=16 \
+    "$BENCH" --addr="$addr" --timeout=60s --json --durability="$DURABILITY" --consumers=16 \
       --topics=16 --rate="$RATE" --duration="${STEADY}s" --delay=1s --batch=100 \
       --producers=2 --concurrency=16 \
       >"$WORK/$name-steady.json" 2>"$WORK/$name-steady.err" || {
