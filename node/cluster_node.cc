@@ -469,7 +469,7 @@ std::vector<grpc::Service*> ClusterNode::services() {
   return {replication_->service(), cluster_service_.get()};
 }
 
-absl::Status ClusterNode::HoldsEveryShardItLeads() {
+absl::Status ClusterNode::HoldsEveryShardItIsInSyncFor() {
   for (int shard = 0; shard < options_.shards; ++shard) {
     if (HostOf(shard) != nullptr) continue;  // A copy was here at start.
     absl::StatusOr<cluster::GetResult> read =
@@ -479,23 +479,36 @@ absl::Status ClusterNode::HoldsEveryShardItLeads() {
     absl::StatusOr<cluster::ShardRecord> record =
         cluster::DecodeShardRecord(read->kv->value);
     if (!record.ok()) return record.status();
-    if (record->primary != options_.node_id) continue;
+    const std::string lost =
+        absl::StrCat("but this node holds no copy of it (",
+                     ShardDir(options_.data_dir, shard),
+                     " is missing: a lost or wiped --data_dir?)");
     // Leading from an empty copy would lose the shard: its backups would
     // rebuild themselves from it. Without this node's lease the controller
     // promotes one of them, and this node then joins as a backup.
-    return absl::UnavailableError(absl::StrCat(
-        "shard ", shard, "'s record names this node its primary (epoch ",
-        record->epoch, "), but this node holds no copy of it (",
-        ShardDir(options_.data_dir, shard),
-        " is missing: a lost or wiped --data_dir?); it joins once the "
-        "cluster has promoted another copy"));
+    if (record->primary == options_.node_id) {
+      return absl::UnavailableError(absl::StrCat(
+          "shard ", shard, "'s record names this node its primary (epoch ",
+          record->epoch, "), ", lost,
+          "; it joins once the cluster has promoted another copy"));
+    }
+    // An in-sync backup may be promoted: alive with an empty copy, it
+    // could be the only one left when the primary dies. The primary takes
+    // a backup that does not answer out of the in-sync set (its lag
+    // timeout); this node then joins, and is rebuilt.
+    if (record->InIsr(options_.node_id)) {
+      return absl::UnavailableError(absl::StrCat(
+          "shard ", shard, "'s in-sync set names this node (epoch ",
+          record->epoch, ", primary ", record->primary, "), ", lost,
+          "; it joins once the primary has taken it out of the in-sync set"));
+    }
   }
   return absl::OkStatus();
 }
 
 absl::Status ClusterNode::Join(const std::string& address,
                                absl::AnyInvocable<void()> on_lost) {
-  if (absl::Status holds = HoldsEveryShardItLeads(); !holds.ok()) {
+  if (absl::Status holds = HoldsEveryShardItIsInSyncFor(); !holds.ok()) {
     return holds;
   }
   cluster::MemberOptions member;

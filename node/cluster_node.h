@@ -158,8 +158,10 @@ class ClusterNode {
   // the server listens on). `on_lost` runs once if the node's lease is
   // lost later (it no longer serves by then). Errors: Member::Join's; and
   // UNAVAILABLE, without joining, while a shard's record names this node
-  // its primary but the node holds no copy of the shard (its data dir was
-  // lost; the caller retries until the cluster has promoted another copy).
+  // its primary or an in-sync backup but the node holds no copy of the
+  // shard (its data dir was lost; the caller retries until the cluster has
+  // promoted another copy, or the primary has taken this node out of the
+  // in-sync set: joined, it could be promoted from an empty copy).
   absl::Status Join(const std::string& address,
                     absl::AnyInvocable<void()> on_lost);
   // Stops serving and leaves the cluster (its node key goes at once).
@@ -210,10 +212,10 @@ class ClusterNode {
   std::vector<ShardHost*> Hosts() const;
   // Shard `shard`'s host, or null if this node has none (same lifetime).
   ShardHost* HostOf(int shard) const;
-  // OK unless a shard's record in etcd names this node its primary while
-  // the node opened no copy of the shard at start (UNAVAILABLE, saying
-  // so). Blocks on etcd.
-  absl::Status HoldsEveryShardItLeads();
+  // OK unless a shard's record in etcd names this node its primary or an
+  // in-sync backup while the node opened no copy of the shard at start (a
+  // lost data dir): UNAVAILABLE, saying so. Blocks on etcd.
+  absl::Status HoldsEveryShardItIsInSyncFor();
 
   const ClusterNodeOptions options_;
   std::unique_ptr<cluster::EtcdClient> etcd_;

@@ -1,8 +1,10 @@
 // A node whose disk died comes back at once, before its etcd lease ran
 // out, while the shard's record still names it primary: it must not lead
 // the shard from an empty copy (its backups would rebuild themselves from
-// it, and every acknowledged message would be gone). One etcd and three
-// real hourglassd processes, one shard.
+// it, and every acknowledged message would be gone). Nor may a backup
+// whose disk died join while the record still counts it in sync: it could
+// be promoted from its empty copy. One etcd and three real hourglassd
+// processes, one shard.
 //
 // Without the guard, what happens depends on a race: the node's new key
 // may appear before the controller acted on the old lease's end, and the
@@ -61,6 +63,43 @@ TEST_F(WipedNodeTest, AWipedPrimaryBackAtOnceWaitsForABackupToBePromoted) {
   EXPECT_TRUE(nodes_.at("a")->process().WaitForOutput(
       "rebuilt its copy of shard 0", kPatience))
       << nodes_.at("a")->process().output();
+}
+
+TEST_F(WipedNodeTest, AWipedInSyncBackupWaitsToBeTakenOutOfTheInSyncSet) {
+  StartNodes({"a", "b", "c"});
+  ASSERT_EQ(AwaitPrimary({"a", "b", "c"}), "a");
+  ASSERT_TRUE(AwaitEveryoneSees({"a", "b", "c"}, 1, "a"));
+  ASSERT_EQ(Publish("a", "orders", "m1", absl::Hours(1)).code,
+            grpc::StatusCode::OK);
+
+  // b dies with its disk and comes back at once, still in the in-sync set.
+  // Joined, it could be promoted from its empty copy if the primary died
+  // with c away: it waits for the primary to take it out.
+  nodes_.at("b")->Kill();
+  std::filesystem::remove_all(dir_.path() + "/b");
+  StartNodes({"b"});
+  EXPECT_TRUE(nodes_.at("b")->process().WaitForOutput(
+      "shard 0's in-sync set names this node (epoch 1, primary a), but this "
+      "node holds no copy of it",
+      kPatience))
+      << nodes_.at("b")->process().output();
+  EXPECT_TRUE(nodes_.at("a")->process().WaitForOutput(
+      "cluster: primary a removed b from the in-sync set of shard 0",
+      kPatience))
+      << nodes_.at("a")->process().output();
+
+  // Then it joins, copies a's log from the start (a keeps it all, this
+  // young) and is in sync again.
+  EXPECT_TRUE(nodes_.at("b")->process().WaitForOutput(
+      "cluster: node b is a backup of shard 0 (its copy ends at entry 0 of "
+      "epoch 0)",
+      kPatience))
+      << nodes_.at("b")->process().output();
+  EXPECT_TRUE(nodes_.at("a")->process().WaitForOutput(
+      "cluster: primary a added b to the in-sync set of shard 0", kPatience))
+      << nodes_.at("a")->process().output();
+  ASSERT_EQ(Publish("a", "orders", "m2", absl::Hours(1)).code,
+            grpc::StatusCode::OK);
 }
 
 }  // namespace
