@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # tests/bench/rebalance.sh: moving a shard's copy to a new node under load
 # (issue 22's rebalance benchmark), on this machine's loopback:
-#   1. etcd and three hourglassd (a, b, c; one shard, --replication_factor=3
-#      --min_insync=2 --durability=sync), then a fourth, d, which holds
-#      nothing;
+#   1. etcd and three hourglassd (a, b, c; one shard, --shards=1
+#      --replication_factor=3 --min_insync=2 --durability=sync), then a
+#      fourth, d, which holds nothing;
 #   2. --count messages published to topic `pending`, due in 1 h;
 #   3. a steady load through every node for the rest of the run: --rate
 #      msg/s to topic `steady`, due 2 s later, consumed and acked;
@@ -45,7 +45,7 @@ declare -A ADDR=()
 start_node() {  # NAME
   "$HOURGLASSD" --listen=127.0.0.1:0 --metrics_listen=127.0.0.1:0 \
     --data_dir="$WORK/$1" --durability=sync --etcd="127.0.0.1:$ETCD_PORT" \
-    --lease_ttl=3s --node_id="$1" --min_insync=2 >"$WORK/$1.log" 2>&1 &
+    --lease_ttl=3s --node_id="$1" --shards=1 --min_insync=2 >"$WORK/$1.log" 2>&1 &
   PIDS[$1]=$!
   ADDR[$1]="127.0.0.1:$(port_of "$WORK/$1.log")"
 }

@@ -1,6 +1,6 @@
 // Cluster mode end to end: one etcd and three real hourglassd processes on
-// loopback ports, one shard replicated on all three (many shards:
-// multi_shard_test.cc).
+// loopback ports, one shard (--shards=1) replicated on all three (many
+// shards: multi_shard_test.cc).
 
 #include <signal.h>
 
@@ -56,7 +56,7 @@ constexpr absl::Duration kPatience = testing::kClusterPatience;
 using ClusterTest = testing::ClusterFixture;
 
 TEST_F(ClusterTest, ThePrimaryServesAndTheOthersSendClientsToIt) {
-  StartNodes({"a", "b", "c"});
+  StartNodes({"a", "b", "c"}, {"--shards=1"});
   // The shard is created once all three joined, with the first id primary.
   ASSERT_EQ(AwaitPrimary({"a", "b", "c"}), "a");
   ASSERT_TRUE(AwaitEveryoneSees({"a", "b", "c"}, 1, "a"));
@@ -105,7 +105,7 @@ TEST_F(ClusterTest, ThePrimaryServesAndTheOthersSendClientsToIt) {
 }
 
 TEST_F(ClusterTest, AcknowledgedPublishesAndCancelsSurviveTheLossOfThePrimary) {
-  StartNodes({"a", "b", "c"});
+  StartNodes({"a", "b", "c"}, {"--shards=1"});
   ASSERT_EQ(AwaitPrimary({"a", "b", "c"}), "a");
   ASSERT_TRUE(AwaitEveryoneSees({"a", "b", "c"}, 1, "a"));
 
@@ -161,7 +161,7 @@ TEST_F(ClusterTest, AcknowledgedPublishesAndCancelsSurviveTheLossOfThePrimary) {
 }
 
 TEST_F(ClusterTest, APausedPrimaryDeliversNothingOnceReplacedAndExits) {
-  StartNodes({"a", "b", "c"});
+  StartNodes({"a", "b", "c"}, {"--shards=1"});
   ASSERT_EQ(AwaitPrimary({"a", "b", "c"}), "a");
   ASSERT_TRUE(AwaitEveryoneSees({"a", "b", "c"}, 1, "a"));
   // A consumer on a, and a message that comes due while a is paused.
@@ -208,7 +208,7 @@ TEST_F(ClusterTest, APausedPrimaryDeliversNothingOnceReplacedAndExits) {
 }
 
 TEST_F(ClusterTest, TheClientLibraryFollowsThePrimaryFromAnyNode) {
-  StartNodes({"a", "b", "c"});
+  StartNodes({"a", "b", "c"}, {"--shards=1"});
   ASSERT_EQ(AwaitPrimary({"a", "b", "c"}), "a");
   ASSERT_TRUE(AwaitEveryoneSees({"a", "b", "c"}, 1, "a"));
   // Pointed at b, a backup, and told of c.
@@ -261,7 +261,7 @@ TEST_F(ClusterTest, TheClientLibraryFollowsThePrimaryFromAnyNode) {
 }
 
 TEST_F(ClusterTest, TheCliPublishesThroughAnyNodeAndShowsTheCluster) {
-  StartNodes({"a", "b", "c"});
+  StartNodes({"a", "b", "c"}, {"--shards=1"});
   ASSERT_EQ(AwaitPrimary({"a", "b", "c"}), "a");
   ASSERT_TRUE(AwaitEveryoneSees({"a", "b", "c"}, 1, "a"));
   const std::string at_c = "--addr=" + nodes_.at("c")->address();
@@ -313,7 +313,7 @@ TEST_F(ClusterTest, TheCliPublishesThroughAnyNodeAndShowsTheCluster) {
 }
 
 TEST_F(ClusterTest, AStoppedPrimaryHandsOverAndComesBackAsAnInSyncBackup) {
-  StartNodes({"a", "b", "c"});
+  StartNodes({"a", "b", "c"}, {"--shards=1"});
   ASSERT_EQ(AwaitPrimary({"a", "b", "c"}), "a");
   ASSERT_TRUE(AwaitEveryoneSees({"a", "b", "c"}, 1, "a"));
   ASSERT_EQ(Publish("a", "orders", "kept", absl::Hours(1)).code,
@@ -340,7 +340,7 @@ TEST_F(ClusterTest, AStoppedPrimaryHandsOverAndComesBackAsAnInSyncBackup) {
   // primary's log, so it catches up and rejoins the in-sync set: first in
   // the primary's own view (its lag report), then in etcd's record (the
   // map's isr), which the primary writes right after.
-  StartNodes({"a"});
+  StartNodes({"a"}, {"--shards=1"});
   absl::StatusOr<hourglass::v1::ClusterMap> after;
   EXPECT_TRUE(testing::Eventually(
       [&] {
@@ -362,7 +362,7 @@ TEST_F(ClusterTest, AStoppedPrimaryHandsOverAndComesBackAsAnInSyncBackup) {
 TEST_F(ClusterTest, AWipedBackupIsRebuiltFromTheNewPrimarysCheckpoint) {
   // One in-sync copy suffices here, so that the shard serves while two of
   // three nodes are down.
-  StartNodes({"a", "b", "c"}, {"--min_insync=1"});
+  StartNodes({"a", "b", "c"}, {"--shards=1", "--min_insync=1"});
   ASSERT_EQ(AwaitPrimary({"a", "b", "c"}), "a");
   ASSERT_TRUE(AwaitEveryoneSees({"a", "b", "c"}, 1, "a"));
   ASSERT_EQ(Publish("a", "orders", "m1", absl::Hours(1)).code,
@@ -381,7 +381,7 @@ TEST_F(ClusterTest, AWipedBackupIsRebuiltFromTheNewPrimarysCheckpoint) {
   // b comes back with its disk wiped: it must be rebuilt from c's
   // checkpoint, then follows c's log and rejoins the in-sync set.
   std::filesystem::remove_all(dir_.path() + "/b");
-  StartNodes({"b"}, {"--min_insync=1"});
+  StartNodes({"b"}, {"--shards=1", "--min_insync=1"});
   Admin at_c(ChannelTo("c"));
   EXPECT_TRUE(testing::Eventually(
       [&] {
@@ -413,7 +413,7 @@ TEST_F(ClusterTest, AWipedBackupIsRebuiltFromTheNewPrimarysCheckpoint) {
 // very last entry when the primary looks: it must still rejoin the in-sync
 // set (the primary makes writes wait for it while it closes the gap).
 TEST_F(ClusterTest, ARestartedBackupRejoinsTheInSyncSetWhilePublishesGoOn) {
-  StartNodes({"a", "b", "c"});
+  StartNodes({"a", "b", "c"}, {"--shards=1"});
   ASSERT_EQ(AwaitPrimary({"a", "b", "c"}), "a");
   ASSERT_TRUE(AwaitEveryoneSees({"a", "b", "c"}, 1, "a"));
   const std::shared_ptr<Channel> channel = ChannelTo("a");
@@ -453,7 +453,7 @@ TEST_F(ClusterTest, ARestartedBackupRejoinsTheInSyncSetWhilePublishesGoOn) {
                                   kPatience));
   nodes_.at("c")->Kill();
   ASSERT_TRUE(testing::Eventually([&] { return isr_size() == 2; }, kPatience));
-  StartNodes({"c"});
+  StartNodes({"c"}, {"--shards=1"});
   const int64_t before = acknowledged.load();
   EXPECT_TRUE(testing::Eventually([&] { return isr_size() == 3; }, kPatience));
   // Publishing goes on (the rejoin may take less time than a batch).
@@ -469,10 +469,10 @@ TEST_F(ClusterTest, ARestartedBackupRejoinsTheInSyncSetWhilePublishesGoOn) {
 // move.
 TEST_F(ClusterTest, ADrainedBackupsCopyMovesToASpareNode) {
   // One in-sync copy suffices, so that d alone can serve at the end.
-  StartNodes({"a", "b", "c"}, {"--min_insync=1"});
+  StartNodes({"a", "b", "c"}, {"--shards=1", "--min_insync=1"});
   ASSERT_EQ(AwaitPrimary({"a", "b", "c"}), "a");
   ASSERT_TRUE(AwaitEveryoneSees({"a", "b", "c"}, 1, "a"));
-  StartNodes({"d"}, {"--min_insync=1"});
+  StartNodes({"d"}, {"--shards=1", "--min_insync=1"});
   ASSERT_EQ(Publish("a", "orders", "m1", absl::Hours(1)).code,
             grpc::StatusCode::OK);
 
@@ -562,10 +562,10 @@ TEST_F(ClusterTest, ADrainedBackupsCopyMovesToASpareNode) {
 // ids making retries safe) loses nothing, and the shard is never without a
 // primary for long: the new one holds exactly the messages acknowledged.
 TEST_F(ClusterTest, ADrainedPrimaryHandsItsShardOverAndItsCopyMoves) {
-  StartNodes({"a", "b", "c"});
+  StartNodes({"a", "b", "c"}, {"--shards=1"});
   ASSERT_EQ(AwaitPrimary({"a", "b", "c"}), "a");
   ASSERT_TRUE(AwaitEveryoneSees({"a", "b", "c"}, 1, "a"));
-  StartNodes({"d"});
+  StartNodes({"d"}, {"--shards=1"});
 
   ChannelOptions options;
   options.address = absl::StrCat(
@@ -647,7 +647,7 @@ TEST_F(ClusterTest, ANodeStartedBeforeEtcdWaitsAndJoinsOnceEtcdAnswers) {
           {HOURGLASSD_PATH, "--listen=127.0.0.1:0",
            "--metrics_listen=127.0.0.1:0", "--data_dir=" + dir_.path() + "/a",
            "--etcd=" + etcd_->endpoint(), "--node_id=a", "--lease_ttl=2s",
-           "--replication_factor=1", "--min_insync=1"});
+           "--shards=1", "--replication_factor=1", "--min_insync=1"});
   ASSERT_TRUE(node.ok()) << node.status();
   ASSERT_TRUE(
       (*node)->WaitForOutput("cannot join cluster hourglass yet", kPatience))

@@ -102,6 +102,7 @@ class ClusterTlsTest : public ::testing::Test {
     const std::string name = "node-" + id;
     std::vector<std::string> flags = {"--etcd=" + etcd_->endpoint(),
                                       "--node_id=" + id,
+                                      "--shards=1",
                                       "--lease_ttl=2s",
                                       "--shutdown_grace=500ms",
                                       "--tls_cert=" + certs_->Pem(name),

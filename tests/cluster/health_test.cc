@@ -63,10 +63,10 @@ class ClusterHealthTest : public ::testing::Test {
 
   void StartNodes(const std::vector<std::string>& ids) {
     for (const std::string& id : ids) {
-      absl::StatusOr<std::unique_ptr<Daemon>> node =
-          Daemon::Start(HOURGLASSD_PATH, dir_.path() + "/" + id,
-                        {"--etcd=" + etcd_->endpoint(), "--node_id=" + id,
-                         "--lease_ttl=2s", "--shutdown_grace=500ms"});
+      absl::StatusOr<std::unique_ptr<Daemon>> node = Daemon::Start(
+          HOURGLASSD_PATH, dir_.path() + "/" + id,
+          {"--etcd=" + etcd_->endpoint(), "--node_id=" + id, "--shards=1",
+           "--lease_ttl=2s", "--shutdown_grace=500ms"});
       ASSERT_TRUE(node.ok()) << node.status();
       nodes_[id] = *std::move(node);
     }

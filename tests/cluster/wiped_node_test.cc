@@ -4,7 +4,7 @@
 // it, and every acknowledged message would be gone). Nor may a backup
 // whose disk died join while the record still counts it in sync: it could
 // be promoted from its empty copy. One etcd and three real hourglassd
-// processes, one shard.
+// processes, one shard (--shards=1).
 //
 // Without the guard, what happens depends on a race: the node's new key
 // may appear before the controller acted on the old lease's end, and the
@@ -30,7 +30,7 @@ constexpr absl::Duration kPatience = testing::kClusterPatience;
 using WipedNodeTest = testing::ClusterFixture;
 
 TEST_F(WipedNodeTest, AWipedPrimaryBackAtOnceWaitsForABackupToBePromoted) {
-  StartNodes({"a", "b", "c"});
+  StartNodes({"a", "b", "c"}, {"--shards=1"});
   ASSERT_EQ(AwaitPrimary({"a", "b", "c"}), "a");
   ASSERT_TRUE(AwaitEveryoneSees({"a", "b", "c"}, 1, "a"));
   for (const char* id : {"m1", "m2"}) {
@@ -42,7 +42,7 @@ TEST_F(WipedNodeTest, AWipedPrimaryBackAtOnceWaitsForABackupToBePromoted) {
   // still names it primary at epoch 1. It says why it does not join yet.
   nodes_.at("a")->Kill();
   std::filesystem::remove_all(dir_.path() + "/a");
-  StartNodes({"a"});
+  StartNodes({"a"}, {"--shards=1"});
   EXPECT_TRUE(nodes_.at("a")->process().WaitForOutput(
       "shard 0's record names this node its primary (epoch 1), but this "
       "node holds no copy of it",
@@ -66,7 +66,7 @@ TEST_F(WipedNodeTest, AWipedPrimaryBackAtOnceWaitsForABackupToBePromoted) {
 }
 
 TEST_F(WipedNodeTest, AWipedInSyncBackupWaitsToBeTakenOutOfTheInSyncSet) {
-  StartNodes({"a", "b", "c"});
+  StartNodes({"a", "b", "c"}, {"--shards=1"});
   ASSERT_EQ(AwaitPrimary({"a", "b", "c"}), "a");
   ASSERT_TRUE(AwaitEveryoneSees({"a", "b", "c"}, 1, "a"));
   ASSERT_EQ(Publish("a", "orders", "m1", absl::Hours(1)).code,
@@ -77,7 +77,7 @@ TEST_F(WipedNodeTest, AWipedInSyncBackupWaitsToBeTakenOutOfTheInSyncSet) {
   // with c away: it waits for the primary to take it out.
   nodes_.at("b")->Kill();
   std::filesystem::remove_all(dir_.path() + "/b");
-  StartNodes({"b"});
+  StartNodes({"b"}, {"--shards=1"});
   EXPECT_TRUE(nodes_.at("b")->process().WaitForOutput(
       "shard 0's in-sync set names this node (epoch 1, primary a), but this "
       "node holds no copy of it",

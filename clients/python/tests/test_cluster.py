@@ -287,9 +287,9 @@ def running(nodes: Cluster, settle: Callable[[], None]) -> Iterator[Cluster]:
 
 @pytest.fixture
 def cluster(hourglassd: str, etcd: Etcd, tmp_path: Path) -> Iterator[Cluster]:
-    """Nodes a, b and c of one shard, a primary at epoch 1 as b and c see
-    it too."""
-    nodes = Cluster(hourglassd, etcd, tmp_path)
+    """Nodes a, b and c of one shard (``--shards=1``), a primary at epoch 1
+    as b and c see it too."""
+    nodes = Cluster(hourglassd, etcd, tmp_path, ["--shards=1"])
 
     def settle() -> None:
         # The shard is made once all three joined, with the first id as
