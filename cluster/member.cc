@@ -15,6 +15,7 @@
 #include "cluster/lease_keeper.h"
 #include "cluster/placement.h"
 #include "cluster/rebalance.h"
+#include "cluster/shard_count.h"
 #include "cluster/watch.h"
 #include "spdlog/spdlog.h"
 
@@ -32,47 +33,25 @@ std::optional<int> ParseShard(std::string_view name) {
   return shard;
 }
 
-// The shard count is fixed when the cluster is created (CLUSTER.md
-// "Words"): the first member to join writes its --shards, and every later
-// one must have been given the same, or it would send topics to other
-// shards than the rest of the cluster (and, as controller, create shards).
-// FAILED_PRECONDITION, saying which count to give, otherwise.
-absl::Status AgreeOnShardCount(EtcdClient& client,
-                               const MemberOptions& options) {
-  const std::string key = ShardCountKey(options.cluster);
+// A restore creates its cluster (MemberOptions::create_with): the shard
+// count and every shard's record in one transaction, only if the cluster
+// does not exist yet (FAILED_PRECONDITION otherwise).
+absl::Status CreateRestoredCluster(EtcdClient& client,
+                                   const MemberOptions& options) {
   std::vector<std::pair<std::string, std::string>> records;
   for (const auto& [shard, record] : options.create_with) {
     records.emplace_back(ShardKey(options.cluster, shard),
                          EncodeShardRecord(record));
   }
-  absl::StatusOr<TxnResult> created =
-      client.CreateIfAbsentWith(key, absl::StrCat(options.shards), records);
+  absl::StatusOr<TxnResult> created = client.CreateIfAbsentWith(
+      ShardCountKey(options.cluster), absl::StrCat(options.shards), records);
   if (!created.ok()) return created.status();
   if (created->succeeded) return absl::OkStatus();
-  if (!options.create_with.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "cluster ", options.cluster,
-        " exists in etcd: a node restoring a snapshot creates a new cluster; "
-        "give it a --cluster name of its own, or start it without "
-        "--restore_from"));
-  }
-  const std::string value =
-      created->current.has_value() ? created->current->value : "";
-  int count = 0;
-  const auto [end, error] =
-      std::from_chars(value.data(), value.data() + value.size(), count);
-  if (error != std::errc() || end != value.data() + value.size() || count < 1) {
-    return absl::DataLossError(
-        absl::StrCat(key, " holds \"", value, "\", not a shard count"));
-  }
-  if (count != options.shards) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "cluster ", options.cluster, " has ", count,
-        " shards, fixed when it was created; this node was started with "
-        "--shards=",
-        options.shards, ": give every node of the cluster --shards=", count));
-  }
-  return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "cluster ", options.cluster,
+      " exists in etcd: a node restoring a snapshot creates a new cluster; "
+      "give it a --cluster name of its own, or start it without "
+      "--restore_from"));
 }
 
 }  // namespace
@@ -113,8 +92,17 @@ absl::StatusOr<std::unique_ptr<Member>> Member::Join(EtcdClient& client,
   if (!options.position_wait.has_value()) {
     options.position_wait = options.lease_ttl;
   }
-  if (absl::Status s = AgreeOnShardCount(client, options); !s.ok()) {
-    return s;
+  if (!options.create_with.empty()) {
+    if (absl::Status created = CreateRestoredCluster(client, options);
+        !created.ok()) {
+      return created;
+    }
+  } else if (absl::StatusOr<ShardCount> count =
+                 AgreeOnShardCount(client, options.cluster, options.shards);
+             !count.ok()) {
+    // Checked again (hourglassd agreed before it built its shards), in
+    // case the cluster was removed from etcd and created anew since.
+    return count.status();
   }
   std::unique_ptr<Member> member(
       new Member(client, std::move(options), std::move(callbacks)));

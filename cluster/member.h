@@ -40,8 +40,9 @@ struct MemberOptions {
   // --lease_ttl: a node whose lease is not renewed for this long is dead to
   // the cluster. Default: 3 s.
   absl::Duration lease_ttl = absl::Seconds(3);
-  // The shards the controller creates if the cluster has none (--shards;
-  // fixed once the cluster exists). Default: 1.
+  // The cluster's shard count: the shards the controller creates. Must be
+  // the cluster's once it exists (hourglassd agrees on it first,
+  // shard_count.h); the cluster's first member writes it. Default: 1.
   int shards = 1;
   // The records of every shard, when this member creates the cluster with
   // copies it already holds (a restore from a snapshot, --restore_from):
@@ -126,7 +127,8 @@ class Member {
   //   INVALID_ARGUMENT     a bad name, an empty address, a shard count or
   //                        replication factor below 1.
   //   FAILED_PRECONDITION  the cluster has another shard count than
-  //                        options.shards (the message says which).
+  //                        options.shards (AgreeOnShardCount's message,
+  //                        which says which).
   //   DATA_LOSS            the cluster's shard count key holds no count.
   //   ALREADY_EXISTS       another live node has this id.
   //   etcd's errors (UNAVAILABLE, ...).

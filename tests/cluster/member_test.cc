@@ -202,8 +202,8 @@ TEST_F(MemberTest, ANodeGivenAnotherShardCountThanTheClustersIsRefused) {
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(refused.status().message(),
             "cluster test has 4 shards, fixed when it was created; this node "
-            "was started with --shards=16: give every node of the cluster "
-            "--shards=4");
+            "was started with --shards=16: give it --shards=4, or no "
+            "--shards to take the cluster's");
   // b wrote nothing: a sees itself alone.
   EXPECT_TRUE(a->AwaitView(
       [](const ClusterView& view) { return view.nodes.contains("a"); },

@@ -614,8 +614,9 @@ TEST_F(MultiShardTest, ANodeHoldingNoCopySendsEachShardsCallsToItsPrimary) {
       kPatience));
 }
 
-// The shard count is the cluster's: a node given another exits as it
-// joins, saying which to give, rather than send topics to other shards.
+// The shard count is the cluster's: a node given another exits before it
+// opens its shards, saying which to give, rather than send topics to
+// other shards (more in shard_count_test.cc).
 TEST_F(MultiShardTest, ANodeGivenAnotherShardCountExitsSayingWhichToGive) {
   StartNodes({"a"}, {"--shards=4", "--replication_factor=1", "--min_insync=1"});
   ASSERT_TRUE(testing::Eventually(
@@ -634,7 +635,8 @@ TEST_F(MultiShardTest, ANodeGivenAnotherShardCountExitsSayingWhichToGive) {
   EXPECT_THAT((*other)->output(),
               HasSubstr("cluster hourglass has 4 shards, fixed when it was "
                         "created; this node was started with --shards=8: "
-                        "give every node of the cluster --shards=4"));
+                        "give it --shards=4, or no --shards to take the "
+                        "cluster's"));
 }
 
 }  // namespace
