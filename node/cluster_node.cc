@@ -269,8 +269,8 @@ void ClusterNode::OnView(const cluster::ClusterView& view) {
     if (shard < 0 || shard >= static_cast<int>(gates_.size())) {
       if (std::exchange(told_shard_count_, true)) continue;
       spdlog::error(
-          "cluster: node {} was started with --shards={}, but cluster {} has "
-          "shard {}: every node of a cluster needs the same --shards",
+          "cluster: node {} serves {} shards, but cluster {} has shard {}: "
+          "every node of a cluster needs the cluster's shard count",
           options_.node_id, gates_.size(), options_.cluster, shard);
       continue;
     }

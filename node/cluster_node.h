@@ -76,9 +76,12 @@ struct ClusterNodeOptions {
   std::string node_id;                // --node_id
   std::string zone;                   // --zone; empty: none
   absl::Duration lease_ttl = absl::Seconds(3);
-  // --shards: the cluster's shard count, between 1 and
-  // ShardRouter::kMaxShards. Every node of a cluster must be given the
-  // same (the controller creates this many; calls are routed by it).
+  // The cluster's shard count, between 1 and ShardRouter::kMaxShards: Open
+  // makes a gate per shard and calls are routed by it, so it must be known
+  // before Open. hourglassd agrees on it with etcd first
+  // (cluster::AgreeOnShardCount: --shards if given, else the cluster's, or
+  // 16 for a new cluster), unless it restores a snapshot (restore_from
+  // sets it); Join refuses a count other than the cluster's. Default: 1.
   int shards = 1;
   int replication_factor = 3;
   int min_insync = 2;
@@ -177,6 +180,9 @@ class ClusterNode {
 
   const std::string& node_id() const { return options_.node_id; }
   const std::string& cluster() const { return options_.cluster; }
+  // The cluster's shard count (ClusterNodeOptions::shards, or a restored
+  // snapshot's).
+  int shard_count() const { return options_.shards; }
   // TLS between the nodes (ClusterNodeOptions::peer_tls): the server
   // accepts client certificates its ca_file signs.
   const client::TlsOptions& peer_tls() const { return options_.peer_tls; }
@@ -245,7 +251,7 @@ class ClusterNode {
   void CollectMetrics();
 
   // The member thread's: whether OnView logged that the cluster has a
-  // shard this node's --shards does not (it logs it once).
+  // shard beyond this node's shard count (it logs it once).
   bool told_shard_count_ = false;
 
   // Sets one shard's gauges (CollectMetrics).

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <initializer_list>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -16,6 +17,7 @@
 #include "api/pem.h"
 #include "client/tls.h"
 #include "cluster/etcd_client.h"
+#include "node/shard_router.h"
 
 // Cluster mode (CLUSTER.md in the contributors' notes; README "Cluster
 // mode"). Without --etcd, none of these is used.
@@ -45,11 +47,13 @@ ABSL_FLAG(int32_t, min_insync, 2,
 ABSL_FLAG(absl::Duration, lease_ttl, absl::Seconds(3),
           "Cluster mode: a node that cannot renew its etcd lease for this "
           "long is dead to the cluster (whole seconds).");
-ABSL_FLAG(int32_t, shards, 1,
+ABSL_FLAG(std::optional<int32_t>, shards, std::nullopt,
           "Cluster mode: shards of the cluster (1 to 4096), fixed when the "
-          "cluster is created (kept in etcd): a node given another exits as "
-          "it joins. A topic's shard is the FNV-1a hash of its name modulo "
-          "this.");
+          "cluster is created (kept in etcd). A topic's shard is the FNV-1a "
+          "hash of its name modulo this. Default (none, or empty): the "
+          "cluster's count, or 16 for a cluster that does not exist yet; a "
+          "node given another count than the cluster's exits, saying which "
+          "to give.");
 ABSL_FLAG(std::string, tls_peer_ca, "",
           "Cluster mode with --tls_cert: PEM CA certificates that sign the "
           "other nodes' certificates. This node verifies a peer's server "
@@ -170,6 +174,8 @@ absl::StatusOr<client::TlsOptions> EtcdTlsFromFlags() {
 
 std::string EtcdFlag() { return absl::GetFlag(FLAGS_etcd); }
 
+std::optional<int> ShardsFlag() { return absl::GetFlag(FLAGS_shards); }
+
 absl::Status CheckNoClusterTlsFlags() {
   for (const auto& [flag, value] :
        {std::pair{"--tls_peer_ca", absl::GetFlag(FLAGS_tls_peer_ca)},
@@ -239,7 +245,13 @@ absl::StatusOr<node::ClusterNodeOptions> ClusterOptionsFromFlags(
                      absl::FormatDuration(lease_ttl)));
   }
   options.lease_ttl = lease_ttl;
-  options.shards = absl::GetFlag(FLAGS_shards);
+  if (const std::optional<int32_t> shards = ShardsFlag();
+      shards.has_value() &&
+      (*shards < 1 || *shards > node::ShardRouter::kMaxShards)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--shards must be between 1 and ",
+                     node::ShardRouter::kMaxShards, ", not ", *shards));
+  }
   options.replication_factor = absl::GetFlag(FLAGS_replication_factor);
   if (options.replication_factor < 1 || options.replication_factor > 9) {
     return absl::InvalidArgumentError(

@@ -1,6 +1,7 @@
 #ifndef HOURGLASS_CMD_HOURGLASSD_CLUSTER_FLAGS_H_
 #define HOURGLASS_CMD_HOURGLASSD_CLUSTER_FLAGS_H_
 
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -15,6 +16,12 @@ namespace hourglass::hourglassd {
 // --etcd: empty for a single node.
 std::string EtcdFlag();
 
+// --shards: nullopt when it is not given (or given empty, as
+// deploy/hourglassd.flags does): the node then takes the cluster's count,
+// or creates the cluster with cluster::kDefaultShardCount. Checked by
+// ClusterOptionsFromFlags.
+std::optional<int> ShardsFlag();
+
 // The gRPC server's TLS flags (main.cc's), which cluster mode's TLS
 // between nodes follows.
 struct ServerTlsFlags {
@@ -25,7 +32,7 @@ struct ServerTlsFlags {
 
 // The cluster node's options that its flags give, checked: --etcd,
 // --cluster, --node_id (default: the host name), --lease_ttl (1s to 5m),
-// --shards, --replication_factor (1 to 9), --min_insync; TLS between nodes
+// --replication_factor (1 to 9), --min_insync; TLS between nodes
 // (node::ClusterNodeOptions::peer_tls) when `server_tls` has a certificate:
 // verified by --tls_peer_ca, or else --tls_client_ca (one is required),
 // presenting --tls_cert and --tls_key, with --tls_peer_server_name; TLS to
@@ -33,7 +40,9 @@ struct ServerTlsFlags {
 // Every TLS file is read now. INVALID_ARGUMENT naming the flag and its
 // value otherwise (e.g. "--tls_peer_ca needs --tls_cert and --tls_key:
 // ..."), NOT_FOUND `cannot read --etcd_ca "x.pem": ...` for a file that
-// cannot be read. The caller sets the rest (the data dir, the store's
+// cannot be read. --shards, if given, is checked (1 to 4096) but not set:
+// the shard count is agreed with etcd (AgreeOnShardCount, cluster_join.h).
+// The caller sets the rest (the shard count, the data dir, the store's
 // options, the engine, the clock, the authorizer).
 absl::StatusOr<node::ClusterNodeOptions> ClusterOptionsFromFlags(
     const ServerTlsFlags& server_tls);

@@ -8,9 +8,32 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "cluster/shard_count.h"
 #include "node/cluster_node.h"
 
 namespace hourglass::hourglassd {
+
+// The shard count a node agreed on, or the signal that ended its wait.
+struct AgreedShards {
+  // Set unless `signal` is.
+  cluster::ShardCount shards;
+  // SIGTERM or SIGINT, when one came while etcd did not answer.
+  std::optional<int> signal;
+};
+
+// Agrees on the shard count of the cluster of `options` (its etcd
+// endpoints, TLS to etcd, and cluster name) before the node builds its
+// shards (cluster::AgreeOnShardCount): `given` (--shards) for a cluster
+// not created yet, or kDefaultShardCount (16) without it; the cluster's
+// count for a cluster that exists, when it equals `given` or `given` is
+// nullopt. Logs which. While etcd does not answer it tries again as
+// JoinCluster does (a SIGTERM or SIGINT ends the wait and is returned).
+// Errors: AgreeOnShardCount's other than etcd's silence, among them
+// FAILED_PRECONDITION when `given` is not the cluster's count (the message
+// says which to give); INVALID_ARGUMENT if the etcd client cannot be made.
+absl::StatusOr<AgreedShards> AgreeOnShardCount(
+    const node::ClusterNodeOptions& options, std::optional<int> given,
+    const sigset_t& signals);
 
 // Joins `node`'s cluster as `advertise` (ClusterNode::Join; `on_lost` runs
 // if the node later loses its lease). While etcd does not answer (a node

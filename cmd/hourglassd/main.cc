@@ -279,13 +279,16 @@ std::unique_ptr<hourglass::storage::MessageStore> OpenSingleStore(
   return *std::move(store);
 }
 
-// Cluster mode: checks the cluster flags and opens the node (the stores of
-// the shards it held, its connection to etcd). Exits on failure.
+// Cluster mode: checks the cluster flags, agrees on the cluster's shard
+// count with etcd (waiting for etcd if it does not answer), and opens the
+// node (a gate per shard, the stores of the shards it held, its connection
+// to etcd). Exits on failure. Null if a SIGTERM or SIGINT among `signals`
+// came while it waited for etcd (logged).
 std::unique_ptr<hourglass::node::ClusterNode> OpenClusterNode(
     const std::string& data_dir, bool sync, int32_t block_cache_mb,
     const hourglass::broker::Engine::Options& engine_options,
     hourglass::broker::Clock* clock,
-    const hourglass::api::Authorizer* authorizer) {
+    const hourglass::api::Authorizer* authorizer, const sigset_t& signals) {
   absl::StatusOr<hourglass::node::ClusterNodeOptions> from_flags =
       hourglass::hourglassd::ClusterOptionsFromFlags(
           {.cert = absl::GetFlag(FLAGS_tls_cert),
@@ -300,6 +303,22 @@ std::unique_ptr<hourglass::node::ClusterNode> OpenClusterNode(
   options.engine = engine_options;
   options.clock = clock;
   options.authorizer = authorizer;
+  // The node builds a gate per shard: it needs the count before it opens.
+  // A restore takes it from its snapshot, and creates the cluster as it
+  // joins (ClusterNodeOptions::restore_from).
+  if (options.restore_from.empty()) {
+    absl::StatusOr<hourglass::hourglassd::AgreedShards> agreed =
+        hourglass::hourglassd::AgreeOnShardCount(
+            options, hourglass::hourglassd::ShardsFlag(), signals);
+    if (!agreed.ok()) Fail(std::string(agreed.status().message()));
+    if (agreed->signal.has_value()) {
+      spdlog::info(
+          "hourglassd received {} while waiting for etcd, shutting down",
+          *agreed->signal == SIGTERM ? "SIGTERM" : "SIGINT");
+      return nullptr;
+    }
+    options.shards = agreed->shards.count;
+  }
   const std::string tls_summary = hourglass::hourglassd::TlsSummary(options);
   const absl::Time open_start = absl::Now();
   absl::StatusOr<std::unique_ptr<hourglass::node::ClusterNode>> node =
@@ -307,10 +326,11 @@ std::unique_ptr<hourglass::node::ClusterNode> OpenClusterNode(
   if (!node.ok()) Fail(std::string(node.status().message()));
   spdlog::info(
       "hourglassd opened the stores of shards [{}] in {}/shards in {}; "
-      "cluster {} on etcd {} as node {}; {}",
+      "cluster {} of {} shards on etcd {} as node {}; {}",
       absl::StrJoin((*node)->hosted_shards(), ","), data_dir,
       absl::FormatDuration(absl::Now() - open_start), (*node)->cluster(),
-      hourglass::hourglassd::EtcdFlag(), (*node)->node_id(), tls_summary);
+      (*node)->shard_count(), hourglass::hourglassd::EtcdFlag(),
+      (*node)->node_id(), tls_summary);
   WarnIfDataDirOpen(data_dir);
   return *std::move(node);
 }
@@ -502,7 +522,12 @@ int main(int argc, char** argv) {
     log_configuration();
     cluster_node =
         OpenClusterNode(data_dir, durability == "sync", block_cache_mb,
-                        engine_options, &clock, authorizer.get());
+                        engine_options, &clock, authorizer.get(), signals);
+    if (cluster_node == nullptr) {  // Stopped while it waited for etcd.
+      (*metrics_server)->Shutdown();
+      spdlog::info("hourglassd stopped");
+      return 0;
+    }
     broker = cluster_node->broker();
   } else {
     if (absl::Status unused = hourglass::hourglassd::CheckNoClusterTlsFlags();

@@ -39,14 +39,17 @@ std::vector<std::string> TopicPerShard(int shards);
 
 // A real etcd and real hourglassd processes on loopback ports (built with
 // HOURGLASSD_PATH), for the end-to-end cluster tests (cluster_test.cc,
-// multi_shard_test.cc): starts the nodes, and calls them directly, without
-// the client library, so that each answer is the node's own.
+// wiped_node_test.cc, multi_shard_test.cc, shard_count_test.cc): starts the
+// nodes, and calls them directly, without the client library, so that
+// each answer is the node's own.
 class ClusterFixture : public ::testing::Test {
  protected:
   void SetUp() override;
 
   // Starts node `id`, and the others after it, in id order, with `flags`
-  // besides the cluster's.
+  // besides the cluster's. Without --shards among `flags` a node takes the
+  // cluster's shard count, or creates the cluster with 16: a test of one
+  // shard says --shards=1.
   void StartNodes(std::vector<std::string> ids,
                   std::vector<std::string> flags = {});
 

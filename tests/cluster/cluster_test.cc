@@ -663,6 +663,7 @@ TEST_F(ClusterTest, ANodeStartedBeforeEtcdWaitsAndJoinsOnceEtcdAnswers) {
 }
 
 // SIGTERM ends the wait for etcd: the node stops cleanly, never joined.
+// (Given no --shards, it waits for etcd to learn the cluster's count.)
 TEST_F(ClusterTest, ANodeWaitingForEtcdStopsOnSigterm) {
   etcd_->Stop();
   absl::StatusOr<std::unique_ptr<testing::Subprocess>> node =

@@ -146,7 +146,7 @@ TEST(HourglassdTest, RefusesATokenFileOthersMayReadWithOneLine) {
       << result.output;
 }
 
-TEST(HourglassdTest, RefusesBadClusterTlsFlagsNamingTheFlag) {
+TEST(HourglassdTest, RefusesBadClusterFlagsNamingTheFlag) {
   testing::TempDir dir;
   const std::string missing = dir.path() + "/missing.pem";
   const std::string not_pem = dir.path() + "/not.pem";
@@ -185,6 +185,11 @@ TEST(HourglassdTest, RefusesBadClusterTlsFlagsNamingTheFlag) {
       {{etcd, "--etcd_ca=" + not_pem},
        absl::StrCat("--etcd_ca \"", not_pem,
                     "\" is not a PEM file with a CERTIFICATE")},
+      // Checked before the count is agreed with etcd, which it would set
+      // for a new cluster.
+      {{etcd, "--shards=0"}, "--shards must be between 1 and 4096, not 0"},
+      {{etcd, "--shards=4097"},
+       "--shards must be between 1 and 4096, not 4097"},
       // A single node has no peers and no etcd.
       {{"--tls_peer_ca=" + not_pem},
        "--tls_peer_ca is for cluster mode, which --etcd turns on; a single "

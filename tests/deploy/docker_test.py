@@ -311,19 +311,33 @@ class ComposeClusterTest(unittest.TestCase):
                 f"--data_dir={work}/{name}", "--metrics_listen=127.0.0.1:0",
                 "--block_cache_mb=8"] + command, "listening on")
 
-        # node1, the first id, is the primary; the others in-sync backups.
-        want = {"node1": ("SERVING", "SERVING"),
-                "node2": ("SERVING", "NOT_SERVING"),
-                "node3": ("SERVING", "NOT_SERVING")}
+        # No --shards: the cluster has the default 16, each copied on the
+        # three nodes, the primaries taken in turn, so every node leads
+        # some shards and is in sync for the others.
+        want = {name: ("SERVING", "SERVING") for name in addresses}
         self.assertEqual(self.await_health(addresses, want), want)
+        cluster = cli_cluster(addresses.values())
+        self.assertEqual(cluster.get("shard_count"), 16)
+        led = {shard["primary"] for shard in cluster.get("shards", [])}
+        self.assertEqual(led, set(addresses))
 
-        # docker stop: SIGTERM, and a backup is primary at once.
+        # docker stop: SIGTERM, and the shards node1 led have another
+        # primary at once.
         self.processes[1].send_signal(signal.SIGTERM)
         self.assertEqual(self.processes[1].wait(timeout=30), 0)
         del addresses["node1"]
-        health = self.await_health(addresses, None)
-        self.assertEqual(sorted(health.values()), [
-            ("SERVING", "NOT_SERVING"), ("SERVING", "SERVING")])
+        deadline = time.monotonic() + 30
+        while True:
+            cluster = cli_cluster(addresses.values())
+            primaries = sorted(
+                {s["primary"] for s in cluster.get("shards", [])})
+            if primaries == sorted(addresses) or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        self.assertEqual(primaries, sorted(addresses))
+        self.assertEqual(len(cluster.get("shards", [])), 16)
+        want = {name: ("SERVING", "SERVING") for name in addresses}
+        self.assertEqual(self.await_health(addresses, want), want)
 
     def start(self, argv, ready):
         """Starts argv and reads its output until `ready`; then a thread
@@ -348,22 +362,27 @@ class ComposeClusterTest(unittest.TestCase):
 
     def await_health(self, addresses, want, timeout=30):
         """{node: (health "", health hourglass.v1.Primary)} as the CLI
-        reports them, once they are `want` (or, for None, once exactly one
-        node is the primary and the others SERVING); the last seen if not
-        within `timeout`."""
+        reports them, once they are `want`; the last seen if not within
+        `timeout`."""
         deadline = time.monotonic() + timeout
         while True:
             seen = {name: (cli_health(address), cli_health(
                         address, "hourglass.v1.Primary"))
                     for name, address in addresses.items()}
-            if want is not None and seen == want:
-                return seen
-            if want is None and all(s[0] == "SERVING" for s in seen.values()) \
-                    and [s[1] for s in seen.values()].count("SERVING") == 1:
+            if seen == want:
                 return seen
             if time.monotonic() > deadline:
                 return seen
             time.sleep(0.1)
+
+
+def cli_cluster(addresses):
+    """The cluster map that `hourglass --addr=A,B,... --json cluster`
+    prints ({} if it fails)."""
+    argv = [deploy_files.env("HOURGLASS"), f"--addr={','.join(addresses)}",
+            "--timeout=3s", "--json", "cluster"]
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+    return json.loads(result.stdout) if result.returncode == 0 else {}
 
 
 def cli_health(address, service=None):
