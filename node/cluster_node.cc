@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <optional>
+#include <system_error>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -76,6 +77,18 @@ absl::StatusOr<std::unique_ptr<ClusterNode>> ClusterNode::Open(
   if (options.clock == nullptr) {
     return absl::InvalidArgumentError("cluster node: no clock");
   }
+  // The checkpoints a primary sends are made beside its stores, and RocksDB
+  // makes them only at an absolute path.
+  std::error_code cwd_error;
+  std::filesystem::path data_dir =
+      std::filesystem::absolute(options.data_dir, cwd_error).lexically_normal();
+  if (cwd_error) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cluster node: cannot make data dir \"", options.data_dir,
+                     "\" absolute: ", cwd_error.message()));
+  }
+  if (data_dir.filename().empty()) data_dir = data_dir.parent_path();
+  options.data_dir = data_dir.string();
   if (options.shards < 1 || options.shards > ShardRouter::kMaxShards) {
     return absl::InvalidArgumentError(
         absl::StrCat("--shards must be between 1 and ", ShardRouter::kMaxShards,

@@ -97,7 +97,8 @@ struct ClusterNodeOptions {
   // copying the shards from it. Default: none.
   std::string restore_from;
   // Shard n's store: opened at <data_dir>/shards/<n> (at Open if it exists,
-  // otherwise once a shard record first names this node).
+  // otherwise once a shard record first names this node). A relative path
+  // is made absolute at Open, from the working directory.
   std::string data_dir;
   bool sync = true;
   // Shared by all the node's stores (storage::RocksDbResources): the block

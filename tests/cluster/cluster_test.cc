@@ -409,6 +409,39 @@ TEST_F(ClusterTest, AWipedBackupIsRebuiltFromTheNewPrimarysCheckpoint) {
   }
 }
 
+// A primary whose --data_dir is relative (as in README's walkthrough) sends
+// checkpoints too: RocksDB makes them only at an absolute path, so the
+// node makes its data dir absolute as it opens.
+TEST_F(ClusterTest, APrimaryGivenARelativeDataDirSendsItsCheckpoint) {
+  const std::vector<std::string> flags = {
+      "--shards=1", "--replication_factor=2", "--min_insync=1"};
+  StartNodes({"a"}, flags);
+  std::vector<std::string> relative = {
+      "--etcd=" + etcd_->endpoint(), "--node_id=b", "--lease_ttl=2s",
+      "--shutdown_grace=500ms", "--data_dir=b"};
+  relative.insert(relative.end(), flags.begin(), flags.end());
+  absl::StatusOr<std::unique_ptr<testing::Daemon>> b =
+      testing::Daemon::Start(HOURGLASSD_PATH, dir_.path() + "/b", relative,
+                             {"/usr/bin/env", "--chdir=" + dir_.path()});
+  ASSERT_TRUE(b.ok()) << b.status();
+  nodes_["b"] = *std::move(b);
+  ASSERT_EQ(AwaitPrimary({"a", "b"}), "a");
+  ASSERT_EQ(Publish("a", "orders", "m1", absl::Hours(1)).code,
+            grpc::StatusCode::OK);
+
+  // a hands over to b at epoch 2, whose log starts there; a comes back
+  // wiped, and only b's checkpoint can give it m1.
+  EXPECT_EQ(nodes_.at("a")->Stop(), 0);
+  ASSERT_EQ(AwaitPrimary({"b"}), "b");
+  std::filesystem::remove_all(dir_.path() + "/a");
+  StartNodes({"a"}, flags);
+  EXPECT_TRUE(nodes_.at("a")->process().WaitForOutput(
+      "rebuilt its copy of shard 0", kPatience))
+      << nodes_.at("a")->process().output() << "\n--- b:\n"
+      << nodes_.at("b")->process().output();
+  EXPECT_TRUE(std::filesystem::exists(dir_.path() + "/b/shards/0"));
+}
+
 // Under writes that never pause, a backup that restarts is never at the
 // very last entry when the primary looks: it must still rejoin the in-sync
 // set (the primary makes writes wait for it while it closes the gap).
