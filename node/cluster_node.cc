@@ -56,8 +56,8 @@ absl::StatusOr<std::vector<int64_t>> RestoreNewCluster(
         "--cluster name of its own, or start it without --restore_from"));
   }
   const absl::Time start = absl::Now();
-  absl::StatusOr<RestoredCluster> restored =
-      RestoreClusterSnapshot(options.restore_from, options.data_dir);
+  absl::StatusOr<RestoredCluster> restored = RestoreClusterSnapshot(
+      options.restore_from, options.data_dir, options.shards);
   if (!restored.ok()) return restored.status();
   const int shards = static_cast<int>(restored->epochs.size());
   spdlog::info(
@@ -89,7 +89,10 @@ absl::StatusOr<std::unique_ptr<ClusterNode>> ClusterNode::Open(
   }
   if (data_dir.filename().empty()) data_dir = data_dir.parent_path();
   options.data_dir = data_dir.string();
-  if (options.shards < 1 || options.shards > ShardRouter::kMaxShards) {
+  const bool snapshot_count =
+      options.shards == 0 && !options.restore_from.empty();
+  if (!snapshot_count &&
+      (options.shards < 1 || options.shards > ShardRouter::kMaxShards)) {
     return absl::InvalidArgumentError(
         absl::StrCat("--shards must be between 1 and ", ShardRouter::kMaxShards,
                      ", not ", options.shards));
@@ -140,9 +143,13 @@ absl::StatusOr<std::unique_ptr<ClusterNode>> ClusterNode::Open(
       return n->CheckPeer(context);
     };
   }
+  // The shards' memtables share the write buffer budget: with many of
+  // them, RocksDB's default arena blocks (2-4 MiB each, for each of 10
+  // tables a store) would fill it by themselves (RocksDbResources::Options).
   node->resources_ = storage::RocksDbResources::Create(
       {.block_cache_bytes = o.block_cache_bytes,
-       .write_buffer_bytes = o.write_buffer_bytes});
+       .write_buffer_bytes = o.write_buffer_bytes,
+       .arena_block_bytes = o.shards > 1 ? size_t{256} << 10 : 0});
   node->peer_channel_ = [credentials = *std::move(peer_credentials),
                          tls = o.peer_tls](const std::string& address) {
     grpc::ChannelArguments arguments;

@@ -80,8 +80,8 @@ struct ClusterNodeOptions {
   // makes a gate per shard and calls are routed by it, so it must be known
   // before Open. hourglassd agrees on it with etcd first
   // (cluster::AgreeOnShardCount: --shards if given, else the cluster's, or
-  // 16 for a new cluster), unless it restores a snapshot (restore_from
-  // sets it); Join refuses a count other than the cluster's. Default: 1.
+  // 16 for a new cluster); with restore_from, 0 takes the snapshot's.
+  // Join refuses a count other than the cluster's. Default: 1.
   int shards = 1;
   int replication_factor = 3;
   int min_insync = 2;
@@ -90,11 +90,11 @@ struct ClusterNodeOptions {
   // no cluster of this name (FAILED_PRECONDITION otherwise; UNAVAILABLE if
   // etcd does not answer), copies the snapshot's shards into data_dir
   // (missing or empty; RestoreClusterSnapshot, node/cluster_snapshot.h),
-  // and takes the shard count from it (INVALID_ARGUMENT if `shards` is
-  // another). Join then creates the cluster: each shard's record names
-  // this node its primary, only replica and only in-sync member, at the
-  // epoch after its copy's; the nodes that join become its backups,
-  // copying the shards from it. Default: none.
+  // and takes the shard count from it (INVALID_ARGUMENT, before copying,
+  // if `shards` is another than 0 and the snapshot's). Join then creates the
+  // cluster: each shard's record names this node its primary, only replica and
+  // only in-sync member, at the epoch after its copy's; the nodes that join
+  // become its backups, copying the shards from it. Default: none.
   std::string restore_from;
   // Shard n's store: opened at <data_dir>/shards/<n> (at Open if it exists,
   // otherwise once a shard record first names this node). A relative path

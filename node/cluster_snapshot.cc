@@ -224,7 +224,7 @@ void SnapshotShards(
 }
 
 absl::StatusOr<RestoredCluster> RestoreClusterSnapshot(
-    const std::string& snapshot, const std::string& data_dir) {
+    const std::string& snapshot, const std::string& data_dir, int shards) {
   std::error_code error;
   if (!fs::is_directory(snapshot, error)) {
     return absl::NotFoundError(
@@ -241,18 +241,24 @@ absl::StatusOr<RestoredCluster> RestoreClusterSnapshot(
   std::vector<std::string> sources;
   const std::string manifest = absl::StrCat(snapshot, "/", kManifest);
   if (fs::exists(manifest, error)) {
-    absl::StatusOr<int> shards = ReadManifest(manifest);
-    if (!shards.ok()) return shards.status();
-    for (int shard = 0; shard < *shards; ++shard) {
+    absl::StatusOr<int> count = ReadManifest(manifest);
+    if (!count.ok()) return count.status();
+    for (int shard = 0; shard < *count; ++shard) {
       sources.push_back(ShardDir(snapshot, shard));
       if (!fs::is_directory(sources.back(), error)) {
         return absl::DataLossError(
-            absl::StrCat("cluster snapshot ", snapshot, " of ", *shards,
+            absl::StrCat("cluster snapshot ", snapshot, " of ", *count,
                          " shards lacks ", sources.back()));
       }
     }
   } else {
     sources.push_back(snapshot);  // One store: shard 0 of 1.
+  }
+  if (shards != 0 && static_cast<size_t>(shards) != sources.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("snapshot ", snapshot, " holds ", sources.size(), " shard",
+                     sources.size() == 1 ? "" : "s", ", not --shards=", shards,
+                     ": give no --shards to take the snapshot's"));
   }
   RestoredCluster restored;
   for (size_t shard = 0; shard < sources.size(); ++shard) {

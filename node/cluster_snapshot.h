@@ -62,15 +62,18 @@ struct RestoredCluster {
 // Copies the snapshot at `snapshot` into `data_dir` (missing or empty) as
 // a node's copies of every shard: a cluster snapshot's shards to
 // ShardDir(data_dir, n); a snapshot of one store (a single node's, or a
-// cluster of one shard's) as shard 0 of a cluster of one shard. Errors,
-// after which `data_dir` holds nothing it did not:
+// cluster of one shard's) as shard 0 of a cluster of one shard. With
+// `shards` other than 0, the snapshot must hold that many. Errors, after
+// which `data_dir` holds nothing it did not:
+//   INVALID_ARGUMENT     the snapshot holds another number of shards than
+//                        `shards` (nothing is copied).
 //   NOT_FOUND            `snapshot` is missing, or neither layout.
 //   DATA_LOSS            a cluster snapshot's manifest is unreadable, or a
 //                        shard it names is missing.
 //   FAILED_PRECONDITION  `data_dir` exists and is not an empty directory.
 //   UNAVAILABLE          an I/O error; a copy that does not open.
 absl::StatusOr<RestoredCluster> RestoreClusterSnapshot(
-    const std::string& snapshot, const std::string& data_dir);
+    const std::string& snapshot, const std::string& data_dir, int shards = 0);
 
 }  // namespace hourglass::node
 

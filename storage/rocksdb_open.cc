@@ -198,7 +198,8 @@ void PartitionFilters(rocksdb::BlockBasedTableOptions& blocks) {
 //   deletes for compaction, which drops them. Scans use an iterate bound
 //   so they never look past the range they need.
 rocksdb::ColumnFamilyOptions TableOptions(
-    Table table, const std::shared_ptr<rocksdb::Cache>& cache) {
+    Table table, const std::shared_ptr<rocksdb::Cache>& cache,
+    size_t arena_block_bytes) {
   rocksdb::ColumnFamilyOptions cf;
   cf.compression = BestCompression();
   cf.level_compaction_dynamic_level_bytes = true;
@@ -207,14 +208,7 @@ rocksdb::ColumnFamilyOptions TableOptions(
   // one flush at a time keeps up with: a few full memtables may wait for
   // their flush, and L0 may grow a while, before writes are slowed.
   cf.max_write_buffer_number = 4;
-  // A memtable takes memory from its arena a block at a time, and the
-  // write buffer manager counts whole blocks. RocksDB's default block (an
-  // eighth of write_buffer_size: 2 to 4 MiB) times every table of every
-  // store sharing the budget (10 tables, 16 shards) is more than the whole
-  // budget: nearly empty memtables would be flushed over and over, each a
-  // tiny file to compact. Small blocks keep what a little-used memtable
-  // holds little.
-  cf.arena_block_size = size_t{256} << 10;
+  cf.arena_block_size = arena_block_bytes;  // 0: RocksDB's default.
   cf.level0_slowdown_writes_trigger = 32;
   cf.level0_stop_writes_trigger = 64;
 
@@ -291,6 +285,7 @@ std::shared_ptr<RocksDbResources> RocksDbResources::Create(
   parts->cache = rocksdb::NewLRUCache(options.block_cache_bytes);
   parts->write_buffers =
       std::make_shared<rocksdb::WriteBufferManager>(options.write_buffer_bytes);
+  parts->arena_block_bytes = options.arena_block_bytes;
   return std::shared_ptr<RocksDbResources>(
       new RocksDbResources(std::move(parts)));
 }
@@ -327,8 +322,9 @@ absl::StatusOr<std::shared_ptr<const OpenDatabase>> OpenRocksDb(
                         rocksdb::ColumnFamilyOptions());
   for (int i = 0; i < kNumTables; ++i) {
     const Table table = static_cast<Table>(i);
-    families.emplace_back(std::string(TableName(table)),
-                          TableOptions(table, cache));
+    families.emplace_back(
+        std::string(TableName(table)),
+        TableOptions(table, cache, resources.parts().arena_block_bytes));
   }
 
   std::vector<rocksdb::ColumnFamilyHandle*> handles;

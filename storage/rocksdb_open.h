@@ -22,6 +22,7 @@ namespace hourglass::storage {
 struct RocksDbResources::Parts {
   std::shared_ptr<rocksdb::Cache> cache;
   std::shared_ptr<rocksdb::WriteBufferManager> write_buffers;
+  size_t arena_block_bytes = 0;  // RocksDbResources::Options's.
 };
 
 // The one place where a rocksdb::Status becomes an absl::Status. `context`

@@ -28,6 +28,12 @@ class RocksDbResources {
     // Memtables of all the stores together; past it, the largest is
     // flushed. Default: 128 MiB.
     size_t write_buffer_bytes = size_t{128} << 20;
+    // The blocks memtables take memory in (RocksDB's arena_block_size); 0
+    // for RocksDB's default, an eighth of a memtable (2 to 4 MiB). The
+    // write buffer budget counts whole blocks: stores of many shards need
+    // small ones, or the blocks of their nearly empty memtables (10 tables
+    // a store) fill the budget and keep it flushing. Default: 0.
+    size_t arena_block_bytes = 0;
   };
   static std::shared_ptr<RocksDbResources> Create(const Options& options);
   ~RocksDbResources();

@@ -318,6 +318,8 @@ std::unique_ptr<hourglass::node::ClusterNode> OpenClusterNode(
       return nullptr;
     }
     options.shards = agreed->shards.count;
+  } else {
+    options.shards = hourglass::hourglassd::ShardsFlag().value_or(0);
   }
   const std::string tls_summary = hourglass::hourglassd::TlsSummary(options);
   const absl::Time open_start = absl::Now();

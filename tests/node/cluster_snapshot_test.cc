@@ -71,6 +71,20 @@ TEST_F(RestoreClusterSnapshotTest, EveryShardLandsInTheDataDirWithItsEpoch) {
   EXPECT_FALSE(fs::exists(ShardDir(data_dir_, 3)));
 }
 
+TEST_F(RestoreClusterSnapshotTest, AShardCountGivenMustBeTheSnapshots) {
+  MakeClusterSnapshot();
+  EXPECT_EQ(RestoreClusterSnapshot(snapshot_, data_dir_, 16).status(),
+            absl::InvalidArgumentError(
+                absl::StrCat("snapshot ", snapshot_,
+                             " holds 3 shards, not --shards=16: give no "
+                             "--shards to take the snapshot's")));
+  EXPECT_FALSE(fs::exists(data_dir_));
+  absl::StatusOr<RestoredCluster> restored =
+      RestoreClusterSnapshot(snapshot_, data_dir_, 3);
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  EXPECT_EQ(restored->epochs.size(), 3u);
+}
+
 TEST_F(RestoreClusterSnapshotTest, ASingleStoreBecomesShardZeroOfOne) {
   MakeStore(snapshot_, 0);
   absl::StatusOr<RestoredCluster> restored =
