@@ -181,6 +181,8 @@ class ClusterNode {
 
   const std::string& node_id() const { return options_.node_id; }
   const std::string& cluster() const { return options_.cluster; }
+  // The data dir, made absolute by Open.
+  const std::string& data_dir() const { return options_.data_dir; }
   // The cluster's shard count (ClusterNodeOptions::shards, or a restored
   // snapshot's).
   int shard_count() const { return options_.shards; }

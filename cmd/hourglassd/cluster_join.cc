@@ -8,9 +8,11 @@
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "cluster/etcd_client.h"
+#include "cmd/hourglassd/cluster_flags.h"
 #include "spdlog/spdlog.h"
 
 namespace hourglass::hourglassd {
@@ -90,6 +92,41 @@ absl::StatusOr<std::optional<int>> JoinCluster(
     const sigset_t& signals, const std::function<void()>& on_lost) {
   return RetryWhileEtcdIsSilent(node.cluster(), signals,
                                 [&] { return node.Join(advertise, on_lost); });
+}
+
+absl::StatusOr<std::unique_ptr<node::ClusterNode>> OpenClusterNode(
+    node::ClusterNodeOptions options, std::optional<int> given,
+    const sigset_t& signals) {
+  // The node builds a gate per shard: it needs the count before it opens.
+  // A restore takes it from its snapshot, and creates the cluster as it
+  // joins (ClusterNodeOptions::restore_from).
+  if (options.restore_from.empty()) {
+    absl::StatusOr<AgreedShards> agreed =
+        AgreeOnShardCount(options, given, signals);
+    if (!agreed.ok()) return agreed.status();
+    if (agreed->signal.has_value()) {
+      spdlog::info(
+          "hourglassd received {} while waiting for etcd, shutting down",
+          *agreed->signal == SIGTERM ? "SIGTERM" : "SIGINT");
+      return nullptr;
+    }
+    options.shards = agreed->shards.count;
+  } else {
+    options.shards = given.value_or(0);
+  }
+  const std::string tls_summary = TlsSummary(options);
+  const std::string etcd = absl::StrJoin(options.etcd, ",");
+  const absl::Time open_start = absl::Now();
+  absl::StatusOr<std::unique_ptr<node::ClusterNode>> node =
+      node::ClusterNode::Open(std::move(options));
+  if (!node.ok()) return node.status();
+  spdlog::info(
+      "hourglassd opened the stores of shards [{}] in {}/shards in {}; "
+      "cluster {} of {} shards on etcd {} as node {}; {}",
+      absl::StrJoin((*node)->hosted_shards(), ","), (*node)->data_dir(),
+      absl::FormatDuration(absl::Now() - open_start), (*node)->cluster(),
+      (*node)->shard_count(), etcd, (*node)->node_id(), tls_summary);
+  return node;
 }
 
 }  // namespace hourglass::hourglassd

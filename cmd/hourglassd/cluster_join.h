@@ -4,6 +4,7 @@
 #include <signal.h>
 
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -33,6 +34,15 @@ struct AgreedShards {
 // says which to give); INVALID_ARGUMENT if the etcd client cannot be made.
 absl::StatusOr<AgreedShards> AgreeOnShardCount(
     const node::ClusterNodeOptions& options, std::optional<int> given,
+    const sigset_t& signals);
+
+// Opens the cluster node of `options` once its shard count is settled:
+// AgreeOnShardCount's with `given`, or, with options.restore_from, `given`
+// or 0 (the snapshot's, ClusterNodeOptions::restore_from). Logs what it
+// opened. Null if a SIGTERM or SIGINT among `signals` came while it waited
+// for etcd (logged). Errors: AgreeOnShardCount's, ClusterNode::Open's.
+absl::StatusOr<std::unique_ptr<node::ClusterNode>> OpenClusterNode(
+    node::ClusterNodeOptions options, std::optional<int> given,
     const sigset_t& signals);
 
 // Joins `node`'s cluster as `advertise` (ClusterNode::Join; `on_lost` runs

@@ -25,7 +25,6 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -303,36 +302,11 @@ std::unique_ptr<hourglass::node::ClusterNode> OpenClusterNode(
   options.engine = engine_options;
   options.clock = clock;
   options.authorizer = authorizer;
-  // The node builds a gate per shard: it needs the count before it opens.
-  // A restore takes it from its snapshot, and creates the cluster as it
-  // joins (ClusterNodeOptions::restore_from).
-  if (options.restore_from.empty()) {
-    absl::StatusOr<hourglass::hourglassd::AgreedShards> agreed =
-        hourglass::hourglassd::AgreeOnShardCount(
-            options, hourglass::hourglassd::ShardsFlag(), signals);
-    if (!agreed.ok()) Fail(std::string(agreed.status().message()));
-    if (agreed->signal.has_value()) {
-      spdlog::info(
-          "hourglassd received {} while waiting for etcd, shutting down",
-          *agreed->signal == SIGTERM ? "SIGTERM" : "SIGINT");
-      return nullptr;
-    }
-    options.shards = agreed->shards.count;
-  } else {
-    options.shards = hourglass::hourglassd::ShardsFlag().value_or(0);
-  }
-  const std::string tls_summary = hourglass::hourglassd::TlsSummary(options);
-  const absl::Time open_start = absl::Now();
   absl::StatusOr<std::unique_ptr<hourglass::node::ClusterNode>> node =
-      hourglass::node::ClusterNode::Open(std::move(options));
+      hourglass::hourglassd::OpenClusterNode(
+          std::move(options), hourglass::hourglassd::ShardsFlag(), signals);
   if (!node.ok()) Fail(std::string(node.status().message()));
-  spdlog::info(
-      "hourglassd opened the stores of shards [{}] in {}/shards in {}; "
-      "cluster {} of {} shards on etcd {} as node {}; {}",
-      absl::StrJoin((*node)->hosted_shards(), ","), data_dir,
-      absl::FormatDuration(absl::Now() - open_start), (*node)->cluster(),
-      (*node)->shard_count(), hourglass::hourglassd::EtcdFlag(),
-      (*node)->node_id(), tls_summary);
+  if (*node == nullptr) return nullptr;  // A signal came.
   WarnIfDataDirOpen(data_dir);
   return *std::move(node);
 }
