@@ -1,5 +1,7 @@
 #include "node/peer_calls.h"
 
+#include <algorithm>
+#include <iterator>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -104,12 +106,16 @@ PeerCalls::PeerCalls(
       checkpoint_timeout_(checkpoint_timeout) {}
 
 PeerCalls::~PeerCalls() {
-  std::vector<std::thread> copies;
-  {
-    absl::MutexLock lock(&mu_);
-    copies.swap(copies_);
+  // A copy's callback may start the next (the next shard of a snapshot).
+  while (true) {
+    std::vector<Copy> copies;
+    {
+      absl::MutexLock lock(&mu_);
+      copies.swap(copies_);
+    }
+    if (copies.empty()) return;
+    for (Copy& copy : copies) copy.thread.join();
   }
-  for (std::thread& copy : copies) copy.join();
 }
 
 std::shared_ptr<grpc::Channel> PeerCalls::ChannelTo(
@@ -141,13 +147,27 @@ void PeerCalls::Checkpoint(
     const std::string& address, int shard, std::string dir,
     broker::Broker::Callback<absl::StatusOr<storage::CheckpointInfo>> done) {
   std::shared_ptr<grpc::Channel> channel = ChannelTo(address);
-  absl::MutexLock lock(&mu_);
-  copies_.emplace_back([channel = std::move(channel), shard,
-                        dir = std::move(dir), done = std::move(done),
-                        timeout = checkpoint_timeout_]() mutable {
-    std::move(done)(
-        replication::FetchCheckpoint(std::move(channel), shard, dir, timeout));
-  });
+  std::vector<Copy> ended;
+  {
+    absl::MutexLock lock(&mu_);
+    auto running =
+        std::partition(copies_.begin(), copies_.end(),
+                       [](const Copy& copy) { return !copy.finished->load(); });
+    std::move(running, copies_.end(), std::back_inserter(ended));
+    copies_.erase(running, copies_.end());
+    auto finished = std::make_shared<std::atomic<bool>>(false);
+    copies_.push_back(
+        {std::thread([channel = std::move(channel), shard, dir = std::move(dir),
+                      done = std::move(done), timeout = checkpoint_timeout_,
+                      finished]() mutable {
+           std::move(done)(replication::FetchCheckpoint(std::move(channel),
+                                                        shard, dir, timeout));
+           finished->store(true);
+         }),
+         finished});
+  }
+  // Ended or about to: their last step was to say so.
+  for (Copy& copy : ended) copy.thread.join();
 }
 
 absl::Status PeerCalls::Serve(ShardRouter& router,

@@ -1,6 +1,7 @@
 #ifndef HOURGLASS_NODE_PEER_CALLS_H_
 #define HOURGLASS_NODE_PEER_CALLS_H_
 
+#include <atomic>
 #include <functional>
 #include <map>
 #include <memory>
@@ -76,8 +77,14 @@ class PeerCalls final : public ShardRouter::Remote {
   absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<grpc::Channel>> channels_
       ABSL_GUARDED_BY(mu_);
-  // The checkpoint copies, finished or not; joined by the destructor.
-  std::vector<std::thread> copies_ ABSL_GUARDED_BY(mu_);
+  // The checkpoint copies under way, and those finished since the last
+  // Checkpoint call, which joins them; the destructor joins them all.
+  struct Copy {
+    std::thread thread;
+    // Set as the copy's thread ends.
+    std::shared_ptr<std::atomic<bool>> finished;
+  };
+  std::vector<Copy> copies_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace hourglass::node
