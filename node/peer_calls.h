@@ -35,8 +35,9 @@ namespace hourglass::node {
 // FetchCheckpoint, as a backup's rebuild does.
 //
 // Thread-safe. Stats calls in flight hold nothing of the PeerCalls; each
-// checkpoint copy runs on a thread of its own, which the destructor joins
-// (it waits for copies under way).
+// checkpoint copy runs on a thread of its own, joined by the next
+// Checkpoint call once it has ended, or by the destructor (which waits for
+// copies under way).
 class PeerCalls final : public ShardRouter::Remote {
  public:
   // `channel` makes the channel to a peer at `address` (its --advertise);

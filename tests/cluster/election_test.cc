@@ -17,12 +17,12 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/etcd_server.h"
+#include "tests/testing/etcd_test.h"
 #include "tests/testing/eventually.h"
 
 namespace hourglass::cluster {
 namespace {
 
-using ::hourglass::testing::EtcdServer;
 using ::testing::ElementsAre;
 
 constexpr absl::Duration kPatience = absl::Seconds(20);
@@ -72,18 +72,8 @@ class ChangeLog {
   std::vector<Change> changes_ ABSL_GUARDED_BY(mu_);
 };
 
-class ElectionTest : public ::testing::Test {
+class ElectionTest : public testing::EtcdTest {
  protected:
-  void SetUp() override {
-    absl::StatusOr<std::unique_ptr<EtcdServer>> server = EtcdServer::Start();
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = *std::move(server);
-    absl::StatusOr<std::unique_ptr<EtcdClient>> client =
-        EtcdClient::Create(EtcdOptions{{server_->endpoint()}});
-    ASSERT_TRUE(client.ok()) << client.status();
-    client_ = *std::move(client);
-  }
-
   // A lease long enough for the test, without a keeper.
   int64_t NewLease() {
     absl::StatusOr<Lease> lease = client_->GrantLease(absl::Seconds(60));
@@ -112,8 +102,6 @@ class ElectionTest : public ::testing::Test {
   }
 
   const std::string key_ = ControllerKey("test");
-  std::unique_ptr<EtcdServer> server_;
-  std::unique_ptr<EtcdClient> client_;
 };
 
 TEST_F(ElectionTest, StartRefusesMissingOptions) {

@@ -19,6 +19,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/etcd_server.h"
+#include "tests/testing/etcd_test.h"
 
 namespace hourglass::cluster {
 
@@ -29,7 +30,6 @@ void PrintTo(const ShardRecord& r, std::ostream* out) {
 
 namespace {
 
-using ::hourglass::testing::EtcdServer;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
@@ -43,18 +43,8 @@ ShardRecord Record(int64_t epoch, std::string primary,
                      std::move(isr)};
 }
 
-class MemberTest : public ::testing::Test {
+class MemberTest : public testing::EtcdTest {
  protected:
-  void SetUp() override {
-    absl::StatusOr<std::unique_ptr<EtcdServer>> server = EtcdServer::Start();
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = *std::move(server);
-    absl::StatusOr<std::unique_ptr<EtcdClient>> client =
-        EtcdClient::Create(EtcdOptions{{server_->endpoint()}});
-    ASSERT_TRUE(client.ok()) << client.status();
-    client_ = *std::move(client);
-  }
-
   MemberOptions Options(const std::string& id) {
     MemberOptions options;
     options.cluster = kCluster;
@@ -107,8 +97,6 @@ class MemberTest : public ::testing::Test {
     return it->second.record;
   }
 
-  std::unique_ptr<EtcdServer> server_;
-  std::unique_ptr<EtcdClient> client_;
   absl::Mutex mu_;
   std::map<std::string, int64_t> positions_ ABSL_GUARDED_BY(mu_);
 };

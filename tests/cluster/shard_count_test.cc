@@ -23,6 +23,7 @@
 #include "gtest/gtest.h"
 #include "tests/cluster/cluster_fixture.h"
 #include "tests/testing/etcd_server.h"
+#include "tests/testing/etcd_test.h"
 #include "tests/testing/eventually.h"
 #include "tests/testing/subprocess.h"
 
@@ -35,7 +36,6 @@ using ::hourglass::cluster::EtcdOptions;
 using ::hourglass::cluster::ShardCount;
 using ::hourglass::cluster::ShardCountKey;
 using ::hourglass::testing::Answer;
-using ::hourglass::testing::EtcdServer;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -48,21 +48,7 @@ std::string Read(EtcdClient& client, const std::string& key) {
   return read->kv->value;
 }
 
-class AgreeOnShardCountTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    absl::StatusOr<std::unique_ptr<EtcdServer>> server = EtcdServer::Start();
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = *std::move(server);
-    absl::StatusOr<std::unique_ptr<EtcdClient>> client =
-        EtcdClient::Create(EtcdOptions{{server_->endpoint()}});
-    ASSERT_TRUE(client.ok()) << client.status();
-    client_ = *std::move(client);
-  }
-
-  std::unique_ptr<EtcdServer> server_;
-  std::unique_ptr<EtcdClient> client_;
-};
+using AgreeOnShardCountTest = testing::EtcdTest;
 
 TEST_F(AgreeOnShardCountTest, ANewClusterGetsTheCountGivenOrSixteen) {
   absl::StatusOr<ShardCount> given = AgreeOnShardCount(*client_, "given", 3);
