@@ -4,7 +4,9 @@
 #   1. publish throughput, batched Publish calls and PublishStream: a single
 #      hourglassd, then the primary of a three-node cluster (one etcd, three
 #      hourglassd, --replication_factor=3 --min_insync=2), interleaved
-#      --rounds times;
+#      --rounds times, at each --concurrency (publish calls in flight over
+#      both producers; a list such as 16,64,256 measures each, and the
+#      summary adds each side's best median: its capacity);
 #   2. failover: kill -9 of the primary, then the time until a publish is
 #      accepted through the cluster (the client given every node), over
 #      --failovers kills (the killed node restarts and catches up between
@@ -18,7 +20,7 @@
 #      for the new primary), and when the last of them arrived.
 #
 #   tests/bench/cluster.sh [--build=build/release] [--rounds=3]
-#       [--count=200000] [--failovers=20] [--lease_ttl=3s]
+#       [--count=200000] [--concurrency=16] [--failovers=20] [--lease_ttl=3s]
 #       [--steady=45] [--steady_rate=10000]
 #
 # --rounds=0, --failovers=0 or --steady=0 skips that part. Prints one line
@@ -26,12 +28,13 @@
 # runs' lateness. Needs etcd (deploy/setup.sh installs etcd-server).
 set -euo pipefail
 
-BUILD=build/release ROUNDS=3 COUNT=200000 FAILOVERS=20 TTL=3s STEADY=45 STEADY_RATE=10000
+BUILD=build/release ROUNDS=3 COUNT=200000 CONCURRENCY=16 FAILOVERS=20 TTL=3s STEADY=45 STEADY_RATE=10000
 for arg in "$@"; do
   case "$arg" in
     --build=*) BUILD="${arg#*=}" ;;
     --rounds=*) ROUNDS="${arg#*=}" ;;
     --count=*) COUNT="${arg#*=}" ;;
+    --concurrency=*) CONCURRENCY="${arg#*=}" ;;
     --failovers=*) FAILOVERS="${arg#*=}" ;;
     --lease_ttl=*) TTL="${arg#*=}" ;;
     --steady=*) STEADY="${arg#*=}" ;;
@@ -49,12 +52,12 @@ start_node() {  # NAME [FLAGS...]: starts hourglassd NAME with its data in $WORK
   PIDS[$name]=$!
 }
 
-bench() {  # ADDR NAME HOW -> one line: NAME HOW publish_rate
+bench() {  # ADDR NAME HOW CONCURRENCY -> one line: NAME HOW CONCURRENCY publish_rate
   "$BENCH" --addr="$1" --timeout=60s --json --durability=sync --consumers=0 \
-    --count="$COUNT" --batch=100 --producers=2 --concurrency=16 --publish="$3" \
+    --count="$COUNT" --batch=100 --producers=2 --concurrency="$4" --publish="$3" \
     >"$WORK/$2-$3.json" 2>"$WORK/$2-$3.err" || true
-  python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(sys.argv[2], sys.argv[3], round(r["publish_rate"]))' \
-    "$WORK/$2-$3.json" "$2" "$3"
+  python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(sys.argv[2], sys.argv[3], sys.argv[4], round(r["publish_rate"]))' \
+    "$WORK/$2-$3.json" "$2" "$3" "$4"
 }
 
 start_etcd
@@ -96,37 +99,47 @@ await_in_sync() {  # N: until the in-sync set has N members
 
 # --- 1. throughput ----------------------------------------------------------
 if [ "$ROUNDS" -gt 0 ]; then
-echo "# publish throughput, msg/s (--count=$COUNT, batches of 100, 16 in flight, sync)"
+echo "# publish throughput, msg/s (--count=$COUNT, batches of 100, --concurrency=$CONCURRENCY calls in flight, sync)"
+IFS=, read -r -a CONCURRENCIES <<<"$CONCURRENCY"
 for round in $(seq 1 "$ROUNDS"); do
-  rm -rf "$WORK/single"
-  start_node single
-  SINGLE="127.0.0.1:$(port_of "$WORK/single.log")"
-  bench "$SINGLE" single calls
-  bench "$SINGLE" single stream
-  kill "${PIDS[single]}"; wait "${PIDS[single]}" 2>/dev/null || true; unset 'PIDS[single]'
+  for conc in "${CONCURRENCIES[@]}"; do
+    rm -rf "$WORK/single"
+    start_node single
+    SINGLE="127.0.0.1:$(port_of "$WORK/single.log")"
+    bench "$SINGLE" single calls "$conc"
+    bench "$SINGLE" single stream "$conc"
+    kill "${PIDS[single]}"; wait "${PIDS[single]}" 2>/dev/null || true; unset 'PIDS[single]'
 
-  for n in a b c; do rm -rf "$WORK/$n"; done
-  CLUSTER="bench$round"
-  for n in a b c; do start_cluster_node "$n"; done
-  await_publish "warm-$round" >/dev/null
-  await_in_sync 3
-  P="$(primary)"
-  bench "${ADDR[$P]}" cluster calls
-  bench "${ADDR[$P]}" cluster stream
-  for n in a b c; do kill "${PIDS[$n]}"; done
-  for n in a b c; do wait "${PIDS[$n]}" 2>/dev/null || true; unset "PIDS[$n]"; done
+    for n in a b c; do rm -rf "$WORK/$n"; done
+    CLUSTER="bench$round-$conc"
+    for n in a b c; do start_cluster_node "$n"; done
+    await_publish "warm-$round" >/dev/null
+    await_in_sync 3
+    P="$(primary)"
+    bench "${ADDR[$P]}" cluster calls "$conc"
+    bench "${ADDR[$P]}" cluster stream "$conc"
+    for n in a b c; do kill "${PIDS[$n]}"; done
+    for n in a b c; do wait "${PIDS[$n]}" 2>/dev/null || true; unset "PIDS[$n]"; done
+  done
 done | tee "$WORK/throughput.txt"
 python3 - "$WORK/throughput.txt" <<'PY'
 import statistics, sys
 runs = {}
 for line in open(sys.argv[1]):
     if line.startswith("#"): continue
-    who, how, rate = line.split()
-    runs.setdefault((who, how), []).append(float(rate))
+    who, how, conc, rate = line.split()
+    runs.setdefault((who, how, int(conc)), []).append(float(rate))
+concs = sorted({k[2] for k in runs})
 for how in ("calls", "stream"):
-    s = statistics.median(runs[("single", how)])
-    c = statistics.median(runs[("cluster", how)])
-    print(f"median {how}: single node {s:.0f} msg/s, cluster {c:.0f} msg/s ({100*c/s:.0f} %)")
+    best = {"single": 0.0, "cluster": 0.0}
+    for conc in concs:
+        s = statistics.median(runs[("single", how, conc)])
+        c = statistics.median(runs[("cluster", how, conc)])
+        best["single"], best["cluster"] = max(best["single"], s), max(best["cluster"], c)
+        print(f"median {how} at {conc} in flight: single node {s:.0f} msg/s, cluster {c:.0f} msg/s ({100*c/s:.0f} %)")
+    if len(concs) > 1:
+        print(f"capacity {how} (best median): single node {best['single']:.0f} msg/s, "
+              f"cluster {best['cluster']:.0f} msg/s ({100*best['cluster']/best['single']:.0f} %)")
 PY
 fi
 
