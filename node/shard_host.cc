@@ -234,7 +234,7 @@ void ShardHost::Reconcile(const cluster::ClusterView& view) {
     }
     BecomeBackup();
   } else {
-    BecomeNone();
+    BecomeNone(record.epoch);
   }
 }
 
@@ -536,7 +536,23 @@ void ShardHost::BecomeBackup() {
   if (role_ == Role::kPrimary) {
     StepDownLocked("a newer primary exists");
   }
-  if (role_ == Role::kBackup || base_ == nullptr) return;
+  if (role_ == Role::kBackup) return;
+  if (base_ == nullptr && discarded_) {
+    // Named again after its copy was removed: it starts from an empty
+    // one, as a node that joins does, and the primary has it rebuilt.
+    absl::StatusOr<std::unique_ptr<storage::MessageStore>> opened =
+        options_.open_store(options_.store_dir);
+    if (!opened.ok()) {
+      spdlog::error("cluster: node {} cannot open a new copy of shard {} in "
+                    "{}: {}",
+                    options_.node_id, options_.shard, options_.store_dir,
+                    std::string(opened.status().message()));
+      return;
+    }
+    base_ = *std::move(opened);
+    discarded_ = false;
+  }
+  if (base_ == nullptr) return;
   absl::StatusOr<std::unique_ptr<replication::Replica>> replica =
       replication::Replica::Open(base_.get());
   if (!replica.ok()) {
@@ -631,7 +647,7 @@ void ShardHost::Rebuild(const std::string& primary_address,
       position.ok() ? position->index : -1);
 }
 
-void ShardHost::BecomeNone() {
+void ShardHost::BecomeNone(int64_t record_epoch) {
   absl::MutexLock lock(&role_mu_);
   if (role_ == Role::kPrimary) StepDownLocked("no longer a replica");
   if (replica_ != nullptr) {
@@ -643,6 +659,52 @@ void ShardHost::BecomeNone() {
                  options_.node_id, options_.shard);
   }
   role_ = Role::kNone;
+  if (base_ != nullptr) DiscardCopyLocked(record_epoch);
+}
+
+void ShardHost::DiscardCopyLocked(int64_t record_epoch) {
+  const std::string& dir = options_.store_dir;
+  // A copy that followed a newer epoch than the record's is not one the
+  // record left behind: etcd's data was lost or replaced. It stays.
+  absl::StatusOr<int64_t> accepted = replication::ReadAcceptedEpoch(*base_);
+  if (!accepted.ok() || *accepted > record_epoch) {
+    if (!kept_copy_) {
+      spdlog::warn(
+          "cluster: node {} keeps its copy of shard {} in {}, which the "
+          "shard's record (epoch {}) does not name: {}",
+          options_.node_id, options_.shard, dir, record_epoch,
+          accepted.ok()
+              ? absl::StrCat("the copy followed epoch ", *accepted,
+                             ", newer than the record's (was etcd's data "
+                             "replaced?)")
+              : std::string(accepted.status().message()));
+      kept_copy_ = true;
+    }
+    return;
+  }
+  uint64_t bytes = 0;
+  std::error_code error;
+  for (auto it = std::filesystem::recursive_directory_iterator(dir, error);
+       !error && it != std::filesystem::recursive_directory_iterator();
+       it.increment(error)) {
+    std::error_code size_error;
+    if (it->is_regular_file(size_error)) {
+      bytes += it->file_size(size_error);
+    }
+  }
+  base_.reset();  // Closed before its files go.
+  discarded_ = true;
+  std::filesystem::remove_all(dir, error);
+  if (error) {
+    spdlog::error("cluster: node {} cannot remove its old copy of shard {} "
+                  "in {}: {}",
+                  options_.node_id, options_.shard, dir, error.message());
+    return;
+  }
+  spdlog::info(
+      "cluster: node {} removed its copy of shard {} ({}, {} bytes): the "
+      "shard's record does not name it",
+      options_.node_id, options_.shard, dir, bytes);
 }
 
 void ShardHost::StepDownLocked(const std::string& reason) {

@@ -88,6 +88,13 @@ struct ShardHostOptions {
 //             primary's entries to; clients are refused with where the
 //             primary is (the gate's refusal names it: ShardRefusal).
 //   none      the record does not name this node (or does not exist yet).
+//             A copy the record does not name is removed, files and all
+//             (one left from before a move, or from while the node was
+//             away): the record says which copies count. (Not one that
+//             followed a newer epoch than the record's: etcd's data was
+//             replaced, and the copy may be the only one left.) Named
+//             again, the node starts from an empty copy, which the primary
+//             rebuilds.
 //
 // Leader transfer: a primary whose record names a backup in transfer_to
 // (the controller's, cluster/rebalance.h) hands the shard over: the gate
@@ -206,7 +213,14 @@ class ShardHost {
   // Replaces the copy by the primary's checkpoint (closing and reopening
   // the store), for a backup whose copy cannot follow.
   void Rebuild(const std::string& primary_address, const std::string& why);
-  void BecomeNone();
+  // Steps down or stops following, and removes the copy's files, for a
+  // record at `record_epoch` that does not name this node.
+  void BecomeNone(int64_t record_epoch);
+  // Closes the copy and removes its directory, unless the copy followed
+  // an epoch newer than `record_epoch` (then it stays, and a warning says
+  // why, once).
+  void DiscardCopyLocked(int64_t record_epoch)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(role_mu_);
   void StepDownLocked(const std::string& reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(role_mu_);
   void SyncShippers(const cluster::ClusterView& view,
@@ -239,8 +253,13 @@ class ShardHost {
   // role_mu_. Taken before mu_ (the role's work reads the view and wakes
   // the thread while it holds role_mu_), never while mu_ is held.
   mutable absl::Mutex role_mu_ ABSL_ACQUIRED_BEFORE(mu_);
-  // The shard's store; null only while a rebuild replaces it.
+  // The shard's store; null while a rebuild replaces it, after a failed
+  // rebuild, and once removed (discarded_) until the record names this
+  // node again.
   std::unique_ptr<storage::MessageStore> base_ ABSL_GUARDED_BY(role_mu_);
+  bool discarded_ ABSL_GUARDED_BY(role_mu_) = false;
+  // Whether a copy the record does not name was kept (and said so).
+  bool kept_copy_ ABSL_GUARDED_BY(role_mu_) = false;
   Role role_ ABSL_GUARDED_BY(role_mu_) = Role::kNone;
   int64_t epoch_ ABSL_GUARDED_BY(role_mu_) = 0;
   absl::Time primary_since_ ABSL_GUARDED_BY(role_mu_);

@@ -49,6 +49,7 @@ using ::hourglass::client::Publisher;
 using ::hourglass::client::Receipt;
 using ::hourglass::testing::Answer;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::UnorderedElementsAreArray;
 
 constexpr absl::Duration kPatience = testing::kClusterPatience;
@@ -549,9 +550,16 @@ TEST_F(ClusterTest, ADrainedBackupsCopyMovesToASpareNode) {
                   "in-sync set of shard 0 at epoch 1 to \\[a,b,c,d\\]"
                   ".*\n(.*\n)*.*controller a: shard 0: b leaves its replicas "
                   "\\(a,b,c,d -> a,c,d\\), draining"));
+  // b's copy, which no record names now, is removed with its files.
+  const std::string b_copy = dir_.path() + "/b/shards/0";
   EXPECT_TRUE(nodes_.at("b")->process().WaitForOutput(
-      "holds no copy of shard 0 any more", kPatience))
+      "node b holds no copy of shard 0 any more", kPatience))
       << nodes_.at("b")->process().output();
+  EXPECT_TRUE(nodes_.at("b")->process().WaitForOutput(
+      absl::StrCat("node b removed its copy of shard 0 (", b_copy),
+      kPatience))
+      << nodes_.at("b")->process().output();
+  EXPECT_FALSE(std::filesystem::exists(b_copy));
   ASSERT_EQ(Publish("a", "orders", "m3", absl::Hours(1)).code,
             grpc::StatusCode::OK);
   testing::RunResult shown =
@@ -586,6 +594,94 @@ TEST_F(ClusterTest, ADrainedBackupsCopyMovesToASpareNode) {
     get.set_id(id);
     EXPECT_TRUE(at_d.GetMessage(get).ok()) << id;
   }
+}
+
+// A copy that leaves a node is removed; moving the shard back to that node
+// starts it from an empty copy, which the primary fills, and the node then
+// leads the shard holding every acknowledged message.
+TEST_F(ClusterTest, ACopyMovedAwayIsRemovedAndRefilledWhenTheShardComesBack) {
+  StartNodes({"a", "b", "c"}, {"--shards=1"});
+  ASSERT_EQ(AwaitPrimary({"a", "b", "c"}), "a");
+  ASSERT_TRUE(AwaitEveryoneSees({"a", "b", "c"}, 1, "a"));
+  StartNodes({"d"}, {"--shards=1"});
+  ASSERT_EQ(Publish("a", "orders", "m1", absl::Hours(1)).code,
+            grpc::StatusCode::OK);
+  Admin at_c(ChannelTo("c"));
+  ASSERT_TRUE(at_c.DrainNode("b", false).ok());
+  const std::string b_copy = dir_.path() + "/b/shards/0";
+  EXPECT_TRUE(nodes_.at("b")->process().WaitForOutput(
+      absl::StrCat("node b removed its copy of shard 0 (", b_copy),
+      kPatience))
+      << nodes_.at("b")->process().output();
+  EXPECT_FALSE(std::filesystem::exists(b_copy));
+  ASSERT_EQ(Publish("a", "orders", "m2", absl::Hours(1)).code,
+            grpc::StatusCode::OK);
+
+  ASSERT_TRUE(at_c.DrainNode("b", true).ok());
+  const testing::RunResult moved = testing::Run(
+      {HOURGLASS_PATH, "--addr=" + nodes_.at("c")->address(), "cluster",
+       "move", "--shard=0", "--to=b",
+       "--wait=" + absl::FormatDuration(kPatience)},
+      kPatience + absl::Seconds(10));
+  EXPECT_EQ(moved.exit_code, 0) << moved.output;
+  EXPECT_THAT(moved.output, HasSubstr("\n  done, b leads it at epoch 2 ("));
+  // b started again from an empty copy (the primary still kept its whole
+  // log, so it shipped it rather than a checkpoint).
+  EXPECT_TRUE(nodes_.at("b")->process().WaitForOutput(
+      "node b is the primary of shard 0 at epoch 2", kPatience))
+      << nodes_.at("b")->process().output();
+  EXPECT_THAT(nodes_.at("b")->process().output(),
+              ::testing::ContainsRegex(
+                  "node b removed its copy of shard 0.*\n(.*\n)*.*node b is "
+                  "a backup of shard 0 \\(its copy ends at entry 0 of epoch "
+                  "0\\)\n(.*\n)*.*node b is the primary of shard 0 at "
+                  "epoch 2"));
+  EXPECT_TRUE(std::filesystem::exists(b_copy));
+  Admin at_b(ChannelTo("b"));
+  for (const char* id : {"m1", "m2"}) {
+    hourglass::v1::GetMessageRequest get;
+    get.set_topic("orders");
+    get.set_id(id);
+    EXPECT_TRUE(at_b.GetMessage(get).ok()) << id;
+  }
+  ASSERT_EQ(Publish("b", "orders", "m3", absl::Hours(1)).code,
+            grpc::StatusCode::OK);
+}
+
+// A copy that followed a newer epoch than the record that leaves it out is
+// not one a move left behind: etcd's data was replaced (here: the nodes
+// join under another cluster name, whose records start again at epoch 1).
+// It may be the only copy of its messages left, so it stays.
+TEST_F(ClusterTest, ACopyThatFollowedANewerEpochThanItsRecordIsKept) {
+  StartNodes({"a", "b", "c"}, {"--shards=1"});
+  ASSERT_EQ(AwaitPrimary({"a", "b", "c"}), "a");
+  ASSERT_TRUE(AwaitEveryoneSees({"a", "b", "c"}, 1, "a"));
+  nodes_.at("a")->Kill();
+  const std::string next = AwaitPrimary({"b", "c"});
+  ASSERT_TRUE(AwaitEveryoneSees({"b", "c"}, 2, next));
+  StartNodes({"a"}, {"--shards=1"});
+  ASSERT_TRUE(nodes_.at("a")->process().WaitForOutput(
+      absl::StrCat("following primary ", next, " of shard 0 at epoch 2"),
+      kPatience))
+      << nodes_.at("a")->process().output();
+  for (const char* id : {"a", "b", "c"}) nodes_.at(id)->Kill();
+
+  const std::vector<std::string> again = {"--shards=1", "--cluster=again",
+                                          "--replication_factor=1",
+                                          "--min_insync=1"};
+  StartNodes({"d"}, again);
+  ASSERT_EQ(AwaitPrimary({"d"}), "d");
+  StartNodes({"a"}, again);
+  const std::string a_copy = dir_.path() + "/a/shards/0";
+  EXPECT_TRUE(nodes_.at("a")->process().WaitForOutput(
+      absl::StrCat("node a keeps its copy of shard 0 in ", a_copy,
+                   ", which the shard's record (epoch 1) does not name: the "
+                   "copy followed epoch 2, newer than the record's"),
+      kPatience))
+      << nodes_.at("a")->process().output();
+  EXPECT_TRUE(std::filesystem::exists(a_copy));
+  EXPECT_THAT(nodes_.at("a")->process().output(),
+              Not(HasSubstr("removed its copy")));
 }
 
 // Draining the primary: it hands the shard over (leader transfer) to an
