@@ -210,7 +210,7 @@ void ShardHost::Reconcile(const cluster::ClusterView& view) {
           absl::StrCat("shard ", options_.shard, " has no record in etcd"));
     }
     gate_->Close(ShardRefusal(view, options_.shard, options_.shard_count,
-                             options_.node_id));
+                              options_.node_id));
     return;
   }
   const cluster::ShardRecord& record = it->second.record;
@@ -218,7 +218,7 @@ void ShardHost::Reconcile(const cluster::ClusterView& view) {
     // Calls in the old primary's engine, if this node was it, are waited
     // for; the engine steps down below.
     gate_->Close(ShardRefusal(view, options_.shard, options_.shard_count,
-                             options_.node_id));
+                              options_.node_id));
   }
   if (record.primary == options_.node_id) {
     BecomePrimary(view, record);
@@ -543,10 +543,11 @@ void ShardHost::BecomeBackup() {
     absl::StatusOr<std::unique_ptr<storage::MessageStore>> opened =
         options_.open_store(options_.store_dir);
     if (!opened.ok()) {
-      spdlog::error("cluster: node {} cannot open a new copy of shard {} in "
-                    "{}: {}",
-                    options_.node_id, options_.shard, options_.store_dir,
-                    std::string(opened.status().message()));
+      spdlog::error(
+          "cluster: node {} cannot open a new copy of shard {} in "
+          "{}: {}",
+          options_.node_id, options_.shard, options_.store_dir,
+          std::string(opened.status().message()));
       return;
     }
     base_ = *std::move(opened);
@@ -696,9 +697,10 @@ void ShardHost::DiscardCopyLocked(int64_t record_epoch) {
   discarded_ = true;
   std::filesystem::remove_all(dir, error);
   if (error) {
-    spdlog::error("cluster: node {} cannot remove its old copy of shard {} "
-                  "in {}: {}",
-                  options_.node_id, options_.shard, dir, error.message());
+    spdlog::error(
+        "cluster: node {} cannot remove its old copy of shard {} "
+        "in {}: {}",
+        options_.node_id, options_.shard, dir, error.message());
     return;
   }
   spdlog::info(

@@ -28,6 +28,12 @@
 namespace hourglass::cli {
 namespace {
 
+// Shard numbers in ascending order, comma-separated: "0,3,6".
+std::string ShardList(std::vector<int64_t> shards) {
+  std::sort(shards.begin(), shards.end());
+  return absl::StrJoin(shards, ",");
+}
+
 // The map `connection`'s node answers, with a clear error for a single
 // node.
 absl::StatusOr<hourglass::v1::ClusterMap> ReadMap(Connection& connection) {
@@ -145,17 +151,17 @@ absl::Status ShowCluster(const GlobalOptions& globals) {
     for (const std::string& drained : map->draining()) {
       if (drained == node.id()) roles.push_back("draining");
     }
+    std::vector<int64_t> leads, backs;
     for (const auto& shard : map->shards()) {
       if (shard.primary() == node.id()) {
-        roles.push_back(absl::StrCat("primary of ", shard.shard()));
-      } else {
-        for (const std::string& r : shard.replicas()) {
-          if (r == node.id()) {
-            roles.push_back(absl::StrCat("backup of ", shard.shard()));
-          }
-        }
+        leads.push_back(shard.shard());
+      } else if (std::find(shard.replicas().begin(), shard.replicas().end(),
+                           node.id()) != shard.replicas().end()) {
+        backs.push_back(shard.shard());
       }
     }
+    if (!leads.empty()) roles.push_back("primary of " + ShardList(leads));
+    if (!backs.empty()) roles.push_back("backup of " + ShardList(backs));
     std::vector<std::string> row = {node.id(), node.address()};
     if (zones) row.push_back(node.zone().empty() ? "-" : node.zone());
     row.push_back(roles.empty() ? "-" : absl::StrJoin(roles, ", "));

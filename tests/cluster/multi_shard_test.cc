@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -171,6 +172,23 @@ TEST_F(MultiShardTest, EachShardIsServedByItsPrimaryAndTheOthersRedirectToIt) {
   // The controller rotates primaries with the shard number: each node is
   // the primary of one shard or two.
   EXPECT_EQ(std::set<std::string>(primary.begin(), primary.end()).size(), 3u);
+  // `hourglass cluster` lists each node's shards by role, in one row.
+  const testing::RunResult shown = testing::Run(
+      {HOURGLASS_PATH, "--addr=" + nodes_.at("b")->address(), "cluster"},
+      kPatience);
+  EXPECT_EQ(shown.exit_code, 0) << shown.output;
+  for (const std::string id : {"a", "b", "c"}) {
+    std::vector<int> leads, backs;
+    for (int n = 0; n < kShards; ++n)
+      (primary[n] == id ? leads : backs).push_back(n);
+    const std::string roles =
+        absl::StrCat("primary of ", absl::StrJoin(leads, ","), ", backup of ",
+                     absl::StrJoin(backs, ","), "\n");
+    EXPECT_THAT(shown.output, ::testing::ContainsRegex(absl::StrCat(
+                                  "\n", id, " +", nodes_.at(id)->address(),
+                                  " +zone-", id, " +(controller, )?", roles)))
+        << id;
+  }
 
   for (int n = 0; n < kShards; ++n) {
     const std::string id = absl::StrCat("m", n);
