@@ -226,7 +226,8 @@ bool Member::controlling() const {
   return election_ != nullptr && election_->leading();
 }
 
-absl::StatusOr<bool> Member::SetIsr(int shard, std::vector<std::string> isr) {
+absl::StatusOr<bool> Member::SetIsr(int shard, const ShardRecord& from,
+                                    std::vector<std::string> isr) {
   ClusterView::Shard current;
   {
     absl::MutexLock lock(&mu_);
@@ -243,6 +244,16 @@ absl::StatusOr<bool> Member::SetIsr(int shard, std::vector<std::string> isr) {
         "the in-sync set of shard ", shard, " must begin with its primary ",
         options_.node_id, ", not [", absl::StrJoin(isr, ","), "]"));
   }
+  for (const std::string& node : isr) {
+    if (!from.IsReplica(node)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the in-sync set of shard ", shard, " can hold its replicas only (",
+          absl::StrJoin(from.replicas, ","), "), not ", node));
+    }
+  }
+  // Decided on a record that has changed since: the caller decides again
+  // on the new one.
+  if (current.record != from) return false;
   ShardRecord next = current.record;
   next.isr = std::move(isr);
   absl::StatusOr<TxnResult> written =

@@ -163,12 +163,17 @@ class Member {
   void Wake();
 
   // The primary's change of a shard's in-sync set, at its epoch: writes
-  // `isr` (which must hold this node, first) into shards/<shard> if this
-  // node is the primary there and the record has not changed since the
-  // view. Returns whether it was written. Errors: FAILED_PRECONDITION if
-  // this node is not the shard's primary in the view, INVALID_ARGUMENT if
-  // `isr` does not begin with it; etcd's.
-  absl::StatusOr<bool> SetIsr(int shard, std::vector<std::string> isr);
+  // `isr` (which must hold this node, first, then replicas of `from`) into
+  // shards/<shard> if this node is the primary there and the record is
+  // still `from`, the one the caller decided on: in the view, and in etcd
+  // (compare-and-set on the view's revision). So a change decided on a
+  // record the controller has changed since (a replica dropped meanwhile)
+  // is not written. Returns whether it was written. Errors:
+  // FAILED_PRECONDITION if this node is not the shard's primary in the
+  // view, INVALID_ARGUMENT if `isr` does not begin with it or names a node
+  // that is not a replica of `from`; etcd's.
+  absl::StatusOr<bool> SetIsr(int shard, const ShardRecord& from,
+                              std::vector<std::string> isr);
 
  private:
   Member(EtcdClient& client, MemberOptions options, Callbacks callbacks);

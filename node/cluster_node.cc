@@ -186,6 +186,10 @@ absl::StatusOr<std::unique_ptr<ClusterNode>> ClusterNode::Open(
   // cannot open stops the node at once, and so that the node can report
   // its positions as soon as it joins.
   for (int shard = 0; shard < o.shards; ++shard) {
+    // A copy whose removal a crash cut short (ShardHost::BecomeNone).
+    std::error_code ignored;
+    std::filesystem::remove_all(RemovedCopyDir(ShardDir(o.data_dir, shard)),
+                                ignored);
     if (!std::filesystem::exists(ShardDir(o.data_dir, shard))) continue;
     absl::StatusOr<std::unique_ptr<ShardHost>> host = node->OpenHost(shard);
     if (!host.ok()) return host.status();

@@ -457,6 +457,24 @@ void ShardHost::KeepInSyncSet(const cluster::ClusterView& view,
   // it. Views come in order, and this primary adds a backup only while the
   // record names it a replica, so one absent from the replicas now is not
   // in the record's in-sync set.
+  // An in-sync set that names a node the replicas do not (written before
+  // Member::SetIsr checked its record) loses it: no shipper feeds that
+  // node, and the controller could promote it.
+  for (const std::string& node : record.isr) {
+    if (record.IsReplica(node)) continue;
+    std::vector<std::string> isr;
+    for (const std::string& n : record.isr) {
+      if (record.IsReplica(n)) isr.push_back(n);
+    }
+    absl::StatusOr<bool> written = member->SetIsr(options_.shard, record, isr);
+    if (written.ok() && *written) {
+      spdlog::warn(
+          "cluster: primary {} removed {} from the in-sync set of shard {}: "
+          "it is not a replica",
+          options_.node_id, node, options_.shard);
+    }
+    return;  // One change per view.
+  }
   for (const auto& [node, state] : backups) {
     if (state.in_sync && !record.IsReplica(node)) {
       store_->RemoveInSync(node);
@@ -484,7 +502,7 @@ void ShardHost::KeepInSyncSet(const cluster::ClusterView& view,
         for (const std::string& n : record.isr) {
           if (n != node) isr.push_back(n);
         }
-        absl::StatusOr<bool> written = member->SetIsr(options_.shard, isr);
+        absl::StatusOr<bool> written = member->SetIsr(options_.shard, record, isr);
         if (written.ok() && *written) {
           store_->RemoveInSync(node);
           spdlog::warn(
@@ -517,7 +535,7 @@ void ShardHost::KeepInSyncSet(const cluster::ClusterView& view,
       }
       std::vector<std::string> isr = record.isr;
       isr.push_back(node);
-      absl::StatusOr<bool> written = member->SetIsr(options_.shard, isr);
+      absl::StatusOr<bool> written = member->SetIsr(options_.shard, record, isr);
       if (!written.ok() || !*written) {
         store_->RemoveInSync(node);
         return;
@@ -648,6 +666,10 @@ void ShardHost::Rebuild(const std::string& primary_address,
       position.ok() ? position->index : -1);
 }
 
+std::string RemovedCopyDir(const std::string& store_dir) {
+  return store_dir + ".removed";
+}
+
 void ShardHost::BecomeNone(int64_t record_epoch) {
   absl::MutexLock lock(&role_mu_);
   if (role_ == Role::kPrimary) StepDownLocked("no longer a replica");
@@ -695,11 +717,16 @@ void ShardHost::DiscardCopyLocked(int64_t record_epoch) {
   }
   base_.reset();  // Closed before its files go.
   discarded_ = true;
-  std::filesystem::remove_all(dir, error);
+  // Renamed first, so that a node killed while the files go finds either
+  // its copy whole or none at start (ClusterNode::Open removes what is
+  // left of the files).
+  const std::string removed = RemovedCopyDir(dir);
+  std::filesystem::remove_all(removed, error);
+  std::filesystem::rename(dir, removed, error);
+  if (!error) std::filesystem::remove_all(removed, error);
   if (error) {
     spdlog::error(
-        "cluster: node {} cannot remove its old copy of shard {} "
-        "in {}: {}",
+        "cluster: node {} cannot remove its old copy of shard {} in {}: {}",
         options_.node_id, options_.shard, dir, error.message());
     return;
   }

@@ -40,6 +40,11 @@ namespace hourglass::node {
 
 class PrimaryGate;
 
+// Where a copy being removed goes first (ShardHost renames its store's
+// directory there, then deletes it): what is left there after a crash is
+// deleted at start.
+std::string RemovedCopyDir(const std::string& store_dir);
+
 struct ShardHostOptions {
   int shard = 0;
   // How many shards the cluster has (refusals name it). Default: 1.

@@ -169,7 +169,8 @@ class ChaosTest : public ::testing::Test {
     cluster_->Kill(id);
     cluster_->Hold(Between(absl::Milliseconds(200), absl::Seconds(3)));
     if (wipe) cluster_->Wipe(id);
-    ASSERT_TRUE(cluster_->Restart(id).ok());
+    const absl::Status restarted = cluster_->Restart(id);
+    ASSERT_TRUE(restarted.ok()) << restarted;
   }
 
   // `id` lost its lease while it could not renew it: it must stop serving
@@ -179,7 +180,8 @@ class ChaosTest : public ::testing::Test {
         << id << " did not exit with 3 after losing its lease:\n"
         << cluster_->LogTail(id);
     cluster_->Heal(id);
-    ASSERT_TRUE(cluster_->Restart(id).ok());
+    const absl::Status restarted = cluster_->Restart(id);
+    ASSERT_TRUE(restarted.ok()) << restarted;
   }
 
   // `hourglass cluster drain` of `id` (or its undo), through any node;

@@ -280,17 +280,28 @@ TEST_F(MemberTest, OnlyThePrimaryChangesTheInSyncSetAndOnlyAtItsEpoch) {
   ASSERT_EQ(AwaitShard(*a, created), created);
   ASSERT_EQ(AwaitShard(*b, created), created);
 
-  EXPECT_EQ(b->SetIsr(0, {"b"}).status().code(),
+  EXPECT_EQ(b->SetIsr(0, created, {"b"}).status().code(),
             absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(a->SetIsr(0, {"b", "a"}).status().code(),
+  EXPECT_EQ(a->SetIsr(0, created, {"b", "a"}).status().code(),
             absl::StatusCode::kInvalidArgument);
-  absl::StatusOr<bool> shrunk = a->SetIsr(0, {"a", "b"});
+  // Only replicas: a node the record does not name cannot be in sync.
+  absl::StatusOr<bool> outsider = a->SetIsr(0, created, {"a", "x"});
+  EXPECT_EQ(outsider.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(outsider.status().message(),
+              HasSubstr("the in-sync set of shard 0 can hold its replicas "
+                        "only (a,b,c), not x"));
+  absl::StatusOr<bool> shrunk = a->SetIsr(0, created, {"a", "b"});
   ASSERT_TRUE(shrunk.ok()) << shrunk.status();
   EXPECT_TRUE(*shrunk);
   const ShardRecord smaller = Record(1, "a", {"a", "b", "c"}, {"a", "b"});
   EXPECT_EQ(AwaitShard(*c, smaller), smaller);
-  // From a view that is no longer current, the write does not happen.
   ASSERT_EQ(AwaitShard(*a, smaller), smaller);
+  // Decided on a record that has changed since (here the one before the
+  // shrink, which would bring c back): not written.
+  absl::StatusOr<bool> outdated = a->SetIsr(0, created, {"a", "b", "c"});
+  ASSERT_TRUE(outdated.ok()) << outdated.status();
+  EXPECT_FALSE(*outdated);
+  // From a view that is no longer current, the write does not happen.
   ASSERT_TRUE(
       client_
           ->Put(ShardKey(kCluster, 0),
@@ -298,7 +309,7 @@ TEST_F(MemberTest, OnlyThePrimaryChangesTheInSyncSetAndOnlyAtItsEpoch) {
           .ok());
   // a may or may not have seen the change yet: not written either way
   // (false from a stale view, FAILED_PRECONDITION from a current one).
-  absl::StatusOr<bool> stale = a->SetIsr(0, {"a"});
+  absl::StatusOr<bool> stale = a->SetIsr(0, smaller, {"a"});
   EXPECT_TRUE(stale.ok() ? !*stale
                          : stale.status().code() ==
                                absl::StatusCode::kFailedPrecondition)
