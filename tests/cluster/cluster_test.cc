@@ -24,6 +24,9 @@
 #include "client/channel.h"
 #include "client/consumer.h"
 #include "client/publisher.h"
+#include "cluster/etcd_client.h"
+#include "cluster/keys.h"
+#include "cluster/records.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
@@ -682,6 +685,44 @@ TEST_F(ClusterTest, ACopyThatFollowedANewerEpochThanItsRecordIsKept) {
   EXPECT_TRUE(std::filesystem::exists(a_copy));
   EXPECT_THAT(nodes_.at("a")->process().output(),
               Not(HasSubstr("removed its copy")));
+}
+
+// An in-sync set naming a node that is not a replica (as a primary could
+// write before Member::SetIsr checked the record it decided on) is mended
+// by the primary: no shipper feeds that node, and the controller could
+// promote it.
+TEST_F(ClusterTest, APrimaryDropsANodeThatIsNoReplicaFromTheInSyncSet) {
+  StartNodes({"a", "b", "c"}, {"--shards=1"});
+  ASSERT_EQ(AwaitPrimary({"a", "b", "c"}), "a");
+  ASSERT_TRUE(AwaitEveryoneSees({"a", "b", "c"}, 1, "a"));
+  absl::StatusOr<std::unique_ptr<cluster::EtcdClient>> etcd =
+      cluster::EtcdClient::Create(cluster::EtcdOptions{{etcd_->endpoint()}});
+  ASSERT_TRUE(etcd.ok()) << etcd.status();
+  const std::string key = cluster::ShardKey("hourglass", 0);
+  absl::StatusOr<cluster::GetResult> read = (*etcd)->Get(key);
+  ASSERT_TRUE(read.ok() && read->kv.has_value()) << read.status();
+  cluster::ShardRecord record =
+      cluster::DecodeShardRecord(read->kv->value).value();
+  record.isr.push_back("x");
+  ASSERT_TRUE((*etcd)->Put(key, cluster::EncodeShardRecord(record)).ok());
+
+  EXPECT_TRUE(nodes_.at("a")->process().WaitForOutput(
+      "primary a removed x from the in-sync set of shard 0: it is not a "
+      "replica",
+      kPatience))
+      << nodes_.at("a")->process().output();
+  EXPECT_TRUE(testing::Eventually(
+      [&] {
+        absl::StatusOr<cluster::GetResult> now = (*etcd)->Get(key);
+        if (!now.ok() || !now->kv.has_value()) return false;
+        absl::StatusOr<cluster::ShardRecord> mended =
+            cluster::DecodeShardRecord(now->kv->value);
+        return mended.ok() && absl::StrJoin(mended->isr, ",") ==
+                                  absl::StrJoin(record.replicas, ",");
+      },
+      kPatience));
+  ASSERT_EQ(Publish("a", "orders", "after", absl::Hours(1)).code,
+            grpc::StatusCode::OK);
 }
 
 // Draining the primary: it hands the shard over (leader transfer) to an
