@@ -452,11 +452,6 @@ void ShardHost::KeepInSyncSet(const cluster::ClusterView& view,
   const replication::LogPosition last = store_->last();
   const std::map<std::string, replication::ReplicatedStore::BackupState>
       backups = store_->Backups();
-  // A backup the controller moved away (cluster/rebalance.h): it left the
-  // record's replicas and in-sync set together, so writes stop waiting for
-  // it. Views come in order, and this primary adds a backup only while the
-  // record names it a replica, so one absent from the replicas now is not
-  // in the record's in-sync set.
   // An in-sync set that names a node the replicas do not (written before
   // Member::SetIsr checked its record) loses it: no shipper feeds that
   // node, and the controller could promote it.
@@ -475,6 +470,11 @@ void ShardHost::KeepInSyncSet(const cluster::ClusterView& view,
     }
     return;  // One change per view.
   }
+  // A backup the controller moved away (cluster/rebalance.h): it left the
+  // record's replicas and in-sync set together, so writes stop waiting for
+  // it. Views come in order, and this primary adds a backup only to the
+  // record it decided on (Member::SetIsr), so one absent from the replicas
+  // now is not in the record's in-sync set.
   for (const auto& [node, state] : backups) {
     if (state.in_sync && !record.IsReplica(node)) {
       store_->RemoveInSync(node);
@@ -502,7 +502,8 @@ void ShardHost::KeepInSyncSet(const cluster::ClusterView& view,
         for (const std::string& n : record.isr) {
           if (n != node) isr.push_back(n);
         }
-        absl::StatusOr<bool> written = member->SetIsr(options_.shard, record, isr);
+        absl::StatusOr<bool> written =
+            member->SetIsr(options_.shard, record, isr);
         if (written.ok() && *written) {
           store_->RemoveInSync(node);
           spdlog::warn(
@@ -535,7 +536,8 @@ void ShardHost::KeepInSyncSet(const cluster::ClusterView& view,
       }
       std::vector<std::string> isr = record.isr;
       isr.push_back(node);
-      absl::StatusOr<bool> written = member->SetIsr(options_.shard, record, isr);
+      absl::StatusOr<bool> written =
+          member->SetIsr(options_.shard, record, isr);
       if (!written.ok() || !*written) {
         store_->RemoveInSync(node);
         return;
@@ -557,7 +559,8 @@ void ShardHost::BecomeBackup() {
   if (role_ == Role::kBackup) return;
   if (base_ == nullptr && discarded_) {
     // Named again after its copy was removed: it starts from an empty
-    // one, as a node that joins does, and the primary has it rebuilt.
+    // one, as a node that joins does, which the primary fills (from its
+    // log, or a checkpoint).
     absl::StatusOr<std::unique_ptr<storage::MessageStore>> opened =
         options_.open_store(options_.store_dir);
     if (!opened.ok()) {
