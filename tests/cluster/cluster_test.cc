@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <set>
 #include <string>
@@ -654,6 +655,24 @@ TEST_F(ClusterTest, ACopyMovedAwayIsRemovedAndRefilledWhenTheShardComesBack) {
   }
   ASSERT_EQ(Publish("b", "orders", "m3", absl::Hours(1)).code,
             grpc::StatusCode::OK);
+
+  // What a crash left of a removal (the directory is renamed first) is
+  // deleted at start; the copy itself is untouched.
+  nodes_.at("b")->Kill();
+  const std::string leftover = b_copy + ".removed";
+  std::filesystem::create_directories(leftover);
+  {
+    std::ofstream junk(leftover + "/000042.sst");
+    junk << "half a removal";
+  }
+  StartNodes({"b"}, {"--shards=1"});
+  EXPECT_FALSE(std::filesystem::exists(leftover));
+  EXPECT_TRUE(std::filesystem::exists(b_copy));
+  Admin after_restart(ChannelToNodes({"a", "b", "c", "d"}));
+  hourglass::v1::GetMessageRequest get;
+  get.set_topic("orders");
+  get.set_id("m3");
+  EXPECT_TRUE(after_restart.GetMessage(get).ok());
 }
 
 // A copy that followed a newer epoch than the record that leaves it out is
