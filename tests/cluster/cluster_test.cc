@@ -565,8 +565,7 @@ TEST_F(ClusterTest, ADrainedBackupsCopyMovesToASpareNode) {
       "node b holds no copy of shard 0 any more", kPatience))
       << nodes_.at("b")->process().output();
   EXPECT_TRUE(nodes_.at("b")->process().WaitForOutput(
-      absl::StrCat("node b removed its copy of shard 0 (", b_copy),
-      kPatience))
+      absl::StrCat("node b removed its copy of shard 0 (", b_copy), kPatience))
       << nodes_.at("b")->process().output();
   EXPECT_FALSE(std::filesystem::exists(b_copy));
   ASSERT_EQ(Publish("a", "orders", "m3", absl::Hours(1)).code,
@@ -619,8 +618,7 @@ TEST_F(ClusterTest, ACopyMovedAwayIsRemovedAndRefilledWhenTheShardComesBack) {
   ASSERT_TRUE(at_c.DrainNode("b", false).ok());
   const std::string b_copy = dir_.path() + "/b/shards/0";
   EXPECT_TRUE(nodes_.at("b")->process().WaitForOutput(
-      absl::StrCat("node b removed its copy of shard 0 (", b_copy),
-      kPatience))
+      absl::StrCat("node b removed its copy of shard 0 (", b_copy), kPatience))
       << nodes_.at("b")->process().output();
   EXPECT_FALSE(std::filesystem::exists(b_copy));
   ASSERT_EQ(Publish("a", "orders", "m2", absl::Hours(1)).code,
@@ -628,9 +626,8 @@ TEST_F(ClusterTest, ACopyMovedAwayIsRemovedAndRefilledWhenTheShardComesBack) {
 
   ASSERT_TRUE(at_c.DrainNode("b", true).ok());
   const testing::RunResult moved = testing::Run(
-      {HOURGLASS_PATH, "--addr=" + nodes_.at("c")->address(), "cluster",
-       "move", "--shard=0", "--to=b",
-       "--wait=" + absl::FormatDuration(kPatience)},
+      {HOURGLASS_PATH, "--addr=" + nodes_.at("c")->address(), "cluster", "move",
+       "--shard=0", "--to=b", "--wait=" + absl::FormatDuration(kPatience)},
       kPatience + absl::Seconds(10));
   EXPECT_EQ(moved.exit_code, 0) << moved.output;
   EXPECT_THAT(moved.output, HasSubstr("\n  done, b leads it at epoch 2 ("));
