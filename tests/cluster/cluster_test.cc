@@ -665,11 +665,21 @@ TEST_F(ClusterTest, ACopyMovedAwayIsRemovedAndRefilledWhenTheShardComesBack) {
   StartNodes({"b"}, {"--shards=1"});
   EXPECT_FALSE(std::filesystem::exists(leftover));
   EXPECT_TRUE(std::filesystem::exists(b_copy));
+  // Killing b (the primary) failed the shard over: once it is served
+  // again, m3 is there.
   Admin after_restart(ChannelToNodes({"a", "b", "c", "d"}));
   hourglass::v1::GetMessageRequest get;
   get.set_topic("orders");
   get.set_id("m3");
-  EXPECT_TRUE(after_restart.GetMessage(get).ok());
+  absl::Status found;
+  EXPECT_TRUE(testing::Eventually(
+      [&] {
+        found = after_restart.GetMessage(get).status();
+        return found.ok() || absl::IsNotFound(found);
+      },
+      kPatience))
+      << found;
+  EXPECT_TRUE(found.ok()) << found;
 }
 
 // A copy that followed a newer epoch than the record that leaves it out is
