@@ -634,7 +634,7 @@ TEST_F(ClusterTest, ACopyMovedAwayIsRemovedAndRefilledWhenTheShardComesBack) {
   // b started again from an empty copy (the primary still kept its whole
   // log, so it shipped it rather than a checkpoint).
   EXPECT_TRUE(nodes_.at("b")->process().WaitForOutput(
-      "node b is the primary of shard 0 at epoch 2", kPatience))
+      "node b serves shard 0 at epoch 2", kPatience))
       << nodes_.at("b")->process().output();
   EXPECT_THAT(nodes_.at("b")->process().output(),
               ::testing::ContainsRegex(
@@ -648,7 +648,8 @@ TEST_F(ClusterTest, ACopyMovedAwayIsRemovedAndRefilledWhenTheShardComesBack) {
     hourglass::v1::GetMessageRequest get;
     get.set_topic("orders");
     get.set_id(id);
-    EXPECT_TRUE(at_b.GetMessage(get).ok()) << id;
+    const absl::Status read = at_b.GetMessage(get).status();
+    EXPECT_TRUE(read.ok()) << id << ": " << read;
   }
   ASSERT_EQ(Publish("b", "orders", "m3", absl::Hours(1)).code,
             grpc::StatusCode::OK);
