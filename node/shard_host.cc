@@ -515,6 +515,11 @@ void ShardHost::KeepInSyncSet(const cluster::ClusterView& view,
         }
         return;  // One change per view: the next starts from the new record.
       }
+    } else if (st.in_sync) {
+      // Added here, and the record that says so has not come yet: adding
+      // it again from this older record would not be written (SetIsr), and
+      // would take it out of the writes' set meanwhile.
+      continue;
     } else if (alive && now - st.last_heard < options_.lag_timeout &&
                st.applied.epoch == last.epoch &&
                store_->BytesAfter(st.applied.index) <= kRejoinBytes) {
