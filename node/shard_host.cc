@@ -679,21 +679,45 @@ std::string RemovedCopyDir(const std::string& store_dir) {
 }
 
 void ShardHost::BecomeNone(int64_t record_epoch) {
-  absl::MutexLock lock(&role_mu_);
-  if (role_ == Role::kPrimary) StepDownLocked("no longer a replica");
-  if (replica_ != nullptr) {
-    replication_->SetReplica(options_.shard, nullptr);
-    replica_.reset();
+  std::string removed;
+  {
+    absl::MutexLock lock(&role_mu_);
+    if (role_ == Role::kPrimary) StepDownLocked("no longer a replica");
+    if (replica_ != nullptr) {
+      replication_->SetReplica(options_.shard, nullptr);
+      replica_.reset();
+    }
+    if (role_ != Role::kNone) {
+      spdlog::info("cluster: node {} holds no copy of shard {} any more",
+                   options_.node_id, options_.shard);
+    }
+    role_ = Role::kNone;
+    if (base_ != nullptr) removed = DiscardCopyLocked(record_epoch);
   }
-  if (role_ != Role::kNone) {
-    spdlog::info("cluster: node {} holds no copy of shard {} any more",
-                 options_.node_id, options_.shard);
+  if (removed.empty()) return;
+  // The files go without the lock: the host's calls need not wait for a
+  // large copy's deletion.
+  uint64_t bytes = 0;
+  std::error_code error;
+  for (auto it = std::filesystem::recursive_directory_iterator(removed, error);
+       !error && it != std::filesystem::recursive_directory_iterator();
+       it.increment(error)) {
+    std::error_code size_error;
+    if (it->is_regular_file(size_error)) bytes += it->file_size(size_error);
   }
-  role_ = Role::kNone;
-  if (base_ != nullptr) DiscardCopyLocked(record_epoch);
+  std::filesystem::remove_all(removed, error);
+  if (error) {
+    spdlog::error("cluster: node {} cannot delete {}: {}", options_.node_id,
+                  removed, error.message());
+    return;
+  }
+  spdlog::info(
+      "cluster: node {} removed its copy of shard {} ({}, {} bytes): the "
+      "shard's record does not name it",
+      options_.node_id, options_.shard, options_.store_dir, bytes);
 }
 
-void ShardHost::DiscardCopyLocked(int64_t record_epoch) {
+std::string ShardHost::DiscardCopyLocked(int64_t record_epoch) {
   const std::string& dir = options_.store_dir;
   // A copy that followed a newer epoch than the record's is not one the
   // record left behind: etcd's data was lost or replaced. It stays.
@@ -711,37 +735,24 @@ void ShardHost::DiscardCopyLocked(int64_t record_epoch) {
               : std::string(accepted.status().message()));
       kept_copy_ = true;
     }
-    return;
-  }
-  uint64_t bytes = 0;
-  std::error_code error;
-  for (auto it = std::filesystem::recursive_directory_iterator(dir, error);
-       !error && it != std::filesystem::recursive_directory_iterator();
-       it.increment(error)) {
-    std::error_code size_error;
-    if (it->is_regular_file(size_error)) {
-      bytes += it->file_size(size_error);
-    }
+    return "";
   }
   base_.reset();  // Closed before its files go.
   discarded_ = true;
   // Renamed first, so that a node killed while the files go finds either
-  // its copy whole or none at start (ClusterNode::Open removes what is
+  // its copy whole or none at start (ClusterNode::Open deletes what is
   // left of the files).
   const std::string removed = RemovedCopyDir(dir);
+  std::error_code error;
   std::filesystem::remove_all(removed, error);
   std::filesystem::rename(dir, removed, error);
-  if (!error) std::filesystem::remove_all(removed, error);
   if (error) {
     spdlog::error(
         "cluster: node {} cannot remove its old copy of shard {} in {}: {}",
         options_.node_id, options_.shard, dir, error.message());
-    return;
+    return "";
   }
-  spdlog::info(
-      "cluster: node {} removed its copy of shard {} ({}, {} bytes): the "
-      "shard's record does not name it",
-      options_.node_id, options_.shard, dir, bytes);
+  return removed;
 }
 
 void ShardHost::StepDownLocked(const std::string& reason) {

@@ -221,10 +221,11 @@ class ShardHost {
   // Steps down or stops following, and removes the copy's files, for a
   // record at `record_epoch` that does not name this node.
   void BecomeNone(int64_t record_epoch);
-  // Closes the copy and removes its directory, unless the copy followed
-  // an epoch newer than `record_epoch` (then it stays, and a warning says
-  // why, once).
-  void DiscardCopyLocked(int64_t record_epoch)
+  // Closes the copy and renames its directory to RemovedCopyDir, which it
+  // returns for the caller to delete without the lock; unless the copy
+  // followed an epoch newer than `record_epoch` (then it stays, and a
+  // warning says why, once) or the rename fails: "".
+  std::string DiscardCopyLocked(int64_t record_epoch)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(role_mu_);
   void StepDownLocked(const std::string& reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(role_mu_);
