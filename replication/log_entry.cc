@@ -237,7 +237,7 @@ std::string EncodeEntry(int64_t epoch, int64_t index,
 
 absl::StatusOr<LogEntry> DecodeEntry(std::string_view bytes) {
   // The fields of the entry first, its operations as views into `bytes`;
-  // then the batch, whose checks name the entry's index.
+  // then the operations' checks, which name the entry's index.
   struct RawOperation {
     int32_t table = 0;
     int32_t kind = 0;
@@ -303,8 +303,8 @@ absl::StatusOr<LogEntry> DecodeEntry(std::string_view bytes) {
     if (!read) return NotAnEntry(in);
   }
 
-  out.batch.set_needs_sync(needs_sync);
-  out.batch.Reserve(operations.size());
+  out.needs_sync = needs_sync;
+  out.operations.reserve(operations.size());
   for (const RawOperation& op : operations) {
     if (op.table < 0 || op.table >= storage::kNumTables) {
       return absl::InvalidArgumentError(absl::StrCat("log entry ", out.index,
@@ -312,12 +312,13 @@ absl::StatusOr<LogEntry> DecodeEntry(std::string_view bytes) {
                                                      ", which does not exist"));
     }
     const Table table = static_cast<Table>(op.table);
+    WriteBatch::Operation::Kind kind;
     switch (op.kind) {
       case v1::Operation::PUT:
-        out.batch.Put(table, std::string(op.key), std::string(op.value));
+        kind = WriteBatch::Operation::Kind::kPut;
         break;
       case v1::Operation::DELETE:
-        out.batch.Delete(table, std::string(op.key));
+        kind = WriteBatch::Operation::Kind::kDelete;
         break;
       case v1::Operation::ADD:
         if (!storage::IsCounterTable(table)) {
@@ -326,13 +327,22 @@ absl::StatusOr<LogEntry> DecodeEntry(std::string_view bytes) {
                            std::string(storage::TableName(table)),
                            ", which holds no counters"));
         }
-        out.batch.Add(table, std::string(op.key),
-                      storage::DecodeCounter(op.value));
+        if (op.value.size() != 8) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("log entry ", out.index, " adds a delta of ",
+                           op.value.size(), " bytes, not 8"));
+        }
+        kind = WriteBatch::Operation::Kind::kAdd;
         break;
       default:
         return absl::InvalidArgumentError(absl::StrCat(
             "log entry ", out.index, " has an unknown operation ", op.kind));
     }
+    // A delete's value is empty whatever the entry says, as in a WriteBatch.
+    out.operations.push_back({table, kind, op.key,
+                              kind == WriteBatch::Operation::Kind::kDelete
+                                  ? std::string_view()
+                                  : op.value});
   }
   return out;
 }

@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
@@ -21,12 +22,14 @@ struct LogPosition {
   friend bool operator==(const LogPosition&, const LogPosition&) = default;
 };
 
-// One entry of the log: a write batch of the primary, as it wrote it
-// (with its own position keys: a backup applies it verbatim).
+// One entry of the log, decoded: a write batch of the primary, as it wrote
+// it (with its own position keys: a backup applies it verbatim). Its
+// operations view the bytes it was decoded from, which must outlive it.
 struct LogEntry {
   int64_t epoch = 0;
   int64_t index = 0;
-  storage::WriteBatch batch;  // needs_sync() is the primary's
+  bool needs_sync = false;  // the primary's batch's needs_sync()
+  std::vector<storage::OperationView> operations;
 };
 
 // The entry as replication.proto's Entry, serialized: what the primary
@@ -43,10 +46,11 @@ inline std::string EncodeEntry(int64_t epoch, int64_t index,
   const storage::WriteBatch* const batches[] = {&batch};
   return EncodeEntry(epoch, index, batches, batch.needs_sync());
 }
+// The entry `bytes` hold, its keys and values views into them.
 // INVALID_ARGUMENT for bytes that are not an Entry, or name a table that
-// does not exist. Reads the wire format straight into the batch (unknown
-// fields skipped, as protobuf does; groups, which proto3 never writes,
-// refused), without building the message.
+// does not exist. Reads the wire format in place (unknown fields skipped,
+// as protobuf does; groups, which proto3 never writes, refused), without
+// building the message or copying a key or value.
 absl::StatusOr<LogEntry> DecodeEntry(std::string_view bytes);
 
 // Adds to `batch` the position keys of entry {epoch, index}: the position,

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "storage/keys.h"
@@ -47,12 +48,12 @@ absl::Status Replica::Accept(int64_t epoch) {
   return absl::OkStatus();
 }
 
-absl::Status Replica::Apply(int64_t epoch, std::vector<LogEntry> entries) {
-  if (absl::Status s = Write(epoch, std::move(entries)); !s.ok()) return s;
+absl::Status Replica::Apply(int64_t epoch, absl::Span<const LogEntry> entries) {
+  if (absl::Status s = Write(epoch, entries); !s.ok()) return s;
   return Sync();
 }
 
-absl::Status Replica::Write(int64_t epoch, std::vector<LogEntry> entries) {
+absl::Status Replica::Write(int64_t epoch, absl::Span<const LogEntry> entries) {
   absl::MutexLock lock(&mu_);
   if (epoch != accepted_epoch_) {
     return absl::FailedPreconditionError(
@@ -83,11 +84,26 @@ absl::Status Replica::Write(int64_t epoch, std::vector<LogEntry> entries) {
   }
   if (good == 0) return bad;
   const LogPosition last{entries[good - 1].epoch, entries[good - 1].index};
-  storage::WriteBatch batch = std::move(entries[0].batch);
-  for (size_t i = 1; i < good; ++i) batch.Append(std::move(entries[i].batch));
-  if (absl::Status s = store_->Write(batch); !s.ok()) return s;
+  bool needs_sync = false;
+  size_t operations = 0;
+  for (size_t i = 0; i < good; ++i) {
+    needs_sync = needs_sync || entries[i].needs_sync;
+    operations += entries[i].operations.size();
+  }
+  // Written straight from the views into the entries' bytes.
+  std::vector<storage::OperationView> joined;
+  absl::Span<const storage::OperationView> all = entries[0].operations;
+  if (good > 1) {
+    joined.reserve(operations);
+    for (size_t i = 0; i < good; ++i) {
+      joined.insert(joined.end(), entries[i].operations.begin(),
+                    entries[i].operations.end());
+    }
+    all = joined;
+  }
+  if (absl::Status s = store_->WriteOperations(all); !s.ok()) return s;
   applied_ = last;
-  unsynced_ = unsynced_ || batch.needs_sync();
+  unsynced_ = unsynced_ || needs_sync;
   return bad;
 }
 

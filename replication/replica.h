@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
 #include "replication/log_entry.h"
 #include "storage/message_store.h"
 
@@ -45,7 +46,7 @@ class Replica {
   //   the store's.
   // On a bad entry the entries before it stay applied; on the store's error
   // none of `entries` is.
-  absl::Status Apply(int64_t epoch, std::vector<LogEntry> entries);
+  absl::Status Apply(int64_t epoch, absl::Span<const LogEntry> entries);
 
   // Apply's halves, for a backup that tells its primary what it applied
   // before it syncs: Write applies (errors as Apply's but for the sync),
@@ -53,12 +54,13 @@ class Replica {
   // errors) and then durable() reaches what applied() was at the call.
   //
   // Write applies the entries it accepts as one store write (their
-  // batches one after the other, position keys included, in one atomic
+  // operations one after the other, position keys included, in one atomic
   // batch: what a crash keeps is still a prefix of the log, and the store
-  // holds what applying them one by one leaves). Sync does not hold up
+  // holds what applying them one by one leaves), written from the bytes
+  // the entries view, which need only outlive the call. Sync does not hold up
   // Write: a stream may apply its next entries while another thread syncs
   // the earlier ones.
-  absl::Status Write(int64_t epoch, std::vector<LogEntry> entries);
+  absl::Status Write(int64_t epoch, absl::Span<const LogEntry> entries);
   absl::Status Sync();
 
   // The last entry applied (visible) and the last made durable.

@@ -217,8 +217,9 @@ class ReplicationService::Impl final : public v1::Replication::Service {
             absl::StrCat("this node no longer holds a backup copy of shard ",
                          shard));
       }
-      const absl::Status s =
-          use.replica->Write(hello.epoch(), std::move(entries));
+      // The entries view the request's bytes, which live until the next
+      // Read.
+      const absl::Status s = use.replica->Write(hello.epoch(), entries);
       if (!s.ok()) {
         spdlog::warn(
             "replication: refused entries of primary {} (epoch {}): {}",

@@ -101,6 +101,26 @@ absl::Status MessageStore::WriteAll(
   return Write(all);
 }
 
+absl::Status MessageStore::WriteOperations(
+    absl::Span<const OperationView> operations) {
+  WriteBatch batch;
+  batch.Reserve(operations.size());
+  for (const OperationView& op : operations) {
+    switch (op.kind) {
+      case WriteBatch::Operation::Kind::kPut:
+        batch.Put(op.table, std::string(op.key), std::string(op.value));
+        break;
+      case WriteBatch::Operation::Kind::kDelete:
+        batch.Delete(op.table, std::string(op.key));
+        break;
+      case WriteBatch::Operation::Kind::kAdd:
+        batch.Add(op.table, std::string(op.key), DecodeCounter(op.value));
+        break;
+    }
+  }
+  return Write(batch);
+}
+
 void WriteBatch::CombineAdds() {
   // Each counter's Add so far, by the index it has in the result; a map
   // per table.

@@ -116,6 +116,17 @@ class WriteBatch {
   bool needs_sync_ = true;
 };
 
+// An operation that views its key and value instead of owning them, for
+// MessageStore::WriteOperations: what a caller that holds the bytes already
+// (a backup applying its primary's log entries) writes without copying
+// them into a WriteBatch.
+struct OperationView {
+  Table table;
+  WriteBatch::Operation::Kind kind;
+  std::string_view key;
+  std::string_view value;  // Empty for deletes; for kAdd, EncodeCounter(delta).
+};
+
 // Changes to counters, summed per counter, for adding to a batch at once
 // (one WriteBatch::Add per counter rather than per message).
 // Not thread-safe.
@@ -181,6 +192,14 @@ class MessageStore {
   // position keys) without copying it. The default copies the batches into
   // one and calls Write; a store overrides it to skip the copy.
   virtual absl::Status WriteAll(absl::Span<const WriteBatch* const> batches);
+
+  // Writes `operations`, in order, as one Write of a batch holding them:
+  // atomically, with Write's errors. The views need only outlive the call.
+  // An operation must be one WriteBatch could hold (kAdd on a counter
+  // table only). The default copies them into a WriteBatch and calls
+  // Write; a store overrides it to skip the copy.
+  virtual absl::Status WriteOperations(
+      absl::Span<const OperationView> operations);
 
   // Syncs the log, when the store was opened to sync (otherwise does
   // nothing): every Write that returned before the call becomes durable.

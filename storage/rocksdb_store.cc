@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <utility>
 #include <vector>
@@ -58,49 +59,32 @@ class RocksDbStoreImpl final : public MessageStore {
   }
 
   absl::Status WriteAll(absl::Span<const WriteBatch* const> batches) override {
-    if (needs_reopen_.load(std::memory_order_acquire)) {
-      if (absl::Status reopened = Recover(); !reopened.ok()) return reopened;
-    }
-    const std::shared_ptr<const OpenDatabase> database = Database();
-    if (database == nullptr) return WriteFailure();
     size_t reserve = 0;
     for (const WriteBatch* batch : batches) {
       reserve += batch->ByteSize() + 16 * batch->size();
     }
-    rocksdb::WriteBatch rocks_batch(reserve);
-    bool changes_counters = false;
-    for (const WriteBatch* batch : batches) {
-      for (const WriteBatch::Operation& op : batch->operations()) {
-        changes_counters |= op.table == Table::kCounters;
-        rocksdb::ColumnFamilyHandle* cf = database->Handle(op.table);
-        rocksdb::Status s;
-        switch (op.kind) {
-          case WriteBatch::Operation::Kind::kPut:
-            s = rocks_batch.Put(cf, op.key, op.value);
-            break;
-          case WriteBatch::Operation::Kind::kDelete:
-            s = IsWriteOnce(op.table) ? rocks_batch.SingleDelete(cf, op.key)
-                                      : rocks_batch.Delete(cf, op.key);
-            break;
-          case WriteBatch::Operation::Kind::kAdd:
-            s = rocks_batch.Merge(cf, op.key, op.value);
-            break;
-        }
-        if (!s.ok()) return ToStatus(s, Context("build write batch"));
-      }
-    }
-    // Never synced here: SyncLog does it, without holding up other writes.
-    const rocksdb::Status s = WriteToDb(*database->db, rocks_batch);
-    if (!s.ok()) return Failed(ToStatus(s, Context("write")));
-    if (changes_counters) {
-      absl::MutexLock lock(&counters_mu_);
+    return WriteEach(reserve, [batches](auto&& visit) {
       for (const WriteBatch* batch : batches) {
         for (const WriteBatch::Operation& op : batch->operations()) {
-          if (op.table == Table::kCounters) ApplyToCountersLocked(op);
+          if (!visit(op)) return false;
         }
       }
+      return true;
+    });
+  }
+
+  absl::Status WriteOperations(
+      absl::Span<const OperationView> operations) override {
+    size_t reserve = 0;
+    for (const OperationView& op : operations) {
+      reserve += op.key.size() + op.value.size() + 16;
     }
-    return absl::OkStatus();
+    return WriteEach(reserve, [operations](auto&& visit) {
+      for (const OperationView& op : operations) {
+        if (!visit(op)) return false;
+      }
+      return true;
+    });
   }
 
   absl::Status SyncLog() override {
@@ -324,27 +308,77 @@ class RocksDbStoreImpl final : public MessageStore {
     return absl::OkStatus();
   }
 
+  // Writes the operations `for_each` visits (it calls its argument with
+  // each, a WriteBatch::Operation or an OperationView, in order, and stops
+  // when that returns false) as one RocksDB write of about `reserve` bytes,
+  // then applies those on Table::kCounters to counters_. The operations
+  // must outlive the call.
+  template <typename ForEach>
+  absl::Status WriteEach(size_t reserve, const ForEach& for_each) {
+    if (needs_reopen_.load(std::memory_order_acquire)) {
+      if (absl::Status reopened = Recover(); !reopened.ok()) return reopened;
+    }
+    const std::shared_ptr<const OpenDatabase> database = Database();
+    if (database == nullptr) return WriteFailure();
+    rocksdb::WriteBatch rocks_batch(reserve);
+    // The operations on Table::kCounters, applied to counters_ once written.
+    std::vector<OperationView> counter_ops;
+    rocksdb::Status built;
+    for_each([&](const auto& op) {
+      if (op.table == Table::kCounters) {
+        counter_ops.push_back({op.table, op.kind, op.key, op.value});
+      }
+      rocksdb::ColumnFamilyHandle* cf = database->Handle(op.table);
+      const rocksdb::Slice key(op.key.data(), op.key.size());
+      const rocksdb::Slice value(op.value.data(), op.value.size());
+      switch (op.kind) {
+        case WriteBatch::Operation::Kind::kPut:
+          built = rocks_batch.Put(cf, key, value);
+          break;
+        case WriteBatch::Operation::Kind::kDelete:
+          built = IsWriteOnce(op.table) ? rocks_batch.SingleDelete(cf, key)
+                                        : rocks_batch.Delete(cf, key);
+          break;
+        case WriteBatch::Operation::Kind::kAdd:
+          built = rocks_batch.Merge(cf, key, value);
+          break;
+      }
+      return built.ok();
+    });
+    if (!built.ok()) return ToStatus(built, Context("build write batch"));
+    // Never synced here: SyncLog does it, without holding up other writes.
+    const rocksdb::Status s = WriteToDb(*database->db, rocks_batch);
+    if (!s.ok()) return Failed(ToStatus(s, Context("write")));
+    if (!counter_ops.empty()) {
+      absl::MutexLock lock(&counters_mu_);
+      for (const OperationView& op : counter_ops) {
+        ApplyToCountersLocked(op.kind, op.key, op.value);
+      }
+    }
+    return absl::OkStatus();
+  }
+
   std::string Context(const char* what) const {
     return absl::StrCat(what, " in data dir ", path_);
   }
 
   // Applies one written operation on Table::kCounters to counters_.
-  void ApplyToCountersLocked(const WriteBatch::Operation& op)
+  void ApplyToCountersLocked(WriteBatch::Operation::Kind kind,
+                             std::string_view key, std::string_view value)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(counters_mu_) {
-    auto it = counters_.find(op.key);
+    auto it = counters_.find(key);
     int64_t n = it == counters_.end() ? 0 : it->second;
-    switch (op.kind) {
+    switch (kind) {
       case WriteBatch::Operation::Kind::kPut:
-        n = DecodeCounter(op.value);
+        n = DecodeCounter(value);
         break;
       case WriteBatch::Operation::Kind::kDelete:
         n = 0;
         break;
       case WriteBatch::Operation::Kind::kAdd:
         // In uint64_t, so that an overflow wraps instead of being undefined.
-        n = static_cast<int64_t>(
-            static_cast<uint64_t>(n) +
-            static_cast<uint64_t>(DecodeCounter(op.value)));
+        n = static_cast<int64_t>(static_cast<uint64_t>(n) +
+                                 static_cast<uint64_t>(DecodeCounter(value)));
         break;
     }
     if (n == 0) {
@@ -352,7 +386,7 @@ class RocksDbStoreImpl final : public MessageStore {
     } else if (it != counters_.end()) {
       it->second = n;
     } else {
-      counters_.emplace(op.key, n);
+      counters_.emplace(key, n);
     }
   }
 

@@ -72,19 +72,29 @@ WriteBatch Batch(const std::string& key, bool needs_sync = true) {
   return batch;
 }
 
+// An entry of `batch`'s operations, viewing them: `batch` must outlive it.
+LogEntry EntryOf(int64_t epoch, int64_t index, const WriteBatch& batch) {
+  LogEntry entry{epoch, index, batch.needs_sync(), {}};
+  for (const WriteBatch::Operation& op : batch.operations()) {
+    entry.operations.push_back({op.table, op.kind, op.key, op.value});
+  }
+  return entry;
+}
+
 TEST(LogEntryTest, AnEntryCarriesItsBatchExactly) {
   WriteBatch batch;
   batch.Put(Table::kSchedule, "k1", "v1");
   batch.Delete(Table::kReady, "k2");
   batch.Add("c", -3);
   batch.set_needs_sync(false);
-  absl::StatusOr<LogEntry> entry = DecodeEntry(EncodeEntry(4, 17, batch));
+  const std::string bytes = EncodeEntry(4, 17, batch);
+  absl::StatusOr<LogEntry> entry = DecodeEntry(bytes);
   ASSERT_TRUE(entry.ok()) << entry.status();
   EXPECT_EQ(entry->epoch, 4);
   EXPECT_EQ(entry->index, 17);
-  EXPECT_FALSE(entry->batch.needs_sync());
-  ASSERT_EQ(entry->batch.size(), 3u);
-  const auto& ops = entry->batch.operations();
+  EXPECT_FALSE(entry->needs_sync);
+  ASSERT_EQ(entry->operations.size(), 3u);
+  const auto& ops = entry->operations;
   EXPECT_EQ(ops[0].table, Table::kSchedule);
   EXPECT_EQ(ops[0].kind, WriteBatch::Operation::Kind::kPut);
   EXPECT_EQ(ops[0].key, "k1");
@@ -93,6 +103,9 @@ TEST(LogEntryTest, AnEntryCarriesItsBatchExactly) {
   EXPECT_EQ(ops[1].key, "k2");
   EXPECT_EQ(ops[2].kind, WriteBatch::Operation::Kind::kAdd);
   EXPECT_EQ(storage::DecodeCounter(ops[2].value), -3);
+  // The keys and values are the entry's own bytes, not copies.
+  EXPECT_GE(ops[0].key.data(), bytes.data());
+  EXPECT_LE(ops[0].key.data() + ops[0].key.size(), bytes.data() + bytes.size());
 }
 
 // EncodeEntry writes the wire format by hand: it must give the bytes
@@ -152,24 +165,23 @@ uint64_t SeedFromEnvironment() {
 // the checks an entry's operations must pass. nullopt where either
 // refuses.
 std::optional<LogEntry> DecodeWithProtobuf(const std::string& bytes,
-                                           bool& parsed) {
-  v1::Entry entry;
+                                           v1::Entry& entry, bool& parsed) {
   parsed = entry.ParseFromString(bytes);
   if (!parsed) return std::nullopt;
-  LogEntry out{entry.epoch(), entry.index(), WriteBatch()};
-  out.batch.set_needs_sync(entry.needs_sync());
+  using Kind = WriteBatch::Operation::Kind;
+  LogEntry out{entry.epoch(), entry.index(), entry.needs_sync(), {}};
   for (const v1::Operation& op : entry.operations()) {
     if (op.table() < 0 || op.table() >= storage::kNumTables) {
       return std::nullopt;
     }
     const Table table = static_cast<Table>(op.table());
     if (op.kind() == v1::Operation::PUT) {
-      out.batch.Put(table, op.key(), op.value());
+      out.operations.push_back({table, Kind::kPut, op.key(), op.value()});
     } else if (op.kind() == v1::Operation::DELETE) {
-      out.batch.Delete(table, op.key());
+      out.operations.push_back({table, Kind::kDelete, op.key(), {}});
     } else if (op.kind() == v1::Operation::ADD &&
-               storage::IsCounterTable(table)) {
-      out.batch.Add(table, op.key(), storage::DecodeCounter(op.value()));
+               storage::IsCounterTable(table) && op.value().size() == 8) {
+      out.operations.push_back({table, Kind::kAdd, op.key(), op.value()});
     } else {
       return std::nullopt;
     }
@@ -179,13 +191,13 @@ std::optional<LogEntry> DecodeWithProtobuf(const std::string& bytes,
 
 bool SameEntry(const LogEntry& a, const LogEntry& b) {
   if (a.epoch != b.epoch || a.index != b.index ||
-      a.batch.needs_sync() != b.batch.needs_sync() ||
-      a.batch.size() != b.batch.size()) {
+      a.needs_sync != b.needs_sync ||
+      a.operations.size() != b.operations.size()) {
     return false;
   }
-  for (size_t i = 0; i < a.batch.size(); ++i) {
-    const WriteBatch::Operation& x = a.batch.operations()[i];
-    const WriteBatch::Operation& y = b.batch.operations()[i];
+  for (size_t i = 0; i < a.operations.size(); ++i) {
+    const storage::OperationView& x = a.operations[i];
+    const storage::OperationView& y = b.operations[i];
     if (x.table != y.table || x.kind != y.kind || x.key != y.key ||
         x.value != y.value) {
       return false;
@@ -240,7 +252,7 @@ TEST(LogEntryRandomTest, DecodingAgreesWithProtobufsParser) {
       // Unharmed: exactly the entry.
       absl::StatusOr<LogEntry> decoded = DecodeEntry(bytes);
       ASSERT_TRUE(decoded.ok()) << decoded.status();
-      ASSERT_TRUE(SameEntry(*decoded, LogEntry{epoch, index, batch}));
+      ASSERT_TRUE(SameEntry(*decoded, EntryOf(epoch, index, batch)));
     }
     const int damages = 1 + static_cast<int>(below(3));
     for (int d = 0; d < damages; ++d) {
@@ -276,7 +288,9 @@ TEST(LogEntryRandomTest, DecodingAgreesWithProtobufsParser) {
         }
       }
     }
-    const std::optional<LogEntry> expected = DecodeWithProtobuf(bytes, parsed);
+    v1::Entry message;
+    const std::optional<LogEntry> expected =
+        DecodeWithProtobuf(bytes, message, parsed);
     const absl::StatusOr<LogEntry> decoded = DecodeEntry(bytes);
     if (!parsed) continue;  // Either answer will do; it did not crash.
     if (!decoded.ok() &&
@@ -302,6 +316,19 @@ TEST(LogEntryRandomTest, DecodingAgreesWithProtobufsParser) {
 TEST(LogEntryTest, WhatIsNotAnEntryIsRefused) {
   EXPECT_EQ(DecodeEntry("\xff\xff\xff").status().code(),
             absl::StatusCode::kInvalidArgument);
+  // A counter's delta is 8 bytes, as EncodeCounter writes it.
+  v1::Entry entry;
+  entry.set_index(9);
+  v1::Operation& add = *entry.add_operations();
+  add.set_table(static_cast<int32_t>(Table::kCounters));
+  add.set_kind(v1::Operation::ADD);
+  add.set_key("c");
+  add.set_value("abc");
+  const absl::StatusOr<LogEntry> decoded =
+      DecodeEntry(entry.SerializeAsString());
+  EXPECT_EQ(decoded.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(decoded.status().message(),
+              HasSubstr("log entry 9 adds a delta of 3 bytes, not 8"));
 }
 
 // A log of epoch 1 (entries 1 to 5) then epoch 3 (6 to 8), as a primary
@@ -351,24 +378,19 @@ TEST(ReplicaTest, RefusesAnOlderEpochAndEntriesOutOfOrder) {
   EXPECT_EQ(r.Apply(2, {}).code(), absl::StatusCode::kFailedPrecondition);
   ASSERT_TRUE(r.Accept(2).ok());
   EXPECT_EQ(r.accepted_epoch(), 2);
-  std::vector<LogEntry> gap;
-  gap.push_back(LogEntry{2, 2, Batch("a")});
-  absl::Status s = r.Apply(2, std::move(gap));
+  const WriteBatch a = Batch("a");
+  const WriteBatch b = Batch("b");
+  absl::Status s = r.Apply(2, {EntryOf(2, 2, a)});
   EXPECT_EQ(s.code(), absl::StatusCode::kOutOfRange);
   EXPECT_THAT(s.message(), HasSubstr("entry 2 does not follow"));
-  std::vector<LogEntry> newer;
-  newer.push_back(LogEntry{3, 1, Batch("a")});
-  EXPECT_EQ(r.Apply(2, std::move(newer)).code(),
+  EXPECT_EQ(r.Apply(2, {EntryOf(3, 1, a)}).code(),
             absl::StatusCode::kFailedPrecondition);
-  std::vector<LogEntry> first;
-  first.push_back(LogEntry{1, 1, Batch("a")});  // an older epoch's entry
-  ASSERT_TRUE(r.Apply(2, std::move(first)).ok());
+  // An older epoch's entry.
+  ASSERT_TRUE(r.Apply(2, {EntryOf(1, 1, a)}).ok());
   EXPECT_EQ(r.applied(), (LogPosition{1, 1}));
   EXPECT_EQ(r.durable(), (LogPosition{1, 1}));
   // Apply's halves: Write makes an entry visible, Sync durable.
-  std::vector<LogEntry> second;
-  second.push_back(LogEntry{2, 2, Batch("b")});
-  ASSERT_TRUE(r.Write(2, std::move(second)).ok());
+  ASSERT_TRUE(r.Write(2, {EntryOf(2, 2, b)}).ok());
   EXPECT_EQ(r.applied(), (LogPosition{2, 2}));
   EXPECT_EQ(r.durable(), (LogPosition{1, 1}));
   ASSERT_TRUE(r.Sync().ok());
@@ -377,9 +399,7 @@ TEST(ReplicaTest, RefusesAnOlderEpochAndEntriesOutOfOrder) {
   // A newer primary: the old one's entries are refused from then on.
   ASSERT_TRUE(r.Accept(3).ok());
   EXPECT_EQ(r.Accept(2).code(), absl::StatusCode::kFailedPrecondition);
-  std::vector<LogEntry> stale;
-  stale.push_back(LogEntry{2, 2, Batch("b")});
-  EXPECT_EQ(r.Apply(2, std::move(stale)).code(),
+  EXPECT_EQ(r.Apply(2, {EntryOf(2, 2, b)}).code(),
             absl::StatusCode::kFailedPrecondition);
 
   // The accepted epoch is persisted.
@@ -424,9 +444,7 @@ TEST(ReplicatedStoreTest, AWriteReturnsOnceEveryInSyncBackupAppliedIt) {
   ASSERT_EQ(entries->size(), 1u);
   EXPECT_EQ(store.last(), (LogPosition{1, 1}));
   // ... and the write returns once b reports it.
-  std::vector<LogEntry> decoded;
-  decoded.push_back(DecodeEntry(*entries->front()).value());
-  ASSERT_TRUE(replica->Apply(1, std::move(decoded)).ok());
+  ASSERT_TRUE(replica->Apply(1, {DecodeEntry(*entries->front()).value()}).ok());
   store.ReportProgress("b", replica->applied(), replica->durable());
   writer.join();
   EXPECT_TRUE(written.ok()) << written;
@@ -591,15 +609,14 @@ TEST_F(ShippingTest, ADivergedBackupIsToldToRebuild) {
   ASSERT_TRUE(b.replica->Accept(1).ok());
   std::unique_ptr<MessageStore> base = storage::MemoryStore::Open();
   {
-    std::vector<LogEntry> old;
     WriteBatch first = Batch("m1");
     AddPositionKeys({0, 0}, {1, 1}, first);
     ASSERT_TRUE(base->Write(first).ok());
-    old.push_back(LogEntry{1, 1, first});
     WriteBatch second = Batch("m2");
     AddPositionKeys({1, 1}, {1, 2}, second);
-    old.push_back(LogEntry{1, 2, second});
-    ASSERT_TRUE(b.replica->Apply(1, std::move(old)).ok());
+    ASSERT_TRUE(
+        b.replica->Apply(1, {EntryOf(1, 1, first), EntryOf(1, 2, second)})
+            .ok());
   }
   std::unique_ptr<ReplicatedStore> store =
       ReplicatedStore::Open(base.get(), {.epoch = 2, .min_insync = 1}).value();

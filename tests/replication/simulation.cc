@@ -111,11 +111,10 @@ void World::Apply() {
   Node& backup = node(to);
   Replica* replica = backup.copies[shard].replica.get();
   if (!backup.acts() || replica == nullptr) return;
-  absl::StatusOr<LogEntry> entry = DecodeEntry(s->sent.front());
+  const std::string bytes = std::move(s->sent.front());
   s->sent.pop_front();
-  std::vector<LogEntry> entries;
-  entries.push_back(*std::move(entry));
-  if (!replica->Apply(s->epoch, std::move(entries)).ok()) {
+  const LogEntry entry = DecodeEntry(bytes).value();
+  if (!replica->Apply(s->epoch, {entry}).ok()) {
     *s = Stream();  // The backup ends the stream.
     return;
   }

@@ -131,10 +131,10 @@ bool World::Flush(const StreamKey& key, Stream& s) {
     return true;
   }
   while (!s.sent.empty()) {
-    std::vector<LogEntry> one;
-    one.push_back(DecodeEntry(s.sent.front()).value());
+    const std::string bytes = std::move(s.sent.front());
     s.sent.pop_front();
-    if (!replica->Apply(s.epoch, std::move(one)).ok()) {
+    const LogEntry entry = DecodeEntry(bytes).value();
+    if (!replica->Apply(s.epoch, {entry}).ok()) {
       s = Stream();
       return true;
     }

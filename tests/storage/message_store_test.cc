@@ -144,6 +144,31 @@ TEST_P(MessageStoreTest, WriteAllWritesItsBatchesInOrderAsOne) {
   EXPECT_THAT(Get(Table::kCounters, "c"), Optional(EncodeCounter(3)));
 }
 
+// WriteOperations writes views as one batch holding them: in order, the
+// counters' cache included.
+TEST_P(MessageStoreTest, WriteOperationsWritesItsViewsInOrderAsOne) {
+  using Kind = WriteBatch::Operation::Kind;
+  // The bytes the views point into, as a backup holds its primary's entry.
+  const std::string bytes = "abposition" + EncodeCounter(5) + EncodeCounter(-2);
+  const std::string_view view(bytes);
+  const OperationView operations[] = {
+      {Table::kMessages, Kind::kPut, view.substr(0, 1), view.substr(1, 1)},
+      {Table::kCounters, Kind::kAdd, view.substr(0, 1), view.substr(10, 8)},
+      {Table::kMessages, Kind::kPut, view.substr(1, 1), view.substr(0, 1)},
+      {Table::kMessages, Kind::kDelete, view.substr(0, 1), {}},
+      {Table::kMeta, Kind::kPut, view.substr(2, 8), view.substr(1, 1)},
+      {Table::kCounters, Kind::kAdd, view.substr(0, 1), view.substr(18, 8)},
+  };
+  ASSERT_TRUE(store_->WriteOperations(operations).ok());
+  EXPECT_THAT(ScanAll(*store_, Table::kMessages), ElementsAre(Pair("b", "a")));
+  EXPECT_THAT(Get(Table::kMeta, "position"), Optional(std::string("b")));
+  EXPECT_THAT(Get(Table::kCounters, "a"), Optional(EncodeCounter(3)));
+  EXPECT_THAT(store_->NonZeroCounters(), ElementsAre(Pair("a", 3)));
+  Reopen();
+  EXPECT_THAT(ScanAll(*store_, Table::kMessages), ElementsAre(Pair("b", "a")));
+  EXPECT_THAT(Get(Table::kCounters, "a"), Optional(EncodeCounter(3)));
+}
+
 // The order a batch gives decides between operations on one key, however
 // its keys are ordered and whichever tables they are in.
 TEST_P(MessageStoreTest, OperationsOnOneKeyApplyInBatchOrderAmongOtherKeys) {
