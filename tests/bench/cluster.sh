@@ -21,14 +21,18 @@
 #
 #   tests/bench/cluster.sh [--build=build/release] [--rounds=3]
 #       [--count=200000] [--concurrency=16] [--failovers=20] [--lease_ttl=3s]
-#       [--steady=45] [--steady_rate=10000]
+#       [--steady=45] [--steady_rate=10000] [--baseline=BUILD_DIR]
 #
 # --rounds=0, --failovers=0 or --steady=0 skips that part. Prints one line
 # per run, the medians, the failover times' p50, p99 and max, and the steady
-# runs' lateness. Needs etcd (deploy/setup.sh installs etcd-server).
+# runs' lateness. --baseline adds to part 1 a three-node cluster of another
+# build's hourglassd (a tree holding cmd/hourglassd/hourglassd, say of the
+# commit before a change), measured in each round beside this build's with
+# the same load generator, and prints this build's change against it. Needs
+# etcd (deploy/setup.sh installs etcd-server).
 set -euo pipefail
 
-BUILD=build/release ROUNDS=3 COUNT=200000 CONCURRENCY=16 FAILOVERS=20 TTL=3s STEADY=45 STEADY_RATE=10000
+BUILD=build/release ROUNDS=3 COUNT=200000 CONCURRENCY=16 FAILOVERS=20 TTL=3s STEADY=45 STEADY_RATE=10000 BASELINE=
 for arg in "$@"; do
   case "$arg" in
     --build=*) BUILD="${arg#*=}" ;;
@@ -39,11 +43,15 @@ for arg in "$@"; do
     --lease_ttl=*) TTL="${arg#*=}" ;;
     --steady=*) STEADY="${arg#*=}" ;;
     --steady_rate=*) STEADY_RATE="${arg#*=}" ;;
-    -h|--help) sed -n '2,28p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --baseline=*) BASELINE="${arg#*=}" ;;
+    -h|--help) sed -n '2,32p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "cluster.sh: unknown argument \"$arg\" (see --help)" >&2; exit 2 ;;
   esac
 done
 source "$(dirname "${BASH_SOURCE[0]}")/cluster_lib.sh"
+if [ -n "$BASELINE" ] && [ ! -x "$BASELINE/cmd/hourglassd/hourglassd" ]; then
+  echo "cluster.sh: $BASELINE/cmd/hourglassd/hourglassd is missing (--baseline)" >&2; exit 2
+fi
 
 start_node() {  # NAME [FLAGS...]: starts hourglassd NAME with its data in $WORK/NAME
   local name="$1"; shift
@@ -98,6 +106,18 @@ await_in_sync() {  # N: until the in-sync set has N members
 }
 
 # --- 1. throughput ----------------------------------------------------------
+measure_cluster() {  # NAME ROUND CONCURRENCY: a fresh three-node cluster of $HOURGLASSD
+  for n in a b c; do rm -rf "${WORK:?}/$n"; done
+  CLUSTER="$1$2-$3"
+  for n in a b c; do start_cluster_node "$n"; done
+  await_publish "warm-$2" >/dev/null
+  await_in_sync 3
+  P="$(primary)"
+  bench "${ADDR[$P]}" "$1" calls "$3"
+  bench "${ADDR[$P]}" "$1" stream "$3"
+  for n in a b c; do kill "${PIDS[$n]}"; done
+  for n in a b c; do wait "${PIDS[$n]}" 2>/dev/null || true; unset "PIDS[$n]"; done
+}
 if [ "$ROUNDS" -gt 0 ]; then
 echo "# publish throughput, msg/s (--count=$COUNT, batches of 100, --concurrency=$CONCURRENCY calls in flight, sync)"
 IFS=, read -r -a CONCURRENCIES <<<"$CONCURRENCY"
@@ -110,16 +130,10 @@ for round in $(seq 1 "$ROUNDS"); do
     bench "$SINGLE" single stream "$conc"
     kill "${PIDS[single]}"; wait "${PIDS[single]}" 2>/dev/null || true; unset 'PIDS[single]'
 
-    for n in a b c; do rm -rf "$WORK/$n"; done
-    CLUSTER="bench$round-$conc"
-    for n in a b c; do start_cluster_node "$n"; done
-    await_publish "warm-$round" >/dev/null
-    await_in_sync 3
-    P="$(primary)"
-    bench "${ADDR[$P]}" cluster calls "$conc"
-    bench "${ADDR[$P]}" cluster stream "$conc"
-    for n in a b c; do kill "${PIDS[$n]}"; done
-    for n in a b c; do wait "${PIDS[$n]}" 2>/dev/null || true; unset "PIDS[$n]"; done
+    measure_cluster cluster "$round" "$conc"
+    if [ -n "$BASELINE" ]; then
+      HOURGLASSD="$BASELINE/cmd/hourglassd/hourglassd" measure_cluster baseline "$round" "$conc"
+    fi
   done
 done | tee "$WORK/throughput.txt"
 python3 - "$WORK/throughput.txt" <<'PY'
@@ -140,6 +154,12 @@ for how in ("calls", "stream"):
     if len(concs) > 1:
         print(f"capacity {how} (best median): single node {best['single']:.0f} msg/s, "
               f"cluster {best['cluster']:.0f} msg/s ({100*best['cluster']/best['single']:.0f} %)")
+    for conc in concs:
+        if ("baseline", how, conc) not in runs: continue
+        b = statistics.median(runs[("baseline", how, conc)])
+        c = statistics.median(runs[("cluster", how, conc)])
+        print(f"median {how} at {conc} in flight: baseline's cluster {b:.0f} msg/s, "
+              f"this build's {c:.0f} msg/s ({100*(c/b-1):+.1f} %)")
 PY
 fi
 
