@@ -48,6 +48,7 @@ for arg in "$@"; do
     *) echo "cluster.sh: unknown argument \"$arg\" (see --help)" >&2; exit 2 ;;
   esac
 done
+# shellcheck source=tests/bench/cluster_lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/cluster_lib.sh"
 if [ -n "$BASELINE" ] && [ ! -x "$BASELINE/cmd/hourglassd/hourglassd" ]; then
   echo "cluster.sh: $BASELINE/cmd/hourglassd/hourglassd is missing (--baseline)" >&2; exit 2
@@ -166,7 +167,7 @@ fi
 # --- 2. failover ------------------------------------------------------------
 if [ "$FAILOVERS" -gt 0 ]; then
 echo "# failover: kill -9 of the primary, seconds to the first publish accepted (--lease_ttl=$TTL)"
-for n in a b c; do rm -rf "$WORK/$n"; done
+for n in a b c; do rm -rf "${WORK:?}/$n"; done
 CLUSTER=failover
 for n in a b c; do start_cluster_node "$n"; done
 await_publish warm >/dev/null
