@@ -292,9 +292,10 @@ std::optional<RebalanceStep> PlanRebalance(
                      draining.contains(leaving) ? " (draining)" : "",
                      "; it catches up before ", leaving, " leaves")};
   }
-  // Replicas are where they should be: move a lead, from a draining
-  // primary or toward the layout's leads, to an in-sync backup. A pinned
-  // shard's lead stays with its node (Balance keeps it there).
+  // Replicas are where they should be, or the primary is in the way: move
+  // a lead, from a draining primary or one the layout drops, or toward the
+  // layout's leads, to an in-sync backup. A pinned shard's lead stays with
+  // its node (Balance keeps it there).
   index = 0;
   for (const auto& [shard, record] : shards) {
     const std::vector<std::string>& want = target.shards[index++];
@@ -312,7 +313,19 @@ std::optional<RebalanceStep> PlanRebalance(
     std::string to;
     if (!want.empty() && can_lead(want.front())) {
       to = want.front();
-    } else if (drained) {
+    } else if (!Contains(want, record.primary)) {
+      // The primary must leave, and the layout's lead is not a replica yet
+      // (Balance may add a node and pass it the lead at once): the lead
+      // goes to a replica that stays, so that the primary, a backup then,
+      // can make way for the node to add (above).
+      for (const std::string& node : want) {
+        if (can_lead(node)) {
+          to = node;
+          break;
+        }
+      }
+    }
+    if (to.empty() && drained) {
       for (const std::string& node : record.isr) {
         if (can_lead(node)) {
           to = node;

@@ -258,6 +258,9 @@ std::map<std::string, cluster::NodeRecord> World::AliveRecords() {
     if (!n.lease) continue;
     cluster::NodeRecord& r = alive[n.id];
     r.address = n.id;
+    if (auto zone = options_.zones.find(n.id); zone != options_.zones.end()) {
+      r.zone = zone->second;
+    }
     r.positions = n.positions;
   }
   return alive;

@@ -1,12 +1,12 @@
 // The world of the replication protocol's deterministic simulation
 // (CLUSTER.md "How it is tested"; the steps and the tests are in
-// simulation_test.cc, the checker in simulation_check.cc): nodes holding one copy of each shard over memory
-// stores, the real ReplicatedStore (a primary's), Replica (a backup's),
-// Diverged, PlanShard and PlanRebalance, with etcd's records (shards, node
-// leases and the positions they report, drains, pins) simulated, and each
-// primary-to-backup stream an in-order queue. The actions below are the
-// steps a seeded test takes at random; Check asserts after each what
-// CLUSTER.md promises, per shard:
+// simulation_test.cc, the checker in simulation_check.cc): nodes holding one
+// copy of each shard over memory stores, the real ReplicatedStore (a
+// primary's), Replica (a backup's), Diverged, PlanShard and PlanRebalance, with
+// etcd's records (shards, node leases and the positions they report, drains,
+// pins) simulated, and each primary-to-backup stream an in-order queue. The
+// actions below are the steps a seeded test takes at random; Check asserts
+// after each what CLUSTER.md promises, per shard:
 //   - every acknowledged write is held by every member of the in-sync set
 //     (so by whichever of them is promoted): nothing acknowledged is lost;
 //   - the in-sync copies are prefixes of one another: no split history;
@@ -15,7 +15,8 @@
 //   - a move (PlanRebalance's step) never takes the in-sync set below
 //     min_insync (a failover may shrink it);
 // and, once healed (CheckConverged), every replica holds exactly its
-// primary's messages and the layout is where PlanRebalance wants it.
+// primary's messages and the layout is where PlanRebalance wants it: with
+// zones, no zone holds more of a shard's replicas than its share.
 // Delays and reordering are the steps' random interleaving (each stream
 // stays in order, as a gRPC stream does).
 
@@ -51,6 +52,8 @@ struct WorldOptions {
   // --replication_factor and --min_insync. Defaults: 3 and 2.
   int replication_factor = 3;
   int min_insync = 2;
+  // Each node's --zone, by id (NodeRecord::zone). Default: none, no zones.
+  std::map<std::string, std::string> zones;
 };
 
 // What a run did, to show the runs exercise what they are for.
@@ -183,6 +186,8 @@ class World {
 
   bool Fail(std::string what);
   bool CheckConverged();
+  // Every shard's record, the drains and the pins, for failure messages.
+  std::string Layout() const;
   static std::vector<std::string> Messages(storage::MessageStore& store);
 
   WorldOptions options_;

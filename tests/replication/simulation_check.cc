@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -158,17 +159,7 @@ bool World::HealAndCheck() {
   int quiet = 0;
   for (int round = 0; quiet < 3; ++round) {
     if (round == 2000) {
-      std::string state;
-      for (int s = 0; s < options_.shards; ++s) {
-        const ShardRecord& r = *records_[s];
-        absl::StrAppend(&state, " shard ", s, " {", r.epoch, " ", r.primary,
-                        " [", absl::StrJoin(r.replicas, ","), "] [",
-                        absl::StrJoin(r.isr, ","), "] ", r.transfer_to, "}");
-      }
-      return Fail(absl::StrCat(
-          "healed, the cluster never settled:", state, "; draining [",
-          absl::StrJoin(draining_, ","), "], pins [",
-          absl::StrJoin(pins_, ",", absl::PairFormatter("->")), "]"));
+      return Fail(absl::StrCat("healed, the cluster never settled:", Layout()));
     }
     const std::vector<std::optional<ShardRecord>> before = records_;
     const int64_t rebuilds = stats_.rebuilds;
@@ -192,10 +183,23 @@ bool World::HealAndCheck() {
 
 // Healed: every shard has its replicas, all in sync and holding exactly
 // the primary's messages, and neither PlanShard nor PlanRebalance has a
-// step left; no replica is on a draining node, and each pinned shard is
-// led by its node.
+// step left; no replica is on a draining node, each pinned shard is led by
+// its node, and with zones no zone holds more than ceil(replication_factor
+// / zones) of a shard's replicas, counting the zones of the nodes that may
+// hold replicas (alive, not draining): losing a zone loses as few copies
+// as it can.
 bool World::CheckConverged() {
   const std::map<std::string, cluster::NodeRecord> alive = AliveRecords();
+  std::set<std::string> zones;
+  for (const auto& [id, record] : alive) {
+    if (!record.zone.empty() && !draining_.contains(id))
+      zones.insert(record.zone);
+  }
+  const int per_zone =
+      zones.empty()
+          ? options_.replication_factor
+          : (options_.replication_factor + static_cast<int>(zones.size()) - 1) /
+                static_cast<int>(zones.size());
   cluster::PlacementOptions placement;
   placement.replication_factor = options_.replication_factor;
   for (int s = 0; s < options_.shards; ++s) {
@@ -249,7 +253,43 @@ bool World::CheckConverged() {
     return Fail(
         absl::StrCat("healed, PlanRebalance still has a step: ", step->reason));
   }
+  for (int s = 0; s < options_.shards; ++s) {
+    const ShardRecord& record = *records_[s];
+    std::map<std::string, int> in_zone;
+    for (const std::string& id : record.replicas) {
+      auto node = alive.find(id);
+      if (node == alive.end() || node->second.zone.empty()) continue;
+      if (++in_zone[node->second.zone] > per_zone) {
+        std::vector<std::string> nodes;
+        for (const auto& [other, other_record] : alive) {
+          nodes.push_back(absl::StrCat(other, " in ", other_record.zone));
+        }
+        return Fail(absl::StrCat(
+            "healed, zone ", node->second.zone, " holds more than ", per_zone,
+            " of shard ", s, "'s replicas (alive: ", absl::StrJoin(nodes, ", "),
+            "):", Layout()));
+      }
+    }
+  }
   return true;
+}
+
+std::string World::Layout() const {
+  std::string out;
+  for (int s = 0; s < options_.shards; ++s) {
+    if (!records_[s].has_value()) {
+      absl::StrAppend(&out, " shard ", s, " {none}");
+      continue;
+    }
+    const ShardRecord& r = *records_[s];
+    absl::StrAppend(&out, " shard ", s, " {", r.epoch, " ", r.primary, " [",
+                    absl::StrJoin(r.replicas, ","), "] [",
+                    absl::StrJoin(r.isr, ","), "] ", r.transfer_to, "}");
+  }
+  absl::StrAppend(&out, "; draining [", absl::StrJoin(draining_, ","),
+                  "], pins [",
+                  absl::StrJoin(pins_, ",", absl::PairFormatter("->")), "]");
+  return out;
 }
 
 }  // namespace hourglass::replication::simulation

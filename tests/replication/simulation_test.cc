@@ -2,15 +2,15 @@
 // it is tested"): seeded random steps over the world of simulation.h (the
 // real ReplicatedStore, Replica, Diverged, PlanShard and PlanRebalance over
 // memory stores, etcd's records simulated), its checker after every step,
-// and once healed, the converged layout. Two variants: one shard on three
-// nodes under faults (broken streams, crashes and restarts, a primary
-// paused past its lease and resumed, failovers); and several shards over a
-// pool of nodes larger than the replication factor, with nodes joining
-// (new or wiped), drains and moves (pins) started and undone, and
+// and once healed, the converged layout. Three variants: one shard on
+// three nodes under faults (broken streams, crashes and restarts, a
+// primary paused past its lease and resumed, failovers); several shards
+// over a pool of nodes larger than the replication factor, with nodes
+// joining (new or wiped), drains and moves (pins) started and undone, and
 // PlanRebalance's replica moves and leader transfers, under the same
-// faults.
+// faults; and the same over nodes in three zones.
 //
-// HOURGLASS_SIMULATION_SEED=N replays seed N alone (in both variants);
+// HOURGLASS_SIMULATION_SEED=N replays seed N alone (in every variant);
 // HOURGLASS_SIMULATION_SEEDS=N runs seeds 1 to N (long runs: BENCHMARKS.md
 // "Reliability runs").
 
@@ -167,6 +167,36 @@ TEST(ReplicationSimulationTest, ManyShardsWithJoinsDrainsAndMovesUnderFaults) {
     EXPECT_GT(stats.drops, many);
     EXPECT_GT(stats.transfers, many / 2);
     EXPECT_GT(stats.rebuilds, many / 10);
+  }
+}
+
+// The many-shard variant over three zones of two nodes each, two zones
+// holding the first members: fills, failovers, joins, drains and moves
+// spread each shard's replicas over the zones (CheckConverged).
+TEST(ReplicationSimulationTest, ManyShardsOverThreeZonesSpreadEachShard) {
+  Variant variant{.options = {.pool = {"a", "b", "c", "d", "e", "f"},
+                              .members = 3,
+                              .shards = 4,
+                              .replication_factor = 3,
+                              .min_insync = 2,
+                              .zones = {{"a", "z1"},
+                                        {"b", "z1"},
+                                        {"c", "z2"},
+                                        {"d", "z2"},
+                                        {"e", "z3"},
+                                        {"f", "z3"}}},
+                  .actions = kManyShardActions,
+                  .action_count = std::size(kManyShardActions),
+                  .steps = 400,
+                  .seeds = 300};
+  uint64_t runs = 0;
+  const WorldStats stats = RunSeeds(variant, runs);
+  if (runs > 1 && !HasFailure()) {
+    const auto many = static_cast<int64_t>(runs);
+    EXPECT_GT(stats.acknowledged, 20 * many);
+    EXPECT_GT(stats.joins, many / 2);
+    EXPECT_GT(stats.adds, many);
+    EXPECT_GT(stats.drops, many);
   }
 }
 
