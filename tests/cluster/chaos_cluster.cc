@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -205,7 +206,8 @@ absl::Status ChaosCluster::FillDisk(const std::string& id) {
   // All that is free, then halves of what is left, to the last page.
   absl::Status status = absl::OkStatus();
   struct statvfs disk;
-  off_t size = 0;
+  struct stat file;
+  off_t size = fstat(fd, &file) == 0 ? file.st_size : 0;
   off_t chunk = fstatvfs(fd, &disk) == 0
                     ? static_cast<off_t>(disk.f_bavail * disk.f_frsize)
                     : 0;

@@ -85,8 +85,9 @@ class ChaosCluster {
   int AwaitExit(const std::string& id, absl::Duration timeout);
   // Removes everything in node `id`'s data dir. REQUIRES: !Running(id).
   void Wipe(const std::string& id);
-  // Fills node `id`'s disk to the last byte (a file beside its data dir),
-  // or frees that space again.
+  // Fills node `id`'s disk to the last byte (a file beside its data dir,
+  // grown from its size: a second call takes what was freed since), or
+  // frees that space again.
   absl::Status FillDisk(const std::string& id);
   void FreeDisk(const std::string& id);
   // Starts node `id` again on its data dir. REQUIRES: !Running(id).
