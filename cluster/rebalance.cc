@@ -295,46 +295,52 @@ std::optional<RebalanceStep> PlanRebalance(
   // Replicas are where they should be, or the primary is in the way: move
   // a lead, from a draining primary or one the layout drops, or toward the
   // layout's leads, to an in-sync backup. A pinned shard's lead stays with
-  // its node (Balance keeps it there).
-  index = 0;
-  for (const auto& [shard, record] : shards) {
-    const std::vector<std::string>& want = target.shards[index++];
-    if (active.contains(shard)) continue;
-    const bool drained = draining.contains(record.primary);
-    if (!drained && (want.empty() || want.front() == record.primary)) continue;
-    if (!Healthy(record, alive, draining) ||
-        HandOverReported(shard, record, alive)) {
-      continue;
-    }
-    auto can_lead = [&, &current = record](const std::string& node) {
-      return node != current.primary && alive.contains(node) &&
-             !draining.contains(node) && current.InIsr(node);
-    };
-    std::string to;
-    if (!want.empty() && can_lead(want.front())) {
-      to = want.front();
-    } else if (!Contains(want, record.primary)) {
-      // The primary must leave, and the layout's lead is not a replica yet
-      // (Balance may add a node and pass it the lead at once): the lead
-      // goes to a replica that stays, so that the primary, a backup then,
-      // can make way for the node to add (above).
-      for (const std::string& node : want) {
-        if (can_lead(node)) {
-          to = node;
-          break;
+  // its node (Balance keeps it there). Draining primaries hand over first:
+  // the layout's leads are computed as if they had, and evening out the
+  // others before could pass one lead back and forth forever.
+  for (const bool drains : {true, false}) {
+    index = 0;
+    for (const auto& [shard, record] : shards) {
+      const std::vector<std::string>& want = target.shards[index++];
+      if (active.contains(shard)) continue;
+      const bool drained = draining.contains(record.primary);
+      if (drained != drains) continue;
+      if (!drained && (want.empty() || want.front() == record.primary))
+        continue;
+      if (!Healthy(record, alive, draining) ||
+          HandOverReported(shard, record, alive)) {
+        continue;
+      }
+      auto can_lead = [&, &current = record](const std::string& node) {
+        return node != current.primary && alive.contains(node) &&
+               !draining.contains(node) && current.InIsr(node);
+      };
+      std::string to;
+      if (!want.empty() && can_lead(want.front())) {
+        to = want.front();
+      } else if (!Contains(want, record.primary)) {
+        // The primary must leave, and the layout's lead is not a replica yet
+        // (Balance may add a node and pass it the lead at once): the lead
+        // goes to a replica that stays, so that the primary, a backup then,
+        // can make way for the node to add (above).
+        for (const std::string& node : want) {
+          if (can_lead(node)) {
+            to = node;
+            break;
+          }
         }
       }
-    }
-    if (to.empty() && drained) {
-      for (const std::string& node : record.isr) {
-        if (can_lead(node)) {
-          to = node;
-          break;
+      if (to.empty() && drained) {
+        for (const std::string& node : record.isr) {
+          if (can_lead(node)) {
+            to = node;
+            break;
+          }
         }
       }
+      if (to.empty()) continue;
+      return Transfer(shard, record, to, drained ? " (draining)" : "");
     }
-    if (to.empty()) continue;
-    return Transfer(shard, record, to, drained ? " (draining)" : "");
   }
   return std::nullopt;
 }
