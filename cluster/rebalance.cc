@@ -207,6 +207,43 @@ std::optional<RebalanceStep> PinStep(
   return Transfer(shard, record, node, " (the shard is moved to it)");
 }
 
+// The leader transfer of `shard` (not pinned) whose layout is `want`, if
+// one is due and can start: from a draining primary or one `want` drops,
+// or toward want's lead, to an in-sync backup.
+std::optional<RebalanceStep> LeadStep(
+    int shard, const ShardRecord& record, const std::vector<std::string>& want,
+    const std::map<std::string, NodeRecord>& alive,
+    const std::set<std::string>& draining) {
+  const bool drained = draining.contains(record.primary);
+  if (!drained && (want.empty() || want.front() == record.primary)) {
+    return std::nullopt;
+  }
+  if (!Healthy(record, alive, draining) ||
+      HandOverReported(shard, record, alive)) {
+    return std::nullopt;
+  }
+  // The first of `nodes` that may lead: an alive in-sync backup that is
+  // not draining.
+  auto first_leader = [&](const std::vector<std::string>& nodes) {
+    for (const std::string& node : nodes) {
+      if (node != record.primary && alive.contains(node) &&
+          !draining.contains(node) && record.InIsr(node)) {
+        return node;
+      }
+    }
+    return std::string();
+  };
+  // Want's lead; else, when the primary must leave and want's lead is not
+  // a replica yet (Balance may add a node and pass it the lead at once), a
+  // replica that stays, so that the primary, a backup then, can make way
+  // for the node to add; else, from a draining primary, any.
+  std::string to = want.empty() ? std::string() : first_leader({want.front()});
+  if (to.empty() && !Contains(want, record.primary)) to = first_leader(want);
+  if (to.empty() && drained) to = first_leader(record.isr);
+  if (to.empty()) return std::nullopt;
+  return Transfer(shard, record, to, drained ? " (draining)" : "");
+}
+
 }  // namespace
 
 std::optional<RebalanceStep> PlanRebalance(
@@ -292,54 +329,23 @@ std::optional<RebalanceStep> PlanRebalance(
                      draining.contains(leaving) ? " (draining)" : "",
                      "; it catches up before ", leaving, " leaves")};
   }
-  // Replicas are where they should be, or the primary is in the way: move
-  // a lead, from a draining primary or one the layout drops, or toward the
-  // layout's leads, to an in-sync backup. A pinned shard's lead stays with
-  // its node (Balance keeps it there). Draining primaries hand over first:
-  // the layout's leads are computed as if they had, and evening out the
-  // others before could pass one lead back and forth forever.
+  // Replicas are where they should be, or the primary is in the way: a
+  // lead moves (LeadStep). A pinned shard's lead stays with its node
+  // (Balance keeps it there). Draining primaries hand over first: the
+  // layout's leads are computed as if they had, and evening out the others
+  // before could pass one lead back and forth forever.
   for (const bool drains : {true, false}) {
     index = 0;
     for (const auto& [shard, record] : shards) {
       const std::vector<std::string>& want = target.shards[index++];
-      if (active.contains(shard)) continue;
-      const bool drained = draining.contains(record.primary);
-      if (drained != drains) continue;
-      if (!drained && (want.empty() || want.front() == record.primary))
-        continue;
-      if (!Healthy(record, alive, draining) ||
-          HandOverReported(shard, record, alive)) {
+      if (active.contains(shard) ||
+          draining.contains(record.primary) != drains) {
         continue;
       }
-      auto can_lead = [&, &current = record](const std::string& node) {
-        return node != current.primary && alive.contains(node) &&
-               !draining.contains(node) && current.InIsr(node);
-      };
-      std::string to;
-      if (!want.empty() && can_lead(want.front())) {
-        to = want.front();
-      } else if (!Contains(want, record.primary)) {
-        // The primary must leave, and the layout's lead is not a replica yet
-        // (Balance may add a node and pass it the lead at once): the lead
-        // goes to a replica that stays, so that the primary, a backup then,
-        // can make way for the node to add (above).
-        for (const std::string& node : want) {
-          if (can_lead(node)) {
-            to = node;
-            break;
-          }
-        }
+      if (std::optional<RebalanceStep> step =
+              LeadStep(shard, record, want, alive, draining)) {
+        return step;
       }
-      if (to.empty() && drained) {
-        for (const std::string& node : record.isr) {
-          if (can_lead(node)) {
-            to = node;
-            break;
-          }
-        }
-      }
-      if (to.empty()) continue;
-      return Transfer(shard, record, to, drained ? " (draining)" : "");
     }
   }
   return std::nullopt;
