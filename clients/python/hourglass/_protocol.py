@@ -150,6 +150,12 @@ def channel_settings(addr: str, token: Optional[str], tls: TlsArg,
          max(1, int(backoff.initial.total_seconds() * 1000))),
         ("grpc.max_reconnect_backoff_ms",
          max(1, int(backoff.maximum.total_seconds() * 1000))),
+        # Connections of this client's own. gRPC otherwise shares them
+        # among every channel of the process with the same target and
+        # options: a new client would inherit another's backoff after a
+        # refused connection (the broker restarting) and fail its first
+        # call at once with that old error, as the C++ client's own_connection.
+        ("grpc.use_local_subchannel_pool", 1),
     ]
     settings = tls_settings(tls)
     credentials = None
