@@ -18,8 +18,10 @@ absl::StatusOr<std::unique_ptr<Replica>> Replica::Open(
   if (!epoch.ok()) return epoch.status();
   // A store written as a primary has entries of epochs it never recorded
   // as accepted: its own.
-  return std::unique_ptr<Replica>(
+  auto replica = std::unique_ptr<Replica>(
       new Replica(store, *position, std::max(*epoch, position->epoch)));
+  store->SetWriteOnly(true);
+  return replica;
 }
 
 Replica::Replica(storage::MessageStore* store, LogPosition position,

@@ -18,7 +18,10 @@ namespace hourglass::replication {
 // A backup's copy of a shard: the primary's log entries applied to the
 // store verbatim (each carries its own position keys), in index order,
 // from the primary of the newest epoch accepted only. Nothing else writes
-// to the store while it is a backup.
+// to the store while it is a backup, and nothing reads it but the Replica's
+// own few reads of meta keys: Open makes the store write-only
+// (MessageStore::SetWriteOnly), which makes a backup's writes cheaper, until
+// whoever uses it next says otherwise (a promotion: ReplicatedStore::Open).
 //
 // Thread-safe: Accept and Write are serialized by one mutex, so two
 // primaries' streams (an old one still open, a new one) cannot interleave;

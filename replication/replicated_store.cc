@@ -37,6 +37,8 @@ absl::StatusOr<std::unique_ptr<ReplicatedStore>> ReplicatedStore::Open(
     if (absl::Status s = base->Write(batch); !s.ok()) return s;
     if (absl::Status s = base->SyncLog(); !s.ok()) return s;
   }
+  // The engine reads what it writes (a backup's copy was write-only).
+  base->SetWriteOnly(false);
   return std::unique_ptr<ReplicatedStore>(
       new ReplicatedStore(base, std::move(options), *last));
 }

@@ -61,7 +61,9 @@ struct ReplicatedStoreOptions {
 class ReplicatedStore final : public storage::MessageStore {
  public:
   // Reads the log's position from `base` (which must outlive the store),
-  // and persists options.epoch as the copy's accepted epoch. Errors:
+  // persists options.epoch as the copy's accepted epoch, and ends `base`'s
+  // being write-only (MessageStore::SetWriteOnly), as a backup's copy is:
+  // the primary reads it. Errors:
   // INVALID_ARGUMENT for an epoch below 1 or below the store's last
   // entry's; FAILED_PRECONDITION if the copy accepted a newer epoch; the
   // store's.

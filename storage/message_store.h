@@ -243,6 +243,14 @@ class MessageStore {
 
   virtual StoreStats Stats() = 0;
 
+  // A hint from the store's owner: from a call with true until one with
+  // false, the store is written but not read (a backup's copy,
+  // replication/replica.h), so it may make writes cheaper and reads dearer.
+  // Reads stay correct either way. After a call with false, reads cost what
+  // they did before, give or take one sort of the memtables written
+  // meanwhile. Default: no effect.
+  virtual void SetWriteOnly(bool /*write_only*/) {}
+
   // Writes a consistent copy of the store into the new directory `dir`: it
   // holds every Write that returned before the call, and of each Write
   // concurrent with it all or nothing. Writes go on meanwhile. The copy is

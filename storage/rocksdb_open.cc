@@ -199,7 +199,8 @@ void PartitionFilters(rocksdb::BlockBasedTableOptions& blocks) {
 //   so they never look past the range they need.
 rocksdb::ColumnFamilyOptions TableOptions(
     Table table, const std::shared_ptr<rocksdb::Cache>& cache,
-    size_t arena_block_bytes) {
+    size_t arena_block_bytes,
+    const std::shared_ptr<StoreMemtables>& memtables) {
   rocksdb::ColumnFamilyOptions cf;
   cf.compression = BestCompression();
   cf.level_compaction_dynamic_level_bytes = true;
@@ -269,11 +270,16 @@ rocksdb::ColumnFamilyOptions TableOptions(
     cf.memtable_insert_with_hint_prefix_extractor =
         std::make_shared<TrailingIntegersPrefix>(*integers);
   }
+  if (HasStoreMemtables(table)) cf.memtable_factory = memtables;
   cf.table_factory.reset(rocksdb::NewBlockBasedTableFactory(blocks));
   return cf;
 }
 
 }  // namespace
+
+bool HasStoreMemtables(Table table) {
+  return table != Table::kCounters && table != Table::kMeta;
+}
 
 RocksDbResources::RocksDbResources(std::unique_ptr<Parts> parts)
     : parts_(std::move(parts)) {}
@@ -299,7 +305,8 @@ size_t RocksDbResources::memtable_usage() const {
 }
 
 absl::StatusOr<std::shared_ptr<const OpenDatabase>> OpenRocksDb(
-    const std::string& path, const RocksDbResources& resources) {
+    const std::string& path, const RocksDbResources& resources,
+    std::shared_ptr<StoreMemtables> memtables) {
   const std::shared_ptr<rocksdb::Cache>& cache = resources.parts().cache;
   rocksdb::DBOptions db_options;
   db_options.create_if_missing = true;
@@ -316,6 +323,10 @@ absl::StatusOr<std::shared_ptr<const OpenDatabase>> OpenRocksDb(
   // 16 MiB/s holds a burst back for seconds).
   db_options.delayed_write_rate = size_t{64} << 20;
   db_options.info_log = std::make_shared<RocksDbLog>();
+  // Append memtables (StoreMemtables) take one insert at a time: a write
+  // group's leader inserts its members' batches itself. A store has few
+  // writers anyway, mostly one (its commit queue's, or its replica's).
+  db_options.allow_concurrent_memtable_write = false;
 
   std::vector<rocksdb::ColumnFamilyDescriptor> families;
   families.emplace_back(rocksdb::kDefaultColumnFamilyName,
@@ -324,7 +335,8 @@ absl::StatusOr<std::shared_ptr<const OpenDatabase>> OpenRocksDb(
     const Table table = static_cast<Table>(i);
     families.emplace_back(
         std::string(TableName(table)),
-        TableOptions(table, cache, resources.parts().arena_block_bytes));
+        TableOptions(table, cache, resources.parts().arena_block_bytes,
+                     memtables));
   }
 
   std::vector<rocksdb::ColumnFamilyHandle*> handles;

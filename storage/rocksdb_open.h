@@ -14,6 +14,7 @@
 #include "rocksdb/db.h"
 #include "rocksdb/status.h"
 #include "rocksdb/write_buffer_manager.h"
+#include "storage/memtables.h"
 #include "storage/message_store.h"
 #include "storage/rocksdb_store.h"
 
@@ -28,6 +29,10 @@ struct RocksDbResources::Parts {
 // The one place where a rocksdb::Status becomes an absl::Status. `context`
 // says what was being done, and to which path.
 absl::Status ToStatus(const rocksdb::Status& s, const std::string& context);
+
+// Whether `table`'s memtables are a StoreMemtables': every table but
+// counters (whose merges read the memtable on write) and meta.
+bool HasStoreMemtables(Table table);
 
 // One open RocksDB with its column family handles; closes it when
 // destroyed. Immutable once opened, so threads share it freely.
@@ -50,10 +55,12 @@ struct OpenDatabase {
 };
 
 // Opens (or creates) the database in `path`, with every Table's column
-// family, on `resources`' block cache and memtable budget. Errors as
+// family, on `resources`' block cache and memtable budget, and `memtables`
+// for the tables StoreMemtables says. Errors as
 // ToStatus makes them, naming the path.
 absl::StatusOr<std::shared_ptr<const OpenDatabase>> OpenRocksDb(
-    const std::string& path, const RocksDbResources& resources);
+    const std::string& path, const RocksDbResources& resources,
+    std::shared_ptr<StoreMemtables> memtables);
 
 }  // namespace hourglass::storage
 

@@ -40,11 +40,13 @@ class RocksDbStoreImpl final : public MessageStore {
   RocksDbStoreImpl(std::string path, bool sync,
                    std::unique_ptr<DataDirLock> lock,
                    std::shared_ptr<RocksDbResources> resources,
+                   std::shared_ptr<StoreMemtables> memtables,
                    std::shared_ptr<const OpenDatabase> database)
       : path_(std::move(path)),
         sync_(sync),
         lock_(std::move(lock)),
         resources_(std::move(resources)),
+        memtables_(std::move(memtables)),
         database_(std::move(database)) {}
 
   ~RocksDbStoreImpl() override {
@@ -190,6 +192,33 @@ class RocksDbStoreImpl final : public MessageStore {
     return absl::OkStatus();
   }
 
+  void SetWriteOnly(bool write_only) override {
+    if (memtables_->set_write_only(write_only) == write_only) return;
+    // New memtables at once for the tables that hold keys (an empty one
+    // decides at its first key, StoreMemtables): while write-only, append
+    // memtables; after, sorted ones, as each read of an append memtable
+    // still written would sort a copy of it (one no longer written is
+    // sorted once, by its flush or the first read). The flush is only
+    // asked for: not waited for, nor held back to spare a write stall.
+    const std::shared_ptr<const OpenDatabase> database = Database();
+    if (database == nullptr) return;  // A reopen makes new ones.
+    std::vector<rocksdb::ColumnFamilyHandle*> tables;
+    for (int i = 0; i < kNumTables; ++i) {
+      if (HasStoreMemtables(static_cast<Table>(i))) {
+        tables.push_back(database->tables[i]);
+      }
+    }
+    rocksdb::FlushOptions flush;
+    flush.wait = false;
+    flush.allow_write_stall = true;
+    const rocksdb::Status s = database->db->Flush(flush, tables);
+    if (!s.ok()) {
+      spdlog::warn(
+          "data dir {}: cannot switch to new memtables (write-only: {}): {}",
+          path_, write_only, s.ToString());
+    }
+  }
+
   StoreStats Stats() override {
     StoreStats stats;
     const std::shared_ptr<const OpenDatabase> database = Database();
@@ -295,7 +324,7 @@ class RocksDbStoreImpl final : public MessageStore {
       database_.reset();
     }
     absl::StatusOr<std::shared_ptr<const OpenDatabase>> reopened =
-        OpenRocksDb(path_, *resources_);
+        OpenRocksDb(path_, *resources_, memtables_);
     if (!reopened.ok()) {
       spdlog::error("cannot reopen data dir {} after a failed write: {}", path_,
                     reopened.status().ToString());
@@ -397,6 +426,8 @@ class RocksDbStoreImpl final : public MessageStore {
   const std::unique_ptr<DataDirLock> lock_;
   // The block cache and memtable budget, kept across reopens.
   const std::shared_ptr<RocksDbResources> resources_;
+  // Which memtables new ones are (SetWriteOnly), kept across reopens.
+  const std::shared_ptr<StoreMemtables> memtables_;
 
   // Readers copy the pointer and use the database without the lock; only
   // Recover replaces it, when nobody holds a copy.
@@ -484,12 +515,13 @@ absl::StatusOr<std::unique_ptr<MessageStore>> RocksDbStore::Open(
     resources = RocksDbResources::Create(
         {.block_cache_bytes = options.block_cache_bytes});
   }
+  auto memtables = std::make_shared<StoreMemtables>();
   absl::StatusOr<std::shared_ptr<const OpenDatabase>> database =
-      OpenRocksDb(options.path, *resources);
+      OpenRocksDb(options.path, *resources, memtables);
   if (!database.ok()) return database.status();
   auto store = std::make_unique<RocksDbStoreImpl>(
       options.path, options.sync, *std::move(lock), std::move(resources),
-      *std::move(database));
+      std::move(memtables), *std::move(database));
   if (absl::Status version = UpgradeFormat(*store, options); !version.ok()) {
     return version;
   }

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cstdint>
 #include <filesystem>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <thread>
@@ -525,6 +526,75 @@ TEST_P(MessageStoreTest, SyncLogWhileWritingKeepsEveryWrite) {
   ASSERT_TRUE(store_->SyncLog().ok());
   Reopen();
   EXPECT_EQ(ScanAll(*store_, Table::kMessages).size(), 200u);
+}
+
+// A store written while write-only (a backup's copy) reads as one that
+// never was: during, after, and after a reopen. Writes before the hint go
+// to the memtables it replaces, writes during it to new ones (append memtables,
+// in RocksDbStore).
+TEST_P(MessageStoreTest, WhatIsWrittenWhileWriteOnlyReadsTheSame) {
+  WriteBatch before;
+  before.Put(Table::kMessages, MessageKey(5), "m5");
+  before.Put(Table::kSchedule, ScheduleKey({200, 3}), "c");
+  ASSERT_TRUE(store_->Write(before).ok());
+  store_->SetWriteOnly(true);
+  // Keys out of order, one deleted and put again, in three tables.
+  WriteBatch during;
+  for (uint64_t i : {9, 2, 7, 1, 8}) {
+    during.Put(Table::kMessages, MessageKey(i), absl::StrCat("m", i));
+  }
+  during.Delete(Table::kMessages, MessageKey(7));
+  during.Put(Table::kSchedule, ScheduleKey({300, 1}), "a");
+  during.Put(Table::kSchedule, ScheduleKey({100, 2}), "b");
+  during.Add("c", 4);
+  ASSERT_TRUE(store_->Write(during).ok());
+  WriteBatch later;
+  later.Put(Table::kMessages, MessageKey(7), "again");
+  later.Delete(Table::kSchedule, ScheduleKey({300, 1}));
+  ASSERT_TRUE(store_->Write(later).ok());
+
+  KeyValues messages = {{MessageKey(1), "m1"}, {MessageKey(2), "m2"},
+                        {MessageKey(5), "m5"}, {MessageKey(7), "again"},
+                        {MessageKey(8), "m8"}, {MessageKey(9), "m9"}};
+  auto expect_contents = [&] {
+    EXPECT_EQ(ScanAll(*store_, Table::kMessages), messages);
+    KeyValues from_3_to_8;
+    std::copy_if(messages.begin(), messages.end(),
+                 std::back_inserter(from_3_to_8), [](const auto& kv) {
+                   return kv.first >= MessageKey(3) && kv.first < MessageKey(8);
+                 });
+    EXPECT_EQ(ScanAll(*store_, Table::kMessages, MessageKey(3), MessageKey(8)),
+              from_3_to_8);
+    EXPECT_THAT(Get(Table::kMessages, MessageKey(9)),
+                Optional(std::string("m9")));
+    EXPECT_EQ(Get(Table::kMessages, MessageKey(4)), std::nullopt);
+    EXPECT_THAT(store_->LastKey(Table::kMessages).value(),
+                Optional(messages.back().first));
+    EXPECT_THAT(ScanAll(*store_, Table::kSchedule),
+                ElementsAre(Pair(ScheduleKey({100, 2}), "b"),
+                            Pair(ScheduleKey({200, 3}), "c")));
+    EXPECT_THAT(store_->NonZeroCounters(), ElementsAre(Pair("c", 4)));
+  };
+  {
+    SCOPED_TRACE("write-only");
+    expect_contents();
+  }
+  store_->SetWriteOnly(false);
+  {
+    SCOPED_TRACE("no longer write-only");
+    expect_contents();
+  }
+  WriteBatch after;
+  after.Put(Table::kMessages, MessageKey(3), "m3");
+  ASSERT_TRUE(store_->Write(after).ok());
+  messages.insert(messages.begin() + 2, {MessageKey(3), "m3"});
+  {
+    SCOPED_TRACE("written after");
+    expect_contents();
+  }
+  Reopen();
+  SCOPED_TRACE("reopened");
+  expect_contents();
 }
 
 INSTANTIATE_TEST_SUITE_P(Implementations, MessageStoreTest,
