@@ -209,8 +209,11 @@ absl::StatusOr<std::unique_ptr<ShardHost>> ClusterNode::OpenHost(int shard) {
   auto open_store = [sync = o.sync,
                      resources = resources_](const std::string& dir)
       -> absl::StatusOr<std::unique_ptr<storage::MessageStore>> {
-    return storage::RocksDbStore::Open(
-        {.path = dir, .sync = sync, .shared = resources});
+    // Backups' copies append to their memtables (Replica::Open).
+    return storage::RocksDbStore::Open({.path = dir,
+                                        .sync = sync,
+                                        .shared = resources,
+                                        .switchable_memtables = true});
   };
   const std::string store_dir = ShardDir(o.data_dir, shard);
   absl::StatusOr<std::unique_ptr<storage::MessageStore>> store =

@@ -270,7 +270,9 @@ rocksdb::ColumnFamilyOptions TableOptions(
     cf.memtable_insert_with_hint_prefix_extractor =
         std::make_shared<TrailingIntegersPrefix>(*integers);
   }
-  if (HasStoreMemtables(table)) cf.memtable_factory = memtables;
+  if (memtables != nullptr && HasStoreMemtables(table)) {
+    cf.memtable_factory = memtables;
+  }
   cf.table_factory.reset(rocksdb::NewBlockBasedTableFactory(blocks));
   return cf;
 }
@@ -326,7 +328,7 @@ absl::StatusOr<std::shared_ptr<const OpenDatabase>> OpenRocksDb(
   // Append memtables (StoreMemtables) take one insert at a time: a write
   // group's leader inserts its members' batches itself. A store has few
   // writers anyway, mostly one (its commit queue's, or its replica's).
-  db_options.allow_concurrent_memtable_write = false;
+  if (memtables != nullptr) db_options.allow_concurrent_memtable_write = false;
 
   std::vector<rocksdb::ColumnFamilyDescriptor> families;
   families.emplace_back(rocksdb::kDefaultColumnFamilyName,

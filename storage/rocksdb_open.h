@@ -55,9 +55,9 @@ struct OpenDatabase {
 };
 
 // Opens (or creates) the database in `path`, with every Table's column
-// family, on `resources`' block cache and memtable budget, and `memtables`
-// for the tables StoreMemtables says. Errors as
-// ToStatus makes them, naming the path.
+// family, on `resources`' block cache and memtable budget, and with
+// `memtables` for the tables HasStoreMemtables names (none: RocksDB's
+// skiplists). Errors as ToStatus makes them, naming the path.
 absl::StatusOr<std::shared_ptr<const OpenDatabase>> OpenRocksDb(
     const std::string& path, const RocksDbResources& resources,
     std::shared_ptr<StoreMemtables> memtables);

@@ -193,6 +193,7 @@ class RocksDbStoreImpl final : public MessageStore {
   }
 
   void SetWriteOnly(bool write_only) override {
+    if (memtables_ == nullptr) return;  // Not switchable_memtables.
     if (memtables_->set_write_only(write_only) == write_only) return;
     // New memtables at once for the tables that hold keys (an empty one
     // decides at its first key, StoreMemtables): while write-only, append
@@ -426,7 +427,8 @@ class RocksDbStoreImpl final : public MessageStore {
   const std::unique_ptr<DataDirLock> lock_;
   // The block cache and memtable budget, kept across reopens.
   const std::shared_ptr<RocksDbResources> resources_;
-  // Which memtables new ones are (SetWriteOnly), kept across reopens.
+  // Which memtables new ones are (SetWriteOnly), kept across reopens; null
+  // without RocksDbStoreOptions::switchable_memtables.
   const std::shared_ptr<StoreMemtables> memtables_;
 
   // Readers copy the pointer and use the database without the lock; only
@@ -515,7 +517,10 @@ absl::StatusOr<std::unique_ptr<MessageStore>> RocksDbStore::Open(
     resources = RocksDbResources::Create(
         {.block_cache_bytes = options.block_cache_bytes});
   }
-  auto memtables = std::make_shared<StoreMemtables>();
+  std::shared_ptr<StoreMemtables> memtables;
+  if (options.switchable_memtables) {
+    memtables = std::make_shared<StoreMemtables>();
+  }
   absl::StatusOr<std::shared_ptr<const OpenDatabase>> database =
       OpenRocksDb(options.path, *resources, memtables);
   if (!database.ok()) return database.status();

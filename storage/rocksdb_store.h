@@ -72,6 +72,13 @@ struct RocksDbStoreOptions {
   // budget of 128 MiB of the store's own).
   std::shared_ptr<RocksDbResources> shared;
 
+  // Gives the tables memtables that follow SetWriteOnly
+  // (storage/memtables.h), for a store that may be a backup's copy (cluster
+  // mode): append memtables while write-only, skiplists otherwise, through
+  // one more indirection per memtable call, and without concurrent
+  // memtable writes. Without it, SetWriteOnly does nothing. Default: false.
+  bool switchable_memtables = false;
+
   // Called once Open has upgraded the data in place from an older format
   // version (`from`) to RocksDbStore::kFormatVersion, after the upgrade is
   // durable. Default: none.

@@ -58,14 +58,17 @@ class MessageStoreTest : public ::testing::TestWithParam<std::string> {
   void SetUp() override { Reopen(); }
 
   // Closes and opens the store again. The memory store keeps its object (it
-  // has nothing to reopen); RocksDB reopens from disk.
+  // has nothing to reopen); RocksDB reopens from disk, with memtables that
+  // follow SetWriteOnly for "rocksdb_switchable".
   void Reopen() {
     if (GetParam() == "memory") {
       if (store_ == nullptr) store_ = MemoryStore::Open();
       return;
     }
     store_.reset();
-    auto store = RocksDbStore::Open({.path = dir_.path() + "/data"});
+    auto store = RocksDbStore::Open(
+        {.path = dir_.path() + "/data",
+         .switchable_memtables = GetParam() == "rocksdb_switchable"});
     ASSERT_TRUE(store.ok()) << store.status();
     store_ = *std::move(store);
   }
@@ -598,7 +601,8 @@ TEST_P(MessageStoreTest, WhatIsWrittenWhileWriteOnlyReadsTheSame) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Implementations, MessageStoreTest,
-                         ::testing::Values("memory", "rocksdb"),
+                         ::testing::Values("memory", "rocksdb",
+                                           "rocksdb_switchable"),
                          [](const auto& info) { return info.param; });
 
 TEST(RocksDbStoreTest, SecondOpenOfADataDirIsRefusedNamingIt) {
