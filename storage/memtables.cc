@@ -105,6 +105,25 @@ class AppendMemtable final : public rocksdb::MemTableRep {
     return memory_.load(std::memory_order_relaxed);
   }
 
+  // RocksDB's own Get (MemTableRep::Get) seeks an iterator it asks of
+  // GetDynamicPrefixIterator and never frees it, and its LookupKey is not in
+  // the public headers, so this Get cannot do without it: it calls RocksDB's
+  // and frees the iterator when that returns.
+  void Get(const rocksdb::LookupKey& key, void* callback_args,
+           bool (*callback)(void* arg, const char* entry)) override {
+    GetScope scope(this);
+    rocksdb::MemTableRep::Get(key, callback_args, callback);
+  }
+  Iterator* GetDynamicPrefixIterator(rocksdb::Arena* arena) override {
+    if (arena == nullptr && current_get != nullptr &&
+        current_get->memtable == this) {
+      current_get->iterators.push_back(
+          std::make_unique<SortedIterator>(Sorted(), compare_));
+      return current_get->iterators.back().get();
+    }
+    return GetIterator(arena);
+  }
+
   Iterator* GetIterator(rocksdb::Arena* arena) override {
     std::shared_ptr<const Keys> keys = Sorted();
     if (arena == nullptr) return new SortedIterator(std::move(keys), compare_);
@@ -122,6 +141,20 @@ class AppendMemtable final : public rocksdb::MemTableRep {
   }
 
  private:
+  // A Get of this thread under way (current_get), and the iterators it
+  // asked for, freed when it returns.
+  struct GetScope {
+    explicit GetScope(const AppendMemtable* memtable)
+        : memtable(memtable), outer(current_get) {
+      current_get = this;
+    }
+    ~GetScope() { current_get = outer; }
+    const AppendMemtable* const memtable;
+    GetScope* const outer;
+    std::vector<std::unique_ptr<Iterator>> iterators;
+  };
+  static thread_local GetScope* current_get;
+
   // Every key, in order. A read-only memtable's are sorted once and kept;
   // a written one's are sorted into a copy for each call.
   std::shared_ptr<const Keys> Sorted() const {
@@ -164,6 +197,8 @@ class AppendMemtable final : public rocksdb::MemTableRep {
   // RocksDB asks after every insert.
   mutable std::atomic<size_t> memory_{0};
 };
+
+thread_local AppendMemtable::GetScope* AppendMemtable::current_get = nullptr;
 
 // What StoreMemtables makes: a memtable that becomes a skiplist or an
 // append memtable at its first key (or iterator), as its store is then,
