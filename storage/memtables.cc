@@ -252,17 +252,18 @@ class DeferredMemtable final : public rocksdb::MemTableRep {
   // iterators, which RocksDB may place in its arena: only a real memtable
   // knows how, so making one makes the choice.
   bool Contains(const char* key) const override {
-    rocksdb::MemTableRep* rep = chosen_.load(std::memory_order_acquire);
+    rocksdb::MemTableRep* rep = Current();
     return rep != nullptr && rep->Contains(key);
   }
   void Get(const rocksdb::LookupKey& key, void* callback_args,
            bool (*callback)(void* arg, const char* entry)) override {
-    rocksdb::MemTableRep* rep = chosen_.load(std::memory_order_acquire);
-    if (rep != nullptr) rep->Get(key, callback_args, callback);
+    if (rocksdb::MemTableRep* rep = Current()) {
+      rep->Get(key, callback_args, callback);
+    }
   }
   uint64_t ApproximateNumEntries(const rocksdb::Slice& start,
                                  const rocksdb::Slice& end) override {
-    rocksdb::MemTableRep* rep = chosen_.load(std::memory_order_acquire);
+    rocksdb::MemTableRep* rep = Current();
     return rep == nullptr ? 0 : rep->ApproximateNumEntries(start, end);
   }
   void UniqueRandomSample(uint64_t num_entries, uint64_t target_sample_size,
@@ -270,7 +271,7 @@ class DeferredMemtable final : public rocksdb::MemTableRep {
     Chosen().UniqueRandomSample(num_entries, target_sample_size, entries);
   }
   size_t ApproximateMemoryUsage() override {
-    rocksdb::MemTableRep* rep = chosen_.load(std::memory_order_acquire);
+    rocksdb::MemTableRep* rep = Current();
     return rep == nullptr ? 0 : rep->ApproximateMemoryUsage();
   }
   Iterator* GetIterator(rocksdb::Arena* arena) override {
@@ -280,20 +281,21 @@ class DeferredMemtable final : public rocksdb::MemTableRep {
     return Chosen().GetDynamicPrefixIterator(arena);
   }
   void MarkReadOnly() override {
-    if (rocksdb::MemTableRep* rep = chosen_.load(std::memory_order_acquire)) {
-      rep->MarkReadOnly();
-    }
+    if (rocksdb::MemTableRep* rep = Current()) rep->MarkReadOnly();
   }
   void MarkFlushed() override {
-    if (rocksdb::MemTableRep* rep = chosen_.load(std::memory_order_acquire)) {
-      rep->MarkFlushed();
-    }
+    if (rocksdb::MemTableRep* rep = Current()) rep->MarkFlushed();
   }
 
  private:
+  // What it became, or null before the choice.
+  rocksdb::MemTableRep* Current() const {
+    return chosen_.load(std::memory_order_acquire);
+  }
+  // What it became, choosing now if it has not.
   rocksdb::MemTableRep& Chosen() {
-    rocksdb::MemTableRep* rep = chosen_.load(std::memory_order_acquire);
-    if (rep != nullptr) return *rep;
+    if (rocksdb::MemTableRep* rep = Current()) return *rep;
+    rocksdb::MemTableRep* rep;
     absl::MutexLock lock(&choose_mu_);
     rep = chosen_.load(std::memory_order_relaxed);
     if (rep == nullptr) {
