@@ -13,6 +13,8 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   librocksdb-dev libabsl-dev libspdlog-dev libcli11-dev libcpp-httplib-dev
   prometheus-cpp-dev libssl-dev
+  # hourglassd's memory allocator (cmd/hourglassd/allocator.h).
+  libjemalloc-dev
   # Tests and benchmarks.
   libgtest-dev libgmock-dev libbenchmark-dev grpc-proto openssl
   # Cluster mode's tests (tests/cluster) start a real etcd, /usr/bin/etcd,

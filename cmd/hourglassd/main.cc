@@ -39,6 +39,7 @@
 #include "broker/clock.h"
 #include "broker/engine.h"
 #include "broker/metrics.h"
+#include "cmd/hourglassd/allocator.h"
 #include "cmd/hourglassd/cluster_flags.h"
 #include "cmd/hourglassd/cluster_join.h"
 #include "cmd/hourglassd/sd_notify.h"
@@ -335,7 +336,8 @@ int main(int argc, char** argv) {
         "hourglassd ", HOURGLASS_VERSION, " (data format ",
         hourglass::storage::RocksDbStore::kFormatVersion, "; opens formats ",
         hourglass::storage::RocksDbStore::kOldestFormatVersion, " to ",
-        hourglass::storage::RocksDbStore::kFormatVersion, ")\n");
+        hourglass::storage::RocksDbStore::kFormatVersion, ")\n",
+        "memory allocator: ", hourglass::hourglassd::AllocatorName(), "\n");
   };
   absl::SetFlagsUsageConfig(usage);
   absl::ParseCommandLine(argc, argv);
