@@ -31,25 +31,60 @@ namespace {
 
 using ::testing::ElementsAreArray;
 
-// RocksDB's memtable entries begin with their key's length (a varint);
-// these keys are short, so one byte. Compared bytewise.
+// RocksDB's memtable entries: their internal key's length (a varint; these
+// keys are short, so one byte), then the internal key: the user key and 8
+// bytes of sequence number and type, little-endian. Ordered as RocksDB's
+// memtables order them: user keys bytewise, then the newest first.
 class TestComparator final : public rocksdb::MemTableRep::KeyComparator {
  public:
   int operator()(const char* a, const char* b) const override {
-    return rocksdb::GetLengthPrefixedSlice(a).compare(
-        rocksdb::GetLengthPrefixedSlice(b));
+    return Compare(rocksdb::GetLengthPrefixedSlice(a),
+                   rocksdb::GetLengthPrefixedSlice(b));
   }
   int operator()(const char* a, const rocksdb::Slice& key) const override {
-    return rocksdb::GetLengthPrefixedSlice(a).compare(key);
+    return Compare(rocksdb::GetLengthPrefixedSlice(a), key);
+  }
+
+ private:
+  static int Compare(const rocksdb::Slice& a, const rocksdb::Slice& b) {
+    const int users = rocksdb::Slice(a.data(), a.size() - 8)
+                          .compare(rocksdb::Slice(b.data(), b.size() - 8));
+    if (users != 0) return users;
+    const uint64_t trailer_a = Trailer(a), trailer_b = Trailer(b);
+    return trailer_a > trailer_b ? -1 : trailer_a < trailer_b ? 1 : 0;
+  }
+  static uint64_t Trailer(const rocksdb::Slice& key) {
+    uint64_t trailer = 0;
+    for (int i = 7; i >= 0; --i) {
+      trailer = trailer << 8 |
+                static_cast<unsigned char>(key.data()[key.size() - 8 + i]);
+    }
+    return trailer;
   }
 };
 
+// The internal key of `user_key` at `sequence`, a value's (type 1).
+std::string InternalKey(const std::string& user_key, uint64_t sequence = 1) {
+  std::string key = user_key;
+  uint64_t trailer = sequence << 8 | 1;
+  for (int i = 0; i < 8; ++i, trailer >>= 8) {
+    key.push_back(static_cast<char>(trailer & 0xff));
+  }
+  return key;
+}
+
+// A memtable entry of `internal_key`, as RocksDB lays it out.
+std::string Entry(const std::string& internal_key) {
+  return std::string(1, static_cast<char>(internal_key.size())) + internal_key;
+}
+
 class AppendMemtableTest : public ::testing::Test {
  protected:
-  // Inserts `key`, as RocksDB would an entry it allocated.
-  void Insert(const std::string& key) {
-    ASSERT_LT(key.size(), 128u);
-    entries_.push_back(std::string(1, static_cast<char>(key.size())) + key);
+  // Inserts `user_key` at `sequence`, as RocksDB would an entry it
+  // allocated.
+  void Insert(const std::string& user_key, uint64_t sequence = 1) {
+    ASSERT_LT(user_key.size() + 8, 128u);
+    entries_.push_back(Entry(InternalKey(user_key, sequence)));
     memtable_->Insert(const_cast<char*>(entries_.back().data()));
   }
 
@@ -64,8 +99,10 @@ class AppendMemtableTest : public ::testing::Test {
     for (it.SeekToLast(); it.Valid(); it.Prev()) keys.push_back(Key(it));
     return keys;
   }
+  // The user key of the entry `it` is at.
   static std::string Key(const rocksdb::MemTableRep::Iterator& it) {
-    return rocksdb::GetLengthPrefixedSlice(it.key()).ToString();
+    const rocksdb::Slice key = rocksdb::GetLengthPrefixedSlice(it.key());
+    return std::string(key.data(), key.size() - 8);
   }
 
   // Checks a full read of the memtable against `model`: both directions,
@@ -92,19 +129,20 @@ class AppendMemtableTest : public ::testing::Test {
     targets.push_back("");
     targets.push_back("\xff\xff");
     for (const std::string& target : targets) {
-      const std::string encoded =
-          std::string(1, static_cast<char>(target.size())) + target;
+      // At the sequence of every entry: a key the model holds is found.
+      const std::string internal_key = InternalKey(target);
+      const std::string encoded = Entry(internal_key);
       auto at_or_after = model.lower_bound(target);
       for (const char* memtable_key :
            {encoded.c_str(), static_cast<const char*>(nullptr)}) {
-        it->Seek(target, memtable_key);
+        it->Seek(internal_key, memtable_key);
         if (at_or_after == model.end()) {
           EXPECT_FALSE(it->Valid()) << "Seek " << target;
         } else {
           ASSERT_TRUE(it->Valid()) << "Seek " << target;
           EXPECT_EQ(Key(*it), *at_or_after);
         }
-        it->SeekForPrev(target, memtable_key);
+        it->SeekForPrev(internal_key, memtable_key);
         auto after = model.upper_bound(target);
         if (after == model.begin()) {
           EXPECT_FALSE(it->Valid()) << "SeekForPrev " << target;
@@ -166,6 +204,56 @@ TEST_F(AppendMemtableTest, KeysInAndOutOfOrderAreReadInOrder) {
   SCOPED_TRACE("read-only");
   ExpectHolds(model, true);
   ExpectHolds(model, false);
+}
+
+// The keys of a flush's sort as they come: sharing a long prefix (a
+// topic's due keys), differing only past the first 16 bytes after it, one a
+// prefix of another, a 0 byte where another key ends, and one user key at
+// several sequence numbers (the newest is read first). Inserted in a
+// seeded random order, most out of order; read back in RocksDB's order.
+TEST_F(AppendMemtableTest, OutOfOrderKeysSortAsRocksDbOrdersThem) {
+  const uint32_t seed = std::random_device()();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  std::cout << "seed " << seed << std::endl;
+  std::mt19937 random(seed);
+  const std::string topic = std::string("orders.eu-west", 15);  // ends in \0
+  std::vector<std::pair<std::string, uint64_t>> expected;
+  for (int due = 0; due < 40; ++due) {
+    for (int sequence = 0; sequence < 3; ++sequence) {
+      // 8 bytes of due time, the first 7 of them equal, then a sequence.
+      std::string key = topic + std::string(7, '\0') +
+                        static_cast<char>(due) + std::string(7, '\0') +
+                        static_cast<char>(sequence);
+      expected.emplace_back(key, 5);
+    }
+  }
+  expected.emplace_back(topic + "a", 5);
+  expected.emplace_back(topic + "ab", 5);
+  expected.emplace_back(topic + std::string("ab\0", 3), 5);
+  expected.emplace_back(topic + "abcdefghijklmnop1", 5);
+  expected.emplace_back(topic + "abcdefghijklmnop2", 5);
+  for (uint64_t sequence : {9, 7, 3}) expected.emplace_back(topic + "b", sequence);
+  std::vector<std::pair<std::string, uint64_t>> order = expected;
+  std::shuffle(order.begin(), order.end(), random);
+  for (const auto& [key, sequence] : order) Insert(key, sequence);
+
+  for (bool read_only : {false, true}) {
+    if (read_only) memtable_->MarkReadOnly();
+    SCOPED_TRACE(read_only ? "read-only" : "written");
+    std::unique_ptr<rocksdb::MemTableRep::Iterator> it(
+        memtable_->GetIterator(nullptr));
+    std::vector<std::pair<std::string, uint64_t>> read;
+    for (it->SeekToFirst(); it->Valid(); it->Next()) {
+      const rocksdb::Slice key = rocksdb::GetLengthPrefixedSlice(it->key());
+      uint64_t trailer = 0;
+      for (int i = 7; i >= 0; --i) {
+        trailer = trailer << 8 |
+                  static_cast<unsigned char>(key.data()[key.size() - 8 + i]);
+      }
+      read.emplace_back(Key(*it), trailer >> 8);
+    }
+    EXPECT_THAT(read, ElementsAreArray(expected));
+  }
 }
 
 // An iterator reads what the memtable held when it was made, however much
