@@ -112,22 +112,29 @@ class CounterAddOperator final : public rocksdb::AssociativeMergeOperator {
 // in front of the fixed-width integers. The memtable keeps, per prefix, where
 // its last key went, and queue keys of one prefix are written and deleted
 // mostly in increasing order, so the next insert starts its search there
-// instead of at the top of the skiplist.
+// instead of at the top of the skiplist. While the table's StoreMemtables
+// (`memtables`, if any) make append memtables, which take no hints, no key
+// is in its domain: RocksDB would otherwise hash each key's prefix and look
+// it up in its table of hints (a tenth of a backup's apply thread).
 class TrailingIntegersPrefix final : public rocksdb::SliceTransform {
  public:
-  explicit TrailingIntegersPrefix(size_t suffix_bytes)
+  TrailingIntegersPrefix(size_t suffix_bytes,
+                         std::shared_ptr<const StoreMemtables> memtables)
       : suffix_bytes_(suffix_bytes),
+        memtables_(std::move(memtables)),
         name_(absl::StrCat("HourglassTrailingIntegers", suffix_bytes)) {}
   const char* Name() const override { return name_.c_str(); }
   rocksdb::Slice Transform(const rocksdb::Slice& key) const override {
     return rocksdb::Slice(key.data(), key.size() - suffix_bytes_);
   }
   bool InDomain(const rocksdb::Slice& key) const override {
-    return key.size() >= suffix_bytes_;
+    return key.size() >= suffix_bytes_ &&
+           (memtables_ == nullptr || !memtables_->write_only());
   }
 
  private:
   const size_t suffix_bytes_;
+  const std::shared_ptr<const StoreMemtables> memtables_;
   const std::string name_;
 };
 
@@ -266,12 +273,12 @@ rocksdb::ColumnFamilyOptions TableOptions(
           rocksdb::NewCompactOnDeletionCollectorFactory(8192, 4096));
       break;
   }
+  const bool switchable = memtables != nullptr && HasStoreMemtables(table);
+  if (switchable) cf.memtable_factory = memtables;
   if (std::optional<size_t> integers = HintedIntegerBytes(table)) {
     cf.memtable_insert_with_hint_prefix_extractor =
-        std::make_shared<TrailingIntegersPrefix>(*integers);
-  }
-  if (memtables != nullptr && HasStoreMemtables(table)) {
-    cf.memtable_factory = memtables;
+        std::make_shared<TrailingIntegersPrefix>(
+            *integers, switchable ? memtables : nullptr);
   }
   cf.table_factory.reset(rocksdb::NewBlockBasedTableFactory(blocks));
   return cf;
