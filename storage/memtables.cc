@@ -15,6 +15,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
 #include "rocksdb/slice.h"
 
 namespace hourglass::storage {
@@ -58,13 +59,14 @@ std::string_view UserKey(const char* entry) {
 // and comes first); only entries of equal rank are compared in full.
 // Before, every comparison was in full: decoding both entries and a memcmp
 // were most of a backup's flush sort.
-Keys SortedEntries(const Keys& in_order, const Keys& others,
+Keys SortedEntries(absl::Span<const char* const> in_order,
+                   absl::Span<const char* const> others,
                    const Compare& compare) {
-  if (others.empty()) return in_order;
+  if (others.empty()) return Keys(in_order.begin(), in_order.end());
   const std::string_view first = UserKey(others.front());
   size_t shared = first.size();
-  for (const Keys* keys : {&in_order, &others}) {
-    for (const char* key : *keys) {
+  for (absl::Span<const char* const> keys : {in_order, others}) {
+    for (const char* key : keys) {
       const std::string_view user = UserKey(key);
       shared = std::min(shared, user.size());
       shared = static_cast<size_t>(
@@ -78,7 +80,7 @@ Keys SortedEntries(const Keys& in_order, const Keys& others,
     uint64_t low;
     const char* key;
   };
-  auto rank = [shared](const Keys& keys) {
+  auto rank = [shared](absl::Span<const char* const> keys) {
     // 8 bytes of `user` from `at`, as described above.
     auto eight_bytes = [](std::string_view user, size_t at) {
       uint64_t bytes = 0;
@@ -117,6 +119,51 @@ Keys SortedEntries(const Keys& in_order, const Keys& others,
   assert(std::is_sorted(keys.begin(), keys.end(), Less{&compare}));
   return keys;
 }
+
+// Keys that one writer appends without a lock, and readers read under a
+// lock of their owner's, which the writer takes only to move them to a
+// larger buffer: a key is stored before the size that covers it is
+// published. (A lock per key was a tenth of a backup's apply thread.)
+class AppendArray {
+ public:
+  // The writer's own: whether it appended nothing yet, and the last key.
+  bool empty() const { return size_.load(std::memory_order_relaxed) == 0; }
+  const char* back() const {
+    return data_[size_.load(std::memory_order_relaxed) - 1];
+  }
+  // The writer's: appends `key`, holding `mu` while it moves the keys.
+  void Append(const char* key, absl::Mutex& mu) {
+    const size_t size = size_.load(std::memory_order_relaxed);
+    if (size == capacity_) {
+      absl::MutexLock lock(&mu);
+      const size_t capacity = std::max<size_t>(1024, 2 * capacity_);
+      auto data = std::make_unique<const char*[]>(capacity);
+      std::copy_n(data_.get(), size, data.get());
+      data_ = std::move(data);
+      capacity_ = capacity;
+    }
+    data_[size] = key;
+    size_.store(size + 1, std::memory_order_release);
+  }
+
+  // Readers', holding the `mu` of Append: the keys appended so far.
+  absl::Span<const char* const> keys() const {
+    return {data_.get(), size_.load(std::memory_order_acquire)};
+  }
+  // Holding `mu`: how many keys fit before the keys move.
+  size_t capacity() const { return capacity_; }
+  // Holding `mu`, once nothing is appended any more: frees the keys.
+  void Clear() {
+    data_.reset();
+    capacity_ = 0;
+    size_.store(0, std::memory_order_relaxed);
+  }
+
+ private:
+  std::unique_ptr<const char*[]> data_;
+  size_t capacity_ = 0;
+  std::atomic<size_t> size_{0};
+};
 
 // Over a sorted array of keys that it shares.
 class SortedIterator final : public rocksdb::MemTableRep::Iterator {
@@ -169,15 +216,19 @@ class AppendMemtable final : public rocksdb::MemTableRep {
   AppendMemtable(const Compare& compare, rocksdb::Allocator* allocator)
       : rocksdb::MemTableRep(allocator), compare_(compare) {}
 
+  // The writer's (RocksDB's contract: one at a time); takes mu_ only when
+  // an array grows.
   void Insert(rocksdb::KeyHandle handle) override {
     const char* key = static_cast<const char*>(handle);
-    absl::MutexLock lock(&mu_);
-    if (in_order_.empty() || compare_(in_order_.back(), key) < 0) {
-      in_order_.push_back(key);
-    } else {
-      out_of_order_.push_back(key);
+    AppendArray& keys = in_order_.empty() || compare_(in_order_.back(), key) < 0
+                            ? in_order_
+                            : out_of_order_;
+    const size_t capacity = keys.capacity();
+    keys.Append(key, mu_);
+    if (keys.capacity() != capacity) {
+      absl::MutexLock lock(&mu_);
+      CountMemoryLocked();
     }
-    CountMemoryLocked();
   }
 
   bool Contains(const char* key) const override {
@@ -250,11 +301,11 @@ class AppendMemtable final : public rocksdb::MemTableRep {
     absl::MutexLock lock(&mu_);
     if (sorted_ != nullptr) return sorted_;
     auto keys = std::make_shared<Keys>(
-        SortedEntries(in_order_, out_of_order_, compare_));
+        SortedEntries(in_order_.keys(), out_of_order_.keys(), compare_));
     if (read_only_) {
       sorted_ = keys;
-      in_order_ = Keys();
-      out_of_order_ = Keys();
+      in_order_.Clear();
+      out_of_order_.Clear();
       CountMemoryLocked();
     }
     return keys;
@@ -269,9 +320,10 @@ class AppendMemtable final : public rocksdb::MemTableRep {
 
   const Compare& compare_;
   mutable absl::Mutex mu_;
-  // Sorted() of a read-only memtable moves the keys into sorted_.
-  mutable Keys in_order_ ABSL_GUARDED_BY(mu_);
-  mutable Keys out_of_order_ ABSL_GUARDED_BY(mu_);
+  // Appended by the writer; read under mu_. Sorted() of a read-only
+  // memtable moves the keys into sorted_.
+  mutable AppendArray in_order_;
+  mutable AppendArray out_of_order_;
   mutable std::shared_ptr<const Keys> sorted_ ABSL_GUARDED_BY(mu_);
   bool read_only_ ABSL_GUARDED_BY(mu_) = false;
   struct alignas(SortedIterator) IteratorStorage {

@@ -6,6 +6,7 @@
 #include "storage/memtables.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <deque>
@@ -15,6 +16,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -195,7 +197,8 @@ TEST_F(AppendMemtableTest, KeysInAndOutOfOrderAreReadInOrder) {
       if (!model.insert(key).second) continue;  // Entries are unique.
       Insert(key);
     }
-    SCOPED_TRACE(::testing::Message() << "written, " << model.size() << " keys");
+    SCOPED_TRACE(::testing::Message()
+                 << "written, " << model.size() << " keys");
     ExpectHolds(model, round % 2 == 0);
   }
   EXPECT_GE(memtable_->ApproximateMemoryUsage(),
@@ -221,9 +224,8 @@ TEST_F(AppendMemtableTest, OutOfOrderKeysSortAsRocksDbOrdersThem) {
   for (int due = 0; due < 40; ++due) {
     for (int sequence = 0; sequence < 3; ++sequence) {
       // 8 bytes of due time, the first 7 of them equal, then a sequence.
-      std::string key = topic + std::string(7, '\0') +
-                        static_cast<char>(due) + std::string(7, '\0') +
-                        static_cast<char>(sequence);
+      std::string key = topic + std::string(7, '\0') + static_cast<char>(due) +
+                        std::string(7, '\0') + static_cast<char>(sequence);
       expected.emplace_back(key, 5);
     }
   }
@@ -232,7 +234,8 @@ TEST_F(AppendMemtableTest, OutOfOrderKeysSortAsRocksDbOrdersThem) {
   expected.emplace_back(topic + std::string("ab\0", 3), 5);
   expected.emplace_back(topic + "abcdefghijklmnop1", 5);
   expected.emplace_back(topic + "abcdefghijklmnop2", 5);
-  for (uint64_t sequence : {9, 7, 3}) expected.emplace_back(topic + "b", sequence);
+  for (uint64_t sequence : {9, 7, 3})
+    expected.emplace_back(topic + "b", sequence);
   std::vector<std::pair<std::string, uint64_t>> order = expected;
   std::shuffle(order.begin(), order.end(), random);
   for (const auto& [key, sequence] : order) Insert(key, sequence);
@@ -254,6 +257,53 @@ TEST_F(AppendMemtableTest, OutOfOrderKeysSortAsRocksDbOrdersThem) {
     }
     EXPECT_THAT(read, ElementsAreArray(expected));
   }
+}
+
+// The writer appends without the lock that readers take (but when an
+// array grows): a read alongside it sees keys in order, each one the
+// writer inserted, and never fewer than an earlier read saw. (CI runs this
+// under ThreadSanitizer too.)
+TEST_F(AppendMemtableTest, ReadsAlongsideTheWriterSeeWhatItInserted) {
+  constexpr int kKeys = 20000;
+  // Every fourth key out of order; all written before the writer starts,
+  // so that the reader may look them up.
+  std::vector<std::string> user_keys;
+  for (int i = 0; i < kKeys; ++i) {
+    char key[16];
+    std::snprintf(key, sizeof(key), "k%07d",
+                  i % 4 == 3 ? kKeys - i : i + kKeys);
+    user_keys.push_back(key);
+  }
+  std::vector<std::string> entries;
+  entries.reserve(kKeys);
+  for (const std::string& key : user_keys) {
+    entries.push_back(Entry(InternalKey(key)));
+  }
+  const std::set<std::string> inserted(user_keys.begin(), user_keys.end());
+  std::atomic<bool> done{false};
+  std::thread writer([&] {
+    for (std::string& entry : entries) memtable_->Insert(entry.data());
+    done.store(true);
+  });
+  size_t seen = 0;
+  int reads = 0;
+  bool last = false;
+  while (!last) {
+    last = done.load();  // The read after the writer is done sees all.
+    std::unique_ptr<rocksdb::MemTableRep::Iterator> it(
+        memtable_->GetIterator(nullptr));
+    const std::vector<std::string> read = Forward(*it);
+    ASSERT_TRUE(std::is_sorted(read.begin(), read.end()));
+    ASSERT_GE(read.size(), seen);
+    for (const std::string& key : read) {
+      ASSERT_EQ(inserted.count(key), 1u) << key;
+    }
+    seen = read.size();
+    ++reads;
+  }
+  writer.join();
+  std::cout << reads << " reads alongside the writer" << std::endl;
+  EXPECT_EQ(seen, static_cast<size_t>(kKeys));
 }
 
 // An iterator reads what the memtable held when it was made, however much
