@@ -57,10 +57,11 @@ class StoreMemtables final : public rocksdb::MemTableRepFactory {
 // compare bytewise (RocksDB's default comparator, every store table's): the
 // sort relies on it.
 //
-// While the memtable is written, each read sorts and merges a copy, under
-// the lock inserts take: for a store that reads seldom. Once it is
-// read-only (RocksDB marks it so when it switches to a new memtable), the
-// first read sorts it for good, and its flush and later reads use that.
+// While the memtable is written, each read sorts and merges a copy of the
+// keys inserted so far, under a lock that inserts take only to grow an
+// array: for a store that reads seldom. Once it is read-only (RocksDB marks
+// it so when it switches to a new memtable), the first read sorts it for
+// good, and its flush and later reads use that.
 //
 // Thread-safe as RocksDB's contract asks: one writer at a time (the
 // database opened without concurrent memtable writes), readers alongside.

@@ -7,7 +7,8 @@ namespace hourglass::hourglassd {
 
 // The memory allocator hourglassd was linked with, for --version: "jemalloc"
 // and its version (the default build, HOURGLASS_JEMALLOC), or "glibc malloc"
-// (builds with sanitizers, which bring allocators of their own).
+// (builds without it: the sanitizer presets, whose runtimes then put their
+// own allocator in glibc's place).
 //
 // Why jemalloc: a broker's threads allocate and free many small protobuf
 // and string pieces, with larger buffers among them; under glibc's malloc
