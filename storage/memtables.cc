@@ -16,6 +16,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
+#include "rocksdb/memtablerep.h"
 #include "rocksdb/slice.h"
 
 namespace hourglass::storage {
@@ -33,19 +34,11 @@ struct Less {
   const Compare* compare;
 };
 
-// The user key of a memtable entry: its internal key (after the varint32
-// of its length) without the 8 bytes of sequence number and type that end
-// every internal key.
+// The user key of a memtable entry: its internal key without the 8 bytes
+// of sequence number and type that end every internal key.
 std::string_view UserKey(const char* entry) {
-  const auto* p = reinterpret_cast<const unsigned char*>(entry);
-  uint32_t length = 0;
-  int shift = 0;
-  while (*p & 0x80) {
-    length |= (*p++ & 0x7fu) << shift;
-    shift += 7;
-  }
-  length |= static_cast<uint32_t>(*p++) << shift;
-  return {reinterpret_cast<const char*>(p), length - 8};
+  const rocksdb::Slice internal_key = rocksdb::GetLengthPrefixedSlice(entry);
+  return {internal_key.data(), internal_key.size() - 8};
 }
 
 // Every entry of `in_order` (sorted) and `others` (in any order), in the
@@ -63,17 +56,22 @@ Keys SortedEntries(absl::Span<const char* const> in_order,
                    absl::Span<const char* const> others,
                    const Compare& compare) {
   if (others.empty()) return Keys(in_order.begin(), in_order.end());
+  // The prefix all share. The in-order keys, sorted, share whatever their
+  // first and last share.
   const std::string_view first = UserKey(others.front());
   size_t shared = first.size();
-  for (absl::Span<const char* const> keys : {in_order, others}) {
-    for (const char* key : keys) {
-      const std::string_view user = UserKey(key);
-      shared = std::min(shared, user.size());
-      shared = static_cast<size_t>(
-          std::mismatch(first.begin(), first.begin() + shared, user.begin())
-              .first -
-          first.begin());
-    }
+  auto share = [&first, &shared](const char* key) {
+    const std::string_view user = UserKey(key);
+    shared = std::min(shared, user.size());
+    shared = static_cast<size_t>(
+        std::mismatch(first.begin(), first.begin() + shared, user.begin())
+            .first -
+        first.begin());
+  };
+  for (const char* key : others) share(key);
+  if (!in_order.empty()) {
+    share(in_order.front());
+    share(in_order.back());
   }
   struct Ranked {
     uint64_t high;
@@ -131,10 +129,12 @@ class AppendArray {
   const char* back() const {
     return data_[size_.load(std::memory_order_relaxed) - 1];
   }
-  // The writer's: appends `key`, holding `mu` while it moves the keys.
-  void Append(const char* key, absl::Mutex& mu) {
+  // The writer's: appends `key`, holding `mu` while it moves the keys;
+  // whether it moved them (the capacity grew).
+  bool Append(const char* key, absl::Mutex& mu) {
     const size_t size = size_.load(std::memory_order_relaxed);
-    if (size == capacity_) {
+    const bool grow = size == capacity_;
+    if (grow) {
       absl::MutexLock lock(&mu);
       const size_t capacity = std::max<size_t>(1024, 2 * capacity_);
       auto data = std::make_unique<const char*[]>(capacity);
@@ -144,6 +144,7 @@ class AppendArray {
     }
     data_[size] = key;
     size_.store(size + 1, std::memory_order_release);
+    return grow;
   }
 
   // Readers', holding the `mu` of Append: the keys appended so far.
@@ -223,9 +224,7 @@ class AppendMemtable final : public rocksdb::MemTableRep {
     AppendArray& keys = in_order_.empty() || compare_(in_order_.back(), key) < 0
                             ? in_order_
                             : out_of_order_;
-    const size_t capacity = keys.capacity();
-    keys.Append(key, mu_);
-    if (keys.capacity() != capacity) {
+    if (keys.Append(key, mu_)) {
       absl::MutexLock lock(&mu_);
       CountMemoryLocked();
     }

@@ -33,6 +33,17 @@ namespace {
 
 using ::testing::ElementsAreArray;
 
+// The 8 bytes that end an internal key: its sequence number and type.
+uint64_t Trailer(const rocksdb::Slice& internal_key) {
+  uint64_t trailer = 0;
+  for (int i = 7; i >= 0; --i) {
+    trailer =
+        trailer << 8 | static_cast<unsigned char>(
+                           internal_key.data()[internal_key.size() - 8 + i]);
+  }
+  return trailer;
+}
+
 // RocksDB's memtable entries: their internal key's length (a varint; these
 // keys are short, so one byte), then the internal key: the user key and 8
 // bytes of sequence number and type, little-endian. Ordered as RocksDB's
@@ -54,14 +65,6 @@ class TestComparator final : public rocksdb::MemTableRep::KeyComparator {
     if (users != 0) return users;
     const uint64_t trailer_a = Trailer(a), trailer_b = Trailer(b);
     return trailer_a > trailer_b ? -1 : trailer_a < trailer_b ? 1 : 0;
-  }
-  static uint64_t Trailer(const rocksdb::Slice& key) {
-    uint64_t trailer = 0;
-    for (int i = 7; i >= 0; --i) {
-      trailer = trailer << 8 |
-                static_cast<unsigned char>(key.data()[key.size() - 8 + i]);
-    }
-    return trailer;
   }
 };
 
@@ -247,13 +250,8 @@ TEST_F(AppendMemtableTest, OutOfOrderKeysSortAsRocksDbOrdersThem) {
         memtable_->GetIterator(nullptr));
     std::vector<std::pair<std::string, uint64_t>> read;
     for (it->SeekToFirst(); it->Valid(); it->Next()) {
-      const rocksdb::Slice key = rocksdb::GetLengthPrefixedSlice(it->key());
-      uint64_t trailer = 0;
-      for (int i = 7; i >= 0; --i) {
-        trailer = trailer << 8 |
-                  static_cast<unsigned char>(key.data()[key.size() - 8 + i]);
-      }
-      read.emplace_back(Key(*it), trailer >> 8);
+      read.emplace_back(
+          Key(*it), Trailer(rocksdb::GetLengthPrefixedSlice(it->key())) >> 8);
     }
     EXPECT_THAT(read, ElementsAreArray(expected));
   }
