@@ -6,7 +6,9 @@
 #      hourglassd, --replication_factor=3 --min_insync=2), interleaved
 #      --rounds times, at each --concurrency (publish calls in flight over
 #      both producers; a list such as 16,64,256 measures each, and the
-#      summary adds each side's best median: its capacity);
+#      summary adds each side's best median: its capacity); before the
+#      rounds, --warmup rounds at the highest concurrency whose lines start
+#      with "#" and count in no median (see "Warm-up" below);
 #   2. failover: kill -9 of the primary, then the time until a publish is
 #      accepted through the cluster (the client given every node), over
 #      --failovers kills (the killed node restarts and catches up between
@@ -19,7 +21,7 @@
 #      kill until the new primary accepts a publish (messages due in it wait
 #      for the new primary), and when the last of them arrived.
 #
-#   tests/bench/cluster.sh [--build=build/release] [--rounds=3]
+#   tests/bench/cluster.sh [--build=build/release] [--rounds=3] [--warmup=1]
 #       [--count=200000] [--concurrency=16] [--failovers=20] [--lease_ttl=3s]
 #       [--steady=45] [--steady_rate=10000] [--baseline=BUILD_DIR]
 #
@@ -32,11 +34,12 @@
 # etcd (deploy/setup.sh installs etcd-server).
 set -euo pipefail
 
-BUILD=build/release ROUNDS=3 COUNT=200000 CONCURRENCY=16 FAILOVERS=20 TTL=3s STEADY=45 STEADY_RATE=10000 BASELINE=
+BUILD=build/release ROUNDS=3 WARMUP=1 COUNT=200000 CONCURRENCY=16 FAILOVERS=20 TTL=3s STEADY=45 STEADY_RATE=10000 BASELINE=
 for arg in "$@"; do
   case "$arg" in
     --build=*) BUILD="${arg#*=}" ;;
     --rounds=*) ROUNDS="${arg#*=}" ;;
+    --warmup=*) WARMUP="${arg#*=}" ;;
     --count=*) COUNT="${arg#*=}" ;;
     --concurrency=*) CONCURRENCY="${arg#*=}" ;;
     --failovers=*) FAILOVERS="${arg#*=}" ;;
@@ -44,7 +47,7 @@ for arg in "$@"; do
     --steady=*) STEADY="${arg#*=}" ;;
     --steady_rate=*) STEADY_RATE="${arg#*=}" ;;
     --baseline=*) BASELINE="${arg#*=}" ;;
-    -h|--help) sed -n '2,32p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,34p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "cluster.sh: unknown argument \"$arg\" (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -122,6 +125,22 @@ measure_cluster() {  # NAME ROUND CONCURRENCY: a fresh three-node cluster of $HO
 if [ "$ROUNDS" -gt 0 ]; then
 echo "# publish throughput, msg/s (--count=$COUNT, batches of 100, --concurrency=$CONCURRENCY calls in flight, sync)"
 IFS=, read -r -a CONCURRENCIES <<<"$CONCURRENCY"
+# Warm-up: on a VM that returns freed memory to its host (free page
+# reporting), the first writes into memory the host took back fault on the
+# host, and the page cache's copies of the logs cost several times what they
+# cost once the memory is in use again. A cluster writes three logs, so a
+# cold machine takes more from it than from a single node: in one profile,
+# after three idle hours, copying into page-cache pages took 8.3 % of the
+# machine, against 1.3 % a few runs later (BENCHMARKS.md, 2026-12-03).
+for round in $(seq 1 "$WARMUP"); do
+  conc="${CONCURRENCIES[-1]}"
+  rm -rf "$WORK/single"
+  start_node single
+  SINGLE="127.0.0.1:$(port_of "$WORK/single.log")"
+  bench "$SINGLE" single calls "$conc" | sed 's/^/# warm-up: /'
+  kill "${PIDS[single]}"; wait "${PIDS[single]}" 2>/dev/null || true; unset 'PIDS[single]'
+  measure_cluster cluster "warmup$round" "$conc" | sed 's/^/# warm-up: /'
+done
 for round in $(seq 1 "$ROUNDS"); do
   for conc in "${CONCURRENCIES[@]}"; do
     rm -rf "$WORK/single"
