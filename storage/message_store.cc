@@ -105,20 +105,27 @@ absl::Status MessageStore::WriteOperations(
     absl::Span<const OperationView> operations) {
   WriteBatch batch;
   batch.Reserve(operations.size());
-  for (const OperationView& op : operations) {
-    switch (op.kind) {
-      case WriteBatch::Operation::Kind::kPut:
-        batch.Put(op.table, std::string(op.key), std::string(op.value));
-        break;
-      case WriteBatch::Operation::Kind::kDelete:
-        batch.Delete(op.table, std::string(op.key));
-        break;
-      case WriteBatch::Operation::Kind::kAdd:
-        batch.Add(op.table, std::string(op.key), DecodeCounter(op.value));
-        break;
-    }
-  }
+  for (const OperationView& op : operations) AppendCopy(op, batch);
   return Write(batch);
+}
+
+void AppendCopy(const OperationView& op, WriteBatch& batch) {
+  switch (op.kind) {
+    case WriteBatch::Operation::Kind::kPut:
+      batch.Put(op.table, std::string(op.key), std::string(op.value));
+      break;
+    case WriteBatch::Operation::Kind::kDelete:
+      batch.Delete(op.table, std::string(op.key));
+      break;
+    case WriteBatch::Operation::Kind::kAdd:
+      batch.Add(op.table, std::string(op.key), DecodeCounter(op.value));
+      break;
+  }
+}
+
+absl::Status MessageStore::WriteEncoded(
+    absl::Span<const std::string_view> /*encoded*/) {
+  return absl::UnimplementedError("this store has no write format of its own");
 }
 
 void WriteBatch::CombineAdds() {

@@ -127,6 +127,9 @@ struct OperationView {
   std::string_view value;  // Empty for deletes; for kAdd, EncodeCounter(delta).
 };
 
+// Adds a copy of `op` to the end of `batch`.
+void AppendCopy(const OperationView& op, WriteBatch& batch);
+
 // Changes to counters, summed per counter, for adding to a batch at once
 // (one WriteBatch::Add per counter rather than per message).
 // Not thread-safe.
@@ -200,6 +203,28 @@ class MessageStore {
   // Write; a store overrides it to skip the copy.
   virtual absl::Status WriteOperations(
       absl::Span<const OperationView> operations);
+
+  // Writes in the store's own format, for a backup whose store is of the
+  // same kind as its primary's: the backup writes the bytes the primary's
+  // store wrote, neither decoding nor encoding them again.
+  //
+  // The name of the format (for RocksDB, its write batch format with the
+  // column family id of each table), or empty for a store without one.
+  // Stores whose names are equal take each other's encoded writes.
+  virtual std::string_view WriteEncoding() const { return {}; }
+  // WriteAll, and the write in the store's format in `encoded` (cleared by
+  // a store without one).
+  virtual absl::Status WriteAllEncoded(
+      absl::Span<const WriteBatch* const> batches, std::string& encoded) {
+    encoded.clear();
+    return WriteAll(batches);
+  }
+  // Writes `encoded`, writes that WriteAllEncoded of a store with this
+  // store's WriteEncoding() gave, one after the other, as one Write of them
+  // all: atomically, with Write's errors, and also INVALID_ARGUMENT (and
+  // nothing written) for bytes that are not such a write, UNIMPLEMENTED for
+  // a store without a format.
+  virtual absl::Status WriteEncoded(absl::Span<const std::string_view> encoded);
 
   // Syncs the log, when the store was opened to sync (otherwise does
   // nothing): every Write that returned before the call becomes durable.

@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -128,6 +129,15 @@ class RocksDbStore {
   static absl::Status Restore(const std::string& snapshot,
                               const std::string& data_dir);
 };
+
+// The operations of `encoded`, a write that WriteAllEncoded of a RocksDB
+// store whose WriteEncoding() is `encoding` gave, as a batch that owns
+// them: for a store that cannot write those bytes as they are (a store of
+// another kind, or whose tables have other column family ids).
+// INVALID_ARGUMENT for an encoding no RocksDB store names, or bytes that
+// are not such a write.
+absl::StatusOr<WriteBatch> DecodeRocksDbWrite(std::string_view encoding,
+                                              std::string_view encoded);
 
 }  // namespace hourglass::storage
 

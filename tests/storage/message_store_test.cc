@@ -19,7 +19,10 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -837,6 +840,203 @@ TEST(RocksDbStoreTest, ACheckpointTakenDuringWritesHoldsEveryEarlierWrite) {
   // It is the same store: same identity.
   EXPECT_EQ(*(*snapshot)->Get(Table::kMeta, kStoreIdKey),
             *(*store)->Get(Table::kMeta, kStoreIdKey));
+}
+
+// A store's own write format: a write of one RocksDB store, written by
+// another as it is (a backup writing its primary's batch).
+class EncodedWriteTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto primary = RocksDbStore::Open({.path = dir_.path() + "/primary"});
+    ASSERT_TRUE(primary.ok()) << primary.status();
+    primary_ = *std::move(primary);
+    auto backup = RocksDbStore::Open({.path = dir_.path() + "/backup"});
+    ASSERT_TRUE(backup.ok()) << backup.status();
+    backup_ = *std::move(backup);
+  }
+
+  // What the primary's store wrote for `batches`.
+  std::string WriteOnPrimary(std::initializer_list<const WriteBatch*> batches) {
+    std::string encoded = "left from before";
+    const absl::Status s = primary_->WriteAllEncoded(
+        absl::MakeConstSpan(batches.begin(), batches.size()), encoded);
+    EXPECT_TRUE(s.ok()) << s;
+    return encoded;
+  }
+
+  // Every table but meta (which holds each store's identity), and meta's
+  // "position".
+  static std::vector<KeyValues> Contents(MessageStore& store) {
+    std::vector<KeyValues> out;
+    for (int t = 0; t < kNumTables; ++t) {
+      if (static_cast<Table>(t) == Table::kMeta) continue;
+      out.push_back(ScanAll(store, static_cast<Table>(t)));
+    }
+    absl::StatusOr<std::optional<std::string>> position =
+        store.Get(Table::kMeta, "position");
+    EXPECT_TRUE(position.ok()) << position.status();
+    out.push_back({{"position", position->value_or("(none)")}});
+    return out;
+  }
+
+  testing::TempDir dir_;
+  std::unique_ptr<MessageStore> primary_;
+  std::unique_ptr<MessageStore> backup_;
+};
+
+// Puts, a delete in a write-once table (a RocksDB SingleDelete), a delete
+// elsewhere, and counters, in two batches.
+std::pair<WriteBatch, WriteBatch> MixedBatches() {
+  WriteBatch first;
+  first.Put(Table::kMessages, "m1", "one");
+  first.Put(Table::kMessages, "m2", "two");
+  first.Put(Table::kSchedule, "s1", "t");
+  first.Put(Table::kSchedule, "s2", "t");
+  first.Add(MessagesCounter("t"), 2);
+  first.Add(Table::kScheduleCounts, "t/minute", 2);
+  WriteBatch second;
+  second.Delete(Table::kSchedule, "s1");
+  second.Delete(Table::kMessages, "m2");
+  second.Put(Table::kReady, "r1", "0");
+  second.Put(Table::kMeta, "position", "p1");
+  second.Add(MessagesCounter("t"), -1);
+  return {std::move(first), std::move(second)};
+}
+
+TEST_F(EncodedWriteTest, TheBackupHoldsWhatThePrimaryWroteAcrossAReopen) {
+  ASSERT_FALSE(primary_->WriteEncoding().empty());
+  // Fresh stores name their tables' column families alike.
+  ASSERT_EQ(backup_->WriteEncoding(), primary_->WriteEncoding());
+  const auto [first, second] = MixedBatches();
+  const std::string encoded = WriteOnPrimary({&first, &second});
+  ASSERT_FALSE(encoded.empty());
+
+  const std::string_view writes[] = {encoded};
+  ASSERT_TRUE(backup_->WriteEncoded(writes).ok());
+  EXPECT_EQ(Contents(*backup_), Contents(*primary_));
+  EXPECT_THAT(ScanAll(*backup_, Table::kSchedule),
+              ElementsAre(Pair("s2", "t")));
+  EXPECT_THAT(backup_->NonZeroCounters(),
+              ElementsAre(Pair(MessagesCounter("t"), 1)));
+  EXPECT_EQ(backup_->NonZeroCounters(), primary_->NonZeroCounters());
+
+  backup_.reset();
+  auto reopened = RocksDbStore::Open({.path = dir_.path() + "/backup"});
+  ASSERT_TRUE(reopened.ok()) << reopened.status();
+  EXPECT_EQ(Contents(**reopened), Contents(*primary_));
+  EXPECT_EQ((*reopened)->NonZeroCounters(), primary_->NonZeroCounters());
+}
+
+// Several writes go in as one, in order: a later one wins over an earlier.
+TEST_F(EncodedWriteTest, WritesGoInOneAfterTheOther) {
+  WriteBatch put;
+  put.Put(Table::kMessages, "a", "1");
+  put.Put(Table::kMessages, "b", "1");
+  put.Add(MessagesCounter("t"), 2);
+  WriteBatch change;
+  change.Put(Table::kMessages, "a", "2");
+  change.Delete(Table::kMessages, "b");
+  change.Add(MessagesCounter("t"), -1);
+  const std::string w1 = WriteOnPrimary({&put});
+  const std::string w2 = WriteOnPrimary({&change});
+  const std::string_view writes[] = {w1, w2};
+  ASSERT_TRUE(backup_->WriteEncoded(writes).ok());
+  EXPECT_THAT(ScanAll(*backup_, Table::kMessages), ElementsAre(Pair("a", "2")));
+  EXPECT_THAT(backup_->NonZeroCounters(),
+              ElementsAre(Pair(MessagesCounter("t"), 1)));
+}
+
+TEST_F(EncodedWriteTest, BytesThatAreNotAWriteAreRefusedAndNothingIsWritten) {
+  WriteBatch batch;
+  batch.Put(Table::kMessages, "a", "1");
+  const std::string good = WriteOnPrimary({&batch});
+  // A record cut short: the header counts one record more than there is.
+  const std::string cut = good.substr(0, good.size() - 1);
+  std::string extra_count = good;
+  extra_count[8] = static_cast<char>(extra_count[8] + 1);
+  for (const std::string& bad : {std::string("short"), cut, extra_count}) {
+    SCOPED_TRACE(absl::CEscape(bad));
+    const std::string_view writes[] = {good, bad};
+    const absl::Status s = backup_->WriteEncoded(writes);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    EXPECT_THAT(s.message(), HasSubstr("not a write of a store like this one"));
+  }
+  EXPECT_THAT(ScanAll(*backup_, Table::kMessages), IsEmpty());
+}
+
+TEST_F(EncodedWriteTest, DecodingGivesTheBatchesOperationsInOrder) {
+  const auto [first, second] = MixedBatches();
+  const std::string encoded = WriteOnPrimary({&first, &second});
+  absl::StatusOr<WriteBatch> decoded =
+      DecodeRocksDbWrite(primary_->WriteEncoding(), encoded);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  std::vector<WriteBatch::Operation> expected = first.operations();
+  for (const WriteBatch::Operation& op : second.operations()) {
+    expected.push_back(op);
+  }
+  ASSERT_EQ(decoded->size(), expected.size());
+  for (size_t i = 0; i < expected.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(decoded->operations()[i].table, expected[i].table);
+    EXPECT_EQ(decoded->operations()[i].kind, expected[i].kind);
+    EXPECT_EQ(decoded->operations()[i].key, expected[i].key);
+    EXPECT_EQ(decoded->operations()[i].value, expected[i].value);
+  }
+  // Into a store of another kind, it writes what the primary holds.
+  std::unique_ptr<MessageStore> memory = MemoryStore::Open();
+  ASSERT_TRUE(memory->Write(*decoded).ok());
+  EXPECT_EQ(Contents(*memory), Contents(*primary_));
+}
+
+// The encoding says which column family is which table: read with another
+// one's ids, the write holds records of no table, or merges into a table
+// that holds no counters, and is refused.
+TEST_F(EncodedWriteTest, RecordsOutsideWhatTheStoreWritesAreRefused) {
+  const auto [first, second] = MixedBatches();
+  const std::string encoded = WriteOnPrimary({&first, &second});
+  const std::string encoding(primary_->WriteEncoding());
+  const std::string prefix = encoding.substr(0, encoding.rfind(' ') + 1);
+  std::vector<std::string> ids =
+      absl::StrSplit(encoding.substr(prefix.size()), ',');
+  ASSERT_EQ(ids.size(), static_cast<size_t>(kNumTables));
+
+  std::vector<std::string> shifted;
+  for (const std::string& id : ids) {
+    shifted.push_back(absl::StrCat(std::stoi(id) + 100));
+  }
+  absl::StatusOr<WriteBatch> unknown =
+      DecodeRocksDbWrite(prefix + absl::StrJoin(shifted, ","), encoded);
+  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(unknown.status().message(),
+              HasSubstr(absl::StrCat("a record of column family ",
+                                     ids[static_cast<int>(Table::kMessages)],
+                                     ", which holds no table")));
+
+  std::vector<std::string> swapped = ids;
+  std::swap(swapped[static_cast<int>(Table::kCounters)],
+            swapped[static_cast<int>(Table::kMessages)]);
+  absl::StatusOr<WriteBatch> merge =
+      DecodeRocksDbWrite(prefix + absl::StrJoin(swapped, ","), encoded);
+  EXPECT_EQ(merge.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(merge.status().message(), HasSubstr("a merge in table messages"));
+
+  EXPECT_EQ(DecodeRocksDbWrite("tables 1,2,3", encoded).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(MemoryStoreTest, HasNoWriteFormatOfItsOwn) {
+  std::unique_ptr<MessageStore> store = MemoryStore::Open();
+  EXPECT_EQ(store->WriteEncoding(), "");
+  WriteBatch batch;
+  batch.Put(Table::kMessages, "a", "1");
+  const WriteBatch* const batches[] = {&batch};
+  std::string encoded = "left from before";
+  ASSERT_TRUE(store->WriteAllEncoded(batches, encoded).ok());
+  EXPECT_EQ(encoded, "");
+  EXPECT_THAT(ScanAll(*store, Table::kMessages), ElementsAre(Pair("a", "1")));
+  const std::string_view writes[] = {"anything"};
+  EXPECT_EQ(store->WriteEncoded(writes).code(),
+            absl::StatusCode::kUnimplemented);
 }
 
 TEST(RocksDbStoreTest, ACheckpointNeedsANewAbsoluteDirWithAParent) {
