@@ -90,6 +90,23 @@ size_t OperationSize(const WriteBatch::Operation& op) {
   return size + BytesFieldSize(op.key) + BytesFieldSize(op.value);
 }
 
+// An Entry's fields 1 to 3, each left out when it is its default.
+char* PutHeader(char* p, int64_t epoch, int64_t index, bool needs_sync) {
+  if (epoch != 0) {
+    *p++ = Tag(v1::Entry::kEpochFieldNumber, kVarint);
+    p = PutVarint(p, static_cast<uint64_t>(epoch));
+  }
+  if (index != 0) {
+    *p++ = Tag(v1::Entry::kIndexFieldNumber, kVarint);
+    p = PutVarint(p, static_cast<uint64_t>(index));
+  }
+  if (needs_sync) {
+    *p++ = Tag(v1::Entry::kNeedsSyncFieldNumber, kVarint);
+    *p++ = 1;
+  }
+  return p;
+}
+
 // Reads protobuf's wire format from `bytes`, field by field, as protobuf's
 // parser does: the last of a repeated scalar wins, unknown fields are
 // skipped. Stricter than protobuf in one way: groups (wire types 3 and 4,
@@ -200,19 +217,7 @@ std::string EncodeEntry(int64_t epoch, int64_t index,
   }
   std::string out;
   out.resize(size);
-  char* p = out.data();
-  if (epoch != 0) {
-    *p++ = Tag(v1::Entry::kEpochFieldNumber, kVarint);
-    p = PutVarint(p, static_cast<uint64_t>(epoch));
-  }
-  if (index != 0) {
-    *p++ = Tag(v1::Entry::kIndexFieldNumber, kVarint);
-    p = PutVarint(p, static_cast<uint64_t>(index));
-  }
-  if (needs_sync) {
-    *p++ = Tag(v1::Entry::kNeedsSyncFieldNumber, kVarint);
-    *p++ = 1;
-  }
+  char* p = PutHeader(out.data(), epoch, index, needs_sync);
   for (const WriteBatch* batch : batches) {
     for (const WriteBatch::Operation& op : batch->operations()) {
       *p++ = Tag(v1::Entry::kOperationsFieldNumber, kLengthDelimited);
@@ -232,6 +237,21 @@ std::string EncodeEntry(int64_t epoch, int64_t index,
       p = PutBytes(p, v1::Operation::kValueFieldNumber, op.value);
     }
   }
+  return out;
+}
+
+std::string EncodeEntry(int64_t epoch, int64_t index, bool needs_sync,
+                        std::string_view store_encoding,
+                        std::string_view store_write) {
+  size_t size = BytesFieldSize(store_encoding) + BytesFieldSize(store_write);
+  if (epoch != 0) size += 1 + VarintSize(static_cast<uint64_t>(epoch));
+  if (index != 0) size += 1 + VarintSize(static_cast<uint64_t>(index));
+  if (needs_sync) size += 2;
+  std::string out;
+  out.resize(size);
+  char* p = PutHeader(out.data(), epoch, index, needs_sync);
+  p = PutBytes(p, v1::Entry::kStoreEncodingFieldNumber, store_encoding);
+  PutBytes(p, v1::Entry::kStoreWriteFieldNumber, store_write);
   return out;
 }
 
@@ -297,6 +317,12 @@ absl::StatusOr<LogEntry> DecodeEntry(std::string_view bytes) {
                wire_type == kVarint) {
       read = in.Varint(value);
       needs_sync = value != 0;
+    } else if (field == v1::Entry::kStoreEncodingFieldNumber &&
+               wire_type == kLengthDelimited) {
+      read = in.Bytes(out.store_encoding);
+    } else if (field == v1::Entry::kStoreWriteFieldNumber &&
+               wire_type == kLengthDelimited) {
+      read = in.Bytes(out.store_write);
     } else {
       read = in.Skip(wire_type);
     }
@@ -304,6 +330,10 @@ absl::StatusOr<LogEntry> DecodeEntry(std::string_view bytes) {
   }
 
   out.needs_sync = needs_sync;
+  if (!out.store_write.empty() && !operations.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "log entry ", out.index, " holds both operations and a store's write"));
+  }
   out.operations.reserve(operations.size());
   for (const RawOperation& op : operations) {
     if (op.table < 0 || op.table >= storage::kNumTables) {

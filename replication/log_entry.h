@@ -29,7 +29,11 @@ struct LogEntry {
   int64_t epoch = 0;
   int64_t index = 0;
   bool needs_sync = false;  // the primary's batch's needs_sync()
+  // The batch: its operations, or (when store_write is not empty) the
+  // bytes its store wrote, in the format store_encoding names.
   std::vector<storage::OperationView> operations;
+  std::string_view store_encoding;
+  std::string_view store_write;
 };
 
 // The entry as replication.proto's Entry, serialized: what the primary
@@ -40,17 +44,23 @@ struct LogEntry {
 std::string EncodeEntry(int64_t epoch, int64_t index,
                         absl::Span<const storage::WriteBatch* const> batches,
                         bool needs_sync);
+// The same, the batch being `store_write`: what a store whose
+// WriteEncoding() is `store_encoding` wrote (MessageStore::WriteAllEncoded).
+std::string EncodeEntry(int64_t epoch, int64_t index, bool needs_sync,
+                        std::string_view store_encoding,
+                        std::string_view store_write);
 // The same for one batch, with its own needs_sync().
 inline std::string EncodeEntry(int64_t epoch, int64_t index,
                                const storage::WriteBatch& batch) {
   const storage::WriteBatch* const batches[] = {&batch};
   return EncodeEntry(epoch, index, batches, batch.needs_sync());
 }
-// The entry `bytes` hold, its keys and values views into them.
-// INVALID_ARGUMENT for bytes that are not an Entry, or name a table that
-// does not exist. Reads the wire format in place (unknown fields skipped,
-// as protobuf does; groups, which proto3 never writes, refused), without
-// building the message or copying a key or value.
+// The entry `bytes` hold, its keys and values (or store write) views into
+// them. INVALID_ARGUMENT for bytes that are not an Entry, name a table that
+// does not exist, or hold both operations and a store write. Reads the wire
+// format in place (unknown fields skipped, as protobuf does; groups, which
+// proto3 never writes, refused), without building the message or copying a key
+// or value.
 absl::StatusOr<LogEntry> DecodeEntry(std::string_view bytes);
 
 // Adds to `batch` the position keys of entry {epoch, index}: the position,

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "storage/keys.h"
+#include "storage/rocksdb_store.h"
 
 namespace hourglass::replication {
 
@@ -87,26 +88,61 @@ absl::Status Replica::Write(int64_t epoch, absl::Span<const LogEntry> entries) {
   if (good == 0) return bad;
   const LogPosition last{entries[good - 1].epoch, entries[good - 1].index};
   bool needs_sync = false;
-  size_t operations = 0;
   for (size_t i = 0; i < good; ++i) {
     needs_sync = needs_sync || entries[i].needs_sync;
-    operations += entries[i].operations.size();
   }
-  // Written straight from the views into the entries' bytes.
-  std::vector<storage::OperationView> joined;
-  absl::Span<const storage::OperationView> all = entries[0].operations;
-  if (good > 1) {
-    joined.reserve(operations);
-    for (size_t i = 0; i < good; ++i) {
-      joined.insert(joined.end(), entries[i].operations.begin(),
-                    entries[i].operations.end());
-    }
-    all = joined;
-  }
-  if (absl::Status s = store_->WriteOperations(all); !s.ok()) return s;
+  if (absl::Status s = WriteToStore(entries.first(good)); !s.ok()) return s;
   applied_ = last;
   unsynced_ = unsynced_ || needs_sync;
   return bad;
+}
+
+absl::Status Replica::WriteToStore(absl::Span<const LogEntry> entries) {
+  // Entries whose store wrote in this store's format go in as they are.
+  const std::string_view encoding = store_->WriteEncoding();
+  std::vector<std::string_view> writes;
+  for (const LogEntry& entry : entries) {
+    if (entry.store_write.empty() || entry.store_encoding != encoding) break;
+    writes.push_back(entry.store_write);
+  }
+  if (writes.size() == entries.size()) return store_->WriteEncoded(writes);
+
+  // Otherwise operations, written straight from the views into the
+  // entries' bytes, or into the batches decoded from other stores' writes.
+  std::vector<storage::WriteBatch> decoded;
+  decoded.reserve(entries.size());
+  size_t operations = 0;
+  for (const LogEntry& entry : entries) {
+    if (entry.store_write.empty()) {
+      operations += entry.operations.size();
+      continue;
+    }
+    absl::StatusOr<storage::WriteBatch> batch =
+        storage::DecodeRocksDbWrite(entry.store_encoding, entry.store_write);
+    if (!batch.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "log entry ", entry.index, ": ", batch.status().message()));
+    }
+    operations += batch->size();
+    decoded.push_back(*std::move(batch));
+  }
+  if (entries.size() == 1 && decoded.empty()) {
+    return store_->WriteOperations(entries[0].operations);
+  }
+  std::vector<storage::OperationView> all;
+  all.reserve(operations);
+  auto next_decoded = decoded.begin();
+  for (const LogEntry& entry : entries) {
+    if (entry.store_write.empty()) {
+      all.insert(all.end(), entry.operations.begin(), entry.operations.end());
+      continue;
+    }
+    for (const storage::WriteBatch::Operation& op :
+         (next_decoded++)->operations()) {
+      all.push_back({op.table, op.kind, op.key, op.value});
+    }
+  }
+  return store_->WriteOperations(all);
 }
 
 absl::Status Replica::Sync() {

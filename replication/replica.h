@@ -74,6 +74,12 @@ class Replica {
  private:
   Replica(storage::MessageStore* store, LogPosition position, int64_t epoch);
 
+  // Writes `entries` to the store as one write: as the bytes their
+  // primary's store wrote when this store takes them (the same format,
+  // MessageStore::WriteEncoding), otherwise as operations. Errors: the
+  // store's, and INVALID_ARGUMENT for a store write that cannot be decoded.
+  absl::Status WriteToStore(absl::Span<const LogEntry> entries);
+
   storage::MessageStore* const store_;
   // Held across a Sync, so that one sync's positions are recorded only
   // after every sync that began before it: a Sync that finds nothing to

@@ -100,13 +100,20 @@ absl::StatusOr<int64_t> ReplicatedStore::Append(
   }
   const LogPosition next{options_.epoch, previous.index + 1};
   // The entry is `batch` followed by its position keys, written and encoded
-  // from the two without copying `batch`.
+  // from the two without copying `batch`: as the bytes the store wrote, if
+  // it has a format of its own, which backups then write as they are.
   storage::WriteBatch position;
   AddPositionKeys(previous, next, position);
   const storage::WriteBatch* const entry[] = {&batch, &position};
-  if (absl::Status s = base_->WriteAll(entry); !s.ok()) return s;
+  std::string written;
+  if (absl::Status s = base_->WriteAllEncoded(entry, written); !s.ok()) {
+    return s;
+  }
   auto bytes = std::make_shared<const std::string>(
-      EncodeEntry(next.epoch, next.index, entry, batch.needs_sync()));
+      written.empty()
+          ? EncodeEntry(next.epoch, next.index, entry, batch.needs_sync())
+          : EncodeEntry(next.epoch, next.index, batch.needs_sync(),
+                        base_->WriteEncoding(), written));
   absl::MutexLock lock(&mu_);
   last_ = next;
   kept_bytes_ += bytes->size();

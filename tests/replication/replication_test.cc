@@ -10,6 +10,7 @@
 #include <string>
 #include <thread>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -31,7 +32,9 @@
 #include "storage/keys.h"
 #include "storage/memory_store.h"
 #include "storage/message_store.h"
+#include "storage/rocksdb_store.h"
 #include "tests/testing/eventually.h"
+#include "tests/testing/temp_dir.h"
 
 namespace hourglass::replication {
 
@@ -108,6 +111,44 @@ TEST(LogEntryTest, AnEntryCarriesItsBatchExactly) {
   EXPECT_LE(ops[0].key.data() + ops[0].key.size(), bytes.data() + bytes.size());
 }
 
+// An entry may carry its batch as the bytes the primary's store wrote.
+TEST(LogEntryTest, AnEntryCarriesAStoresWriteExactly) {
+  const std::string write("\x01\x00\xffrecords", 10);
+  const std::string bytes = EncodeEntry(4, 17, true, "format 7", write);
+  absl::StatusOr<LogEntry> entry = DecodeEntry(bytes);
+  ASSERT_TRUE(entry.ok()) << entry.status();
+  EXPECT_EQ(entry->epoch, 4);
+  EXPECT_EQ(entry->index, 17);
+  EXPECT_TRUE(entry->needs_sync);
+  EXPECT_TRUE(entry->operations.empty());
+  EXPECT_EQ(entry->store_encoding, "format 7");
+  EXPECT_EQ(entry->store_write, write);
+  // The write is the entry's own bytes, not a copy.
+  EXPECT_GE(entry->store_write.data(), bytes.data());
+  // The bytes are protobuf's for the same Entry.
+  v1::Entry expected;
+  expected.set_epoch(4);
+  expected.set_index(17);
+  expected.set_needs_sync(true);
+  expected.set_store_encoding("format 7");
+  expected.set_store_write(write);
+  EXPECT_EQ(bytes, expected.SerializeAsString());
+}
+
+TEST(LogEntryTest, AnEntryWithOperationsAndAStoresWriteIsRefused) {
+  v1::Entry entry;
+  entry.set_index(5);
+  entry.add_operations()->set_key("k");
+  entry.set_store_encoding("format 7");
+  entry.set_store_write("w");
+  const absl::StatusOr<LogEntry> decoded =
+      DecodeEntry(entry.SerializeAsString());
+  EXPECT_EQ(decoded.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(
+      decoded.status().message(),
+      HasSubstr("log entry 5 holds both operations and a store's write"));
+}
+
 // EncodeEntry writes the wire format by hand: it must give the bytes
 // protobuf's own serializer gives for the same Entry, defaults (table 0,
 // PUT, an empty key or value, needs_sync false) left out included.
@@ -169,7 +210,12 @@ std::optional<LogEntry> DecodeWithProtobuf(const std::string& bytes,
   parsed = entry.ParseFromString(bytes);
   if (!parsed) return std::nullopt;
   using Kind = WriteBatch::Operation::Kind;
-  LogEntry out{entry.epoch(), entry.index(), entry.needs_sync(), {}};
+  LogEntry out{entry.epoch(),          entry.index(),
+               entry.needs_sync(),     {},
+               entry.store_encoding(), entry.store_write()};
+  if (!entry.store_write().empty() && entry.operations_size() > 0) {
+    return std::nullopt;
+  }
   for (const v1::Operation& op : entry.operations()) {
     if (op.table() < 0 || op.table() >= storage::kNumTables) {
       return std::nullopt;
@@ -191,7 +237,8 @@ std::optional<LogEntry> DecodeWithProtobuf(const std::string& bytes,
 
 bool SameEntry(const LogEntry& a, const LogEntry& b) {
   if (a.epoch != b.epoch || a.index != b.index ||
-      a.needs_sync != b.needs_sync ||
+      a.needs_sync != b.needs_sync || a.store_encoding != b.store_encoding ||
+      a.store_write != b.store_write ||
       a.operations.size() != b.operations.size()) {
     return false;
   }
@@ -409,6 +456,27 @@ TEST(ReplicaTest, RefusesAnOlderEpochAndEntriesOutOfOrder) {
   EXPECT_EQ((*reopened)->accepted_epoch(), 3);
 }
 
+// A store's write that a backup's store cannot take as it is, and that
+// cannot be decoded either, is refused; nothing of the request applies.
+TEST(ReplicaTest, AStoresWriteThatCannotBeDecodedIsRefusedNamingItsEntry) {
+  testing::TempDir dir;
+  std::unique_ptr<MessageStore> rocks =
+      storage::RocksDbStore::Open({.path = dir.path()}).value();
+  std::unique_ptr<MessageStore> store = storage::MemoryStore::Open();
+  std::unique_ptr<Replica> replica = Replica::Open(store.get()).value();
+  ASSERT_TRUE(replica->Accept(1).ok());
+  const WriteBatch a = Batch("a");
+  const LogEntry entries[] = {
+      EntryOf(1, 1, a),
+      {1, 2, true, {}, rocks->WriteEncoding(), "not a write batch"}};
+  const absl::Status s = replica->Apply(1, entries);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("log entry 2: not a write of a store"));
+  EXPECT_EQ(replica->applied(), (LogPosition{0, 0}));
+  EXPECT_EQ(store->Get(Table::kMessages, "a").value(), std::nullopt);
+  EXPECT_THAT(store->NonZeroCounters(), ::testing::IsEmpty());
+}
+
 TEST(ReplicatedStoreTest, RefusesWritesBelowTheMinimumInSyncSet) {
   std::unique_ptr<MessageStore> base = storage::MemoryStore::Open();
   absl::StatusOr<std::unique_ptr<ReplicatedStore>> store =
@@ -456,7 +524,9 @@ TEST(ReplicatedStoreTest, AWriteReturnsOnceEveryInSyncBackupAppliedIt) {
 // store, its Replica and the Replication service on a loopback port chosen
 // by the OS.
 struct Backup {
-  Backup() : store(storage::MemoryStore::Open()) {
+  explicit Backup(
+      std::unique_ptr<MessageStore> copy = storage::MemoryStore::Open())
+      : store(std::move(copy)) {
     replica = Replica::Open(store.get()).value();
     service.SetReplica(0, replica.get());
     grpc::ServerBuilder builder;
@@ -553,6 +623,58 @@ TEST_F(ShippingTest, BackupsHoldExactlyWhatThePrimaryWrote) {
   EXPECT_EQ(storage::DecodeCounter(
                 base->Get(Table::kCounters, "counter").value().value()),
             3);
+}
+
+// Every table but meta, which holds each RocksDB store's identity.
+std::vector<Row> ContentsButMeta(MessageStore& store) {
+  std::vector<Row> rows = Contents(store);
+  std::erase_if(rows, [](const Row& row) {
+    return std::get<0>(row) == static_cast<int>(Table::kMeta);
+  });
+  return rows;
+}
+
+// A primary on RocksDB ships what its store wrote: a backup on RocksDB
+// writes those bytes as they are, one on another store decodes them.
+TEST_F(ShippingTest, ARocksDbPrimaryShipsItsStoresWritesToEitherKindOfBackup) {
+  testing::TempDir dir;
+  std::unique_ptr<MessageStore> base =
+      storage::RocksDbStore::Open({.path = dir.path() + "/a"}).value();
+  std::unique_ptr<ReplicatedStore> store =
+      ReplicatedStore::Open(base.get(), {.epoch = 1, .in_sync = {"b", "c"}})
+          .value();
+  Backup b(storage::RocksDbStore::Open({.path = dir.path() + "/b"}).value());
+  Backup c;
+  std::unique_ptr<Shipper> to_b = Ship(*store, "b", b);
+  std::unique_ptr<Shipper> to_c = Ship(*store, "c", c);
+  for (const char* key : {"m1", "m2", "m3"}) {
+    ASSERT_TRUE(store->Write(Batch(key)).ok());
+  }
+  WriteBatch deletes;
+  deletes.Delete(Table::kMessages, "m2");
+  deletes.Add("counter", -1);
+  ASSERT_TRUE(store->Write(deletes).ok());
+  ASSERT_TRUE(store->SyncLog().ok());
+
+  // The log holds the store's writes.
+  absl::StatusOr<std::vector<std::shared_ptr<const std::string>>> entries =
+      store->ReadFrom(1, 1 << 20, absl::Now() + kPatience);
+  ASSERT_TRUE(entries.ok()) << entries.status();
+  ASSERT_EQ(entries->size(), 4u);
+  for (const auto& bytes : *entries) {
+    const LogEntry entry = DecodeEntry(*bytes).value();
+    EXPECT_TRUE(entry.operations.empty());
+    EXPECT_FALSE(entry.store_write.empty());
+    EXPECT_EQ(entry.store_encoding, base->WriteEncoding());
+  }
+  for (Backup* backup : {&b, &c}) {
+    EXPECT_EQ(ContentsButMeta(*backup->store), ContentsButMeta(*base));
+    EXPECT_EQ(ReadPosition(*backup->store).value(), (LogPosition{1, 4}));
+    EXPECT_EQ(backup->store->NonZeroCounters(), base->NonZeroCounters());
+  }
+  EXPECT_EQ(storage::DecodeCounter(
+                base->Get(Table::kCounters, "counter").value().value()),
+            2);
 }
 
 TEST_F(ShippingTest, ABackupOutsideTheIsrCatchesUpFromTheKeptEntries) {
