@@ -259,6 +259,8 @@ def pct(xs, q):
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
 def line(label, xs):
+    if not xs:
+        return f"{label}: no msgs"
     return (f"{label}: {len(xs)} msgs, lateness p50 {pct(xs, .5)*1e3:.1f} ms, "
             f"p99 {pct(xs, .99)*1e3:.1f} ms, max {max(xs)*1e3:.1f} ms")
 calm, calm_report = load("calm")
