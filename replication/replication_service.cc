@@ -372,6 +372,7 @@ class ReplicationService::Impl final : public v1::Replication::Service {
     v1::ReplicateResponse response;
     ToProto(replica.applied(), response.mutable_applied());
     ToProto(replica.durable(), response.mutable_durable());
+    response.set_entry_format(kEntryFormat);
     return stream->Write(response);
   }
 

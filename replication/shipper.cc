@@ -124,6 +124,14 @@ absl::Status Shipper::Stream() {
   if (!stream->Write(hello) || !stream->Read(&response)) {
     return FromGrpc(stream->Finish());
   }
+  if (response.entry_format() != kEntryFormat) {
+    context.TryCancel();
+    (void)stream->Finish();
+    return absl::FailedPreconditionError(
+        absl::StrCat("it reads log entries of format ", response.entry_format(),
+                     ", this primary writes format ", kEntryFormat,
+                     ": run the same hourglassd release on every node"));
+  }
   LogPosition applied = FromProto(response.applied());
   store_->ReportProgress(options_.backup, applied,
                          FromProto(response.durable()));

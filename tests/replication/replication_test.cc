@@ -1,6 +1,7 @@
 // Primary/backup replication of a shard's store: the log's entries, the
 // backup's copy, and the stream between them over real gRPC on loopback.
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -595,6 +596,61 @@ TEST(ReplicationServiceTest,
   EXPECT_EQ(unknown.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_EQ(unknown.error_message(),
             "shard 7 does not exist: this cluster has 2 shards (0 to 1)");
+}
+
+// A backup built before entries could carry a store's write: it answers
+// without an entry format, and counts the entries it is sent.
+class OldBackupService final : public v1::Replication::Service {
+ public:
+  grpc::Status Replicate(
+      grpc::ServerContext* /*context*/,
+      grpc::ServerReaderWriter<v1::ReplicateResponse, v1::ReplicateRequest>*
+          stream) override {
+    v1::ReplicateRequest request;
+    if (!stream->Read(&request)) return grpc::Status::OK;
+    v1::ReplicateResponse answer;
+    answer.mutable_applied();
+    answer.mutable_durable();
+    stream->Write(answer);
+    while (stream->Read(&request)) entries_ += request.entries_size();
+    return grpc::Status::OK;
+  }
+  int entries() const { return entries_.load(); }
+
+ private:
+  std::atomic<int> entries_{0};
+};
+
+TEST_F(ShippingTest, ABackupThatReadsAnotherEntryFormatIsSentNoEntry) {
+  OldBackupService old;
+  int port = 0;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
+                           &port);
+  builder.RegisterService(&old);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  const std::string address = absl::StrCat("127.0.0.1:", port);
+
+  std::unique_ptr<MessageStore> base = storage::MemoryStore::Open();
+  std::unique_ptr<ReplicatedStore> store =
+      ReplicatedStore::Open(base.get(), {.epoch = 1, .min_insync = 1}).value();
+  ASSERT_TRUE(store->Write(Batch("m1")).ok());
+  Shipper shipper(
+      store.get(),
+      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()),
+      ShipperOptions{.primary = "a",
+                     .backup = "old",
+                     .address = address,
+                     .retry_delay = absl::Milliseconds(50)});
+  const std::string expected =
+      "it reads log entries of format 0, this primary writes format 1: run "
+      "the same hourglassd release on every node";
+  EXPECT_TRUE(testing::Eventually([&] {
+    return shipper.last_error().message() == expected;
+  })) << shipper.last_error();
+  EXPECT_EQ(shipper.last_error().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(old.entries(), 0);
+  server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
 }
 
 TEST_F(ShippingTest, BackupsHoldExactlyWhatThePrimaryWrote) {
