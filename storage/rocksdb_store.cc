@@ -3,7 +3,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <array>
 #include <atomic>
 #include <filesystem>
@@ -19,12 +18,9 @@
 
 #include "absl/base/config.h"
 #include "absl/base/thread_annotations.h"
-#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "rocksdb/db.h"
 #include "rocksdb/options.h"
@@ -34,135 +30,11 @@
 #include "storage/data_dir.h"
 #include "storage/format_version.h"
 #include "storage/keys.h"
+#include "storage/rocksdb_batch.h"
 #include "storage/rocksdb_open.h"
 
 namespace hourglass::storage {
 namespace {
-
-// RocksDB's write batch, as WriteBatch(rep) takes it and Data() gives it: a
-// 12-byte header (the sequence number, a little-endian fixed64, then the
-// count of records, a little-endian fixed32) followed by the records.
-constexpr size_t kBatchHeaderBytes = 12;
-
-uint32_t BatchCount(std::string_view rep) {
-  uint32_t count = 0;
-  for (int i = 3; i >= 0; --i) {
-    count = (count << 8) | static_cast<uint8_t>(rep[8 + i]);
-  }
-  return count;
-}
-
-// The name WriteEncoding() gives: the column family id of each table, in
-// Table order.
-constexpr std::string_view kEncodingPrefix = "rocksdb write batch, tables in ";
-
-std::string EncodingOf(const OpenDatabase& database) {
-  std::string out(kEncodingPrefix);
-  for (int t = 0; t < kNumTables; ++t) {
-    absl::StrAppend(&out, t == 0 ? "" : ",",
-                    database.Handle(static_cast<Table>(t))->GetID());
-  }
-  return out;
-}
-
-// The column family ids an encoding names, in Table order; nullopt for a
-// name EncodingOf did not give.
-std::optional<std::array<uint32_t, kNumTables>> IdsOf(
-    std::string_view encoding) {
-  if (encoding.substr(0, kEncodingPrefix.size()) != kEncodingPrefix) {
-    return std::nullopt;
-  }
-  encoding.remove_prefix(kEncodingPrefix.size());
-  const std::vector<absl::string_view> parts =
-      absl::StrSplit(absl::string_view(encoding.data(), encoding.size()), ',');
-  if (parts.size() != kNumTables) return std::nullopt;
-  std::array<uint32_t, kNumTables> ids{};
-  for (int t = 0; t < kNumTables; ++t) {
-    if (!absl::SimpleAtoi(parts[t], &ids[t])) return std::nullopt;
-  }
-  return ids;
-}
-
-// Reads the records of a RocksDB write batch as the operations a WriteBatch
-// of ours would have made (WriteEach's mapping, backwards), refusing any
-// record that WriteEach does not write: an unknown column family, a range
-// delete, a SingleDelete outside a write-once table, a merge outside a
-// counter table, or one that is not 8 bytes.
-class BatchReader final : public rocksdb::WriteBatch::Handler {
- public:
-  BatchReader(const std::array<uint32_t, kNumTables>& ids,
-              absl::FunctionRef<void(const OperationView&)> visit)
-      : ids_(ids), visit_(visit) {}
-
-  rocksdb::Status PutCF(uint32_t id, const rocksdb::Slice& key,
-                        const rocksdb::Slice& value) override {
-    return Visit(id, WriteBatch::Operation::Kind::kPut, key, value);
-  }
-  rocksdb::Status DeleteCF(uint32_t id, const rocksdb::Slice& key) override {
-    return Visit(id, WriteBatch::Operation::Kind::kDelete, key, {});
-  }
-  rocksdb::Status SingleDeleteCF(uint32_t id,
-                                 const rocksdb::Slice& key) override {
-    std::optional<Table> table = TableOf(id);
-    if (table.has_value() && !IsWriteOnce(*table)) {
-      return Refuse("a single delete in table ", *table);
-    }
-    return Visit(id, WriteBatch::Operation::Kind::kDelete, key, {});
-  }
-  rocksdb::Status MergeCF(uint32_t id, const rocksdb::Slice& key,
-                          const rocksdb::Slice& value) override {
-    std::optional<Table> table = TableOf(id);
-    if (table.has_value() && !IsCounterTable(*table)) {
-      return Refuse("a merge in table ", *table);
-    }
-    if (value.size() != 8) return Refuse("a merge of other than 8 bytes");
-    return Visit(id, WriteBatch::Operation::Kind::kAdd, key, value);
-  }
-  // Everything else (range deletes, transactions' markers, wide columns)
-  // keeps the Handler's answer: InvalidArgument. Log data, which nothing
-  // reads, is ignored as RocksDB ignores it.
-
- private:
-  std::optional<Table> TableOf(uint32_t id) const {
-    for (int t = 0; t < kNumTables; ++t) {
-      if (ids_[t] == id) return static_cast<Table>(t);
-    }
-    return std::nullopt;
-  }
-  rocksdb::Status Visit(uint32_t id, WriteBatch::Operation::Kind kind,
-                        const rocksdb::Slice& key,
-                        const rocksdb::Slice& value) {
-    std::optional<Table> table = TableOf(id);
-    if (!table.has_value()) {
-      return rocksdb::Status::InvalidArgument(absl::StrCat(
-          "a record of column family ", id, ", which holds no table"));
-    }
-    visit_({*table, kind, key.ToStringView(), value.ToStringView()});
-    return rocksdb::Status::OK();
-  }
-  static rocksdb::Status Refuse(std::string_view what, Table table) {
-    return rocksdb::Status::InvalidArgument(
-        absl::StrCat(std::string(what), std::string(TableName(table))));
-  }
-  static rocksdb::Status Refuse(std::string_view what) {
-    return rocksdb::Status::InvalidArgument(std::string(what));
-  }
-
-  const std::array<uint32_t, kNumTables>& ids_;
-  absl::FunctionRef<void(const OperationView&)> visit_;
-};
-
-// Reads `batch` with a BatchReader; INVALID_ARGUMENT, saying why, for a
-// batch that is not one WriteEach could have written.
-absl::Status ReadBatch(const rocksdb::WriteBatch& batch,
-                       const std::array<uint32_t, kNumTables>& ids,
-                       absl::FunctionRef<void(const OperationView&)> visit) {
-  BatchReader reader(ids, visit);
-  const rocksdb::Status s = batch.Iterate(&reader);
-  if (s.ok()) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrCat("not a write of a store like this one: ", s.ToString()));
-}
 
 class RocksDbStoreImpl final : public MessageStore {
  public:
@@ -204,34 +76,9 @@ class RocksDbStoreImpl final : public MessageStore {
 
   absl::Status WriteEncoded(
       absl::Span<const std::string_view> encoded) override {
-    // One batch of the records of all, under one header; Iterate checks
-    // the count against the records.
-    size_t bytes = kBatchHeaderBytes;
-    uint64_t count = 0;
-    for (std::string_view write : encoded) {
-      if (write.size() < kBatchHeaderBytes) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("not a write of a store like this one: ", write.size(),
-                         " bytes, too few for a write batch"));
-      }
-      bytes += write.size() - kBatchHeaderBytes;
-      count += BatchCount(write);
-    }
-    if (count > UINT32_MAX) {
-      return absl::InvalidArgumentError(
-          "not a write of a store like this one: more records than a batch "
-          "holds");
-    }
-    std::string rep;
-    rep.reserve(bytes);
-    rep.append(8, '\0');  // The sequence number, which the write sets.
-    for (int i = 0; i < 4; ++i) {
-      rep.push_back(static_cast<char>(count >> (8 * i)));
-    }
-    for (std::string_view write : encoded) {
-      rep.append(write.substr(kBatchHeaderBytes));
-    }
-    rocksdb::WriteBatch batch(std::move(rep));
+    absl::StatusOr<std::string> rep = JoinBatches(encoded);
+    if (!rep.ok()) return rep.status();
+    rocksdb::WriteBatch batch(*std::move(rep));
     std::vector<OperationView> counter_ops;
     if (absl::Status read = ReadBatch(batch, ids_,
                                       [&](const OperationView& op) {
@@ -649,7 +496,7 @@ class RocksDbStoreImpl final : public MessageStore {
   const std::shared_ptr<StoreMemtables> memtables_;
   // WriteEncoding(), and the column family ids it names, in Table order.
   const std::string encoding_;
-  const std::array<uint32_t, kNumTables> ids_;
+  const TableIds ids_;
 
   // Readers copy the pointer and use the database without the lock; only
   // Recover replaces it, when nobody holds a copy.
@@ -707,24 +554,6 @@ class RocksDbStoreImpl final : public MessageStore {
 };
 
 }  // namespace
-
-absl::StatusOr<WriteBatch> DecodeRocksDbWrite(std::string_view encoding,
-                                              std::string_view encoded) {
-  const std::optional<std::array<uint32_t, kNumTables>> ids = IdsOf(encoding);
-  if (!ids.has_value()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "not a RocksDB store's write format: \"", std::string(encoding), "\""));
-  }
-  const rocksdb::WriteBatch batch{std::string(encoded)};
-  WriteBatch out;
-  // Room for the records the header counts, as many as the bytes can hold
-  // (a record takes at least 3).
-  out.Reserve(std::min<size_t>(batch.Count(), encoded.size() / 3));
-  absl::Status read = ReadBatch(
-      batch, *ids, [&](const OperationView& op) { AppendCopy(op, out); });
-  if (!read.ok()) return read;
-  return out;
-}
 
 absl::StatusOr<std::unique_ptr<MessageStore>> RocksDbStore::Open(
     const RocksDbStoreOptions& options) {
