@@ -90,7 +90,15 @@ size_t OperationSize(const WriteBatch::Operation& op) {
   return size + BytesFieldSize(op.key) + BytesFieldSize(op.value);
 }
 
-// An Entry's fields 1 to 3, each left out when it is its default.
+// An Entry's fields 1 to 3, each left out when it is its default: their
+// size, and the bytes.
+size_t HeaderSize(int64_t epoch, int64_t index, bool needs_sync) {
+  size_t size = 0;
+  if (epoch != 0) size += 1 + VarintSize(static_cast<uint64_t>(epoch));
+  if (index != 0) size += 1 + VarintSize(static_cast<uint64_t>(index));
+  if (needs_sync) size += 2;
+  return size;
+}
 char* PutHeader(char* p, int64_t epoch, int64_t index, bool needs_sync) {
   if (epoch != 0) {
     *p++ = Tag(v1::Entry::kEpochFieldNumber, kVarint);
@@ -205,10 +213,7 @@ std::string EncodeEntry(int64_t epoch, int64_t index,
                         bool needs_sync) {
   // Two passes over the operations: their sizes, then their bytes, into
   // one string of the exact size.
-  size_t size = 0;
-  if (epoch != 0) size += 1 + VarintSize(static_cast<uint64_t>(epoch));
-  if (index != 0) size += 1 + VarintSize(static_cast<uint64_t>(index));
-  if (needs_sync) size += 2;
+  size_t size = HeaderSize(epoch, index, needs_sync);
   for (const WriteBatch* batch : batches) {
     for (const WriteBatch::Operation& op : batch->operations()) {
       const size_t op_size = OperationSize(op);
@@ -243,12 +248,9 @@ std::string EncodeEntry(int64_t epoch, int64_t index,
 std::string EncodeEntry(int64_t epoch, int64_t index, bool needs_sync,
                         std::string_view store_encoding,
                         std::string_view store_write) {
-  size_t size = BytesFieldSize(store_encoding) + BytesFieldSize(store_write);
-  if (epoch != 0) size += 1 + VarintSize(static_cast<uint64_t>(epoch));
-  if (index != 0) size += 1 + VarintSize(static_cast<uint64_t>(index));
-  if (needs_sync) size += 2;
   std::string out;
-  out.resize(size);
+  out.resize(HeaderSize(epoch, index, needs_sync) +
+             BytesFieldSize(store_encoding) + BytesFieldSize(store_write));
   char* p = PutHeader(out.data(), epoch, index, needs_sync);
   p = PutBytes(p, v1::Entry::kStoreEncodingFieldNumber, store_encoding);
   PutBytes(p, v1::Entry::kStoreWriteFieldNumber, store_write);

@@ -16,8 +16,8 @@ namespace hourglass::replication {
 // The version of the entries' format: 1 since an entry may carry the
 // bytes its primary's store wrote (Entry.store_write). A backup says which
 // it reads in each answer, and a primary ships only to a backup that reads
-// its own (a backup that reads none older would take such an entry for an
-// empty batch).
+// its own: a backup of an earlier build, which answers 0, would skip the
+// store write as an unknown field and apply an empty batch.
 inline constexpr int32_t kEntryFormat = 1;
 
 // Where a copy of a shard's log ends: the epoch and index of its last

@@ -1,7 +1,6 @@
 #include "storage/rocksdb_batch.h"
 
 #include <algorithm>
-#include <utility>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -58,7 +57,10 @@ class BatchReader final : public rocksdb::WriteBatch::Handler {
     if (table.has_value() && !IsCounterTable(*table)) {
       return Refuse("a merge in table ", *table);
     }
-    if (value.size() != 8) return Refuse("a merge of other than 8 bytes");
+    if (value.size() != 8) {
+      return rocksdb::Status::InvalidArgument(
+          absl::StrCat("a merge of ", value.size(), " bytes, not 8"));
+    }
     return Visit(id, WriteBatch::Operation::Kind::kAdd, key, value);
   }
   // Everything else (range deletes, transactions' markers, wide columns)
@@ -86,9 +88,6 @@ class BatchReader final : public rocksdb::WriteBatch::Handler {
   static rocksdb::Status Refuse(std::string_view what, Table table) {
     return rocksdb::Status::InvalidArgument(
         absl::StrCat(std::string(what), std::string(TableName(table))));
-  }
-  static rocksdb::Status Refuse(std::string_view what) {
-    return rocksdb::Status::InvalidArgument(std::string(what));
   }
 
   const TableIds& ids_;
