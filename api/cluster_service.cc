@@ -8,11 +8,12 @@
 namespace hourglass::api {
 
 ClusterService::ClusterService(std::function<hourglass::v1::ClusterMap()> map,
-                               Drain drain, Move move,
+                               Drain drain, Move move, Recover recover,
                                const Authorizer* authorizer)
     : map_(std::move(map)),
       drain_(std::move(drain)),
       move_(std::move(move)),
+      recover_(std::move(recover)),
       authorizer_(authorizer != nullptr ? authorizer
                                         : &Authorizer::Disabled()) {}
 
@@ -74,6 +75,29 @@ grpc::ServerUnaryReactor* ClusterService::MoveShard(
   }
   reactor->Finish(
       ToGrpcStatus(move_(request->shard(), request->node(), request->undo())));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ClusterService::RecoverShard(
+    grpc::CallbackServerContext* context,
+    const hourglass::v1::RecoverShardRequest* request,
+    hourglass::v1::RecoverShardResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (absl::Status allowed = authorizer_->Authorize(*context, Role::kAdmin, "");
+      !allowed.ok()) {
+    reactor->Finish(ToGrpcStatus(allowed));
+    return reactor;
+  }
+  if (request->node().empty()) {
+    reactor->Finish(ToGrpcStatus(absl::InvalidArgumentError(absl::StrCat(
+        "node: a node id is required (the node whose copy of shard ",
+        request->shard(), " to promote)"))));
+    return reactor;
+  }
+  absl::StatusOr<hourglass::v1::RecoverShardResponse> recovered =
+      recover_(request->shard(), request->node(), request->accept_loss());
+  if (recovered.ok()) *response = *std::move(recovered);
+  reactor->Finish(ToGrpcStatus(recovered.status()));
   return reactor;
 }
 

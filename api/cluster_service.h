@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "api/auth.h"
 #include "hourglass/v1/cluster.grpc.pb.h"
 
@@ -13,11 +14,12 @@ namespace hourglass::api {
 // The Cluster service of a cluster node: GetClusterMap answers what
 // `map` returns (node/cluster_node.h builds it from the node's view of
 // etcd), to any authenticated caller; DrainNode calls `drain` (node id,
-// whether to drain) and MoveShard calls `move` (shard, node id, undo), for
-// callers with the admin role, once the request has the fields it needs
-// (INVALID_ARGUMENT otherwise). `drain` and `move` check the rest, may
-// block for an etcd write, and run on a gRPC thread.
-// Thread-safe if `map`, `drain` and `move` are.
+// whether to drain), MoveShard calls `move` (shard, node id, undo) and
+// RecoverShard calls `recover` (shard, node id, accept_loss), for callers
+// with the admin role, once the request has the fields it needs
+// (INVALID_ARGUMENT otherwise). `drain`, `move` and `recover` check the
+// rest, may block for an etcd write, and run on a gRPC thread.
+// Thread-safe if `map`, `drain`, `move` and `recover` are.
 class ClusterService final : public hourglass::v1::Cluster::CallbackService {
  public:
   // REQUIRES: `authorizer` (null: authentication off) outlives the service.
@@ -25,8 +27,12 @@ class ClusterService final : public hourglass::v1::Cluster::CallbackService {
       std::function<absl::Status(const std::string& node, bool drain)>;
   using Move = std::function<absl::Status(int shard, const std::string& node,
                                           bool undo)>;
+  using Recover =
+      std::function<absl::StatusOr<hourglass::v1::RecoverShardResponse>(
+          int shard, const std::string& node, bool accept_loss)>;
   ClusterService(std::function<hourglass::v1::ClusterMap()> map, Drain drain,
-                 Move move, const Authorizer* authorizer = nullptr);
+                 Move move, Recover recover,
+                 const Authorizer* authorizer = nullptr);
 
   grpc::ServerUnaryReactor* GetClusterMap(
       grpc::CallbackServerContext* context,
@@ -40,11 +46,16 @@ class ClusterService final : public hourglass::v1::Cluster::CallbackService {
       grpc::CallbackServerContext* context,
       const hourglass::v1::MoveShardRequest* request,
       hourglass::v1::MoveShardResponse* response) override;
+  grpc::ServerUnaryReactor* RecoverShard(
+      grpc::CallbackServerContext* context,
+      const hourglass::v1::RecoverShardRequest* request,
+      hourglass::v1::RecoverShardResponse* response) override;
 
  private:
   const std::function<hourglass::v1::ClusterMap()> map_;
   const Drain drain_;
   const Move move_;
+  const Recover recover_;
   const Authorizer* const authorizer_;
 };
 

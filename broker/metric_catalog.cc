@@ -64,6 +64,15 @@ const std::vector<MetricInfo>& Catalog() {
            {},
            {},
            "Cluster mode: 1 while this node is the cluster's controller."},
+          {Metric::kClusterEligibleCopies,
+           "hourglass_cluster_eligible_copies",
+           kGauge,
+           {"shard"},
+           {},
+           "Cluster mode: replicas of the shard outside its in-sync set that "
+           "still hold every acknowledged write (they left it below "
+           "--min_insync), one of which is promoted if no in-sync copy is "
+           "alive; as this node last read them from etcd."},
           {Metric::kClusterEpoch,
            "hourglass_cluster_epoch",
            kGauge,
@@ -92,6 +101,14 @@ const std::vector<MetricInfo>& Catalog() {
            {},
            "Cluster mode: 1 for the role this node plays for the shard "
            "(primary, backup or none), 0 for the others."},
+          {Metric::kClusterUnderMinInsync,
+           "hourglass_cluster_under_min_insync",
+           kGauge,
+           {},
+           {},
+           "Cluster mode: shards of the cluster whose in-sync set has fewer "
+           "members than --min_insync (they refuse writes until a backup "
+           "catches up), as this node last read them from etcd."},
           {Metric::kConsumers,
            "hourglass_consumers",
            kGauge,

@@ -220,6 +220,17 @@ absl::Status Admin::MoveShard(int shard, const std::string& node, bool undo) {
   return Call(*channel_, &ClusterStub::MoveShard, request).status();
 }
 
+absl::StatusOr<hourglass::v1::RecoverShardResponse> Admin::RecoverShard(
+    int shard, const std::string& node, bool accept_loss) {
+  hourglass::v1::RecoverShardRequest request;
+  request.set_shard(shard);
+  request.set_node(node);
+  request.set_accept_loss(accept_loss);
+  // Safe to repeat: a second promotion of the same copy is refused, the
+  // first having given the shard a live primary.
+  return Call(*channel_, &ClusterStub::RecoverShard, request);
+}
+
 absl::StatusOr<std::string> Admin::Health(const std::string& service) {
   // grpc.health.v1 by hand: the messages are a string and an enum, and
   // generated code for them would clash with an application's own copy of

@@ -68,6 +68,12 @@ class Admin {
   // empty `node`) removes its pin. Errors: the service's; UNIMPLEMENTED
   // from a broker that is not in cluster mode.
   absl::Status MoveShard(int shard, const std::string& node, bool undo);
+  // Cluster.RecoverShard of the node calls go to now (any node answers):
+  // what promoting node `node`'s copy of shard `shard` may lose and, with
+  // `accept_loss`, its promotion. Errors: the service's; UNIMPLEMENTED from
+  // a broker that is not in cluster mode.
+  absl::StatusOr<hourglass::v1::RecoverShardResponse> RecoverShard(
+      int shard, const std::string& node, bool accept_loss);
 
   // grpc.health.v1.Health/Check of `service` ("": the whole broker; e.g.
   // "hourglass.v1.Broker"): the serving status's name, "SERVING",

@@ -156,9 +156,9 @@ class LeaseKeeper::Stream final
 };
 
 std::unique_ptr<LeaseKeeper> LeaseKeeper::Start(EtcdClient& client, Lease lease,
-                                                LostCallback on_lost) {
+                                                LostCallback on_change) {
   std::unique_ptr<LeaseKeeper> keeper(
-      new LeaseKeeper(client, lease, std::move(on_lost)));
+      new LeaseKeeper(client, lease, std::move(on_change)));
   keeper->thread_ = std::thread([k = keeper.get()] {
     pthread_setname_np(pthread_self(), "hg-etcd-lease");
     k->Run();
@@ -166,11 +166,12 @@ std::unique_ptr<LeaseKeeper> LeaseKeeper::Start(EtcdClient& client, Lease lease,
   return keeper;
 }
 
-LeaseKeeper::LeaseKeeper(EtcdClient& client, Lease lease, LostCallback on_lost)
+LeaseKeeper::LeaseKeeper(EtcdClient& client, Lease lease,
+                         LostCallback on_change)
     : client_(client),
       lease_(lease),
       interval_(std::max(lease.ttl / 3, absl::Milliseconds(100))),
-      on_lost_(std::move(on_lost)),
+      on_change_(std::move(on_change)),
       alive_until_(lease.alive_until) {}
 
 LeaseKeeper::~LeaseKeeper() {
@@ -204,6 +205,11 @@ bool LeaseKeeper::Stop() {
 bool LeaseKeeper::lost() const {
   absl::MutexLock lock(&mu_);
   return lost_;
+}
+
+bool LeaseKeeper::overdue() const {
+  absl::MutexLock lock(&mu_);
+  return overdue_;
 }
 
 absl::Time LeaseKeeper::alive_until() const {
@@ -257,13 +263,21 @@ void LeaseKeeper::Run() {
                        " does not exist any more (expired or revoked)"));
       break;
     }
-    if (now >= alive_until_) {
-      loss = absl::UnavailableError(absl::StrCat(
-          "etcd: lease ", lease_.id, " was not renewed within its TTL of ",
-          absl::FormatDuration(lease_.ttl),
-          " and must be taken as expired; last error: ",
-          last_error_.ok() ? "none" : last_error_.ToString()));
-      break;
+    // Overdue, or renewed again: said once each, without the lock.
+    if ((now >= alive_until_) != overdue_) {
+      overdue_ = !overdue_;
+      const absl::Status change =
+          overdue_ ? absl::UnavailableError(absl::StrCat(
+                         "etcd: lease ", lease_.id,
+                         " was not renewed within its TTL of ",
+                         absl::FormatDuration(lease_.ttl),
+                         " and may have expired; still trying; last error: ",
+                         last_error_.ok() ? "none" : last_error_.ToString()))
+                   : absl::OkStatus();
+      mu_.Unlock();
+      if (on_change_) on_change_(change);
+      mu_.Lock();
+      continue;
     }
     const bool stream_live = stream != nullptr && !stream_ended_;
     if (!stream_live && now >= reopen_at) {
@@ -285,16 +299,19 @@ void LeaseKeeper::Run() {
       continue;
     }
     const absl::Time wake_at =
-        std::min(alive_until_, stream_live ? next_send : reopen_at);
+        std::min(overdue_ ? absl::InfiniteFuture() : alive_until_,
+                 stream_live ? next_send : reopen_at);
+    const absl::Time overdue_until = alive_until_;
     auto wake = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return stopping_ || gone_ || (stream_live && stream_ended_);
+      return stopping_ || gone_ || (stream_live && stream_ended_) ||
+             (overdue_ && alive_until_ != overdue_until);
     };
     mu_.AwaitWithDeadline(absl::Condition(&wake), wake_at);
   }
   if (!loss.ok()) lost_ = true;
   mu_.Unlock();
   stream.reset();
-  if (!loss.ok() && on_lost_) on_lost_(loss);
+  if (!loss.ok() && on_change_) on_change_(loss);
 }
 
 }  // namespace hourglass::cluster

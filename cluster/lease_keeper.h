@@ -16,33 +16,36 @@ namespace hourglass::cluster {
 
 // Keeps an etcd lease alive, on a thread of its own, by renewing it over
 // the Lease service's keep-alive stream every third of its TTL, and says
-// when it is lost. A node's lease is what makes it a member of the cluster
-// (its nodes/<id> key and its controller candidacy hang on it), so a node
-// must stop acting as a member the moment its keeper reports a loss.
+// when its renewals are overdue and when it is lost. A node's lease is what
+// makes it a member of the cluster (its nodes/<id> key and its controller
+// candidacy hang on it).
 //
-// Losing is final: once lost, the keeper renews no more, even if etcd later
-// turns out to have kept the lease; its owner grants a new one.
+// Overdue is not lost: while etcd cannot be reached, the keeper goes on
+// trying, and a renewal that gets through later (etcd kept the lease, as it
+// does across its own restart, or while it was paused) ends the overdue
+// spell. Lost is final: etcd said the lease no longer exists; the keeper
+// renews no more, and its owner grants a new one.
 //
 // When the keep-alive stream breaks (etcd restarts, or an endpoint goes
-// away), a new one is opened, on the next endpoint if that one failed; the
-// lease is kept if a renewal gets through before alive_until().
+// away), a new one is opened, on the next endpoint if that one failed.
 //
-// Thread-safe. on_lost runs on the keeper's thread, without the keeper's
+// Thread-safe. on_change runs on the keeper's thread, without the keeper's
 // lock; it must not destroy the keeper or call Abandon.
 class LeaseKeeper {
  public:
-  // Called once, when the lease is lost:
-  //   NOT_FOUND    etcd says the lease does not exist any more (it expired,
-  //                or someone revoked it).
+  // Called, in order, each time the lease's standing changes:
   //   UNAVAILABLE  no renewal was confirmed before alive_until() passed
-  //                (etcd was unreachable): the lease must be taken as
-  //                expired, though etcd may end it a little later.
+  //                (etcd is unreachable or silent): the rest of the cluster
+  //                may take the lease as expired. The keeper goes on trying.
+  //   OK           a renewal was confirmed again after an UNAVAILABLE.
+  //   NOT_FOUND    etcd says the lease does not exist any more (it expired,
+  //                or someone revoked it): lost, the last call.
   using LostCallback = absl::AnyInvocable<void(absl::Status status)>;
 
   // Starts keeping `lease` (from client.GrantLease) alive over `client`,
-  // which must outlive the keeper. `on_lost` may be empty.
+  // which must outlive the keeper. `on_change` may be empty.
   static std::unique_ptr<LeaseKeeper> Start(EtcdClient& client, Lease lease,
-                                            LostCallback on_lost);
+                                            LostCallback on_change);
 
   // Stops renewing and, unless the lease was lost or abandoned, revokes it
   // (at most the client's call_timeout; a failure is ignored: the lease
@@ -60,8 +63,11 @@ class LeaseKeeper {
   int64_t id() const { return lease_.id; }
   absl::Duration ttl() const { return lease_.ttl; }
 
-  // Whether the lease was lost (on_lost has been or is being called).
+  // Whether the lease was lost (etcd said it no longer exists).
   bool lost() const;
+  // Whether no renewal was confirmed before alive_until() passed, and none
+  // has been since.
+  bool overdue() const;
 
   // Until when, on this machine's clock, the lease is certainly alive: the
   // time the last confirmed renewal (or the grant) was sent, plus the TTL
@@ -92,7 +98,7 @@ class LeaseKeeper {
   EtcdClient& client_;
   const Lease lease_;
   const absl::Duration interval_;
-  LostCallback on_lost_;  // The thread's.
+  LostCallback on_change_;  // The thread's.
 
   mutable absl::Mutex mu_;
   absl::Time alive_until_ ABSL_GUARDED_BY(mu_);
@@ -100,6 +106,7 @@ class LeaseKeeper {
   // Set when etcd said the lease is gone (TTL 0).
   bool gone_ ABSL_GUARDED_BY(mu_) = false;
   bool lost_ ABSL_GUARDED_BY(mu_) = false;
+  bool overdue_ ABSL_GUARDED_BY(mu_) = false;
   // The current stream ended; the thread opens another.
   bool stream_ended_ ABSL_GUARDED_BY(mu_) = false;
   // Why the last stream ended, for the loss's message.

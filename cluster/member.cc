@@ -106,20 +106,27 @@ absl::StatusOr<std::unique_ptr<Member>> Member::Join(EtcdClient& client,
   }
   std::unique_ptr<Member> member(
       new Member(client, std::move(options), std::move(callbacks)));
+  if (absl::Status registered = member->Register(); !registered.ok()) {
+    return registered;
+  }
   const MemberOptions& o = member->options_;
+  spdlog::info("cluster: node {} joined cluster {} at {} (lease {:x}, TTL {})",
+               o.node_id, o.cluster, o.address, member->lease(),
+               absl::FormatDuration(o.lease_ttl));
+  member->thread_ = std::thread([m = member.get()] {
+    pthread_setname_np(pthread_self(), "hg-member");
+    m->Run();
+  });
+  return member;
+}
 
-  absl::StatusOr<Lease> lease = client.GrantLease(o.lease_ttl);
+absl::Status Member::Register() {
+  const MemberOptions& o = options_;
+  absl::StatusOr<Lease> lease = client_.GrantLease(o.lease_ttl);
   if (!lease.ok()) return lease.status();
-  member->keeper_ = LeaseKeeper::Start(
-      client, *lease, [m = member.get()](absl::Status status) {
-        spdlog::error("cluster: node {} lost its lease: {}", m->node_id(),
-                      std::string(status.message()));
-        {
-          absl::MutexLock lock(&m->mu_);
-          m->lost_ = true;
-          m->wake_ = true;
-        }
-        if (m->callbacks_.on_lost) m->callbacks_.on_lost(std::move(status));
+  std::unique_ptr<LeaseKeeper> keeper = LeaseKeeper::Start(
+      client_, *lease, [this, id = lease->id](absl::Status status) {
+        OnLeaseChange(id, std::move(status));
       });
 
   // nodes/<id>, once no other lease holds it.
@@ -131,7 +138,7 @@ absl::StatusOr<std::unique_ptr<Member>> Member::Join(EtcdClient& client,
   const absl::Time give_up = absl::Now() + o.lease_ttl + absl::Seconds(1);
   while (true) {
     absl::StatusOr<TxnResult> created =
-        client.CreateIfAbsent(key, value, lease->id);
+        client_.CreateIfAbsent(key, value, lease->id);
     if (!created.ok()) return created.status();
     if (created->succeeded) break;
     if (absl::Now() >= give_up) {
@@ -154,25 +161,60 @@ absl::StatusOr<std::unique_ptr<Member>> Member::Join(EtcdClient& client,
   election.lease = lease->id;
   election.retry_delay = o.retry_delay;
   absl::StatusOr<std::unique_ptr<Election>> started = Election::Start(
-      client, std::move(election),
-      [m = member.get()](bool leading, const std::optional<Leader>& leader) {
+      client_, std::move(election),
+      [this](bool leading, const std::optional<Leader>& leader) {
         if (leading) {
           spdlog::info("cluster: node {} is the controller (term {})",
-                       m->node_id(), leader->term);
+                       node_id(), leader->term);
         }
-        absl::MutexLock lock(&m->mu_);
-        m->wake_ = true;
+        absl::MutexLock lock(&mu_);
+        wake_ = true;
       });
   if (!started.ok()) return started.status();
-  member->election_ = *std::move(started);
-  spdlog::info("cluster: node {} joined cluster {} at {} (lease {:x}, TTL {})",
-               o.node_id, o.cluster, o.address, lease->id,
-               absl::FormatDuration(o.lease_ttl));
-  member->thread_ = std::thread([m = member.get()] {
-    pthread_setname_np(pthread_self(), "hg-member");
-    m->Run();
-  });
-  return member;
+  // The parts of an earlier lease, if any, go without the lock: their
+  // threads may be calling back.
+  std::unique_ptr<LeaseKeeper> old_keeper;
+  std::unique_ptr<Election> old_election;
+  {
+    absl::MutexLock lock(&parts_mu_);
+    old_keeper = std::exchange(keeper_, std::move(keeper));
+    old_election = std::exchange(election_, *std::move(started));
+  }
+  if (old_election != nullptr) old_election->Abandon();
+  if (old_keeper != nullptr) old_keeper->Abandon();
+  absl::MutexLock lock(&mu_);
+  lost_ = false;
+  return absl::OkStatus();
+}
+
+void Member::OnLeaseChange(int64_t lease, absl::Status status) {
+  if (status.ok()) {
+    spdlog::info(
+        "cluster: node {} reached etcd again and kept its lease {:x}: it "
+        "is a member as before",
+        node_id(), lease);
+    return;
+  }
+  if (absl::IsUnavailable(status)) {
+    // CLUSTER.md's rule for an etcd outage: shards keep serving with their
+    // current primaries (backups refuse a deposed primary's epoch, so this
+    // is safe) and nothing fails over until etcd answers again.
+    spdlog::warn(
+        "cluster: node {} cannot renew its lease {:x} ({}): it keeps its "
+        "shards as they are, and joins again if etcd ended the lease",
+        node_id(), lease, std::string(status.message()));
+    return;
+  }
+  spdlog::error(
+      "cluster: node {} lost its lease {:x}: {}; it joins again under a new "
+      "one, its shards keeping their roles until their records change",
+      node_id(), lease, std::string(status.message()));
+  {
+    absl::MutexLock lock(&mu_);
+    lost_ = true;
+    wake_ = true;
+  }
+  if (callbacks_.on_lost) callbacks_.on_lost(std::move(status));
 }
 
 Member::Member(EtcdClient& client, MemberOptions options, Callbacks callbacks)
@@ -189,8 +231,15 @@ Member::~Member() {
   }
   if (thread_.joinable()) thread_.join();
   watch_.reset();
-  election_.reset();  // Resigns if it leads.
-  keeper_.reset();    // Revokes the lease, unless abandoned: nodes/<id> goes.
+  std::unique_ptr<Election> election;
+  std::unique_ptr<LeaseKeeper> keeper;
+  {
+    absl::MutexLock lock(&parts_mu_);
+    election = std::move(election_);
+    keeper = std::move(keeper_);
+  }
+  election.reset();  // Resigns if it leads.
+  keeper.reset();    // Revokes the lease, unless abandoned: nodes/<id> goes.
 }
 
 void Member::Abandon() {
@@ -202,11 +251,15 @@ void Member::Abandon() {
   if (thread_.joinable()) thread_.join();
   watch_.reset();
   // Neither resigns: the node's keys go when its lease expires.
+  absl::MutexLock lock(&parts_mu_);
   if (election_ != nullptr) election_->Abandon();
   if (keeper_ != nullptr) keeper_->Abandon();
 }
 
-int64_t Member::lease() const { return keeper_ == nullptr ? 0 : keeper_->id(); }
+int64_t Member::lease() const {
+  absl::MutexLock lock(&parts_mu_);
+  return keeper_ == nullptr ? 0 : keeper_->id();
+}
 
 ClusterView Member::view() const {
   absl::MutexLock lock(&mu_);
@@ -223,22 +276,21 @@ bool Member::AwaitView(absl::FunctionRef<bool(const ClusterView&)> condition,
 }
 
 bool Member::controlling() const {
+  absl::MutexLock lock(&parts_mu_);
   return election_ != nullptr && election_->leading();
 }
 
+std::optional<int64_t> Member::LeadingTerm() const {
+  absl::MutexLock lock(&parts_mu_);
+  if (election_ == nullptr || !election_->leading()) return std::nullopt;
+  std::optional<Leader> leader = election_->leader();
+  if (!leader.has_value()) return std::nullopt;
+  return leader->term;
+}
+
 absl::StatusOr<bool> Member::SetIsr(int shard, const ShardRecord& from,
-                                    std::vector<std::string> isr) {
-  ClusterView::Shard current;
-  {
-    absl::MutexLock lock(&mu_);
-    auto it = view_.shards.find(shard);
-    if (it == view_.shards.end() ||
-        it->second.record.primary != options_.node_id) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "node ", options_.node_id, " is not the primary of shard ", shard));
-    }
-    current = it->second;
-  }
+                                    std::vector<std::string> isr,
+                                    LogEnd acknowledged) {
   if (isr.empty() || isr.front() != options_.node_id) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the in-sync set of shard ", shard, " must begin with its primary ",
@@ -251,21 +303,66 @@ absl::StatusOr<bool> Member::SetIsr(int shard, const ShardRecord& from,
           absl::StrJoin(from.replicas, ","), "), not ", node));
     }
   }
+  ShardRecord next = from;
+  next.isr = std::move(isr);
+  next.acknowledged = std::max(next.acknowledged, acknowledged);
+  KeepEligible(from, next, options_.min_insync);
+  return WriteAsPrimary(
+      shard, from, next,
+      absl::StrCat("set the in-sync set of shard ", shard, " at epoch ",
+                   next.epoch, " to [", absl::StrJoin(next.isr, ","),
+                   "] (was [", absl::StrJoin(from.isr, ","),
+                   "]); eligible copies [", absl::StrJoin(next.eligible, ","),
+                   "]"));
+}
+
+absl::StatusOr<bool> Member::TakeNewEpoch(int shard, const ShardRecord& from) {
+  ShardRecord next = from;
+  ++next.epoch;
+  next.transfer_to.clear();
+  return WriteAsPrimary(
+      shard, from, next,
+      absl::StrCat("takes epoch ", next.epoch, " of shard ", shard,
+                   ": its copy had accepted epoch ", from.epoch,
+                   " before (a primary never writes at an epoch twice)"));
+}
+
+absl::StatusOr<bool> Member::GiveBack(int shard, const ShardRecord& from,
+                                      std::string_view why) {
+  ShardRecord next = from;
+  next.primary.clear();
+  next.transfer_to.clear();
+  return WriteAsPrimary(
+      shard, from, next,
+      absl::StrCat("gives shard ", shard, " back at epoch ", from.epoch,
+                   " for the controller to "
+                   "promote a copy: ",
+                   std::string(why)));
+}
+
+absl::StatusOr<bool> Member::WriteAsPrimary(int shard, const ShardRecord& from,
+                                            const ShardRecord& next,
+                                            std::string_view what) {
+  ClusterView::Shard current;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = view_.shards.find(shard);
+    if (it == view_.shards.end() ||
+        it->second.record.primary != options_.node_id) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "node ", options_.node_id, " is not the primary of shard ", shard));
+    }
+    current = it->second;
+  }
   // Decided on a record that has changed since: the caller decides again
   // on the new one.
   if (current.record != from) return false;
-  ShardRecord next = current.record;
-  next.isr = std::move(isr);
   absl::StatusOr<TxnResult> written =
       client_.PutIfModRevision(ShardKey(options_.cluster, shard),
                                EncodeShardRecord(next), current.mod_revision);
   if (!written.ok()) return written.status();
   if (written->succeeded) {
-    spdlog::info(
-        "cluster: primary {} set the in-sync set of shard {} at "
-        "epoch {} to [{}] (was [{}])",
-        options_.node_id, shard, next.epoch, absl::StrJoin(next.isr, ","),
-        absl::StrJoin(current.record.isr, ","));
+    spdlog::info("cluster: primary {} {}", options_.node_id, what);
   }
   return written->succeeded;
 }
@@ -281,11 +378,18 @@ void Member::Run() {
       lost = lost_;
     }
     if (lost) {
-      // No longer a member: nothing of the cluster is this node's to do.
-      // (Its election cannot win again: its lease is gone.)
-      absl::MutexLock lock(&mu_);
-      mu_.Await(absl::Condition(&stopping_));
-      return;
+      // The cluster took this node for dead: it joins again under a new
+      // lease. (Until it has, its election cannot win: its lease is gone.)
+      if (absl::Status s = Register(); !s.ok()) {
+        spdlog::warn("cluster: node {} cannot join cluster {} again yet: {}",
+                     options_.node_id, options_.cluster,
+                     std::string(s.message()));
+        WaitForWork(absl::Now() + options_.retry_delay);
+        continue;
+      }
+      spdlog::info("cluster: node {} joined cluster {} again (lease {:x})",
+                   options_.node_id, options_.cluster, lease());
+      continue;
     }
     if (resync) {
       if (absl::Status s = Resync(); !s.ok()) {
@@ -303,9 +407,8 @@ void Member::Run() {
     }
     ReportPositions(view);
     absl::Time next = absl::Now() + options_.retry_delay * 4;
-    if (std::optional<Leader> leader = election_->leader();
-        leader.has_value() && election_->leading()) {
-      Control(view, leader->term);
+    if (std::optional<int64_t> term = LeadingTerm(); term.has_value()) {
+      Control(view, *term);
       for (const auto& [shard, since] : primary_gone_since_) {
         next = std::min(next, since.second + *options_.position_wait);
       }
@@ -429,15 +532,15 @@ void Member::ReportPositions(const ClusterView& view) {
   NodeRecord record = self->second;
   std::map<int, ShardRecord> shards;
   for (const auto& [shard, s] : view.shards) shards[shard] = s.record;
-  auto none = [](int) { return std::optional<int64_t>(); };
   record.positions = PositionsToReport(
       options_.node_id, shards, view.nodes,
-      [&](int shard) {
-        return callbacks_.position ? callbacks_.position(shard) : none(shard);
+      [&](int shard) -> std::optional<LogEnd> {
+        if (!callbacks_.position) return std::nullopt;
+        return callbacks_.position(shard);
       },
-      [&](int shard) {
-        return callbacks_.handed_over ? callbacks_.handed_over(shard)
-                                      : none(shard);
+      [&](int shard) -> std::optional<int64_t> {
+        if (!callbacks_.handed_over) return std::nullopt;
+        return callbacks_.handed_over(shard);
       });
   if (record.positions == self->second.positions) return;
   for (const auto& [shard, position] : record.positions) {
@@ -447,11 +550,15 @@ void Member::ReportPositions(const ClusterView& view) {
     }
     const ShardRecord& r = shards.at(shard);
     spdlog::info(
-        "cluster: node {} reports index {} of shard {} at epoch {} ({})",
-        options_.node_id, position.index, shard, position.epoch,
+        "cluster: node {} reports index {} (of epoch {}) of shard {} at "
+        "epoch {} ({})",
+        options_.node_id, position.index, position.last_epoch, shard,
+        position.epoch,
         r.primary == options_.node_id
             ? absl::StrCat("it stopped writing and ", r.transfer_to,
                            " holds it all")
+        : r.primary.empty()
+            ? std::string("its primary gave it back")
             : absl::StrCat("its primary ", r.primary, " is gone"));
   }
   for (const auto& [shard, position] : self->second.positions) {
@@ -462,7 +569,7 @@ void Member::ReportPositions(const ClusterView& view) {
   }
   absl::StatusOr<int64_t> put =
       client_.Put(NodeKey(options_.cluster, options_.node_id),
-                  EncodeNodeRecord(record), keeper_->id());
+                  EncodeNodeRecord(record), lease());
   if (!put.ok()) {
     spdlog::warn("cluster: node {} could not report its positions: {}",
                  options_.node_id, std::string(put.status().message()));
@@ -478,6 +585,7 @@ void Member::Control(const ClusterView& view, int64_t term) {
     if (it != view.shards.end()) current = it->second;
     PlacementOptions placement;
     placement.replication_factor = options_.replication_factor;
+    placement.min_insync = options_.min_insync;
     if (current.has_value() && !view.nodes.contains(current->record.primary)) {
       auto [since, inserted] =
           primary_gone_since_.try_emplace(shard, current->record.epoch, now);

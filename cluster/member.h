@@ -88,7 +88,9 @@ struct ClusterView {
 
 // One node's membership in a cluster (CLUSTER.md): it holds the node's
 // lease and its key nodes/<id>, campaigns for controller, and keeps a view
-// of the cluster from a watch on the cluster's prefix. While it is the
+// of the cluster from a watch on the cluster's prefix. While etcd cannot be
+// reached it keeps its last view and goes on trying; if etcd ended its
+// lease meanwhile, it joins again under a new one. While it is the
 // controller it creates the shards and changes their epoch, primary and
 // replicas (cluster/placement.h decides; each write is a compare-and-set
 // fenced by the controller's term). When a shard's primary is gone and
@@ -99,10 +101,11 @@ struct ClusterView {
 class Member {
  public:
   struct Callbacks {
-    // Where this node's copy of `shard` ends: the index of its last durable
-    // log entry; nullopt if it has none. Called on the member's thread when
-    // it reports a position. May be empty (no position is ever reported).
-    absl::AnyInvocable<std::optional<int64_t>(int shard)> position;
+    // Where this node's copy of `shard` ends: the epoch and index of its
+    // last durable log entry; nullopt if it has none. Called on the
+    // member's thread when it reports a position. May be empty (no
+    // position is ever reported).
+    absl::AnyInvocable<std::optional<LogEnd>(int shard)> position;
     // For a shard this node is the primary of, with a leader transfer under
     // way (ShardRecord::transfer_to): the index of its last log entry once
     // it has stopped writing and the target holds every entry durably;
@@ -112,10 +115,11 @@ class Member {
     // Each new view, on the member's thread, in order. Must not block for
     // long or destroy the member. May be empty.
     absl::AnyInvocable<void(const ClusterView& view)> on_view;
-    // Once, when the node's lease is lost (LeaseKeeper's codes): the rest of
-    // the cluster takes it as dead, so it must stop acting as a member (a
-    // primary stops writing) and join again. Runs on the lease keeper's
-    // thread. May be empty.
+    // Each time etcd says the node's lease no longer exists (NOT_FOUND): the
+    // rest of the cluster took the node for dead (its shards may be failing
+    // over). The member joins again under a new lease by itself; shards keep
+    // their roles until their records change (a deposed primary's backups
+    // refuse its epoch). Runs on the lease keeper's thread. May be empty.
     absl::AnyInvocable<void(absl::Status status)> on_lost;
   };
 
@@ -156,6 +160,8 @@ class Member {
                  absl::Time deadline) const;
   // Whether this node is the controller now.
   bool controlling() const;
+  // The controller's term (Leader::term) while this node is the controller.
+  std::optional<int64_t> LeadingTerm() const;
 
   // Has the member's thread look at its callbacks again now rather than
   // at its next change or tick: a host whose hand-over has finished has a
@@ -164,7 +170,9 @@ class Member {
 
   // The primary's change of a shard's in-sync set, at its epoch: writes
   // `isr` (which must hold this node, first, then replicas of `from`) into
-  // shards/<shard> if this node is the primary there and the record is
+  // shards/<shard>, with the eligible copies kept by KeepEligible
+  // (placement.h: a backup that leaves a set smaller than --min_insync
+  // becomes eligible), if this node is the primary there and the record is
   // still `from`, the one the caller decided on: in the view, and in etcd
   // (compare-and-set on the view's revision). So a change decided on a
   // record the controller has changed since (a replica dropped meanwhile)
@@ -172,12 +180,41 @@ class Member {
   // FAILED_PRECONDITION if this node is not the shard's primary in the
   // view, INVALID_ARGUMENT if `isr` does not begin with it or names a node
   // that is not a replica of `from`; etcd's.
+  //
+  // `acknowledged`, the primary's highest acknowledged entry, goes into the
+  // record too (ShardRecord::acknowledged) when it is beyond `from`'s.
   absl::StatusOr<bool> SetIsr(int shard, const ShardRecord& from,
-                              std::vector<std::string> isr);
+                              std::vector<std::string> isr,
+                              LogEnd acknowledged = {});
+  // The primary's other writes to its shard's record, under the same
+  // conditions and with the same results and errors as SetIsr (but for the
+  // in-sync set's):
+  //   TakeNewEpoch  `from` at epoch + 1, the same primary: a primary never
+  //                 writes at an epoch its copy accepted before (a restart),
+  //                 so no two copies can hold different entries at one
+  //                 (epoch, index).
+  //   GiveBack      `from` without a primary (or transfer): the primary could
+  //                 not get its writes acknowledged in time, and leaves the
+  //                 choice of a copy to lead to the controller (PlanShard
+  //                 promotes as if it were gone; it may choose it again).
+  absl::StatusOr<bool> TakeNewEpoch(int shard, const ShardRecord& from);
+  absl::StatusOr<bool> GiveBack(int shard, const ShardRecord& from,
+                                std::string_view why);
 
  private:
   Member(EtcdClient& client, MemberOptions options, Callbacks callbacks);
 
+  // Writes `next` over `from`, the record of `shard` this node is the
+  // primary of, as SetIsr describes; logs `what` once written.
+  absl::StatusOr<bool> WriteAsPrimary(int shard, const ShardRecord& from,
+                                      const ShardRecord& next,
+                                      std::string_view what);
+  // Grants a lease and keeps it (replacing the keeper and election of an
+  // earlier one), writes nodes/<id> under it once no other lease holds it,
+  // and campaigns for controller. Errors as Join's.
+  absl::Status Register();
+  // The lease keeper's calls (LeaseKeeper::LostCallback) for lease `lease`.
+  void OnLeaseChange(int64_t lease, absl::Status status);
   void Run();
   // Reads the whole prefix into a fresh view and watches from after it.
   absl::Status Resync();
@@ -202,9 +239,12 @@ class Member {
   const std::string prefix_;
   Callbacks callbacks_;  // position and on_view: the member thread's.
 
-  std::unique_ptr<LeaseKeeper> keeper_;
-  std::unique_ptr<Election> election_;  // The member thread's once started.
-  std::unique_ptr<Watch> watch_;        // The member thread's.
+  // The current lease's keeper and election: replaced by Register, on the
+  // member's thread (or in Join, before it starts); read by any thread.
+  mutable absl::Mutex parts_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  std::unique_ptr<LeaseKeeper> keeper_ ABSL_GUARDED_BY(parts_mu_);
+  std::unique_ptr<Election> election_ ABSL_GUARDED_BY(parts_mu_);
+  std::unique_ptr<Watch> watch_;  // The member thread's.
 
   mutable absl::Mutex mu_;
   ClusterView view_ ABSL_GUARDED_BY(mu_);

@@ -49,7 +49,9 @@ std::vector<std::string> ZonesInterleaved(
 }
 
 // Replaces, in `record`, each replica other than the primary whose node is
-// gone by a spare, while there are spares; the replaced leave the ISR. Then
+// gone by a spare, while there are spares, but an eligible one (it may
+// hold the only other copy of an acknowledged write); the replaced leave
+// the ISR. Then
 // adds spares while the shard has fewer than `wanted` replicas (a cluster
 // restored from a snapshot starts with one). Adds to `changes` what it did.
 void RepairReplicas(ShardRecord& record,
@@ -59,7 +61,10 @@ void RepairReplicas(ShardRecord& record,
   auto next_spare = spares.begin();
   for (std::string& replica : record.replicas) {
     if (next_spare == spares.end()) break;
-    if (replica == record.primary || alive.contains(replica)) continue;
+    if (replica == record.primary || alive.contains(replica) ||
+        record.IsEligible(replica)) {
+      continue;
+    }
     changes.push_back(absl::StrCat("replaced ", replica, " by ", *next_spare));
     std::erase(record.isr, replica);
     replica = *next_spare++;
@@ -99,45 +104,59 @@ ShardPlan Promote(int shard, const ShardRecord& current,
                   const PlacementOptions& options) {
   struct Candidate {
     std::string id;
-    std::optional<int64_t> index;  // nullopt: not reported yet
+    std::optional<LogEnd> end;  // nullopt: not reported yet
   };
-  std::vector<Candidate> candidates;
-  for (const std::string& id : current.isr) {
-    if (id == current.primary) continue;
-    auto node = alive.find(id);
-    if (node == alive.end()) continue;
-    Candidate c{id, std::nullopt};
-    auto position = node->second.positions.find(shard);
-    if (position != node->second.positions.end() &&
-        position->second.epoch == current.epoch) {
-      c.index = position->second.index;
+  const std::string gone =
+      current.primary.empty()
+          ? absl::StrCat("shard ", shard, " was given back by its primary")
+          : absl::StrCat("shard ", shard, " has lost its primary ",
+                         current.primary);
+  // The in-sync backups alive; with none, the eligible copies alive.
+  auto alive_among = [&](const std::vector<std::string>& ids) {
+    std::vector<Candidate> candidates;
+    for (const std::string& id : ids) {
+      if (id == current.primary) continue;
+      auto node = alive.find(id);
+      if (node == alive.end()) continue;
+      Candidate c{id, std::nullopt};
+      auto position = node->second.positions.find(shard);
+      if (position != node->second.positions.end() &&
+          position->second.epoch == current.epoch) {
+        c.end = position->second.end();
+      }
+      candidates.push_back(std::move(c));
     }
-    candidates.push_back(std::move(c));
-  }
+    return candidates;
+  };
+  std::vector<Candidate> candidates = alive_among(current.isr);
+  const bool from_eligible = candidates.empty();
+  if (from_eligible) candidates = alive_among(current.eligible);
   if (candidates.empty()) {
     return {std::nullopt,
-            absl::StrCat("shard ", shard, " has lost its primary ",
-                         current.primary, " and no in-sync backup is alive (",
-                         "in-sync set ", absl::StrJoin(current.isr, ","),
+            absl::StrCat(gone, " and no in-sync backup is alive (in-sync set ",
+                         absl::StrJoin(current.isr, ","), "; eligible copies ",
+                         current.eligible.empty()
+                             ? "none"
+                             : absl::StrJoin(current.eligible, ","),
                          "): waiting for one to come back")};
   }
   const Candidate* best = nullptr;
   size_t unreported = 0;
   for (const Candidate& c : candidates) {
-    if (!c.index.has_value()) {
+    if (!c.end.has_value()) {
       ++unreported;
       continue;
     }
-    if (best == nullptr || *c.index > *best->index ||
-        (*c.index == *best->index && c.id < best->id)) {
+    if (best == nullptr || *c.end > *best->end ||
+        (*c.end == *best->end && c.id < best->id)) {
       best = &c;
     }
   }
   if (best == nullptr || (unreported > 0 && !options.position_wait_over)) {
-    return {std::nullopt,
-            absl::StrCat("shard ", shard, " has lost its primary ",
-                         current.primary, ": waiting for ", unreported,
-                         " in-sync backups to report their positions")};
+    return {std::nullopt, absl::StrCat(gone, ": waiting for ", unreported,
+                                       from_eligible ? " eligible copies"
+                                                     : " in-sync backups",
+                                       " to report their positions")};
   }
   ShardRecord next = current;
   next.epoch = current.epoch + 1;
@@ -145,15 +164,24 @@ ShardPlan Promote(int shard, const ShardRecord& current,
   next.transfer_to.clear();  // A transfer under way ends with its primary.
   next.isr = {best->id};
   for (const Candidate& c : candidates) {
-    if (c.index.has_value() && c.id != best->id) next.isr.push_back(c.id);
+    if (!c.end.has_value() || c.id == best->id) continue;
+    // In-sync copies are prefixes of the old primary's log, so of the best
+    // one's; an eligible copy is one when its end is of the best's epoch
+    // (one primary wrote each index of it once).
+    if (!from_eligible || c.end->epoch == best->end->epoch) {
+      next.isr.push_back(c.id);
+    }
   }
   // The primary first among the replicas.
   std::erase(next.replicas, best->id);
   next.replicas.insert(next.replicas.begin(), best->id);
-  std::vector<std::string> changes = {
-      absl::StrCat("promoted ", best->id, " (at index ", *best->index,
-                   ") to primary of ", "shard ", shard, " at epoch ",
-                   next.epoch, " after ", current.primary, " left")};
+  KeepEligible(current, next, options.min_insync);
+  std::vector<std::string> changes = {absl::StrCat(
+      "promoted ", from_eligible ? "eligible copy " : "", best->id,
+      " (at index ", best->end->index, " of epoch ", best->end->epoch,
+      ") to primary of shard ", shard, " at epoch ", next.epoch, " after ",
+      current.primary.empty() ? std::string("its primary gave it back")
+                              : absl::StrCat(current.primary, " left"))};
   RepairReplicas(next, alive, options.replication_factor, changes);
   return {next, absl::StrJoin(changes, "; ")};
 }
@@ -198,6 +226,21 @@ ShardPlan Transfer(int shard, const ShardRecord& current,
 
 }  // namespace
 
+void KeepEligible(const ShardRecord& from, ShardRecord& next, int min_insync) {
+  if (static_cast<int>(next.isr.size()) >= min_insync) {
+    next.eligible.clear();
+    return;
+  }
+  for (const std::string& node : from.isr) {
+    if (!next.InIsr(node) && !next.IsEligible(node)) {
+      next.eligible.push_back(node);
+    }
+  }
+  std::erase_if(next.eligible, [&next](const std::string& node) {
+    return next.InIsr(node) || !next.IsReplica(node);
+  });
+}
+
 ShardPlan PlanShard(int shard, const std::optional<ShardRecord>& current,
                     const std::map<std::string, NodeRecord>& alive,
                     const PlacementOptions& options) {
@@ -212,6 +255,7 @@ ShardPlan PlanShard(int shard, const std::optional<ShardRecord>& current,
   std::vector<std::string> changes;
   RepairReplicas(next, alive, options.replication_factor, changes);
   if (changes.empty()) return {std::nullopt, ""};
+  KeepEligible(*current, next, options.min_insync);
   return {next,
           absl::StrCat("shard ", shard, ": ", absl::StrJoin(changes, "; "))};
 }
@@ -219,7 +263,7 @@ ShardPlan PlanShard(int shard, const std::optional<ShardRecord>& current,
 std::map<int, Position> PositionsToReport(
     std::string_view node, const std::map<int, ShardRecord>& shards,
     const std::map<std::string, NodeRecord>& alive,
-    absl::FunctionRef<std::optional<int64_t>(int shard)> position,
+    absl::FunctionRef<std::optional<LogEnd>(int shard)> position,
     absl::FunctionRef<std::optional<int64_t>(int shard)> handed_over) {
   std::map<int, Position> positions;
   for (const auto& [shard, record] : shards) {
@@ -227,13 +271,110 @@ std::map<int, Position> PositionsToReport(
         record.primary == node && !record.transfer_to.empty();
     const bool primary_gone = record.primary != node &&
                               !alive.contains(record.primary) &&
-                              record.InIsr(node);
-    if (!handing_over && !primary_gone) continue;
-    const std::optional<int64_t> index =
-        handing_over ? handed_over(shard) : position(shard);
-    if (index.has_value()) positions[shard] = Position{record.epoch, *index};
+                              record.IsReplica(node);
+    if (handing_over) {
+      if (std::optional<int64_t> index = handed_over(shard)) {
+        positions[shard] = Position{record.epoch, *index};
+      }
+    } else if (primary_gone) {
+      if (std::optional<LogEnd> end = position(shard)) {
+        positions[shard] = Position{record.epoch, end->index, end->epoch};
+      }
+    }
   }
   return positions;
+}
+
+absl::StatusOr<Recovery> PlanRecovery(
+    int shard, const ShardRecord& current,
+    const std::map<std::string, NodeRecord>& alive, const std::string& node) {
+  if (alive.contains(current.primary)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("shard ", shard, "'s primary ", current.primary,
+                     " is alive: there is nothing to recover"));
+  }
+  std::vector<std::string> safe;
+  for (const std::string& id : current.replicas) {
+    if (id == current.primary || !alive.contains(id)) continue;
+    if (current.InIsr(id)) safe.push_back(absl::StrCat(id, " (in sync)"));
+    if (current.IsEligible(id)) safe.push_back(absl::StrCat(id, " (eligible)"));
+  }
+  if (!safe.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "shard ", shard,
+        " has a copy that holds every acknowledged write "
+        "alive: ",
+        absl::StrJoin(safe, ", "),
+        "; the controller promotes it by itself, without loss (within a "
+        "lease TTL or so)"));
+  }
+  auto reported = [&](const std::string& id) -> std::optional<LogEnd> {
+    auto it = alive.find(id);
+    if (it == alive.end()) return std::nullopt;
+    auto position = it->second.positions.find(shard);
+    if (position == it->second.positions.end() ||
+        position->second.epoch != current.epoch) {
+      return std::nullopt;
+    }
+    return position->second.end();
+  };
+  if (!alive.contains(node)) {
+    return absl::NotFoundError(
+        absl::StrCat("node ", node, " is not a live node of the cluster"));
+  }
+  const std::optional<LogEnd> copy = reported(node);
+  if (!copy.has_value()) {
+    return absl::NotFoundError(absl::StrCat(
+        "node ", node, " has not reported a copy of shard ", shard,
+        " at epoch ", current.epoch,
+        " (a replica reports once it sees the primary gone; try again in a "
+        "few seconds)"));
+  }
+  Recovery recovery;
+  recovery.copy = *copy;
+  for (const std::string& id : current.replicas) {
+    if (id == node) continue;
+    std::optional<LogEnd> end = reported(id);
+    if (end.has_value() &&
+        (recovery.best_node.empty() || *end > recovery.best)) {
+      recovery.best_node = id;
+      recovery.best = *end;
+    }
+  }
+  const LogEnd& known = current.acknowledged;
+  auto at = [](LogEnd end) {
+    return absl::StrCat("entry ", end.index, " of epoch ", end.epoch);
+  };
+  if (known > *copy) {
+    recovery.loss = absl::StrCat(
+        "writes acknowledged after ", at(*copy),
+        ", this copy's end, are "
+        "lost: at least those up to ",
+        at(known),
+        " (known acknowledged at the last in-sync change), and any "
+        "acknowledged since");
+  } else {
+    recovery.loss = absl::StrCat(
+        "no write known acknowledged is past this copy's end (", at(*copy),
+        "; known acknowledged: ", known == LogEnd{} ? "none" : at(known),
+        "), but writes acknowledged since the last in-sync change may be "
+        "lost");
+  }
+  if (!recovery.best_node.empty() && recovery.best > *copy) {
+    absl::StrAppend(&recovery.loss, "; ", recovery.best_node,
+                    "'s copy ends further, at ", at(recovery.best));
+  }
+  ShardRecord& next = recovery.write;
+  next = current;
+  next.epoch = current.epoch + 1;
+  next.primary = node;
+  next.transfer_to.clear();
+  next.isr = {node};
+  next.eligible.clear();
+  next.acknowledged = *copy;  // The history goes on from this copy.
+  std::erase(next.replicas, node);
+  next.replicas.insert(next.replicas.begin(), node);
+  return recovery;
 }
 
 }  // namespace hourglass::cluster

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "absl/functional/function_ref.h"
+#include "absl/status/statusor.h"
 #include "cluster/records.h"
 
 namespace hourglass::cluster {
@@ -24,6 +25,9 @@ struct ShardPlan {
 struct PlacementOptions {
   // Replicas per shard (--replication_factor).
   int replication_factor = 3;
+  // --min_insync: below it, copies that leave the in-sync set stay
+  // eligible for promotion (KeepEligible).
+  int min_insync = 2;
   // Whether the controller has waited long enough for the in-sync backups
   // of a shard whose primary is gone to report their positions: before,
   // it promotes only once every one alive has reported; after, the most
@@ -54,26 +58,52 @@ struct PlacementOptions {
 //     primary at epoch + 1, the in-sync set unchanged but for the order.
 //     The transfer is given up (transfer_to cleared) if the target is gone
 //     or out of the in-sync set; nothing else changes meanwhile.
-//   - The primary gone: promote, at epoch + 1, the in-sync backup alive
-//     with the highest position reported under the current epoch (ties: the
-//     lowest node id). It waits for every one alive to report unless the
-//     wait is over (`position_wait_over`), and for at least one. The new ISR
-//     is the new primary and the in-sync backups that reported; the old
-//     primary stays a replica (to be rebuilt) unless a spare node replaces
-//     it. No in-sync backup alive: nothing can be promoted without losing
-//     acknowledged writes, so the shard waits.
+//   - The primary gone (its node's lease ended, or it gave the shard back:
+//     no primary in the record): promote, at epoch + 1, the in-sync backup
+//     alive whose copy ends highest, by (last epoch, index), as reported
+//     under the current epoch (ties: the lowest node id). It waits for every
+//     one alive to report unless the wait is over (`position_wait_over`),
+//     and for at least one. The new ISR is the new primary and the in-sync
+//     backups that reported; the old primary stays a replica (to be
+//     rebuilt) unless a spare node replaces it.
+//   - The primary gone and no in-sync backup alive: promote the same way
+//     among the eligible copies alive (ShardRecord::eligible: each holds
+//     every acknowledged write). The new ISR is the new primary and the
+//     eligible copies that reported an end of the same epoch (prefixes of
+//     its copy); the others stay eligible. None alive either: nothing can
+//     be promoted without losing acknowledged writes, so the shard waits
+//     (an operator may accept the loss: `hourglass cluster recover`).
+//
+// Every record it writes keeps the eligible copies by KeepEligible, and a
+// replica that is eligible is never replaced by a spare: it may be the
+// last copy of an acknowledged write.
 ShardPlan PlanShard(int shard, const std::optional<ShardRecord>& current,
                     const std::map<std::string, NodeRecord>& alive,
                     const PlacementOptions& options);
+
+// Brings `next.eligible`, for a change of the shard's record from `from` to
+// `next`, to what it must be (a pure function; the primary's in-sync set
+// changes and the controller's writes both use it):
+//   - a member of `from`'s in-sync set that is not in `next`'s becomes
+//     eligible when `next`'s in-sync set is smaller than `min_insync`: it
+//     held every acknowledged write when it left, and no write can be
+//     acknowledged while the set is that small;
+//   - a member of `next`'s in-sync set, or a node that is not one of
+//     `next`'s replicas, is not eligible;
+//   - none is eligible once `next`'s in-sync set has `min_insync` members or
+//     more: writes can then be acknowledged without the eligible copies.
+void KeepEligible(const ShardRecord& from, ShardRecord& next, int min_insync);
 
 // The positions node `node` reports in its node record
 // (NodeRecord::positions) for the controller, given the shards' records and
 // the nodes alive now; a pure function, called on every view
 // (Member::ReportPositions):
 //
-//   - a backup in the in-sync set of a shard whose primary is gone reports
-//     where its copy ends (`position`: its last durable index), at the
-//     shard's epoch, for PlanShard to promote the most advanced;
+//   - a replica of a shard whose primary is gone (or gave the shard back)
+//     reports where its copy ends (`position`: the epoch and index of its
+//     last durable entry), at the shard's epoch: PlanShard promotes the
+//     most advanced in-sync (or eligible) one, and an operator's recovery
+//     (PlanRecovery) may promote any;
 //   - the primary of a shard with a leader transfer under way reports,
 //     once it has stopped writing and the target holds its whole log
 //     (`handed_over`), where its log ends, for PlanShard to finish it.
@@ -88,8 +118,36 @@ ShardPlan PlanShard(int shard, const std::optional<ShardRecord>& current,
 std::map<int, Position> PositionsToReport(
     std::string_view node, const std::map<int, ShardRecord>& shards,
     const std::map<std::string, NodeRecord>& alive,
-    absl::FunctionRef<std::optional<int64_t>(int shard)> position,
+    absl::FunctionRef<std::optional<LogEnd>(int shard)> position,
     absl::FunctionRef<std::optional<int64_t>(int shard)> handed_over);
+
+// An operator's promotion of a named copy (`hourglass cluster recover`),
+// for a shard that has nothing safe left to promote, and what it may lose.
+struct Recovery {
+  // The record to write (compare-and-set): `node` the primary at the next
+  // epoch, alone in the in-sync set, no copy eligible.
+  ShardRecord write;
+  // Where `node`'s copy ends, as it reported.
+  LogEnd copy;
+  // The most advanced copy another node reported, if one did.
+  std::string best_node;
+  LogEnd best;
+  // What the promotion may lose, in a sentence.
+  std::string loss;
+};
+
+// Plans the recovery of shard `shard` (record `current`, nodes alive now,
+// with the positions they report) from node `node`'s copy. A pure
+// function. Errors:
+//   FAILED_PRECONDITION  the shard's primary is alive; or an in-sync or
+//                        eligible copy is alive, which the controller
+//                        promotes without loss (the message names it).
+//   NOT_FOUND            `node` is not alive, or has not reported its copy
+//                        of the shard at its epoch (replicas report once
+//                        they see the primary gone).
+absl::StatusOr<Recovery> PlanRecovery(
+    int shard, const ShardRecord& current,
+    const std::map<std::string, NodeRecord>& alive, const std::string& node);
 
 }  // namespace hourglass::cluster
 

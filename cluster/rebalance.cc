@@ -22,12 +22,13 @@ std::vector<std::string> Without(std::vector<std::string> nodes,
   return nodes;
 }
 
-// Whether `record` may start a step: its primary alive, and every replica
-// alive and in sync but those draining (they are leaving).
+// Whether `record` may start a step: its primary alive, every replica
+// alive and in sync but those draining (they are leaving), and no copy
+// eligible (the in-sync set is below --min_insync; PlanShard's to mend).
 bool Healthy(const ShardRecord& record,
              const std::map<std::string, NodeRecord>& alive,
              const std::set<std::string>& draining) {
-  bool healthy = alive.contains(record.primary);
+  bool healthy = alive.contains(record.primary) && record.eligible.empty();
   for (const std::string& node : record.replicas) {
     healthy &=
         draining.contains(node) || (alive.contains(node) && record.InIsr(node));

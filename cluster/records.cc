@@ -47,6 +47,10 @@ bool ShardRecord::IsReplica(std::string_view node) const {
   return std::find(replicas.begin(), replicas.end(), node) != replicas.end();
 }
 
+bool ShardRecord::IsEligible(std::string_view node) const {
+  return std::find(eligible.begin(), eligible.end(), node) != eligible.end();
+}
+
 std::string EncodeShardRecord(const ShardRecord& record) {
   pb::ShardRecordProto proto;
   proto.set_epoch(record.epoch);
@@ -54,6 +58,11 @@ std::string EncodeShardRecord(const ShardRecord& record) {
   for (const std::string& r : record.replicas) proto.add_replicas(r);
   for (const std::string& r : record.isr) proto.add_isr(r);
   proto.set_transfer_to(record.transfer_to);
+  for (const std::string& r : record.eligible) proto.add_eligible(r);
+  if (record.acknowledged != LogEnd{}) {
+    proto.mutable_acknowledged()->set_epoch(record.acknowledged.epoch);
+    proto.mutable_acknowledged()->set_index(record.acknowledged.index);
+  }
   return ToJson(proto);
 }
 
@@ -66,6 +75,9 @@ absl::StatusOr<ShardRecord> DecodeShardRecord(std::string_view json) {
   record.replicas.assign(proto.replicas().begin(), proto.replicas().end());
   record.isr.assign(proto.isr().begin(), proto.isr().end());
   record.transfer_to = proto.transfer_to();
+  record.eligible.assign(proto.eligible().begin(), proto.eligible().end());
+  record.acknowledged = {proto.acknowledged().epoch(),
+                         proto.acknowledged().index()};
   return record;
 }
 
@@ -77,6 +89,7 @@ std::string EncodeNodeRecord(const NodeRecord& record) {
     pb::PositionProto& p = (*proto.mutable_positions())[shard];
     p.set_epoch(position.epoch);
     p.set_index(position.index);
+    p.set_last_epoch(position.last_epoch);
   }
   return ToJson(proto);
 }
@@ -88,7 +101,7 @@ absl::StatusOr<NodeRecord> DecodeNodeRecord(std::string_view json) {
   record.address = proto.address();
   record.zone = proto.zone();
   for (const auto& [shard, p] : proto.positions()) {
-    record.positions[shard] = Position{p.epoch(), p.index()};
+    record.positions[shard] = Position{p.epoch(), p.index(), p.last_epoch()};
   }
   return record;
 }

@@ -181,6 +181,9 @@ absl::StatusOr<std::unique_ptr<ClusterNode>> ClusterNode::Open(
       [n = node.get()](int shard, const std::string& id, bool undo) {
         return n->MoveShard(shard, id, undo);
       },
+      [n = node.get()](int shard, const std::string& id, bool accept_loss) {
+        return n->RecoverShard(shard, id, accept_loss);
+      },
       o.authorizer);
   // The copies this node held before: open now, so that a store that
   // cannot open stops the node at once, and so that the node can report
@@ -414,6 +417,11 @@ void ClusterNode::CollectMetrics() {
     registry.Gauges(metrics::Metric::kClusterController)
         .Add({})
         .Set(view->controller == options_.node_id ? 1 : 0);
+    int under = 0;
+    for (const auto& [number, shard] : view->shards) {
+      under += static_cast<int>(shard.record.isr.size()) < options_.min_insync;
+    }
+    registry.Gauges(metrics::Metric::kClusterUnderMinInsync).Add({}).Set(under);
   }
   for (const auto& [shard, host] : hosts_) {
     CollectShard(shard, *host, view.has_value() ? &*view : nullptr);
@@ -450,6 +458,9 @@ void ClusterNode::CollectShard(int shard_number, ShardHost& host,
       registry.Gauges(metrics::Metric::kClusterInSync)
           .Add({shard})
           .Set(static_cast<double>(record->second.record.isr.size()));
+      registry.Gauges(metrics::Metric::kClusterEligibleCopies)
+          .Add({shard})
+          .Set(static_cast<double>(record->second.record.eligible.size()));
     }
   }
   // Lag, from the primary only; a backup no longer reported reads 0.
@@ -529,12 +540,31 @@ absl::Status ClusterNode::HoldsEveryShardItIsInSyncFor() {
           record->epoch, ", primary ", record->primary, "), ", lost,
           "; it joins once the primary has taken it out of the in-sync set"));
     }
+    // An eligible copy may be promoted when no in-sync one is left: this
+    // node, not being one any more, says so before it joins.
+    if (record->IsEligible(options_.node_id)) {
+      cluster::ShardRecord next = *record;
+      std::erase(next.eligible, options_.node_id);
+      absl::StatusOr<cluster::TxnResult> written = etcd_->PutIfModRevision(
+          cluster::ShardKey(options_.cluster, shard),
+          cluster::EncodeShardRecord(next), read->kv->mod_revision);
+      if (!written.ok()) return written.status();
+      if (!written->succeeded) {
+        return absl::UnavailableError(
+            absl::StrCat("shard ", shard,
+                         "'s record changed while this node took itself "
+                         "out of its eligible copies; trying again"));
+      }
+      spdlog::warn(
+          "cluster: node {} is no longer an eligible copy of shard {} (epoch "
+          "{}), {}",
+          options_.node_id, shard, record->epoch, lost);
+    }
   }
   return absl::OkStatus();
 }
 
-absl::Status ClusterNode::Join(const std::string& address,
-                               absl::AnyInvocable<void()> on_lost) {
+absl::Status ClusterNode::Join(const std::string& address) {
   if (absl::Status holds = HoldsEveryShardItIsInSyncFor(); !holds.ok()) {
     return holds;
   }
@@ -556,7 +586,7 @@ absl::Status ClusterNode::Join(const std::string& address,
     member.create_with[static_cast<int>(shard)] = std::move(record);
   }
   cluster::Member::Callbacks callbacks;
-  callbacks.position = [this](int shard) -> std::optional<int64_t> {
+  callbacks.position = [this](int shard) -> std::optional<cluster::LogEnd> {
     ShardHost* host = HostOf(shard);
     return host == nullptr ? std::nullopt : host->Position();
   };
@@ -567,14 +597,6 @@ absl::Status ClusterNode::Join(const std::string& address,
   callbacks.on_view = [this](const cluster::ClusterView& view) {
     OnView(view);
   };
-  callbacks.on_lost =
-      [this, on_lost = std::move(on_lost)](absl::Status status) mutable {
-        for (ShardHost* host : Hosts()) {
-          host->StepDown(absl::StrCat("this node lost its etcd lease: ",
-                                      status.message()));
-        }
-        if (on_lost) on_lost();
-      };
   absl::StatusOr<std::unique_ptr<cluster::Member>> joined =
       cluster::Member::Join(*etcd_, std::move(member), std::move(callbacks));
   if (!joined.ok()) return joined.status();
@@ -627,6 +649,7 @@ hourglass::v1::ClusterMap ClusterNode::Map() const {
     for (const std::string& r : shard.record.replicas) out.add_replicas(r);
     for (const std::string& r : shard.record.isr) out.add_isr(r);
     out.set_transfer_to(shard.record.transfer_to);
+    for (const std::string& r : shard.record.eligible) out.add_eligible(r);
     auto host = hosts_.find(number);
     if (shard.record.primary != options_.node_id || host == hosts_.end()) {
       continue;
@@ -649,44 +672,6 @@ hourglass::v1::ClusterMap ClusterNode::Map() const {
     }
   }
   return map;
-}
-
-absl::Status ClusterNode::MoveShard(int shard, const std::string& node,
-                                    bool undo) {
-  const ClusterNodeOptions& o = options_;
-  if (shard < 0 || shard >= o.shards) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("shard ", shard, " is out of range: cluster ", o.cluster,
-                     " has shards 0 to ", o.shards - 1));
-  }
-  if (undo) return cluster::SetPin(*etcd_, o.cluster, shard, std::nullopt);
-  if (absl::Status valid = cluster::ValidateName("node", node); !valid.ok()) {
-    return valid;
-  }
-  cluster::ClusterView view;
-  {
-    absl::MutexLock lock(&mu_);
-    if (member_ == nullptr) {
-      return absl::UnavailableError(absl::StrCat(
-          "node ", o.node_id, " has not joined cluster ", o.cluster, " yet"));
-    }
-    view = member_->view();
-  }
-  if (!view.nodes.contains(node)) {
-    std::vector<std::string> live;
-    for (const auto& [id, record] : view.nodes) live.push_back(id);
-    return absl::NotFoundError(
-        absl::StrCat("node ", node, " is not a live node of cluster ",
-                     o.cluster, " (live: ", absl::StrJoin(live, ", "), ")"));
-  }
-  if (view.draining.contains(node)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("node ", node,
-                     " is being drained, so it takes no shard: undo the "
-                     "drain first (hourglass cluster drain --node=",
-                     node, " --undo)"));
-  }
-  return cluster::SetPin(*etcd_, o.cluster, shard, node);
 }
 
 void ClusterNode::Leave() {

@@ -34,6 +34,7 @@ class PeerCertificates;
 
 namespace hourglass::v1 {
 class ClusterMap;
+class RecoverShardResponse;
 }  // namespace hourglass::v1
 
 namespace hourglass::cluster {
@@ -159,15 +160,19 @@ class ClusterNode {
   std::vector<int> hosted_shards() const;
 
   // Joins the cluster advertising `address` (--advertise, or the address
-  // the server listens on). `on_lost` runs once if the node's lease is
-  // lost later (it no longer serves by then). Errors: Member::Join's; and
-  // UNAVAILABLE, without joining, while a shard's record names this node
-  // its primary or an in-sync backup but the node holds no copy of the
-  // shard (its data dir was lost; the caller retries until the cluster has
-  // promoted another copy, or the primary has taken this node out of the
-  // in-sync set: joined, it could be promoted from an empty copy).
-  absl::Status Join(const std::string& address,
-                    absl::AnyInvocable<void()> on_lost);
+  // the server listens on). The node stays a member until Leave: if etcd
+  // ends its lease (an outage, a pause), the member joins again under a new
+  // one (cluster::Member), and its shards keep their roles meanwhile.
+  // A shard's record that counts this node as an eligible copy while the
+  // node holds no copy of the shard (its data dir was lost) is mended first
+  // (compare-and-set): the node leaves the eligible copies, which it can no
+  // longer be. Errors: Member::Join's; and UNAVAILABLE, without joining,
+  // while a shard's record names this node its primary or an in-sync backup
+  // but the node holds no copy of the shard (the caller retries until the
+  // cluster has promoted another copy, or the primary has taken this node
+  // out of the in-sync set: joined, it could be promoted from an empty
+  // copy), or while such a record changed under the mend.
+  absl::Status Join(const std::string& address);
   // Stops serving and leaves the cluster (its node key goes at once).
   void Leave();
 
@@ -200,8 +205,20 @@ class ClusterNode {
   // node being drained, UNAVAILABLE before Join; etcd's. Blocks for the
   // etcd write.
   absl::Status MoveShard(int shard, const std::string& node, bool undo);
+  // What Cluster.RecoverShard does: plans the promotion of `node`'s copy of
+  // `shard` (cluster::PlanRecovery) against this node's view and, with
+  // `accept_loss`, writes it (compare-and-set) and logs it. Errors, as
+  // cluster.proto lists them; UNAVAILABLE before Join; etcd's. Blocks for
+  // the etcd write.
+  absl::StatusOr<hourglass::v1::RecoverShardResponse> RecoverShard(
+      int shard, const std::string& node, bool accept_loss);
 
  private:
+  // INVALID_ARGUMENT for a shard outside 0 to --shards - 1, naming them.
+  absl::Status CheckShard(int shard) const;
+  // The view operator actions on `shard` are checked against: CheckShard's
+  // error, UNAVAILABLE before Join.
+  absl::StatusOr<cluster::ClusterView> ViewForOperator(int shard) const;
   explicit ClusterNode(ClusterNodeOptions options);
 
   // Opens shard `shard`'s store and its host (not yet attached).

@@ -77,15 +77,22 @@ void ShardHost::OnView(const cluster::ClusterView& view) {
   wake_ = true;
 }
 
-std::optional<int64_t> ShardHost::Position() {
+std::optional<cluster::LogEnd> ShardHost::Position() {
   absl::MutexLock lock(&role_mu_);
-  if (replica_ != nullptr) return replica_->durable().index;
-  if (store_ != nullptr) return store_->last().index;
-  if (base_ == nullptr) return std::nullopt;
-  absl::StatusOr<replication::LogPosition> position =
-      replication::ReadPosition(*base_);
-  if (!position.ok()) return std::nullopt;
-  return position->index;
+  replication::LogPosition end;
+  if (replica_ != nullptr) {
+    end = replica_->durable();
+  } else if (store_ != nullptr) {
+    end = store_->last();
+  } else if (base_ != nullptr) {
+    absl::StatusOr<replication::LogPosition> position =
+        replication::ReadPosition(*base_);
+    if (!position.ok()) return std::nullopt;
+    end = *position;
+  } else {
+    return std::nullopt;
+  }
+  return cluster::LogEnd{end.epoch, end.index};
 }
 
 std::optional<ShardHost::Progress> ShardHost::progress() const {
@@ -221,7 +228,15 @@ void ShardHost::Reconcile(const cluster::ClusterView& view) {
                               options_.node_id));
   }
   if (record.primary == options_.node_id) {
-    BecomePrimary(view, record);
+    // The record is written without the role's lock: the host's calls
+    // (health, progress, the cluster map) need not wait for etcd.
+    if (std::optional<std::string> why = GivingBack(record)) {
+      GiveBack(record, *why);
+    } else if (MustTakeNewEpoch(record)) {
+      TakeNewEpoch(record);
+    } else {
+      BecomePrimary(view, record);
+    }
   } else if (record.IsReplica(options_.node_id)) {
     std::string why;
     {
@@ -235,6 +250,70 @@ void ShardHost::Reconcile(const cluster::ClusterView& view) {
     BecomeBackup();
   } else {
     BecomeNone(record.epoch);
+  }
+}
+
+std::optional<std::string> ShardHost::GivingBack(
+    const cluster::ShardRecord& record) {
+  absl::MutexLock lock(&role_mu_);
+  if (role_ == Role::kPrimary && epoch_ == record.epoch && store_->closed() &&
+      !left_) {
+    // Its writes were not acknowledged in time (ReplicatedStore's
+    // ack_timeout): the store refuses every write from here on.
+    const std::string why = store_->close_reason();
+    StepDownLocked(why);
+    given_back_ = {record.epoch, why};
+  }
+  if (!given_back_.has_value()) return std::nullopt;
+  if (given_back_->first != record.epoch) {
+    given_back_.reset();  // Another epoch: given back, or not needed.
+    return std::nullopt;
+  }
+  return given_back_->second;
+}
+
+void ShardHost::GiveBack(const cluster::ShardRecord& record,
+                         const std::string& why) {
+  cluster::Member* member;
+  {
+    absl::MutexLock lock(&mu_);
+    member = member_;
+  }
+  if (member == nullptr) return;
+  absl::StatusOr<bool> written = member->GiveBack(options_.shard, record, why);
+  if (!written.ok()) {
+    spdlog::warn(
+        "cluster: node {} cannot give shard {} back yet (it tries again): {}",
+        options_.node_id, options_.shard,
+        std::string(written.status().message()));
+  }
+}
+
+bool ShardHost::MustTakeNewEpoch(const cluster::ShardRecord& record) {
+  absl::MutexLock lock(&role_mu_);
+  if (role_ == Role::kPrimary && epoch_ == record.epoch) return false;
+  if (base_ == nullptr || left_) return false;
+  // The copy accepted the record's epoch before: this node led at it (and
+  // restarted), so entries of it may exist that this copy no longer holds
+  // (unsynced when the power went) while another copy does.
+  absl::StatusOr<int64_t> accepted = replication::ReadAcceptedEpoch(*base_);
+  return accepted.ok() && *accepted >= record.epoch;
+}
+
+void ShardHost::TakeNewEpoch(const cluster::ShardRecord& record) {
+  cluster::Member* member;
+  {
+    absl::MutexLock lock(&mu_);
+    member = member_;
+  }
+  if (member == nullptr) return;
+  absl::StatusOr<bool> written = member->TakeNewEpoch(options_.shard, record);
+  if (!written.ok()) {
+    spdlog::warn(
+        "cluster: node {} cannot take a new epoch of shard {} yet (it tries "
+        "again): {}",
+        options_.node_id, options_.shard,
+        std::string(written.status().message()));
   }
 }
 
@@ -344,10 +423,7 @@ void ShardHost::TakeOpenedEngineLocked() {
                    options_.node_id, options_.shard, error);
     }
     engine_error_ = error;
-    if (store_->closed()) {
-      StepDownLocked(absl::StrCat("its store closed: ", error));
-    }
-    return;  // The next tick tries again.
+    return;  // The next tick tries again (or gives the shard back).
   }
   engine_ = **std::move(opened);
   engine_->Start();
@@ -440,6 +516,11 @@ void ShardHost::SyncShippers(const cluster::ClusterView& view,
   }
 }
 
+cluster::LogEnd ShardHost::Acknowledged() const {
+  const replication::LogPosition acknowledged = store_->acknowledged();
+  return {acknowledged.epoch, acknowledged.index};
+}
+
 void ShardHost::KeepInSyncSet(const cluster::ClusterView& view,
                               const cluster::ShardRecord& record) {
   cluster::Member* member;
@@ -461,7 +542,8 @@ void ShardHost::KeepInSyncSet(const cluster::ClusterView& view,
     for (const std::string& n : record.isr) {
       if (record.IsReplica(n)) isr.push_back(n);
     }
-    absl::StatusOr<bool> written = member->SetIsr(options_.shard, record, isr);
+    absl::StatusOr<bool> written =
+        member->SetIsr(options_.shard, record, isr, Acknowledged());
     if (written.ok() && *written) {
       spdlog::warn(
           "cluster: primary {} removed {} from the in-sync set of shard {}: "
@@ -492,18 +574,20 @@ void ShardHost::KeepInSyncSet(const cluster::ClusterView& view,
                                : state->second;
     const bool alive = view.nodes.contains(node);
     if (record.InIsr(node)) {
-      // Behind, and no further for lag_timeout: silent, or answering but
-      // applying nothing (a full disk).
-      const absl::Time progressed = std::max(st.last_progress, primary_since_);
-      const bool stuck_behind = st.applied.index < last.index &&
-                                now - progressed > options_.lag_timeout;
+      // Lacking an entry written more than lag_timeout ago: silent, or
+      // answering but applying nothing (a full disk). (A backup that went
+      // long without news because nothing was written is not stuck: what
+      // counts is how old the first entry it lacks is.)
+      const bool stuck_behind =
+          now - std::max(st.lacking_since, primary_since_) >
+          options_.lag_timeout;
       if (!alive || stuck_behind) {
         std::vector<std::string> isr;
         for (const std::string& n : record.isr) {
           if (n != node) isr.push_back(n);
         }
         absl::StatusOr<bool> written =
-            member->SetIsr(options_.shard, record, isr);
+            member->SetIsr(options_.shard, record, isr, Acknowledged());
         if (written.ok() && *written) {
           store_->RemoveInSync(node);
           spdlog::warn(
@@ -542,7 +626,7 @@ void ShardHost::KeepInSyncSet(const cluster::ClusterView& view,
       std::vector<std::string> isr = record.isr;
       isr.push_back(node);
       absl::StatusOr<bool> written =
-          member->SetIsr(options_.shard, record, isr);
+          member->SetIsr(options_.shard, record, isr, Acknowledged());
       if (!written.ok() || !*written) {
         store_->RemoveInSync(node);
         return;

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -113,8 +114,15 @@ struct ShardHostOptions {
 // A primary whose record names another primary (a newer epoch) steps down:
 // the gate closes, the store closes (writes waiting fail), the engine shuts
 // down, and the node becomes a backup. Its copy may then hold entries the
-// new primary lacks; it is not rebuilt yet (issue 21), and stays out of
-// the in-sync set.
+// new primary lacks: the new primary's shipper finds it diverged, and has
+// it rebuilt from a checkpoint.
+//
+// A primary never writes at an epoch its copy accepted before: named the
+// primary at such an epoch (it restarted), it first takes the next one
+// (Member::TakeNewEpoch). A primary whose writes are not acknowledged in
+// time (its store closes: ReplicatedStore's ack_timeout) steps down and
+// gives the shard back to the controller (Member::GiveBack), which
+// promotes the best in-sync copy, perhaps this one, at a new epoch.
 //
 // Role changes run on the host's own thread, from the views the Member
 // hands over (OnView) and a tick every 250 ms; so does telling the health
@@ -137,9 +145,9 @@ class ShardHost {
 
   // For Member::Callbacks::on_view.
   void OnView(const cluster::ClusterView& view);
-  // For Member::Callbacks::position: where this node's copy ends (its last
-  // durable entry).
-  std::optional<int64_t> Position();
+  // For Member::Callbacks::position: where this node's copy ends (the
+  // epoch and index of its last durable entry).
+  std::optional<cluster::LogEnd> Position();
   // For Member::Callbacks::handed_over: the index where this primary
   // stopped writing, once the backup the record's transfer_to names holds
   // every entry durably; nullopt before (or without a transfer).
@@ -193,6 +201,14 @@ class ShardHost {
  private:
   void Run();
   void Reconcile(const cluster::ClusterView& view);
+  // Why this node gives shard `record` back, if it does: its store closed
+  // while it was the primary at the record's epoch (it steps down here).
+  std::optional<std::string> GivingBack(const cluster::ShardRecord& record);
+  void GiveBack(const cluster::ShardRecord& record, const std::string& why);
+  // Whether this node, named the primary of `record`, led (or followed) at
+  // its epoch before, and must take a new one first.
+  bool MustTakeNewEpoch(const cluster::ShardRecord& record);
+  void TakeNewEpoch(const cluster::ShardRecord& record);
   void BecomePrimary(const cluster::ClusterView& view,
                      const cluster::ShardRecord& record);
   // Opens the engine on a thread of its own (opener_), which hands the
@@ -235,6 +251,8 @@ class ShardHost {
   void KeepInSyncSet(const cluster::ClusterView& view,
                      const cluster::ShardRecord& record)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(role_mu_);
+  // The primary's highest acknowledged entry, for the record.
+  cluster::LogEnd Acknowledged() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(role_mu_);
   // Tells the health listener health() if it changed since last told.
   void TellHealth();
 
@@ -286,6 +304,10 @@ class ShardHost {
   std::string handing_over_to_ ABSL_GUARDED_BY(role_mu_);
   // Set by StepDown: the node is leaving, and takes no role any more.
   bool left_ ABSL_GUARDED_BY(role_mu_) = false;
+  // The epoch this node gave the shard back at, and why, until the record
+  // moves on from it.
+  std::optional<std::pair<int64_t, std::string>> given_back_
+      ABSL_GUARDED_BY(role_mu_);
 
   // The health listener and what it was told last; held while it is told,
   // so that changes arrive in order. Taken before role_mu_.

@@ -1,6 +1,7 @@
 #ifndef HOURGLASS_REPLICATION_LOG_ENTRY_H_
 #define HOURGLASS_REPLICATION_LOG_ENTRY_H_
 
+#include <compare>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -22,11 +23,20 @@ inline constexpr int32_t kEntryFormat = 1;
 
 // Where a copy of a shard's log ends: the epoch and index of its last
 // entry; {0, 0} for none. Indexes count from 1 across epochs.
+//
+// Positions order by epoch, then index. Two positions on one log (copies
+// that are prefixes of it) order as their indexes do, since epochs only
+// grow along a log; a copy ending at a lower epoch holds less of a newer
+// primary's history whatever its index. So a copy holds entry `e` of a log
+// it follows exactly when its position is not below `e`, and of two copies
+// the one with the higher position holds more of the newest history (the
+// rule Raft uses to compare logs, and Kafka's leader epochs, KIP-101).
 struct LogPosition {
   int64_t epoch = 0;
   int64_t index = 0;
 
   friend bool operator==(const LogPosition&, const LogPosition&) = default;
+  friend auto operator<=>(const LogPosition&, const LogPosition&) = default;
 };
 
 // One entry of the log, decoded: a write batch of the primary, as it wrote

@@ -28,15 +28,22 @@ absl::StatusOr<std::unique_ptr<ReplicatedStore>> ReplicatedStore::Open(
         "a primary at epoch ", options.epoch, " on a copy that accepted epoch ",
         *accepted, ": a newer primary exists"));
   }
-  if (*accepted < options.epoch) {
-    storage::WriteBatch batch;
-    std::string value;
-    storage::AppendU64(value, static_cast<uint64_t>(options.epoch));
-    batch.Put(storage::Table::kMeta, std::string(storage::kReplicationEpochKey),
-              std::move(value));
-    if (absl::Status s = base->Write(batch); !s.ok()) return s;
-    if (absl::Status s = base->SyncLog(); !s.ok()) return s;
+  // A primary never writes at an epoch this copy accepted before: it led
+  // (or followed) at it already, and another copy may hold entries of it
+  // that this one lost (unsynced when the power went). The same (epoch,
+  // index) would then name two different entries.
+  if (*accepted == options.epoch) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "a primary at epoch ", options.epoch,
+        " on a copy that accepted that epoch before: take a new epoch"));
   }
+  storage::WriteBatch batch;
+  std::string value;
+  storage::AppendU64(value, static_cast<uint64_t>(options.epoch));
+  batch.Put(storage::Table::kMeta, std::string(storage::kReplicationEpochKey),
+            std::move(value));
+  if (absl::Status s = base->Write(batch); !s.ok()) return s;
+  if (absl::Status s = base->SyncLog(); !s.ok()) return s;
   // The engine reads what it writes (a backup's copy was write-only).
   base->SetWriteOnly(false);
   return std::unique_ptr<ReplicatedStore>(
@@ -54,48 +61,73 @@ ReplicatedStore::ReplicatedStore(storage::MessageStore* base,
 }
 
 absl::Status ReplicatedStore::Write(const storage::WriteBatch& batch) {
-  absl::StatusOr<int64_t> index = Append(batch);
-  if (!index.ok()) return index.status();
-  return AwaitAcknowledged(*index, /*durable=*/false);
+  absl::StatusOr<LogPosition> entry = Append(batch);
+  if (!entry.ok()) return entry.status();
+  return AwaitAcknowledged(*entry, /*durable=*/false);
 }
 
 absl::Status ReplicatedStore::SyncLog() {
-  const int64_t index = last().index;
+  const LogPosition entry = last();
   if (absl::Status s = base_->SyncLog(); !s.ok()) return s;
-  return AwaitAcknowledged(index, /*durable=*/true);
+  return AwaitAcknowledged(entry, /*durable=*/true);
 }
 
-absl::Status ReplicatedStore::AwaitAcknowledged(int64_t index, bool durable) {
+absl::Status ReplicatedStore::AwaitAcknowledged(LogPosition entry,
+                                                bool durable) {
   absl::MutexLock lock(&mu_);
   auto done = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return !closed_.empty() || AckedLocked(index, durable);
+    return !closed_.empty() || TooFewInSyncLocked() ||
+           AckedLocked(entry, durable);
   };
   if (!mu_.AwaitWithTimeout(absl::Condition(&done), options_.ack_timeout)) {
-    CloseLocked(absl::StrCat("entry ", index, " of epoch ", options_.epoch,
+    CloseLocked(absl::StrCat("entry ", entry.index, " of epoch ", entry.epoch,
                              " was not acknowledged by every in-sync backup (",
                              absl::StrJoin(in_sync_, ","), ") within ",
                              absl::FormatDuration(options_.ack_timeout),
                              "; this primary stopped writing"));
   }
-  if (!AckedLocked(index, durable)) return absl::UnavailableError(closed_);
-  return absl::OkStatus();
+  if (AckedLocked(entry, durable)) {
+    if (durable) acknowledged_ = std::max(acknowledged_, entry);
+    return absl::OkStatus();
+  }
+  if (closed_.empty()) {
+    // Kafka answers NOT_ENOUGH_REPLICAS_AFTER_APPEND here: the entry is in
+    // this copy, perhaps in others, but not on enough to survive a loss.
+    // The store closes too: its writer was told of a failure, yet the
+    // entry is in the store, so what the writer holds in memory (the
+    // engine's wheel and windows) may no longer be what the store holds;
+    // the primary steps down, and whoever leads next reads the store.
+    CloseLocked(std::string(
+        TooFewInSyncErrorLocked(
+            absl::StrCat("entry ", entry.index, " of epoch ", entry.epoch,
+                         " was written but not acknowledged (it may "
+                         "or may not be kept): "))
+            .message()));
+  }
+  return absl::UnavailableError(closed_);
 }
 
-absl::StatusOr<int64_t> ReplicatedStore::Append(
+bool ReplicatedStore::TooFewInSyncLocked() const {
+  return in_sync_.size() + 1 < static_cast<size_t>(options_.min_insync);
+}
+
+absl::Status ReplicatedStore::TooFewInSyncErrorLocked(
+    std::string_view what) const {
+  return absl::UnavailableError(absl::StrCat(
+      std::string(what), "the shard's in-sync set has ", in_sync_.size() + 1,
+      " members (the primary", in_sync_.empty() ? "" : " and ",
+      absl::StrJoin(in_sync_, ","), "), fewer than --min_insync=",
+      options_.min_insync, ": writes wait until a backup catches up"));
+}
+
+absl::StatusOr<LogPosition> ReplicatedStore::Append(
     const storage::WriteBatch& batch) {
   absl::MutexLock write_lock(&write_mu_);
   LogPosition previous;
   {
     absl::MutexLock lock(&mu_);
     if (!closed_.empty()) return absl::UnavailableError(closed_);
-    const size_t members = in_sync_.size() + 1;
-    if (members < static_cast<size_t>(options_.min_insync)) {
-      return absl::UnavailableError(absl::StrCat(
-          "the shard's in-sync set has ", members, " members (the primary",
-          in_sync_.empty() ? "" : " and ", absl::StrJoin(in_sync_, ","),
-          "), fewer than --min_insync=", options_.min_insync,
-          ": writes wait until a backup catches up"));
-    }
+    if (TooFewInSyncLocked()) return TooFewInSyncErrorLocked("");
     previous = last_;
   }
   const LogPosition next{options_.epoch, previous.index + 1};
@@ -117,26 +149,29 @@ absl::StatusOr<int64_t> ReplicatedStore::Append(
   absl::MutexLock lock(&mu_);
   last_ = next;
   kept_bytes_ += bytes->size();
-  kept_.push_back({next.index, std::move(bytes)});
+  kept_.push_back({next.index, std::move(bytes), absl::Now()});
   while (kept_.size() > 1 && kept_bytes_ > options_.retain_bytes) {
     kept_bytes_ -= kept_.front().bytes->size();
     kept_.pop_front();
   }
-  return next.index;
+  return next;
 }
 
-bool ReplicatedStore::Acknowledged(int64_t index, bool durable) const {
+bool ReplicatedStore::Acknowledged(LogPosition entry, bool durable) const {
   absl::MutexLock lock(&mu_);
-  return AckedLocked(index, durable);
+  return AckedLocked(entry, durable);
 }
 
-bool ReplicatedStore::AckedLocked(int64_t index, bool durable) const {
+bool ReplicatedStore::AckedLocked(LogPosition entry, bool durable) const {
+  if (TooFewInSyncLocked()) return false;
   for (const std::string& node : in_sync_) {
     auto it = backups_.find(node);
     if (it == backups_.end()) return false;
+    // Positions on this log (ReportProgress): a copy holds the entry when
+    // its position is not below it (LogPosition's order).
     const LogPosition& position =
         durable ? it->second.durable : it->second.applied;
-    if (position.index < index) return false;
+    if (position < entry) return false;
   }
   return true;
 }
@@ -178,10 +213,6 @@ void ReplicatedStore::ReportProgress(const std::string& node,
   const absl::Time now = absl::Now();
   absl::MutexLock lock(&mu_);
   BackupState& state = backups_[node];
-  if (state.last_heard == absl::InfinitePast() ||
-      applied.index > state.applied.index || applied.index >= last_.index) {
-    state.last_progress = now;
-  }
   state.applied = applied;
   state.durable = durable;
   state.last_heard = now;
@@ -190,12 +221,28 @@ void ReplicatedStore::ReportProgress(const std::string& node,
 std::map<std::string, ReplicatedStore::BackupState> ReplicatedStore::Backups()
     const {
   absl::MutexLock lock(&mu_);
-  return backups_;
+  std::map<std::string, BackupState> backups = backups_;
+  for (auto& [node, state] : backups) {
+    const int64_t lacking = state.applied.index + 1;
+    if (lacking > last_.index) {
+      state.lacking_since = absl::InfiniteFuture();
+    } else if (kept_.empty() || kept_.front().index > lacking) {
+      state.lacking_since = absl::InfinitePast();
+    } else {
+      state.lacking_since = kept_[lacking - kept_.front().index].written;
+    }
+  }
+  return backups;
 }
 
 LogPosition ReplicatedStore::last() const {
   absl::MutexLock lock(&mu_);
   return last_;
+}
+
+LogPosition ReplicatedStore::acknowledged() const {
+  absl::MutexLock lock(&mu_);
+  return acknowledged_;
 }
 
 size_t ReplicatedStore::BytesAfter(int64_t index) const {
@@ -246,6 +293,11 @@ void ReplicatedStore::CloseLocked(const std::string& reason) {
 bool ReplicatedStore::closed() const {
   absl::MutexLock lock(&mu_);
   return !closed_.empty();
+}
+
+std::string ReplicatedStore::close_reason() const {
+  absl::MutexLock lock(&mu_);
+  return closed_;
 }
 
 }  // namespace hourglass::replication

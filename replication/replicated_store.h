@@ -65,17 +65,25 @@ class ReplicatedStore final : public storage::MessageStore {
   // being write-only (MessageStore::SetWriteOnly), as a backup's copy is:
   // the primary reads it. Errors:
   // INVALID_ARGUMENT for an epoch below 1 or below the store's last
-  // entry's; FAILED_PRECONDITION if the copy accepted a newer epoch; the
-  // store's.
+  // entry's; FAILED_PRECONDITION if the copy accepted this epoch or a newer
+  // one before (a primary takes a new epoch each time it starts leading);
+  // the store's.
   static absl::StatusOr<std::unique_ptr<ReplicatedStore>> Open(
       storage::MessageStore* base, ReplicatedStoreOptions options);
 
   // MessageStore. Write's errors, beyond the base store's:
-  //   UNAVAILABLE  the in-sync set is smaller than min_insync; or the
-  //                in-sync backups did not acknowledge within ack_timeout,
-  //                or the store was closed (a newer epoch exists) while
-  //                the write waited: the entry is written here but was not
-  //                acknowledged, and the store is closed.
+  //   UNAVAILABLE  the in-sync set is smaller than min_insync (nothing is
+  //                written); or it became smaller while the write waited
+  //                (RemoveInSync), or the in-sync backups did not
+  //                acknowledge within ack_timeout, or the store was closed
+  //                (a newer epoch exists) while the write waited: the entry
+  //                is written here but was not acknowledged, and may or may
+  //                not be kept. The first two also close the store: its
+  //                writer's memory of what it wrote may be wrong now.
+  //
+  // An acknowledgement therefore always means: every backup of the in-sync
+  // set holds the entry (durably, for SyncLog), and the set, the primary
+  // counted, had at least min_insync members when it was answered.
   absl::Status Write(const storage::WriteBatch& batch) override;
   // Errors: the base store's, and as Write's for the wait.
   absl::Status SyncLog() override;
@@ -108,12 +116,13 @@ class ReplicatedStore final : public storage::MessageStore {
 
   // Write in two halves, for callers that must not block (the protocol's
   // simulation): Append writes `batch` as the next entry and returns its
-  // index without waiting (errors as Write's, but for the waiting);
-  // Acknowledged says whether every in-sync backup has applied it, and made
-  // it durable if `durable`. Write is Append, then a wait until
-  // Acknowledged(index, false).
-  absl::StatusOr<int64_t> Append(const storage::WriteBatch& batch);
-  bool Acknowledged(int64_t index, bool durable) const;
+  // position without waiting (errors as Write's, but for the waiting);
+  // Acknowledged says whether entry `entry` of this log is acknowledged:
+  // the in-sync set has at least min_insync members and every backup in it
+  // has applied the entry, and made it durable if `durable`. Write is
+  // Append, then a wait until Acknowledged(entry, false).
+  absl::StatusOr<LogPosition> Append(const storage::WriteBatch& batch);
+  bool Acknowledged(LogPosition entry, bool durable) const;
 
   // ---- For the shippers, one per backup.
 
@@ -125,7 +134,11 @@ class ReplicatedStore final : public storage::MessageStore {
       int64_t index, size_t max_bytes, absl::Time deadline);
   // Whether a copy that ends at `copy` diverged from this log.
   absl::StatusOr<bool> Diverged(LogPosition copy);
-  // What backup `node` said it applied and made durable.
+  // What backup `node` said it applied and made durable. REQUIRES: both
+  // are positions on this log: the copy was checked not to have diverged
+  // (Diverged) before its first report in a stream, so that a copy holding
+  // another primary's entry at an index never counts as holding this log's
+  // entry there.
   void ReportProgress(const std::string& node, LogPosition applied,
                       LogPosition durable);
 
@@ -134,18 +147,23 @@ class ReplicatedStore final : public storage::MessageStore {
   struct BackupState {
     LogPosition applied;
     LogPosition durable;
-    // When it last reported, and when it last reported progress: a later
-    // applied position, or having every entry, or its first report. A
-    // backup that answers but applies nothing (its disk is full) is heard
-    // and makes no progress.
+    // When it last reported.
     absl::Time last_heard = absl::InfinitePast();
-    absl::Time last_progress = absl::InfinitePast();
+    // Since when it has lacked an entry: when the first entry after
+    // `applied` was written (InfiniteFuture while it lacks none,
+    // InfinitePast if that entry is no longer kept). A backup that lacks an
+    // entry written long ago is stuck, silent or answering but applying
+    // nothing (its disk is full); one that lacks only entries just written
+    // is not, however long it went without news before them.
+    absl::Time lacking_since = absl::InfiniteFuture();
     bool in_sync = false;
   };
   // Every backup heard from or in the in-sync set, by node id.
   std::map<std::string, BackupState> Backups() const;
-  // The last entry written.
+  // The last entry written; and the highest entry a SyncLog returned OK
+  // for (acknowledged: durable on every in-sync backup), {0, 0} for none.
   LogPosition last() const;
+  LogPosition acknowledged() const;
   // Bytes of the kept entries after `index` (what a backup that applied up
   // to `index` lacks, as far as the store keeps it).
   size_t BytesAfter(int64_t index) const;
@@ -165,6 +183,8 @@ class ReplicatedStore final : public storage::MessageStore {
   // (the node lost its lease, a newer epoch exists), and ends ReadFrom.
   void Close(const std::string& reason);
   bool closed() const;
+  // Why it closed ("" while open).
+  std::string close_reason() const;
 
  private:
   ReplicatedStore(storage::MessageStore* base, ReplicatedStoreOptions options,
@@ -173,12 +193,19 @@ class ReplicatedStore final : public storage::MessageStore {
   struct Kept {
     int64_t index;
     std::shared_ptr<const std::string> bytes;
+    absl::Time written;
   };
 
-  // Waits until Acknowledged(index, durable), at most ack_timeout (then
-  // closes the store). OK, or UNAVAILABLE with why the store closed.
-  absl::Status AwaitAcknowledged(int64_t index, bool durable);
-  bool AckedLocked(int64_t index, bool durable) const
+  // Waits until Acknowledged(entry, durable), at most ack_timeout (then
+  // closes the store), or until the in-sync set is smaller than min_insync.
+  // OK, or UNAVAILABLE saying which.
+  absl::Status AwaitAcknowledged(LogPosition entry, bool durable);
+  bool AckedLocked(LogPosition entry, bool durable) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether the in-sync set, the primary counted, is smaller than
+  // min_insync; and the refusal that says so.
+  bool TooFewInSyncLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status TooFewInSyncErrorLocked(std::string_view what) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CloseLocked(const std::string& reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -191,6 +218,7 @@ class ReplicatedStore final : public storage::MessageStore {
   absl::Mutex write_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   mutable absl::Mutex mu_;
   LogPosition last_ ABSL_GUARDED_BY(mu_);
+  LogPosition acknowledged_ ABSL_GUARDED_BY(mu_);
   std::deque<Kept> kept_ ABSL_GUARDED_BY(mu_);
   size_t kept_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   std::set<std::string> in_sync_ ABSL_GUARDED_BY(mu_);

@@ -132,9 +132,10 @@ absl::Status Shipper::Stream() {
                      ", this primary writes format ", kEntryFormat,
                      ": run the same hourglassd release on every node"));
   }
+  // The copy's position counts as progress only once it is known to be on
+  // this log: a copy that took another primary's entry at some index must
+  // not count as holding this log's entry there.
   LogPosition applied = FromProto(response.applied());
-  store_->ReportProgress(options_.backup, applied,
-                         FromProto(response.durable()));
   absl::StatusOr<bool> diverged = store_->Diverged(applied);
   if (!diverged.ok()) return diverged.status();
   if (*diverged) {
@@ -154,6 +155,8 @@ absl::Status Shipper::Stream() {
     absl::MutexLock lock(&mu_);
     needs_rebuild_.clear();
   }
+  store_->ReportProgress(options_.backup, applied,
+                         FromProto(response.durable()));
   spdlog::info("replication: shipping shard {} to {} from entry {}",
                options_.shard, options_.backup, applied.index + 1);
 

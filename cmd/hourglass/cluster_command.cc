@@ -142,9 +142,9 @@ absl::Status ShowCluster(const GlobalOptions& globals) {
   // The ZONE column only when nodes have one (hourglassd --zone).
   bool zones = false;
   for (const auto& node : map->nodes()) zones |= !node.zone().empty();
-  Table nodes(zones ? std::vector<std::string>{"NODE", "ADDRESS", "ZONE",
-                                               "ROLES"}
-                    : std::vector<std::string>{"NODE", "ADDRESS", "ROLES"});
+  Table nodes(zones
+                  ? std::vector<std::string>{"NODE", "ADDRESS", "ZONE", "ROLES"}
+                  : std::vector<std::string>{"NODE", "ADDRESS", "ROLES"});
   for (const auto& node : map->nodes()) {
     std::vector<std::string> roles;
     if (node.id() == map->controller()) roles.push_back("controller");
@@ -174,31 +174,33 @@ absl::Status ShowCluster(const GlobalOptions& globals) {
               << std::endl;
     return absl::OkStatus();
   }
-  Table shards({"SHARD", "EPOCH", "PRIMARY", "REPLICAS", "IN_SYNC",
+  Table shards({"SHARD", "EPOCH", "PRIMARY", "REPLICAS", "IN_SYNC", "ELIGIBLE",
                 "LAST_ENTRY"});
   shards.AlignRight(0);
   shards.AlignRight(1);
-  shards.AlignRight(5);
-  Table lag({"SHARD", "BACKUP", "APPLIED", "DURABLE", "BEHIND", "HEARD",
-             "IN_SYNC"});
+  shards.AlignRight(6);
+  Table lag(
+      {"SHARD", "BACKUP", "APPLIED", "DURABLE", "BEHIND", "HEARD", "IN_SYNC"});
   for (size_t column : {0, 2, 3, 4, 5}) lag.AlignRight(column);
   for (const auto& shard : map->shards()) {
-    shards.AddRow({absl::StrCat(shard.shard()), absl::StrCat(shard.epoch()),
-                   shard.primary(), absl::StrJoin(shard.replicas(), ","),
-                   absl::StrJoin(shard.isr(), ","),
-                   shard.lag_size() > 0 || shard.primary() == map->node()
-                       ? absl::StrCat(shard.last_index())
-                       : "?"});
+    shards.AddRow(
+        {absl::StrCat(shard.shard()), absl::StrCat(shard.epoch()),
+         shard.primary().empty() ? "(none)" : shard.primary(),
+         absl::StrJoin(shard.replicas(), ","), absl::StrJoin(shard.isr(), ","),
+         shard.eligible().empty() ? "-" : absl::StrJoin(shard.eligible(), ","),
+         shard.lag_size() > 0 || shard.primary() == map->node()
+             ? absl::StrCat(shard.last_index())
+             : "?"});
     for (const auto& backup : shard.lag()) {
-      lag.AddRow({absl::StrCat(shard.shard()), backup.node(),
-                  absl::StrCat(backup.applied_index()),
-                  absl::StrCat(backup.durable_index()),
-                  absl::StrCat(backup.lag_entries()),
-                  backup.has_seconds_since_heard()
-                      ? absl::StrFormat("%.1fs ago",
-                                        backup.seconds_since_heard())
-                      : "never",
-                  backup.in_sync() ? "yes" : "no"});
+      lag.AddRow(
+          {absl::StrCat(shard.shard()), backup.node(),
+           absl::StrCat(backup.applied_index()),
+           absl::StrCat(backup.durable_index()),
+           absl::StrCat(backup.lag_entries()),
+           backup.has_seconds_since_heard()
+               ? absl::StrFormat("%.1fs ago", backup.seconds_since_heard())
+               : "never",
+           backup.in_sync() ? "yes" : "no"});
     }
   }
   std::cout << shards.Render();
@@ -319,12 +321,50 @@ absl::Status MoveShard(const GlobalOptions& globals,
       " (--wait); the move goes on: `hourglass cluster` shows it"));
 }
 
+struct RecoverOptions {
+  int shard = -1;
+  std::string from;
+  bool accept_loss = false;
+};
+
+// `cluster recover`: says what promoting a copy of a shard with nothing
+// safe left may lose and, with --accept-loss, promotes it.
+absl::Status RecoverShard(const GlobalOptions& globals,
+                          const RecoverOptions& options) {
+  absl::StatusOr<std::unique_ptr<Connection>> connection =
+      Connection::Open(globals);
+  if (!connection.ok()) return connection.status();
+  absl::StatusOr<hourglass::v1::RecoverShardResponse> recovery =
+      (*connection)
+          ->admin()
+          .RecoverShard(options.shard, options.from, options.accept_loss);
+  if (!recovery.ok()) return (*connection)->Check(recovery.status());
+  if (globals.json) return PrintJson(*recovery);
+  std::cout << "shard " << options.shard << ": " << options.from
+            << "'s copy ends at entry " << recovery->copy_index()
+            << " of epoch " << recovery->copy_epoch() << "; "
+            << recovery->loss() << std::endl;
+  if (!recovery->recovered()) {
+    std::cout << "nothing changed: to promote " << options.from
+              << "'s copy anyway, run this again with --accept-loss"
+              << std::endl;
+    return absl::OkStatus();
+  }
+  std::cout << options.from << " is the primary of shard " << options.shard
+            << " at epoch " << recovery->epoch()
+            << "; it takes writes once another copy has caught up from it "
+               "(`hourglass cluster` shows the in-sync set)"
+            << std::endl;
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 void AddClusterCommand(Registry& registry) {
   CLI::App* cluster = registry.app().add_subcommand(
-      "cluster", "Show a cluster's nodes, shards, primaries, epochs, in-sync "
-                 "sets and replication lag");
+      "cluster",
+      "Show a cluster's nodes, shards, primaries, epochs, in-sync "
+      "sets and replication lag");
   cluster->footer(R"(
 Any node of the cluster answers (--addr); the lag of each backup comes from
 its shard's primary, which this command asks too. BEHIND is how many log
@@ -395,11 +435,43 @@ Examples:
   hourglass cluster move --shard=3 --to=d
   hourglass cluster move --shard=3 --to=d --wait=2m
   hourglass cluster move --shard=3 --undo)");
+  CLI::App* recover = cluster->add_subcommand(
+      "recover",
+      "Promote a named copy of a shard that has nothing safe left, accepting "
+      "loss");
+  auto recover_options = std::make_shared<RecoverOptions>();
+  recover
+      ->add_option("--shard", recover_options->shard,
+                   "The shard's number, from 0 (`hourglass cluster` lists "
+                   "them)")
+      ->required();
+  recover
+      ->add_option("--from", recover_options->from,
+                   "The node whose copy becomes the primary (--node_id)")
+      ->required();
+  recover->add_flag("--accept-loss", recover_options->accept_loss,
+                    "Promote it; without, only say what it may lose");
+  recover->footer(R"(
+For a shard whose primary is gone along with every copy known to hold all
+acknowledged writes (the in-sync set, and the eligible copies `hourglass
+cluster` lists): the controller then waits for one of them to come back,
+since promoting any other copy may lose acknowledged writes. This command
+says where the named copy ends and what promoting it may lose (at least the
+writes acknowledged past its end that the cluster knows of). With
+--accept-loss it promotes the copy at the next epoch, alone in the in-sync
+set; the shard takes writes once another copy has caught up from it, and
+copies holding what it lacks are rebuilt from it. The node logs the
+recovery. Refused while the primary, or a safe copy, is alive.
+
+Examples:
+  hourglass cluster recover --shard=3 --from=b
+  hourglass cluster recover --shard=3 --from=b --accept-loss)");
   registry.SetAction(cluster, [&globals = registry.globals(), drain, options,
-                               move, move_options] {
+                               move, move_options, recover, recover_options] {
     if (drain->parsed())
       return DrainNode(globals, options->node, options->undo);
     if (move->parsed()) return MoveShard(globals, *move_options);
+    if (recover->parsed()) return RecoverShard(globals, *recover_options);
     return ShowCluster(globals);
   });
 }

@@ -87,11 +87,11 @@ absl::StatusOr<AgreedShards> AgreeOnShardCount(
   return agreed;
 }
 
-absl::StatusOr<std::optional<int>> JoinCluster(
-    node::ClusterNode& node, const std::string& advertise,
-    const sigset_t& signals, const std::function<void()>& on_lost) {
+absl::StatusOr<std::optional<int>> JoinCluster(node::ClusterNode& node,
+                                               const std::string& advertise,
+                                               const sigset_t& signals) {
   return RetryWhileEtcdIsSilent(node.cluster(), signals,
-                                [&] { return node.Join(advertise, on_lost); });
+                                [&] { return node.Join(advertise); });
 }
 
 absl::StatusOr<std::unique_ptr<node::ClusterNode>> OpenClusterNode(

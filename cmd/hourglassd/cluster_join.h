@@ -45,17 +45,17 @@ absl::StatusOr<std::unique_ptr<node::ClusterNode>> OpenClusterNode(
     node::ClusterNodeOptions options, std::optional<int> given,
     const sigset_t& signals);
 
-// Joins `node`'s cluster as `advertise` (ClusterNode::Join; `on_lost` runs
-// if the node later loses its lease). While etcd does not answer (a node
+// Joins `node`'s cluster as `advertise` (ClusterNode::Join). While etcd
+// does not answer (a node
 // started before etcd, or during an outage of it) it tries again, the waits
 // growing from 0.5 s to 5 s, each failure logged; a SIGTERM or SIGINT among
 // `signals` (blocked by the caller) ends the wait and is returned, for the
 // caller to shut down as usual. Returns nullopt once joined; errors other
 // than etcd's silence (another live node with this --node_id, bad flags)
 // as Join gives them. A SIGHUP meanwhile is taken and ignored.
-absl::StatusOr<std::optional<int>> JoinCluster(
-    node::ClusterNode& node, const std::string& advertise,
-    const sigset_t& signals, const std::function<void()>& on_lost);
+absl::StatusOr<std::optional<int>> JoinCluster(node::ClusterNode& node,
+                                               const std::string& advertise,
+                                               const sigset_t& signals);
 
 }  // namespace hourglass::hourglassd
 

@@ -605,7 +605,6 @@ int main(int argc, char** argv) {
     WarnIfCertLinesUnused(*authorizer, authorizer->counts().certificates,
                           mutual_tls);
   }
-  std::atomic<bool> lease_lost = false;
   // SIGTERM or SIGINT, when it came before the node joined its cluster.
   std::optional<int> early_signal;
   if (engine != nullptr) {
@@ -628,15 +627,11 @@ int main(int argc, char** argv) {
     // Joins once the server listens: peers and clients reach it at once.
     const std::string advertise = hourglass::hourglassd::AdvertiseAddress(
         options.listen_address, (*server)->port());
-    // A node whose lease is lost is dead to the cluster: it stops serving
-    // (ClusterNode does) and exits with 3, for its supervisor to restart it
-    // and join again.
+    // The node stays a member until it shuts down: through an etcd outage
+    // its shards keep serving, and a lease etcd ended meanwhile is replaced
+    // (cluster::Member).
     absl::StatusOr<std::optional<int>> joined =
-        hourglass::hourglassd::JoinCluster(*cluster_node, advertise, signals,
-                                           [&lease_lost] {
-                                             lease_lost = true;
-                                             kill(getpid(), SIGTERM);
-                                           });
+        hourglass::hourglassd::JoinCluster(*cluster_node, advertise, signals);
     if (!joined.ok()) Fail(std::string(joined.status().message()));
     early_signal = *joined;
     if (!early_signal.has_value()) {
@@ -688,12 +683,6 @@ int main(int argc, char** argv) {
   engine.reset();
   cluster_node.reset();
   store.reset();
-  if (lease_lost) {
-    spdlog::critical(
-        "hourglassd stopped: it lost its cluster lease; exiting with 3 so that "
-        "its supervisor restarts it");
-    return 3;
-  }
   spdlog::info("hourglassd stopped");
   return 0;
 }

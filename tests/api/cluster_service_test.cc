@@ -51,6 +51,16 @@ class ClusterServiceTest : public ::testing::Test {
           calls_.push_back(absl::StrCat("move ", shard, " ", node, " ", undo));
           return answer_;
         },
+        [this](int shard, const std::string& node,
+               bool accept_loss) -> absl::StatusOr<v1::RecoverShardResponse> {
+          calls_.push_back(
+              absl::StrCat("recover ", shard, " ", node, " ", accept_loss));
+          if (!answer_.ok()) return answer_;
+          v1::RecoverShardResponse response;
+          response.set_loss("nothing");
+          response.set_recovered(accept_loss);
+          return response;
+        },
         authorizer_.get());
     auto server = Server::Start(
         {.listen_address = "127.0.0.1:0", .services = {service_.get()}});
@@ -82,6 +92,27 @@ class ClusterServiceTest : public ::testing::Test {
     request.set_node(node);
     v1::DrainNodeResponse response;
     return stub_->DrainNode(&context, request, &response);
+  }
+
+  absl::StatusOr<v1::RecoverShardResponse> Recover(int shard,
+                                                   const std::string& node,
+                                                   bool accept_loss,
+                                                   const std::string& token) {
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + kWait));
+    if (!token.empty()) context.AddMetadata("authorization", "Bearer " + token);
+    v1::RecoverShardRequest request;
+    request.set_shard(shard);
+    request.set_node(node);
+    request.set_accept_loss(accept_loss);
+    v1::RecoverShardResponse response;
+    const grpc::Status status =
+        stub_->RecoverShard(&context, request, &response);
+    if (!status.ok()) {
+      return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                          status.error_message());
+    }
+    return response;
   }
 
   std::unique_ptr<Authorizer> authorizer_;
@@ -127,6 +158,27 @@ TEST_F(ClusterServiceTest, TheNodesRefusalIsTheAnswer) {
   const grpc::Status refused = Move(0, "x", false, "admin-everything-0001");
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::NOT_FOUND);
   EXPECT_EQ(refused.error_message(), "node x is not a live node of cluster c");
+}
+
+TEST_F(ClusterServiceTest, ARecoveryNeedsTheAdminRoleAndANode) {
+  EXPECT_EQ(Recover(0, "b", true, "producer-everything-03").status().code(),
+            absl::StatusCode::kPermissionDenied);
+  absl::StatusOr<v1::RecoverShardResponse> no_node =
+      Recover(0, "", false, "admin-everything-0001");
+  EXPECT_EQ(no_node.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(no_node.status().message(),
+            "node: a node id is required (the node whose copy of shard 0 to "
+            "promote)");
+  EXPECT_THAT(calls_, IsEmpty());
+  absl::StatusOr<v1::RecoverShardResponse> looked =
+      Recover(0, "b", false, "admin-everything-0001");
+  ASSERT_TRUE(looked.ok()) << looked.status();
+  EXPECT_FALSE(looked->recovered());
+  absl::StatusOr<v1::RecoverShardResponse> done =
+      Recover(0, "b", true, "admin-everything-0001");
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_TRUE(done->recovered());
+  EXPECT_THAT(calls_, ElementsAre("recover 0 b 0", "recover 0 b 1"));
 }
 
 }  // namespace

@@ -8,8 +8,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <set>
 #include <utility>
@@ -109,6 +111,7 @@ ChaosCluster::~ChaosCluster() {
     if (node.daemon != nullptr) {
       node.daemon->process().Signal(SIGCONT);
       node.daemon->Kill();
+      KeepLog(id, node.daemon->process().output());
       node.daemon.reset();
     }
   }
@@ -152,7 +155,21 @@ std::string ChaosCluster::ClientAddresses() const {
 void ChaosCluster::Reap(Node& node) {
   node.exit_code = node.daemon->process().Wait(absl::Seconds(10));
   node.last_log = Tail(node.daemon->process().output());
+  for (const auto& [id, n] : nodes_) {
+    if (&n == &node) KeepLog(id, node.daemon->process().output());
+  }
   node.daemon.reset();
+}
+
+void ChaosCluster::PauseEtcd() { etcd_->Pause(); }
+
+void ChaosCluster::ResumeEtcd() { etcd_->Resume(); }
+
+void ChaosCluster::KeepLog(const std::string& id, const std::string& log) {
+  const char* dir = std::getenv("HOURGLASS_CHAOS_LOGS");
+  if (dir == nullptr) return;
+  std::ofstream out(absl::StrCat(dir, "/", id, ".log"), std::ios::app);
+  out << log;
 }
 
 bool ChaosCluster::Running(const std::string& id) {
@@ -322,20 +339,11 @@ std::string ChaosCluster::Controller() {
 
 absl::Status ChaosCluster::LookHealthy() {
   const std::vector<std::string> members = Members();
-  std::string restarted;
   for (const std::string& id : members) {
     if (Running(id)) continue;
-    const int code = nodes_.at(id).exit_code;
-    if (code != 3) {
-      return absl::InternalError(
-          absl::StrCat("node ", id, " exited with ", code, ":\n", LogTail(id)));
-    }
-    restarts_.push_back(id);
-    if (absl::Status s = Launch(id); !s.ok()) return s;
-    absl::StrAppend(&restarted, " ", id);
-  }
-  if (!restarted.empty()) {
-    return absl::UnavailableError(absl::StrCat("restarted", restarted));
+    return absl::InternalError(absl::StrCat("node ", id, " exited with ",
+                                            nodes_.at(id).exit_code, ":\n",
+                                            LogTail(id)));
   }
   // Every member's map; the first one's is described, the others' where
   // they differ from it.

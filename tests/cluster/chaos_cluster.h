@@ -100,6 +100,10 @@ class ChaosCluster {
   absl::Status Join(const std::string& id);
   // The nodes not removed, in id order: those AwaitHealthy expects to run.
   std::vector<std::string> Members() const;
+  // SIGSTOP and SIGCONT of etcd: no node can renew its lease or change a
+  // record meanwhile.
+  void PauseEtcd();
+  void ResumeEtcd();
   // Cuts node `id` off from clients and peers (everything sent to its
   // advertised address), or from etcd; Heal ends both cuts.
   void CutInbound(const std::string& id);
@@ -130,14 +134,10 @@ class ChaosCluster {
   // 15 s meanwhile, it prints what it waits for (the first time, with the
   // end of each member's log).
   //
-  // Meanwhile it is the nodes' supervisor, as systemd or Kubernetes is: a
-  // node that exited with 3 by itself (it lost its lease: under load, a
-  // keep-alive can come too late) is started again and counted in
-  // restarts(). A node that exited otherwise (a crash, or killed and not
-  // restarted) is an INTERNAL error.
+  // A member that is not running (it exited by itself, or was killed and
+  // not restarted) is an INTERNAL error: nodes stay up through lease
+  // losses and etcd outages.
   absl::Status AwaitHealthy(absl::Duration timeout);
-  // The nodes that AwaitHealthy restarted, in order.
-  const std::vector<std::string>& restarts() const { return restarts_; }
 
   // How much node `id`'s running process has logged; and whether it logs
   // `text` after the first `from` bytes, waiting at most `timeout`.
@@ -166,6 +166,9 @@ class ChaosCluster {
   absl::Status Launch(const std::string& id);
   // Reads the rest of its exited (or killed) process's log and forgets it.
   void Reap(Node& node);
+  // With HOURGLASS_CHAOS_LOGS=DIR, appends `log`, a whole process's output,
+  // to DIR/<id>.log: every node's full logs of a run, for a replay.
+  static void KeepLog(const std::string& id, const std::string& log);
   // `path` (in node `id`'s namespace) as the test sees it.
   std::string Outside(const std::string& id, const std::string& path);
   // A channel to running node `id`'s own port. Not Daemon::Channel, which
@@ -184,7 +187,6 @@ class ChaosCluster {
   std::unique_ptr<EtcdServer> etcd_;
   std::vector<std::string> topics_;
   std::map<std::string, Node> nodes_;
-  std::vector<std::string> restarts_;
 };
 
 }  // namespace hourglass::testing

@@ -165,7 +165,7 @@ TEST_F(ClusterTest, AcknowledgedPublishesAndCancelsSurviveTheLossOfThePrimary) {
   EXPECT_TRUE((*consumer)->Receive(1, absl::Now()).empty());
 }
 
-TEST_F(ClusterTest, APausedPrimaryDeliversNothingOnceReplacedAndExits) {
+TEST_F(ClusterTest, APausedPrimaryDeliversNothingOnceReplacedAndRejoins) {
   StartNodes({"a", "b", "c"}, {"--shards=1"});
   ASSERT_EQ(AwaitPrimary({"a", "b", "c"}), "a");
   ASSERT_TRUE(AwaitEveryoneSees({"a", "b", "c"}, 1, "a"));
@@ -188,13 +188,17 @@ TEST_F(ClusterTest, APausedPrimaryDeliversNothingOnceReplacedAndExits) {
   nodes_.at("a")->process().Signal(SIGSTOP);
   const std::string primary = AwaitPrimary({"b", "c"});
   ASSERT_FALSE(primary.empty()) << "no new primary";
-  // Resumed, a finds its lease gone: it stops serving and exits with 3,
-  // and what came due meanwhile is not delivered by it: its in-flight
-  // write cannot be accepted at its old epoch.
+  // Resumed, a finds its lease gone: it joins again under a new one, sees
+  // the new primary and becomes its backup. What came due meanwhile is not
+  // delivered by it: its in-flight write cannot be accepted at its old
+  // epoch.
   nodes_.at("a")->process().Signal(SIGCONT);
-  EXPECT_EQ(nodes_.at("a")->process().Wait(kPatience), 3)
+  EXPECT_TRUE(nodes_.at("a")->process().WaitForOutput(
+      "cluster: node a joined cluster hourglass again", kPatience))
       << nodes_.at("a")->process().output();
+  EXPECT_TRUE(AwaitEveryoneSees({"a", "b", "c"}, 2, primary));
   EXPECT_THAT((*old_consumer)->Receive(1, absl::Now()), ::testing::IsEmpty());
+  EXPECT_FALSE(nodes_.at("a")->process().Exited());
 
   // The new primary delivers it, for the first time.
   ChannelOptions on_primary;

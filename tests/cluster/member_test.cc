@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "cluster/etcd_client.h"
@@ -64,11 +65,11 @@ class MemberTest : public testing::EtcdTest {
   std::unique_ptr<Member> Join(MemberOptions options) {
     const std::string id = options.node_id;
     Member::Callbacks callbacks;
-    callbacks.position = [this, id](int) -> std::optional<int64_t> {
+    callbacks.position = [this, id](int) -> std::optional<LogEnd> {
       absl::MutexLock lock(&mu_);
       auto it = positions_.find(id);
       if (it == positions_.end()) return std::nullopt;
-      return it->second;
+      return LogEnd{1, it->second};  // Entries of epoch 1, the shard's first.
     };
     absl::StatusOr<std::unique_ptr<Member>> member =
         Member::Join(*client_, std::move(options), std::move(callbacks));
@@ -217,6 +218,39 @@ TEST_F(MemberTest, ANodeRestartedAfterACrashTakesItsIdBackOnceItsLeaseEnds) {
   EXPECT_EQ(node->kv->lease, again->lease());
 }
 
+// etcd ended the lease (an outage longer than its TTL, a paused process):
+// the member joins again by itself, under a new lease, and the node stays.
+TEST_F(MemberTest, AMemberWhoseLeaseEtcdEndedJoinsAgainUnderANewOne) {
+  absl::Notification lost;
+  absl::Status why;
+  Member::Callbacks callbacks;
+  callbacks.on_lost = [&](absl::Status status) {
+    why = std::move(status);
+    lost.Notify();
+  };
+  absl::StatusOr<std::unique_ptr<Member>> joined =
+      Member::Join(*client_, Options("a"), std::move(callbacks));
+  ASSERT_TRUE(joined.ok()) << joined.status();
+  Member& a = **joined;
+  const int64_t first = a.lease();
+  ASSERT_TRUE(client_->RevokeLease(first).ok());
+  ASSERT_TRUE(lost.WaitForNotificationWithTimeout(kPatience));
+  EXPECT_EQ(why.code(), absl::StatusCode::kNotFound) << why;
+  // nodes/a again, under a lease of its own, and the controller again.
+  ASSERT_TRUE(a.AwaitView(
+      [&](const ClusterView& view) {
+        return view.nodes.contains("a") && view.controller == "a";
+      },
+      absl::Now() + kPatience));
+  const int64_t second = a.lease();
+  EXPECT_NE(second, first);
+  absl::StatusOr<GetResult> node = client_->Get(NodeKey(kCluster, "a"));
+  ASSERT_TRUE(node.ok()) << node.status();
+  ASSERT_TRUE(node->kv.has_value());
+  EXPECT_EQ(node->kv->lease, second);
+  EXPECT_TRUE(a.controlling());
+}
+
 TEST_F(MemberTest, APrimaryThatCrashesIsReplacedByTheMostAdvancedInSyncBackup) {
   std::unique_ptr<Member> a = Join("a");
   std::unique_ptr<Member> b = Join("b");
@@ -234,8 +268,8 @@ TEST_F(MemberTest, APrimaryThatCrashesIsReplacedByTheMostAdvancedInSyncBackup) {
   EXPECT_EQ(AwaitShard(*b, promoted), promoted);
   EXPECT_EQ(AwaitShard(*c, promoted), promoted);
   const ClusterView view = b->view();
-  EXPECT_EQ(view.nodes.at("b").positions.at(0), (Position{1, 10}));
-  EXPECT_EQ(view.nodes.at("c").positions.at(0), (Position{1, 12}));
+  EXPECT_EQ(view.nodes.at("b").positions.at(0), (Position{1, 10, 1}));
+  EXPECT_EQ(view.nodes.at("c").positions.at(0), (Position{1, 12, 1}));
   EXPECT_FALSE(view.nodes.contains("a"));
 }
 
@@ -251,7 +285,10 @@ TEST_F(MemberTest, ABackupThatDoesNotReportIsLeftOutOnceTheWaitIsOver) {
   ASSERT_EQ(AwaitShard(*members[1], created), created);
   SetPosition("b", 10);  // c has no copy to report.
   members[0]->Abandon();
-  const ShardRecord promoted = Record(2, "b", {"b", "a", "c"}, {"b"});
+  // Alone in the in-sync set, below --min_insync: a and c held every
+  // acknowledged write when they left it, and stay eligible.
+  ShardRecord promoted = Record(2, "b", {"b", "a", "c"}, {"b"});
+  promoted.eligible = {"a", "c"};
   EXPECT_EQ(AwaitShard(*members[2], promoted), promoted);
 }
 

@@ -62,9 +62,9 @@ void World::Write() {
   const std::string key = absl::StrCat("m", next_key_++);
   WriteBatch batch;
   batch.Put(Table::kMessages, key, "v");
-  absl::StatusOr<int64_t> index = primary.Append(batch);
-  if (index.ok()) {
-    pending_.push_back({shard, n->id, primary.epoch(), *index, key});
+  absl::StatusOr<LogPosition> entry = primary.Append(batch);
+  if (entry.ok()) {
+    pending_.push_back({shard, n->id, entry->epoch, entry->index, key});
   }
 }
 
@@ -217,6 +217,11 @@ void World::Join() {
   if (candidates.empty()) return;
   Node& n = nodes_[candidates[Uniform(static_cast<int>(candidates.size()))]];
   for (Copy& c : n.copies) c.store = storage::MemoryStore::Open();
+  // Holding no copy, it is no eligible copy any more: it says so before it
+  // joins (ClusterNode::Join), or it could be promoted empty.
+  for (auto& record : records_) {
+    if (record.has_value()) std::erase(record->eligible, n.id);
+  }
   n.member = n.up = n.lease = true;
   ++stats_.joins;
 }
@@ -280,6 +285,10 @@ void World::WriteRecord(int shard, const ShardRecord& write) {
       write.primary == old->transfer_to) {
     ++stats_.transfers;
   }
+  if (old.has_value() && write.epoch == old->epoch + 1 &&
+      old->IsEligible(write.primary)) {
+    ++stats_.eligible_promotions;
+  }
   if (old.has_value() && write.epoch != old->epoch && bad_write_.empty()) {
     MessageStore& primary = *node(write.primary).copies[shard].store;
     const LogPosition last = ReadPosition(primary).value();
@@ -308,6 +317,7 @@ void World::Control() {
   const std::map<std::string, cluster::NodeRecord> alive = AliveRecords();
   cluster::PlacementOptions placement;
   placement.replication_factor = options_.replication_factor;
+  placement.min_insync = options_.min_insync;
   placement.position_wait_over = true;
   bool planned = false;
   for (int s = 0; s < options_.shards; ++s) {
@@ -355,11 +365,12 @@ void World::Settle() {
 void World::ReportPositions(Node& n) {
   n.positions = cluster::PositionsToReport(
       n.id, Records(), AliveRecords(),
-      [&n](int shard) -> std::optional<int64_t> {
+      [&n](int shard) -> std::optional<cluster::LogEnd> {
         const Copy& c = n.copies[shard];
-        if (c.replica != nullptr) return c.replica->durable().index;
-        if (c.primary != nullptr) return c.primary->last().index;
-        return ReadPosition(*c.store).value().index;
+        LogPosition end = ReadPosition(*c.store).value();
+        if (c.replica != nullptr) end = c.replica->durable();
+        if (c.primary != nullptr) end = c.primary->last();
+        return cluster::LogEnd{end.epoch, end.index};
       },
       [&n](int shard) { return n.copies[shard].handed_over; });
 }
@@ -398,7 +409,20 @@ void World::Observe(Node& n, int shard) {
     options.min_insync = options_.min_insync;
     absl::StatusOr<std::unique_ptr<ReplicatedStore>> store =
         ReplicatedStore::Open(c.store.get(), options);
-    if (!store.ok()) return;
+    if (!store.ok()) {
+      // It led at this epoch before (a restart): it takes the next one by
+      // compare-and-set, as ShardHost does (Member::TakeNewEpoch); a
+      // deposed node's write would fail, and it has no lease to write with.
+      if (absl::IsFailedPrecondition(store.status()) && n.lease &&
+          ReadAcceptedEpoch(*c.store).value() == record.epoch) {
+        ShardRecord next = record;
+        ++next.epoch;
+        next.transfer_to.clear();
+        records_[shard] = next;
+        ++stats_.epochs_taken;
+      }
+      return;
+    }
     c.primary = *std::move(store);
   }
   if (record.transfer_to.empty()) {
@@ -509,7 +533,9 @@ void World::KeepInSyncSets() {
         if (id == n.id) continue;
         if (record.InIsr(id) && !Alive(id)) {
           if (!current) continue;
+          const ShardRecord from = record;
           std::erase(record.isr, id);
+          cluster::KeepEligible(from, record, options_.min_insync);
           primary->RemoveInSync(id);
         } else if (!record.InIsr(id) && Alive(id)) {
           auto b = backups.find(id);
@@ -519,7 +545,9 @@ void World::KeepInSyncSets() {
           }
           primary->AddInSync(id);
           if (current) {
+            const ShardRecord from = record;
             record.isr.push_back(id);
+            cluster::KeepEligible(from, record, options_.min_insync);
           } else {
             primary->RemoveInSync(id);
           }
@@ -538,7 +566,8 @@ void World::Acknowledge() {
       it = pending_.erase(it);  // The outcome stays unknown.
       continue;
     }
-    if (n.acts() && primary->Acknowledged(it->index, /*durable=*/true)) {
+    if (n.acts() &&
+        primary->Acknowledged({it->epoch, it->index}, /*durable=*/true)) {
       acknowledged_[it->shard][it->key] = it->epoch;
       acknowledgers_[{it->shard, it->epoch}].insert(n.id);
       ++stats_.acknowledged;

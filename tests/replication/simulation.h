@@ -65,6 +65,10 @@ struct WorldStats {
   int64_t drops = 0;      // replicas dropped by PlanRebalance
   int64_t transfers = 0;  // leader transfers finished by PlanShard
   int64_t joins = 0;      // nodes joined (new or wiped)
+  // Promotions of an eligible copy (no in-sync one alive), and epochs a
+  // restarted primary took for itself.
+  int64_t eligible_promotions = 0;
+  int64_t epochs_taken = 0;
 };
 
 // One simulated cluster. Deterministic for a seed. Not thread-safe (the
@@ -120,6 +124,9 @@ class World {
   bool HealAndCheck();
 
   const std::string& failure() const { return failure_; }
+  // Every shard's record and each node's state and copies' positions, for
+  // HOURGLASS_SIMULATION_TRACE.
+  std::string Trace();
   const WorldStats& stats() const { return stats_; }
 
  private:

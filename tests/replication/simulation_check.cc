@@ -2,6 +2,8 @@
 // step, HealAndCheck and the converged layout at the end of a run.
 
 #include <algorithm>
+#include <cstdlib>
+#include <iostream>
 #include <map>
 #include <set>
 #include <string>
@@ -176,6 +178,12 @@ bool World::HealAndCheck() {
     Acknowledge();
     const bool changed =
         moved || records_ != before || rebuilds != stats_.rebuilds;
+    if (round > 1990 && std::getenv("HOURGLASS_SIMULATION_TRACE") != nullptr) {
+      std::cerr << "heal round " << round << (moved ? " moved" : "")
+                << (records_ != before ? " records" : "")
+                << (rebuilds != stats_.rebuilds ? " rebuilds" : "") << ":"
+                << Trace() << std::endl;
+    }
     quiet = changed ? 0 : quiet + 1;
   }
   return Check("after healing") && CheckConverged();
@@ -284,11 +292,38 @@ std::string World::Layout() const {
     const ShardRecord& r = *records_[s];
     absl::StrAppend(&out, " shard ", s, " {", r.epoch, " ", r.primary, " [",
                     absl::StrJoin(r.replicas, ","), "] [",
-                    absl::StrJoin(r.isr, ","), "] ", r.transfer_to, "}");
+                    absl::StrJoin(r.isr, ","), "] ", r.transfer_to, " e[",
+                    absl::StrJoin(r.eligible, ","), "]}");
   }
   absl::StrAppend(&out, "; draining [", absl::StrJoin(draining_, ","),
                   "], pins [",
                   absl::StrJoin(pins_, ",", absl::PairFormatter("->")), "]");
+  return out;
+}
+
+}  // namespace hourglass::replication::simulation
+
+namespace hourglass::replication::simulation {
+
+std::string World::Trace() {
+  std::string out = Layout();
+  for (Node& n : nodes_) {
+    absl::StrAppend(&out, "\n  ", n.id, n.member ? "" : " (no member)",
+                    n.up ? "" : " down", n.paused ? " paused" : "",
+                    n.lease ? "" : " no-lease", ":");
+    for (int s = 0; s < options_.shards; ++s) {
+      const Copy& c = n.copies[s];
+      const LogPosition p = ReadPosition(*c.store).value();
+      absl::StrAppend(
+          &out, " [", s, "] {", p.epoch, ",", p.index, "}",
+          c.primary != nullptr ? absl::StrCat(" P", c.primary->epoch()) : "",
+          c.replica != nullptr ? " B" : "");
+    }
+  }
+  for (const Pending& p : pending_) {
+    absl::StrAppend(&out, "\n  pending ", p.key, " on ", p.node, " {", p.epoch,
+                    ",", p.index, "}");
+  }
   return out;
 }
 

@@ -188,6 +188,10 @@ void EtcdServer::Kill() {
   process_.reset();
 }
 
+void EtcdServer::Pause() { process_->Signal(SIGSTOP); }
+
+void EtcdServer::Resume() { process_->Signal(SIGCONT); }
+
 absl::Status EtcdServer::Restart(absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
   if (absl::Status status = Launch(); !status.ok()) return status;

@@ -67,6 +67,10 @@ class EtcdServer {
   void Stop(absl::Duration timeout = absl::Seconds(10));
   // SIGKILL, as a crash. REQUIRES: running().
   void Kill();
+  // SIGSTOP and SIGCONT: etcd neither answers nor closes its connections
+  // (a long stall: a full disk, a GC pause, a hung VM). REQUIRES: running().
+  void Pause();
+  void Resume();
   // Starts it again on the same ports and data, and waits until it answers
   // a read, at most `timeout`. REQUIRES: !running().
   absl::Status Restart(absl::Duration timeout = absl::Seconds(30));
