@@ -11,14 +11,14 @@
 namespace hourglass::api {
 
 // Trailing metadata of an UNAVAILABLE answered by a cluster node that is not
-// the primary of the shard a call needs (CLUSTER.md "Clients"): the
+// the primary of the shard a call needs (node/README.md "Routing"): the
 // primary's address (host:port) and its epoch, in decimal. Clients retry
 // there.
 inline constexpr char kPrimaryTrailer[] = "hourglass-primary";
 inline constexpr char kEpochTrailer[] = "hourglass-epoch";
 // Trailing metadata, with any status code, of a cluster node's refusal that
 // depends on the shard: the cluster's shard count, in decimal. With it a
-// client computes each topic's shard (CLUSTER.md "Words") and keeps a
+// client computes each topic's shard (cluster/shard_hash.h) and keeps a
 // primary per shard, and splits a publish that spans shards (refused with
 // FAILED_PRECONDITION) into one per shard.
 inline constexpr char kShardsTrailer[] = "hourglass-shards";

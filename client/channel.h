@@ -42,7 +42,7 @@ struct ChannelOptions {
 // clients made on it.
 //
 // Every call goes through the channel's current endpoint (see
-// client/internal/channel_state.h). In cluster mode (CLUSTER.md) a node
+// client/internal/channel_state.h). In cluster mode (docs/cluster.md) a node
 // that is not the primary answers UNAVAILABLE with trailing metadata
 // "hourglass-primary: host:port"; the channel then sends calls to that
 // address, on a gRPC channel made with these same options, and the call is

@@ -7,7 +7,7 @@
 
 namespace hourglass::cluster {
 
-// Where the replicas of many shards should live (CLUSTER.md; issue 22's
+// Where the replicas of many shards should live (cluster/README.md; issue 22's
 // placement): the target the controller moves a cluster toward, one
 // replica move or leader transfer at a time. Pure functions of their
 // arguments; nothing here talks to etcd or knows positions (failover stays

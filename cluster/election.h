@@ -47,9 +47,9 @@ struct ElectionOptions {
   absl::Duration retry_delay = absl::Milliseconds(500);
 };
 
-// A candidate in a leader election on one etcd key (the `controller` of
-// CLUSTER.md), on a thread of its own. To campaign it creates the key with
-// its value under its lease, if the key does not exist (compare-and-set on
+// A candidate in a leader election on one etcd key (the `controller` key
+// of cluster/keys.h), on a thread of its own. To campaign it creates the key
+// with its value under its lease, if the key does not exist (compare-and-set on
 // create_revision 0). Whoever created the key leads until the key is
 // deleted: by the leader's resignation, or by etcd when the leader's lease
 // ends. The others watch the key and campaign again when it is deleted.

@@ -9,8 +9,7 @@
 
 namespace hourglass::cluster {
 
-// The shard count of a cluster created by a node given no --shards
-// (CLUSTER.md "Flags").
+// The shard count of a cluster created by a node given no --shards.
 inline constexpr int kDefaultShardCount = 16;
 
 // A cluster's shard count, as a node agreed on it with etcd.
@@ -23,7 +22,7 @@ struct ShardCount {
 };
 
 // Agrees on cluster `cluster`'s shard count, which is fixed when the
-// cluster is created (CLUSTER.md "Words") and kept in etcd at
+// cluster is created and kept in etcd at
 // ShardCountKey(cluster). If the cluster has no count yet, writes `given`,
 // or kDefaultShardCount without one (created). Otherwise returns the
 // cluster's: adopted when `given` is nullopt. Every node of a cluster must

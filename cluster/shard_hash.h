@@ -6,9 +6,9 @@
 
 namespace hourglass::cluster {
 
-// Which shard holds a topic (CLUSTER.md "Words"), the rule every client and
-// node computes alike: the 64-bit FNV-1a hash of the topic's bytes, with one
-// trailing ".dlq" removed (a topic and its dead-letter topic share a
+// Which shard holds a topic (docs/cluster.md "Words"), the rule every client
+// and node computes alike: the 64-bit FNV-1a hash of the topic's bytes, with
+// one trailing ".dlq" removed (a topic and its dead-letter topic share a
 // shard), modulo the shard count. Cluster.GetClusterMap names it
 // "fnv1a-64". FNV-1a 64: start from 14695981039346656037
 // (0xcbf29ce484222325); for each byte, xor it in, then multiply by

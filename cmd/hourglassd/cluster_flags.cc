@@ -19,8 +19,8 @@
 #include "cluster/etcd_client.h"
 #include "node/shard_router.h"
 
-// Cluster mode (CLUSTER.md in the contributors' notes; README "Cluster
-// mode"). Without --etcd, none of these is used.
+// Cluster mode (README "Cluster mode"; docs/cluster.md). Without --etcd, none
+// of these is used.
 ABSL_FLAG(std::string, etcd, "",
           "host:port[,host:port...] of etcd: turns cluster mode on. Default: "
           "none, a single node.");

@@ -10,8 +10,8 @@
 
 namespace hourglass::hourglassd {
 
-// hourglassd's cluster-mode flags (README "Cluster mode"; the names are
-// CLUSTER.md's). Without --etcd none of them is used.
+// hourglassd's cluster-mode flags (README "Cluster mode"). Without --etcd none
+// of them is used.
 
 // --etcd: empty for a single node.
 std::string EtcdFlag();

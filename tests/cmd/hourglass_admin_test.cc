@@ -1165,8 +1165,7 @@ TEST_F(HourglassAdminCliDeadLetterTest, DeadLettersAreListedAndRedriven) {
             "{\"messages\":[],\"next_page_token\":\"\"}\n");
 }
 
-// A dead letter keeps the attempts it had (DESIGN.md: "with attempt
-// preserved"): `dlq list` and `show` report them.
+// A dead letter keeps the attempts it had: `dlq list` and `show` report them.
 TEST_F(HourglassAdminCliDeadLetterTest, DeadLettersKeepTheirAttempts) {
   std::unique_ptr<testing::Subprocess> consumer = MakeDeadLetters();
   ASSERT_NE(consumer, nullptr);

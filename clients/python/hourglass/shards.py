@@ -1,5 +1,5 @@
 """Which shard of a cluster holds a topic: the rule every client and node
-computes alike (CLUSTER.md "Words"; cluster/shard_hash.h in C++).
+computes alike (cluster/shard_hash.h in C++).
 
 The 64-bit FNV-1a hash of the topic's UTF-8 bytes, with one trailing
 ``.dlq`` removed (a topic and its dead-letter topic share a shard), modulo
