@@ -127,7 +127,7 @@ struct ClusterNodeOptions {
   client::TlsOptions etcd_tls;
 };
 
-// hourglassd as a node of a cluster (CLUSTER.md): a store per shard whose
+// hourglassd as a node of a cluster (node/README.md): a store per shard whose
 // record names this node, each with its role (node/shard_host.h); the
 // broker the gRPC services call (a ShardRouter in front of a gate per
 // shard, which lets calls into the shard's engine while this node is its
