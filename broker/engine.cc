@@ -22,6 +22,22 @@ namespace {
 
 using storage::DueKey;
 
+// Answers `done` with `answer`, read from the store rather than written,
+// once what was read is durable (CommitQueue::SubmitBarrier); with the
+// barrier's error if it is not.
+template <typename Answer, typename Done>
+void AnswerOnceDurable(storage::CommitQueue& commits, Answer answer,
+                       Done done) {
+  commits.SubmitBarrier([answer = std::move(answer),
+                         done = std::move(done)](absl::Status status) mutable {
+    if (status.ok()) {
+      std::move(done)(std::move(answer));
+    } else {
+      std::move(done)(std::move(status));
+    }
+  });
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Open(
@@ -197,6 +213,10 @@ absl::StatusOr<Scheduler::PendingCancel> Engine::BeginChange(
 
 void Engine::Cancel(std::string topic, std::string id, CancelCallback done) {
   absl::StatusOr<Scheduler::PendingCancel> change = BeginChange(topic, id);
+  if (absl::IsNotFound(change.status())) {
+    AnswerOnceDurable(*commits_, change.status(), std::move(done));
+    return;
+  }
   if (!change.ok()) {
     std::move(done)(change.status());
     return;
@@ -219,6 +239,10 @@ void Engine::Reschedule(
   // or, on the early returns, by their destructors (the message then stays
   // scheduled as before).
   absl::StatusOr<Scheduler::PendingCancel> change = BeginChange(topic, id);
+  if (absl::IsNotFound(change.status())) {
+    AnswerOnceDurable(*commits_, change.status(), std::move(done));
+    return;
+  }
   if (!change.ok()) {
     std::move(done)(change.status());
     return;
@@ -243,9 +267,10 @@ void Engine::Reschedule(
   const PublishReceipt receipt{id, absl::FromUnixMillis(new_key.deliver_at_ms),
                                false};
   if (new_key == old_key) {
+    // Nothing to write.
     std::move(*change).End(/*deleted=*/false);
     std::move(hold).Release();
-    std::move(done)(receipt);
+    AnswerOnceDurable(*commits_, receipt, std::move(done));
     return;
   }
   Scheduler::PendingPublish publish = scheduler_.BeginPublish(new_key);

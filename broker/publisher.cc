@@ -176,10 +176,13 @@ void Publisher::Publish(std::vector<NewMessage> messages, Callback done) {
     std::move(done)(prepared.status());
     return;
   }
-  if (prepared->changes.empty()) {
+  if (prepared->receipts.empty()) {
     std::move(done)(Finish(*std::move(prepared), absl::OkStatus()));
     return;
   }
+  // With duplicates only the batch is empty, and still goes through the
+  // queue: answered once what was read of them is durable (as
+  // CommitQueue::SubmitBarrier).
   storage::WriteBatch batch = prepared->changes.Take();
   commits_->Submit(std::move(batch),
                    [this, prepared = *std::move(prepared),

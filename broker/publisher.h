@@ -93,7 +93,13 @@ class Publisher {
 
   // Prepare, write through the commit queue, Finish. `done` runs on the
   // commit queue's thread, or at once on this one if Prepare failed or
-  // nothing needed writing.
+  // the request held no message.
+  //
+  // A publish of duplicates only still goes through the commit queue, as
+  // an empty batch that needs a sync: the first message's write may be in
+  // the store yet not durable (its sync failed) or, in a cluster, not
+  // acknowledged by the in-sync backups (its primary lost them), and its
+  // receipt must not be answered before it is.
   void Publish(std::vector<NewMessage> messages, Callback done);
 
  private:

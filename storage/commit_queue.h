@@ -86,6 +86,14 @@ class CommitQueue {
   // status of the MessageStore::Write or SyncLog that failed.
   void Submit(WriteBatch batch, Callback done);
 
+  // Runs `done` as Submit does once everything submitted before is written
+  // and the log synced (an empty batch that needs a sync), with that
+  // outcome. For an answer read from the store rather than written: what
+  // it read may be visible before it is durable (or, in a cluster,
+  // acknowledged by the backups), and the answer must not promise what a
+  // crash or a failover could take back.
+  void SubmitBarrier(Callback done) { Submit(WriteBatch(), std::move(done)); }
+
   // Submits `batch` and waits for its status.
   absl::Status Commit(WriteBatch batch);
 

@@ -506,12 +506,18 @@ TEST_P(FailedSyncTest, FailsThePublishAndNeedsARestart) {
   // of unknown durability, and never delivered before a restart (its
   // delivery could not be written).
   EXPECT_TRUE(Stored("sync-failed"));
+  // A retry finds the id stored, yet is not told it was: its write may not
+  // survive the restart. Answering it waits for a sync, which fails.
+  EXPECT_EQ(Publish("sync-failed").code(), absl::StatusCode::kUnavailable);
   // Every later write fails: publishes, cancels, and the ack, which is
   // lost.
   const absl::Status refused = Publish("refused");
   EXPECT_EQ(refused.code(), absl::StatusCode::kUnavailable) << refused;
   ledger.Published("refused", refused);
   EXPECT_EQ(Cancel("scheduled-0").code(), absl::StatusCode::kUnavailable);
+  // Even a cancel that finds nothing: NOT_FOUND is read from the store, and
+  // what it read may not survive the restart.
+  EXPECT_EQ(Cancel("never-published").code(), absl::StatusCode::kUnavailable);
   EXPECT_TRUE(sub->Ack({"unacked"}));
   sub.reset();
 
@@ -583,6 +589,32 @@ TEST_F(FaultTest, AStalledSyncHoldsPublishesButNotDeliveriesOrAcks) {
   EXPECT_TRUE(sub->Ack({"during-stall"}));
   Settle(*sub, ledger);
   ledger.Check();
+}
+
+// A publish of an id already stored (a client's retry) is answered with
+// the first receipt only once the store is durable: the first write may be
+// visible before its sync, and the answer must not promise what a crash
+// could take back.
+TEST_F(FaultTest, ADuplicatePublishIsAnsweredOnlyOnceTheStoreIsDurable) {
+  ASSERT_TRUE(Publish("m0").ok());
+  store_.HoldSyncs();
+  absl::StatusOr<hourglass::v1::Receipt> retried =
+      absl::UnknownError("not answered");
+  absl::Notification answered;
+  std::thread producer([&] {
+    retried =
+        client_->Publish(kTopic, "payload of m0", absl::ZeroDuration(), "m0");
+    answered.Notify();
+  });
+  EXPECT_TRUE(store_.AwaitHeldSyncs(1, kWait))
+      << "the duplicate was answered without waiting for a sync";
+  EXPECT_FALSE(answered.HasBeenNotified());
+  store_.ReleaseSyncs();
+  producer.join();
+  ASSERT_TRUE(retried.ok()) << retried.status();
+  EXPECT_EQ(retried->id(), "m0");
+  EXPECT_TRUE(retried->duplicate());
+  EXPECT_EQ(Count(Table::kMessages), 1u);
 }
 
 // The publish queue (--max_publish_queue_bytes) filled by many concurrent
