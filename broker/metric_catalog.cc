@@ -100,7 +100,8 @@ const std::vector<MetricInfo>& Catalog() {
            {"shard", "role"},
            {},
            "Cluster mode: 1 for the role this node plays for the shard "
-           "(primary, backup or none), 0 for the others."},
+           "(primary, backup: in the in-sync set, learner: a replica "
+           "catching up, or none), 0 for the others."},
           {Metric::kClusterUnderMinInsync,
            "hourglass_cluster_under_min_insync",
            kGauge,

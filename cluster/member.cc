@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "cluster/controller.h"
 #include "cluster/election.h"
 #include "cluster/keys.h"
 #include "cluster/lease_keeper.h"
@@ -196,9 +197,9 @@ void Member::OnLeaseChange(int64_t lease, absl::Status status) {
     return;
   }
   if (absl::IsUnavailable(status)) {
-    // CLUSTER.md's rule for an etcd outage: shards keep serving with their
-    // current primaries (backups refuse a deposed primary's epoch, so this
-    // is safe) and nothing fails over until etcd answers again.
+    // The rule for an etcd outage (docs/cluster.md): shards keep serving with
+    // their current primaries (backups refuse a deposed primary's epoch, so
+    // this is safe) and nothing fails over until etcd answers again.
     spdlog::warn(
         "cluster: node {} cannot renew its lease {:x} ({}): it keeps its "
         "shards as they are, and joins again if etcd ended the lease",
@@ -221,7 +222,11 @@ Member::Member(EtcdClient& client, MemberOptions options, Callbacks callbacks)
     : client_(client),
       options_(std::move(options)),
       prefix_(ClusterPrefix(options_.cluster)),
-      callbacks_(std::move(callbacks)) {}
+      callbacks_(std::move(callbacks)),
+      controller_({.shards = options_.shards,
+                   .replication_factor = options_.replication_factor,
+                   .min_insync = options_.min_insync,
+                   .position_wait = *options_.position_wait}) {}
 
 Member::~Member() {
   {
@@ -316,30 +321,6 @@ absl::StatusOr<bool> Member::SetIsr(int shard, const ShardRecord& from,
                    "]"));
 }
 
-absl::StatusOr<bool> Member::TakeNewEpoch(int shard, const ShardRecord& from) {
-  ShardRecord next = from;
-  ++next.epoch;
-  next.transfer_to.clear();
-  return WriteAsPrimary(
-      shard, from, next,
-      absl::StrCat("takes epoch ", next.epoch, " of shard ", shard,
-                   ": its copy had accepted epoch ", from.epoch,
-                   " before (a primary never writes at an epoch twice)"));
-}
-
-absl::StatusOr<bool> Member::GiveBack(int shard, const ShardRecord& from,
-                                      std::string_view why) {
-  ShardRecord next = from;
-  next.primary.clear();
-  next.transfer_to.clear();
-  return WriteAsPrimary(
-      shard, from, next,
-      absl::StrCat("gives shard ", shard, " back at epoch ", from.epoch,
-                   " for the controller to "
-                   "promote a copy: ",
-                   std::string(why)));
-}
-
 absl::StatusOr<bool> Member::WriteAsPrimary(int shard, const ShardRecord& from,
                                             const ShardRecord& next,
                                             std::string_view what) {
@@ -408,12 +389,9 @@ void Member::Run() {
     ReportPositions(view);
     absl::Time next = absl::Now() + options_.retry_delay * 4;
     if (std::optional<int64_t> term = LeadingTerm(); term.has_value()) {
-      Control(view, *term);
-      for (const auto& [shard, since] : primary_gone_since_) {
-        next = std::min(next, since.second + *options_.position_wait);
-      }
+      next = std::min(next, Control(view, *term));
     } else {
-      primary_gone_since_.clear();
+      controller_.Reset();
     }
     WaitForWork(next);
   }
@@ -576,68 +554,25 @@ void Member::ReportPositions(const ClusterView& view) {
   }
 }
 
-void Member::Control(const ClusterView& view, int64_t term) {
-  const absl::Time now = absl::Now();
-  bool planned = false;  // A shard needed PlanShard's change, or waits.
-  for (int shard = 0; shard < options_.shards; ++shard) {
-    auto it = view.shards.find(shard);
-    std::optional<ClusterView::Shard> current;
-    if (it != view.shards.end()) current = it->second;
-    PlacementOptions placement;
-    placement.replication_factor = options_.replication_factor;
-    placement.min_insync = options_.min_insync;
-    if (current.has_value() && !view.nodes.contains(current->record.primary)) {
-      auto [since, inserted] =
-          primary_gone_since_.try_emplace(shard, current->record.epoch, now);
-      if (!inserted && since->second.first != current->record.epoch) {
-        since->second = {current->record.epoch, now};
-      }
-      placement.position_wait_over =
-          now - since->second.second >= *options_.position_wait;
-    } else {
-      primary_gone_since_.erase(shard);
-    }
-    std::optional<ShardRecord> record;
-    if (current.has_value()) record = current->record;
-    ShardPlan plan = PlanShard(shard, record, view.nodes, placement);
-    planned |= plan.write.has_value() || !record.has_value() ||
-               !view.nodes.contains(record->primary) ||
-               !record->transfer_to.empty();
-    if (!plan.write.has_value()) {
-      if (!plan.reason.empty() && logged_[shard] != plan.reason) {
-        spdlog::warn("cluster: controller {}: {}", options_.node_id,
-                     plan.reason);
-      }
-      logged_[shard] = plan.reason;
-      continue;
-    }
-    if (!WriteShard(shard, current, *plan.write, plan.reason, term)) return;
+absl::Time Member::Control(const ClusterView& view, int64_t term) {
+  Controller::Decision decision = controller_.Decide(view, absl::Now());
+  for (const std::string& reason : decision.waiting) {
+    spdlog::warn("cluster: controller {}: {}", options_.node_id, reason);
   }
-  if (planned) return;
-  // Every shard has its primary: move one replica toward the balanced
-  // layout (nodes joined, or are draining).
-  std::map<int, ShardRecord> records;
-  for (const auto& [shard, s] : view.shards) records[shard] = s.record;
-  std::optional<RebalanceStep> step =
-      PlanRebalance(records, view.nodes, view.draining, view.pins,
-                    {.replication_factor = options_.replication_factor,
-                     .min_insync = options_.min_insync});
-  if (!step.has_value()) return;
-  WriteShard(step->shard, view.shards.at(step->shard), step->write,
-             step->reason, term);
+  for (const ControllerWrite& write : decision.writes) {
+    if (!WriteShard(write, term)) break;
+  }
+  return decision.next;
 }
 
-bool Member::WriteShard(int shard,
-                        const std::optional<ClusterView::Shard>& current,
-                        const ShardRecord& write, const std::string& reason,
-                        int64_t term) {
+bool Member::WriteShard(const ControllerWrite& write, int64_t term) {
   const Fence fence{ControllerKey(options_.cluster), term};
-  const std::string key = ShardKey(options_.cluster, shard);
-  const std::string value = EncodeShardRecord(write);
+  const std::string key = ShardKey(options_.cluster, write.shard);
+  const std::string value = EncodeShardRecord(write.record);
   absl::StatusOr<TxnResult> written =
-      current.has_value() ? client_.PutIfModRevision(
-                                key, value, current->mod_revision, 0, fence)
-                          : client_.CreateIfAbsent(key, value, 0, fence);
+      write.mod_revision.has_value()
+          ? client_.PutIfModRevision(key, value, *write.mod_revision, 0, fence)
+          : client_.CreateIfAbsent(key, value, 0, fence);
   if (!written.ok()) {
     spdlog::warn("cluster: controller {} could not write {}: {}",
                  options_.node_id, key,
@@ -650,11 +585,10 @@ bool Member::WriteShard(int shard,
     return false;
   }
   if (!written->succeeded) return true;  // Changed meanwhile: the watch tells.
-  logged_[shard] = reason;
-  spdlog::info("cluster: controller {}: {}", options_.node_id, reason);
+  spdlog::info("cluster: controller {}: {}", options_.node_id, write.reason);
   absl::MutexLock lock(&mu_);
   // Ahead of the watch, so that the next round plans from it.
-  view_.shards[shard] = {write, written->revision};
+  view_.shards[write.shard] = {write.record, written->revision};
   return true;
 }
 

@@ -18,8 +18,10 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "cluster/controller.h"
 #include "cluster/etcd_client.h"
 #include "cluster/records.h"
+#include "cluster/view.h"
 
 namespace hourglass::cluster {
 
@@ -65,28 +67,7 @@ struct MemberOptions {
   absl::Duration retry_delay = absl::Milliseconds(500);
 };
 
-// The cluster as a member last read it from etcd.
-struct ClusterView {
-  struct Shard {
-    ShardRecord record;
-    int64_t mod_revision = 0;  // For compare-and-set.
-  };
-  // The etcd revision the view is at.
-  int64_t revision = 0;
-  // The live nodes, by id.
-  std::map<std::string, NodeRecord> nodes;
-  // The shards created, by number.
-  std::map<int, Shard> shards;
-  // The node id of the controller; empty while there is none.
-  std::string controller;
-  // The nodes being drained (keys.h DrainKey), alive or not.
-  std::set<std::string> draining;
-  // The shards an operator moved (keys.h PinKey): shard -> node id, alive
-  // or not.
-  std::map<int, std::string> pins;
-};
-
-// One node's membership in a cluster (CLUSTER.md): it holds the node's
+// One node's membership in a cluster (cluster/README.md): it holds the node's
 // lease and its key nodes/<id>, campaigns for controller, and keeps a view
 // of the cluster from a watch on the cluster's prefix. While etcd cannot be
 // reached it keeps its last view and goes on trying; if etcd ended its
@@ -102,7 +83,7 @@ class Member {
  public:
   struct Callbacks {
     // Where this node's copy of `shard` ends: the epoch and index of its
-    // last durable log entry; nullopt if it has none. Called on the
+    // last log entry applied; nullopt if it has none. Called on the
     // member's thread when it reports a position. May be empty (no
     // position is ever reported).
     absl::AnyInvocable<std::optional<LogEnd>(int shard)> position;
@@ -186,29 +167,18 @@ class Member {
   absl::StatusOr<bool> SetIsr(int shard, const ShardRecord& from,
                               std::vector<std::string> isr,
                               LogEnd acknowledged = {});
-  // The primary's other writes to its shard's record, under the same
-  // conditions and with the same results and errors as SetIsr (but for the
-  // in-sync set's):
-  //   TakeNewEpoch  `from` at epoch + 1, the same primary: a primary never
-  //                 writes at an epoch its copy accepted before (a restart),
-  //                 so no two copies can hold different entries at one
-  //                 (epoch, index).
-  //   GiveBack      `from` without a primary (or transfer): the primary could
-  //                 not get its writes acknowledged in time, and leaves the
-  //                 choice of a copy to lead to the controller (PlanShard
-  //                 promotes as if it were gone; it may choose it again).
-  absl::StatusOr<bool> TakeNewEpoch(int shard, const ShardRecord& from);
-  absl::StatusOr<bool> GiveBack(int shard, const ShardRecord& from,
-                                std::string_view why);
+  // The primary's write of `next` over `from`, the record of `shard`
+  // this node is the primary of (its state machine composes it:
+  // cluster/replica_machine.h): written, and `what` logged, under the same
+  // conditions as SetIsr's, with the same results and errors but for the
+  // in-sync set's checks.
+  absl::StatusOr<bool> WriteAsPrimary(int shard, const ShardRecord& from,
+                                      const ShardRecord& next,
+                                      std::string_view what);
 
  private:
   Member(EtcdClient& client, MemberOptions options, Callbacks callbacks);
 
-  // Writes `next` over `from`, the record of `shard` this node is the
-  // primary of, as SetIsr describes; logs `what` once written.
-  absl::StatusOr<bool> WriteAsPrimary(int shard, const ShardRecord& from,
-                                      const ShardRecord& next,
-                                      std::string_view what);
   // Grants a lease and keeps it (replacing the keeper and election of an
   // earlier one), writes nodes/<id> under it once no other lease holds it,
   // and campaigns for controller. Errors as Join's.
@@ -222,14 +192,12 @@ class Member {
   // Brings this node's reported positions up to date (PositionsToReport,
   // placement.h): for shards whose primary is gone, and its hand-overs.
   void ReportPositions(const ClusterView& view);
-  // The controller's work: plans each shard and writes the changes; when
-  // no shard needed one, moves a replica toward the balanced layout.
-  void Control(const ClusterView& view, int64_t term);
-  // Writes `write` to shard `shard` by compare-and-set, fenced by `term`,
-  // and logs `reason`. False if this node is no longer the controller.
-  bool WriteShard(int shard, const std::optional<ClusterView::Shard>& current,
-                  const ShardRecord& write, const std::string& reason,
-                  int64_t term);
+  // The controller's work (Controller decides): writes what it decided for
+  // `view`; returns when to decide again at the latest.
+  absl::Time Control(const ClusterView& view, int64_t term);
+  // Carries `write` out by compare-and-set, fenced by `term`, and logs its
+  // reason. False if this node is no longer the controller.
+  bool WriteShard(const ControllerWrite& write, int64_t term);
   // Sleeps until `deadline` or until woken.
   void WaitForWork(absl::Time deadline);
 
@@ -254,13 +222,10 @@ class Member {
   bool lost_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 
-  // The member thread's: since when each shard's primary has been seen
-  // gone (at the shard's epoch), for the controller's position wait.
-  std::map<int, std::pair<int64_t, absl::Time>> primary_gone_since_;
+  // The member thread's: the controller's decisions while this node leads.
+  Controller controller_;
   // The member thread's: the revision of the last view given to on_view.
   int64_t delivered_revision_ = -1;
-  // The member thread's: the last reason logged per shard.
-  std::map<int, std::string> logged_;
   std::thread thread_;
 };
 

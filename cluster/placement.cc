@@ -49,9 +49,10 @@ std::vector<std::string> ZonesInterleaved(
 }
 
 // Replaces, in `record`, each replica other than the primary whose node is
-// gone by a spare, while there are spares, but an eligible one (it may
-// hold the only other copy of an acknowledged write); the replaced leave
-// the ISR. Then
+// gone by a spare, while there are spares, but one in the ISR (the primary
+// takes it out first, keeping it eligible if that leaves the set below
+// --min_insync) or eligible (it may hold the only other copy of an
+// acknowledged write). Then
 // adds spares while the shard has fewer than `wanted` replicas (a cluster
 // restored from a snapshot starts with one). Adds to `changes` what it did.
 void RepairReplicas(ShardRecord& record,
@@ -62,11 +63,10 @@ void RepairReplicas(ShardRecord& record,
   for (std::string& replica : record.replicas) {
     if (next_spare == spares.end()) break;
     if (replica == record.primary || alive.contains(replica) ||
-        record.IsEligible(replica)) {
+        record.InIsr(replica) || record.IsEligible(replica)) {
       continue;
     }
     changes.push_back(absl::StrCat("replaced ", replica, " by ", *next_spare));
-    std::erase(record.isr, replica);
     replica = *next_spare++;
   }
   for (; next_spare != spares.end() &&

@@ -47,7 +47,8 @@ struct PlacementOptions {
 //   - The primary alive: replace each replica whose node is gone by a live
 //     node holding none of the shard, while there is one, from the zones
 //     holding the fewest of the shard's replicas first (the newcomer is
-//     not in the ISR until it has caught up; the primary adds it); then,
+//     not in the ISR until it has caught up; the primary adds it), once
+//     the primary has taken the gone one out of the ISR; then,
 //     the same way, add live nodes while the shard has fewer than
 //     `replication_factor` replicas (a cluster restored from a snapshot
 //     starts each shard on the restoring node alone).
@@ -101,7 +102,7 @@ void KeepEligible(const ShardRecord& from, ShardRecord& next, int min_insync);
 //
 //   - a replica of a shard whose primary is gone (or gave the shard back)
 //     reports where its copy ends (`position`: the epoch and index of its
-//     last durable entry), at the shard's epoch: PlanShard promotes the
+//     last entry applied), at the shard's epoch: PlanShard promotes the
 //     most advanced in-sync (or eligible) one, and an operator's recovery
 //     (PlanRecovery) may promote any;
 //   - the primary of a shard with a leader transfer under way reports,

@@ -436,6 +436,7 @@ void ClusterNode::CollectShard(int shard_number, ShardHost& host,
   for (const auto& [name, value] :
        {std::pair{"primary", ShardHost::Role::kPrimary},
         std::pair{"backup", ShardHost::Role::kBackup},
+        std::pair{"learner", ShardHost::Role::kLearner},
         std::pair{"none", ShardHost::Role::kNone}}) {
     registry.Gauges(metrics::Metric::kClusterRole)
         .Add({shard, name})

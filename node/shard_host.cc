@@ -25,21 +25,28 @@
 namespace hourglass::node {
 namespace {
 
-// How often the host looks again without a new view: to open an engine
-// that failed to open, and to keep the in-sync set.
+namespace act = cluster::replica_action;
+
+// How often the host steps its machine without a new view: to open an
+// engine that failed to open, and to keep the in-sync set.
 constexpr absl::Duration kTick = absl::Milliseconds(250);
 
-// How far behind the last entry a backup out of the in-sync set may be for
-// the primary to start adding it: about what a shipper has in flight (a
-// request of up to 4 MiB), which it applies in well under lag_timeout.
-constexpr size_t kRejoinBytes = size_t{4} << 20;
+cluster::LogEnd EndOf(replication::LogPosition position) {
+  return {position.epoch, position.index};
+}
 
 }  // namespace
 
 ShardHost::ShardHost(std::unique_ptr<storage::MessageStore> base,
                      ShardHostOptions options, PrimaryGate* gate,
                      replication::ReplicationService* replication)
-    : options_(std::move(options)), gate_(gate), replication_(replication) {
+    : options_(std::move(options)),
+      gate_(gate),
+      replication_(replication),
+      machine_({.node = options_.node_id,
+                .shard = options_.shard,
+                .min_insync = options_.min_insync,
+                .lag_timeout = options_.lag_timeout}) {
   {
     absl::MutexLock lock(&role_mu_);
     base_ = std::move(base);
@@ -59,10 +66,7 @@ ShardHost::~ShardHost() {
   thread_.join();
   absl::MutexLock lock(&role_mu_);
   StepDownLocked("this node is shutting down");
-  if (replica_ != nullptr) {
-    replication_->SetReplica(options_.shard, nullptr);
-    replica_.reset();
-  }
+  StopFollowingLocked();
 }
 
 void ShardHost::Attach(cluster::Member* member) {
@@ -79,25 +83,23 @@ void ShardHost::OnView(const cluster::ClusterView& view) {
 
 std::optional<cluster::LogEnd> ShardHost::Position() {
   absl::MutexLock lock(&role_mu_);
-  replication::LogPosition end;
-  if (replica_ != nullptr) {
-    end = replica_->durable();
-  } else if (store_ != nullptr) {
-    end = store_->last();
-  } else if (base_ != nullptr) {
-    absl::StatusOr<replication::LogPosition> position =
-        replication::ReadPosition(*base_);
-    if (!position.ok()) return std::nullopt;
-    end = *position;
-  } else {
-    return std::nullopt;
-  }
-  return cluster::LogEnd{end.epoch, end.index};
+  if (replica_ != nullptr) return EndOf(replica_->applied());
+  if (store_ != nullptr) return EndOf(store_->last());
+  if (base_ == nullptr) return std::nullopt;
+  absl::StatusOr<replication::LogPosition> position =
+      replication::ReadPosition(*base_);
+  if (!position.ok()) return std::nullopt;
+  return EndOf(*position);
+}
+
+std::optional<int64_t> ShardHost::HandedOver() {
+  absl::MutexLock lock(&role_mu_);
+  return machine_.handed_over();
 }
 
 std::optional<ShardHost::Progress> ShardHost::progress() const {
   absl::MutexLock lock(&role_mu_);
-  if (role_ != Role::kPrimary || store_ == nullptr) return std::nullopt;
+  if (store_ == nullptr) return std::nullopt;
   Progress progress;
   progress.last_index = store_->last().index;
   for (const auto& [node, state] : store_->Backups()) {
@@ -120,12 +122,12 @@ int64_t ShardHost::position() const {
 
 ShardHost::Role ShardHost::role() const {
   absl::MutexLock lock(&role_mu_);
-  return role_;
+  return machine_.role();
 }
 
 int64_t ShardHost::epoch() const {
   absl::MutexLock lock(&role_mu_);
-  return role_ == Role::kPrimary ? epoch_ : 0;
+  return store_ != nullptr ? store_->epoch() : 0;
 }
 
 void ShardHost::RequestRebuild(std::string why) {
@@ -147,6 +149,7 @@ ShardHost::Health ShardHost::health() const {
   absl::MutexLock lock(&role_mu_);
   Health health;
   if (left_) return health;
+  const Role role = machine_.role();
   {
     absl::MutexLock view_lock(&mu_);
     if (view_.has_value()) {
@@ -157,11 +160,11 @@ ShardHost::Health ShardHost::health() const {
                        record.IsReplica(options_.node_id);
         health.named_primary = record.primary == options_.node_id;
         health.node.member =
-            role_ == Role::kBackup && record.InIsr(options_.node_id);
+            role == Role::kBackup && record.InIsr(options_.node_id);
       }
     }
   }
-  if (role_ == Role::kPrimary) {
+  if (role == Role::kPrimary) {
     // The engine opens once the in-sync set is large enough; its store
     // health says whether writes are taken (a full disk, too few in-sync
     // backups left to acknowledge them).
@@ -197,203 +200,207 @@ void ShardHost::Run() {
       if (stopping_) return;
       if (member_ != nullptr) view = view_;
     }
-    bool left;
-    {
-      absl::MutexLock lock(&role_mu_);
-      left = left_;
-    }
-    if (view.has_value() && !left) Reconcile(*view);
+    if (view.has_value()) Step(*view);
     // Each tick too: the primary's store health has no callback here.
     TellHealth();
   }
 }
 
-void ShardHost::Reconcile(const cluster::ClusterView& view) {
-  auto it = view.shards.find(options_.shard);
-  if (it == view.shards.end()) {
+void ShardHost::Step(const cluster::ClusterView& view) {
+  std::optional<cluster::ShardRecord> record;
+  std::vector<cluster::ReplicaAction> later;
+  {
     absl::MutexLock lock(&role_mu_);
-    if (role_ == Role::kPrimary) {
-      StepDownLocked(
-          absl::StrCat("shard ", options_.shard, " has no record in etcd"));
+    if (opener_.joinable()) TakeOpenedEngineLocked();
+    const cluster::ReplicaFacts facts = FactsLocked(view);
+    record = facts.record;
+    for (cluster::ReplicaAction& action : machine_.Step(facts)) {
+      if (!CarryOutLocked(action, view)) later.push_back(std::move(action));
     }
-    gate_->Close(ShardRefusal(view, options_.shard, options_.shard_count,
-                              options_.node_id));
-    return;
   }
-  const cluster::ShardRecord& record = it->second.record;
-  if (record.primary != options_.node_id) {
-    // Calls in the old primary's engine, if this node was it, are waited
-    // for; the engine steps down below.
-    gate_->Close(ShardRefusal(view, options_.shard, options_.shard_count,
-                              options_.node_id));
-  }
-  if (record.primary == options_.node_id) {
-    // The record is written without the role's lock: the host's calls
-    // (health, progress, the cluster map) need not wait for etcd.
-    if (std::optional<std::string> why = GivingBack(record)) {
-      GiveBack(record, *why);
-    } else if (MustTakeNewEpoch(record)) {
-      TakeNewEpoch(record);
-    } else {
-      BecomePrimary(view, record);
+  // Without the lock: etcd, a checkpoint fetch, a copy's files.
+  for (const cluster::ReplicaAction& action : later) {
+    if (const auto* write = std::get_if<act::WriteRecord>(&action)) {
+      WriteRecord(*record, *write);
+    } else if (const auto* rebuild = std::get_if<act::Rebuild>(&action)) {
+      Rebuild(rebuild->from, rebuild->why);
+    } else if (std::holds_alternative<act::RemoveCopy>(action)) {
+      std::string removed;
+      {
+        absl::MutexLock lock(&role_mu_);
+        if (base_ != nullptr) removed = DiscardCopyLocked();
+      }
+      DeleteRemovedCopy(removed);
+    } else if (std::holds_alternative<act::HandedOver>(action)) {
+      cluster::Member* member;
+      {
+        absl::MutexLock lock(&mu_);
+        member = member_;
+      }
+      if (member != nullptr) member->Wake();
     }
-  } else if (record.IsReplica(options_.node_id)) {
-    std::string why;
-    {
-      absl::MutexLock lock(&mu_);
-      why = rebuild_;
-    }
-    auto primary = view.nodes.find(record.primary);
-    if (!why.empty() && primary != view.nodes.end()) {
-      Rebuild(primary->second.address, why);
-    }
-    BecomeBackup();
-  } else {
-    BecomeNone(record.epoch);
   }
 }
 
-std::optional<std::string> ShardHost::GivingBack(
-    const cluster::ShardRecord& record) {
-  absl::MutexLock lock(&role_mu_);
-  if (role_ == Role::kPrimary && epoch_ == record.epoch && store_->closed() &&
-      !left_) {
-    // Its writes were not acknowledged in time (ReplicatedStore's
-    // ack_timeout): the store refuses every write from here on.
-    const std::string why = store_->close_reason();
-    StepDownLocked(why);
-    given_back_ = {record.epoch, why};
+cluster::ReplicaFacts ShardHost::FactsLocked(const cluster::ClusterView& view) {
+  cluster::ReplicaFacts facts;
+  facts.now = absl::Now();
+  auto it = view.shards.find(options_.shard);
+  if (it != view.shards.end()) {
+    facts.record = it->second.record;
+    facts.record_revision = it->second.mod_revision;
   }
-  if (!given_back_.has_value()) return std::nullopt;
-  if (given_back_->first != record.epoch) {
-    given_back_.reset();  // Another epoch: given back, or not needed.
-    return std::nullopt;
+  for (const auto& [id, node] : view.nodes) facts.alive[id] = node.address;
+  facts.leaving = left_;
+  facts.has_copy = base_ != nullptr;
+  if (replica_ != nullptr) {
+    facts.accepted_epoch = replica_->accepted_epoch();
+  } else if (base_ != nullptr) {
+    absl::StatusOr<int64_t> accepted = replication::ReadAcceptedEpoch(*base_);
+    facts.accepted_epoch = accepted.ok() ? *accepted : 0;
   }
-  return given_back_->second;
-}
-
-void ShardHost::GiveBack(const cluster::ShardRecord& record,
-                         const std::string& why) {
-  cluster::Member* member;
   {
     absl::MutexLock lock(&mu_);
-    member = member_;
+    facts.rebuild_asked = rebuild_;
   }
-  if (member == nullptr) return;
-  absl::StatusOr<bool> written = member->GiveBack(options_.shard, record, why);
-  if (!written.ok()) {
+  facts.following = replica_ != nullptr;
+  if (store_ != nullptr) {
+    cluster::ReplicaFacts::Primary& primary =
+        facts.primary.emplace(cluster::ReplicaFacts::Primary{});
+    primary.epoch = store_->epoch();
+    primary.close_reason = store_->close_reason();
+    primary.closed = !primary.close_reason.empty();
+    primary.last = EndOf(store_->last());
+    primary.acknowledged = EndOf(store_->acknowledged());
+    for (const auto& [node, state] : store_->Backups()) {
+      primary.backups[node] = {EndOf(state.applied),
+                               EndOf(state.durable),
+                               state.last_heard,
+                               state.lacking_since,
+                               store_->BytesAfter(state.applied.index),
+                               state.in_sync,
+                               state.counted,
+                               state.connected};
+    }
+  }
+  facts.shippers = shipper_addresses_;
+  if (engine_ != nullptr) {
+    facts.engine = cluster::ReplicaFacts::Engine::kOpen;
+  } else if (opener_.joinable()) {
+    facts.engine = cluster::ReplicaFacts::Engine::kOpening;
+  }
+  facts.engine_error = engine_error_;
+  return facts;
+}
+
+bool ShardHost::CarryOutLocked(const cluster::ReplicaAction& action,
+                               const cluster::ClusterView& view) {
+  if (const auto* open = std::get_if<act::OpenPrimary>(&action)) {
+    OpenPrimaryLocked(*open);
+  } else if (const auto* down = std::get_if<act::StepDown>(&action)) {
+    StepDownLocked(down->reason);
+  } else if (const auto* start = std::get_if<act::StartShipper>(&action)) {
+    StartShipperLocked(start->node, start->address);
+  } else if (const auto* stop = std::get_if<act::StopShipper>(&action)) {
+    shippers_.erase(stop->node);
+    shipper_addresses_.erase(stop->node);
+  } else if (const auto* add = std::get_if<act::AddInSync>(&action)) {
+    if (store_ != nullptr) store_->AddInSync(add->node);
+    if (!add->why.empty())
+      spdlog::info("cluster: primary {} {}", options_.node_id, add->why);
+  } else if (const auto* count = std::get_if<act::CountInSync>(&action)) {
+    if (store_ != nullptr) store_->CountInSync(count->node);
+  } else if (const auto* remove = std::get_if<act::RemoveInSync>(&action)) {
+    if (store_ != nullptr) store_->RemoveInSync(remove->node);
+    if (!remove->why.empty()) {
+      spdlog::warn("cluster: primary {} {}", options_.node_id, remove->why);
+    }
+  } else if (std::holds_alternative<act::OpenEngine>(action)) {
+    if (store_ != nullptr && engine_ == nullptr && !opener_.joinable()) {
+      StartOpeningEngineLocked();
+    }
+  } else if (const auto* close = std::get_if<act::CloseEngine>(&action)) {
+    spdlog::info("cluster: node {} hands shard {} over (epoch {}): {}",
+                 options_.node_id, options_.shard, machine_.epoch(),
+                 close->reason);
+    CloseEngineLocked(absl::UnavailableError(close->reason));
+  } else if (std::holds_alternative<act::Refuse>(action)) {
+    gate_->Close(ShardRefusal(view, options_.shard, options_.shard_count,
+                              options_.node_id));
+  } else if (std::holds_alternative<act::Follow>(action)) {
+    FollowLocked();
+  } else if (std::holds_alternative<act::StopFollowing>(action)) {
+    StopFollowingLocked();
+  } else if (std::holds_alternative<act::OpenCopy>(action)) {
+    OpenCopyLocked();
+  } else if (const auto* keep = std::get_if<act::KeepCopy>(&action)) {
     spdlog::warn(
-        "cluster: node {} cannot give shard {} back yet (it tries again): {}",
-        options_.node_id, options_.shard,
-        std::string(written.status().message()));
-  }
-}
-
-bool ShardHost::MustTakeNewEpoch(const cluster::ShardRecord& record) {
-  absl::MutexLock lock(&role_mu_);
-  if (role_ == Role::kPrimary && epoch_ == record.epoch) return false;
-  if (base_ == nullptr || left_) return false;
-  // The copy accepted the record's epoch before: this node led at it (and
-  // restarted), so entries of it may exist that this copy no longer holds
-  // (unsynced when the power went) while another copy does.
-  absl::StatusOr<int64_t> accepted = replication::ReadAcceptedEpoch(*base_);
-  return accepted.ok() && *accepted >= record.epoch;
-}
-
-void ShardHost::TakeNewEpoch(const cluster::ShardRecord& record) {
-  cluster::Member* member;
-  {
-    absl::MutexLock lock(&mu_);
-    member = member_;
-  }
-  if (member == nullptr) return;
-  absl::StatusOr<bool> written = member->TakeNewEpoch(options_.shard, record);
-  if (!written.ok()) {
-    spdlog::warn(
-        "cluster: node {} cannot take a new epoch of shard {} yet (it tries "
-        "again): {}",
-        options_.node_id, options_.shard,
-        std::string(written.status().message()));
-  }
-}
-
-void ShardHost::BecomePrimary(const cluster::ClusterView& view,
-                              const cluster::ShardRecord& record) {
-  absl::MutexLock lock(&role_mu_);
-  if (role_ == Role::kPrimary && epoch_ != record.epoch) {
-    StepDownLocked(absl::StrCat("epoch ", epoch_, " ended"));
-  }
-  if (left_) return;  // StepDown came after the view was read.
-  if (role_ != Role::kPrimary) {
-    if (base_ == nullptr) return;  // A rebuild failed: no copy to serve.
-    if (replica_ != nullptr) {
-      replication_->SetReplica(options_.shard, nullptr);
-      replica_.reset();
-    }
-    std::vector<std::string> in_sync;
-    for (const std::string& node : record.isr) {
-      if (node != options_.node_id) in_sync.push_back(node);
-    }
-    replication::ReplicatedStoreOptions store_options;
-    store_options.epoch = record.epoch;
-    store_options.in_sync = in_sync;
-    store_options.min_insync = options_.min_insync;
-    store_options.ack_timeout = options_.ack_timeout;
-    absl::StatusOr<std::unique_ptr<replication::ReplicatedStore>> store =
-        replication::ReplicatedStore::Open(base_.get(),
-                                           std::move(store_options));
-    if (!store.ok()) {
-      spdlog::error(
-          "cluster: node {} cannot become the primary of shard {} "
-          "at epoch {}: {}",
-          options_.node_id, options_.shard, record.epoch,
-          std::string(store.status().message()));
-      return;
-    }
-    store_ = *std::move(store);
-    // Checkpoints for rebuilds go next to the store: same file system, so
-    // RocksDB links its files rather than copying them.
-    replication_->SetSource(
-        options_.shard, store_.get(),
-        std::filesystem::path(options_.store_dir).parent_path().string());
-    if (options_.metrics != nullptr) {
-      options_.metrics->Counters(metrics::Metric::kClusterPromotionsTotal)
-          .Add({std::to_string(options_.shard)})
-          .Increment();
-    }
-    role_ = Role::kPrimary;
-    epoch_ = record.epoch;
-    primary_since_ = absl::Now();
-    engine_error_.clear();
+        "cluster: node {} keeps its copy of shard {} in {}, which the shard's "
+        "record (epoch {}) does not name: the copy followed epoch {}, newer "
+        "than the record's (was etcd's data replaced?)",
+        options_.node_id, options_.shard, options_.store_dir,
+        keep->record_epoch, keep->accepted_epoch);
+  } else if (const auto* handed = std::get_if<act::HandedOver>(&action)) {
     spdlog::info(
-        "cluster: node {} is the primary of shard {} at epoch {} "
-        "(in-sync set {}, log at entry {})",
-        options_.node_id, options_.shard, record.epoch,
-        absl::StrJoin(record.isr, ","), store_->last().index);
+        "cluster: node {} stopped writing shard {} at entry {}, which the "
+        "transfer's target holds durably",
+        options_.node_id, options_.shard, handed->index);
+    return false;  // The member is woken without the lock.
+  } else {
+    return false;  // WriteRecord, Rebuild, RemoveCopy.
   }
-  // Shippers first: opening the engine writes, and writes wait for the
-  // in-sync backups.
-  SyncShippers(view, record);
-  KeepInSyncSet(view, record);
-  if (!record.transfer_to.empty()) {
-    HandOverLocked(record.transfer_to);
+  return true;
+}
+
+void ShardHost::OpenPrimaryLocked(const act::OpenPrimary& open) {
+  if (base_ == nullptr) return;
+  StopFollowingLocked();
+  replication::ReplicatedStoreOptions store_options;
+  store_options.epoch = open.epoch;
+  store_options.in_sync = open.in_sync;
+  store_options.min_insync = options_.min_insync;
+  store_options.ack_timeout = options_.ack_timeout;
+  absl::StatusOr<std::unique_ptr<replication::ReplicatedStore>> store =
+      replication::ReplicatedStore::Open(base_.get(), std::move(store_options));
+  if (!store.ok()) {
+    spdlog::error(
+        "cluster: node {} cannot become the primary of shard {} at epoch {}: "
+        "{}",
+        options_.node_id, options_.shard, open.epoch,
+        std::string(store.status().message()));
     return;
   }
-  if (!handing_over_to_.empty()) {
-    spdlog::warn(
-        "cluster: node {} keeps shard {}: the controller gave up handing it "
-        "over to {}",
-        options_.node_id, options_.shard, handing_over_to_);
-    handing_over_to_.clear();
-    absl::MutexLock lock(&mu_);
-    handed_over_.reset();
+  store_ = *std::move(store);
+  // Checkpoints for rebuilds go next to the store: same file system, so
+  // RocksDB links its files rather than copying them.
+  replication_->SetSource(
+      options_.shard, store_.get(),
+      std::filesystem::path(options_.store_dir).parent_path().string());
+  if (options_.metrics != nullptr) {
+    options_.metrics->Counters(metrics::Metric::kClusterPromotionsTotal)
+        .Add({std::to_string(options_.shard)})
+        .Increment();
   }
-  if (engine_ != nullptr) return;
-  if (opener_.joinable()) {
-    TakeOpenedEngineLocked();
-  } else {
-    StartOpeningEngineLocked();
-  }
+  engine_error_.clear();
+  spdlog::info(
+      "cluster: node {} is the primary of shard {} at epoch {} (in-sync set "
+      "{}, log at entry {})",
+      options_.node_id, options_.shard, open.epoch,
+      absl::StrJoin(open.in_sync, ","), store_->last().index);
+}
+
+void ShardHost::StartShipperLocked(const std::string& node,
+                                   const std::string& address) {
+  if (store_ == nullptr) return;
+  replication::ShipperOptions options;
+  options.shard = options_.shard;
+  options.primary = options_.node_id;
+  options.backup = node;
+  options.address = address;
+  shippers_.erase(node);  // One to another address first stops.
+  shipper_addresses_[node] = address;
+  shippers_[node] = std::make_unique<replication::Shipper>(
+      store_.get(), options_.peer_channel(address), std::move(options));
 }
 
 void ShardHost::StartOpeningEngineLocked() {
@@ -423,16 +430,14 @@ void ShardHost::TakeOpenedEngineLocked() {
                    options_.node_id, options_.shard, error);
     }
     engine_error_ = error;
-    return;  // The next tick tries again (or gives the shard back).
+    return;  // The next step tries again (or gives the shard back).
   }
   engine_ = **std::move(opened);
   engine_->Start();
   gate_->Open(engine_.get());
-  spdlog::info(
-      "cluster: node {} serves shard {} at epoch {} (recovered in "
-      "{})",
-      options_.node_id, options_.shard, epoch_,
-      absl::FormatDuration(absl::Now() - opening_since_));
+  spdlog::info("cluster: node {} serves shard {} at epoch {} (recovered in {})",
+               options_.node_id, options_.shard, machine_.epoch(),
+               absl::FormatDuration(absl::Now() - opening_since_));
 }
 
 void ShardHost::StopOpeningEngineLocked(const absl::Status& why) {
@@ -443,227 +448,18 @@ void ShardHost::StopOpeningEngineLocked(const absl::Status& why) {
   opened_.reset();
 }
 
-void ShardHost::HandOverLocked(const std::string& to) {
-  if (handing_over_to_ != to) {
-    handing_over_to_ = to;
-    spdlog::info("cluster: node {} hands shard {} over to {} (epoch {})",
-                 options_.node_id, options_.shard, to, epoch_);
-    const std::string why =
-        absl::StrCat("shard ", options_.shard, " is being handed over from ",
-                     options_.node_id, " to ", to, "; retry shortly");
-    gate_->Close(absl::UnavailableError(why));
-    // No writer may be left: an engine opening writes too.
-    StopOpeningEngineLocked(absl::UnavailableError(why));
-    if (engine_ != nullptr) {
-      engine_->Shutdown(absl::UnavailableError(why));
-      engine_.reset();
-    }
-    absl::MutexLock lock(&mu_);
-    handed_over_.reset();
-  }
-  {
-    absl::MutexLock lock(&mu_);
-    if (handed_over_.has_value()) return;
-  }
-  // Nothing is written any more: the log ends here.
-  const int64_t last = store_->last().index;
-  if (!store_->AwaitDurable(to, last, absl::Now() + kTick)) return;
-  cluster::Member* member;
-  {
-    absl::MutexLock lock(&mu_);
-    handed_over_ = last;
-    member = member_;
-  }
-  spdlog::info(
-      "cluster: node {} stopped writing shard {} at entry {}, which {} "
-      "holds durably",
-      options_.node_id, options_.shard, last, to);
-  if (member != nullptr) member->Wake();
-}
-
-std::optional<int64_t> ShardHost::HandedOver() {
-  absl::MutexLock lock(&mu_);
-  return handed_over_;
-}
-
-void ShardHost::SyncShippers(const cluster::ClusterView& view,
-                             const cluster::ShardRecord& record) {
-  std::map<std::string, std::string> wanted;
-  for (const std::string& node : record.replicas) {
-    if (node == options_.node_id) continue;
-    auto it = view.nodes.find(node);
-    if (it != view.nodes.end()) wanted[node] = it->second.address;
-  }
-  for (auto it = shippers_.begin(); it != shippers_.end();) {
-    auto want = wanted.find(it->first);
-    if (want == wanted.end() || want->second != shipper_addresses_[it->first]) {
-      shipper_addresses_.erase(it->first);
-      it = shippers_.erase(it);
-    } else {
-      ++it;
-    }
-  }
-  for (const auto& [node, address] : wanted) {
-    if (shippers_.contains(node)) continue;
-    replication::ShipperOptions options;
-    options.shard = options_.shard;
-    options.primary = options_.node_id;
-    options.backup = node;
-    options.address = address;
-    shipper_addresses_[node] = address;
-    shippers_[node] = std::make_unique<replication::Shipper>(
-        store_.get(), options_.peer_channel(address), std::move(options));
+void ShardHost::CloseEngineLocked(const absl::Status& why) {
+  gate_->Close(why);
+  // No writer may be left: an engine opening writes too.
+  StopOpeningEngineLocked(why);
+  if (engine_ != nullptr) {
+    engine_->Shutdown(why);
+    engine_.reset();
   }
 }
 
-cluster::LogEnd ShardHost::Acknowledged() const {
-  const replication::LogPosition acknowledged = store_->acknowledged();
-  return {acknowledged.epoch, acknowledged.index};
-}
-
-void ShardHost::KeepInSyncSet(const cluster::ClusterView& view,
-                              const cluster::ShardRecord& record) {
-  cluster::Member* member;
-  {
-    absl::MutexLock lock(&mu_);
-    member = member_;
-  }
-  if (member == nullptr || record.epoch != epoch_) return;
-  const absl::Time now = absl::Now();
-  const replication::LogPosition last = store_->last();
-  const std::map<std::string, replication::ReplicatedStore::BackupState>
-      backups = store_->Backups();
-  // An in-sync set that names a node the replicas do not (written before
-  // Member::SetIsr checked its record) loses it: no shipper feeds that
-  // node, and the controller could promote it.
-  for (const std::string& node : record.isr) {
-    if (record.IsReplica(node)) continue;
-    std::vector<std::string> isr;
-    for (const std::string& n : record.isr) {
-      if (record.IsReplica(n)) isr.push_back(n);
-    }
-    absl::StatusOr<bool> written =
-        member->SetIsr(options_.shard, record, isr, Acknowledged());
-    if (written.ok() && *written) {
-      spdlog::warn(
-          "cluster: primary {} removed {} from the in-sync set of shard {}: "
-          "it is not a replica",
-          options_.node_id, node, options_.shard);
-    }
-    return;  // One change per view.
-  }
-  // A backup the controller moved away (cluster/rebalance.h): it left the
-  // record's replicas and in-sync set together, so writes stop waiting for
-  // it. Views come in order, and this primary adds a backup only to the
-  // record it decided on (Member::SetIsr), so one absent from the replicas
-  // now is not in the record's in-sync set.
-  for (const auto& [node, state] : backups) {
-    if (state.in_sync && !record.IsReplica(node)) {
-      store_->RemoveInSync(node);
-      spdlog::info(
-          "cluster: primary {} no longer waits for {} in shard {}: it is not "
-          "a replica any more",
-          options_.node_id, node, options_.shard);
-    }
-  }
-  for (const std::string& node : record.replicas) {
-    if (node == options_.node_id) continue;
-    auto state = backups.find(node);
-    const replication::ReplicatedStore::BackupState st =
-        state == backups.end() ? replication::ReplicatedStore::BackupState{}
-                               : state->second;
-    const bool alive = view.nodes.contains(node);
-    if (record.InIsr(node)) {
-      // Lacking an entry written more than lag_timeout ago: silent, or
-      // answering but applying nothing (a full disk). (A backup that went
-      // long without news because nothing was written is not stuck: what
-      // counts is how old the first entry it lacks is.)
-      const bool stuck_behind =
-          now - std::max(st.lacking_since, primary_since_) >
-          options_.lag_timeout;
-      if (!alive || stuck_behind) {
-        std::vector<std::string> isr;
-        for (const std::string& n : record.isr) {
-          if (n != node) isr.push_back(n);
-        }
-        absl::StatusOr<bool> written =
-            member->SetIsr(options_.shard, record, isr, Acknowledged());
-        if (written.ok() && *written) {
-          store_->RemoveInSync(node);
-          spdlog::warn(
-              "cluster: primary {} removed {} from the in-sync set "
-              "of shard {}: {} (at entry {} of {})",
-              options_.node_id, node, options_.shard,
-              alive ? "behind and making no progress" : "its node is gone",
-              st.applied.index, last.index);
-        }
-        return;  // One change per view: the next starts from the new record.
-      }
-    } else if (st.in_sync) {
-      // Added here, and the record that says so has not come yet: adding
-      // it again from this older record would not be written (SetIsr), and
-      // would take it out of the writes' set meanwhile.
-      continue;
-    } else if (alive && now - st.last_heard < options_.lag_timeout &&
-               st.applied.epoch == last.epoch &&
-               store_->BytesAfter(st.applied.index) <= kRejoinBytes) {
-      // Close behind (under sustained writes a follower is rarely at the
-      // very last entry when asked): writes wait for it from now on, so it
-      // falls no further behind, and it has every entry acknowledged so far
-      // once it has made the last one written before this durable. Joins
-      // the record only then; gives up after lag_timeout.
-      store_->AddInSync(node);
-      const int64_t mark = store_->last().index;
-      if (!store_->AwaitDurable(node, mark, now + options_.lag_timeout)) {
-        store_->RemoveInSync(node);
-        spdlog::warn(
-            "cluster: primary {} did not add {} to the in-sync set of shard "
-            "{}: it did not make entry {} durable within {}",
-            options_.node_id, node, options_.shard, mark,
-            absl::FormatDuration(options_.lag_timeout));
-        return;
-      }
-      std::vector<std::string> isr = record.isr;
-      isr.push_back(node);
-      absl::StatusOr<bool> written =
-          member->SetIsr(options_.shard, record, isr, Acknowledged());
-      if (!written.ok() || !*written) {
-        store_->RemoveInSync(node);
-        return;
-      }
-      spdlog::info(
-          "cluster: primary {} added {} to the in-sync set of shard "
-          "{} (at entry {})",
-          options_.node_id, node, options_.shard, mark);
-      return;
-    }
-  }
-}
-
-void ShardHost::BecomeBackup() {
-  absl::MutexLock lock(&role_mu_);
-  if (role_ == Role::kPrimary) {
-    StepDownLocked("a newer primary exists");
-  }
-  if (role_ == Role::kBackup) return;
-  if (base_ == nullptr && discarded_) {
-    // Named again after its copy was removed: it starts from an empty
-    // one, as a node that joins does, which the primary fills (from its
-    // log, or a checkpoint).
-    absl::StatusOr<std::unique_ptr<storage::MessageStore>> opened =
-        options_.open_store(options_.store_dir);
-    if (!opened.ok()) {
-      spdlog::error(
-          "cluster: node {} cannot open a new copy of shard {} in "
-          "{}: {}",
-          options_.node_id, options_.shard, options_.store_dir,
-          std::string(opened.status().message()));
-      return;
-    }
-    base_ = *std::move(opened);
-    discarded_ = false;
-  }
-  if (base_ == nullptr) return;
+void ShardHost::FollowLocked() {
+  if (base_ == nullptr || replica_ != nullptr) return;
   absl::StatusOr<std::unique_ptr<replication::Replica>> replica =
       replication::Replica::Open(base_.get());
   if (!replica.ok()) {
@@ -674,12 +470,55 @@ void ShardHost::BecomeBackup() {
   }
   replica_ = *std::move(replica);
   replication_->SetReplica(options_.shard, replica_.get());
-  role_ = Role::kBackup;
   spdlog::info(
-      "cluster: node {} is a backup of shard {} (its copy ends at "
-      "entry {} of epoch {})",
+      "cluster: node {} is a backup of shard {} (its copy ends at entry {} "
+      "of epoch {})",
       options_.node_id, options_.shard, replica_->applied().index,
       replica_->applied().epoch);
+}
+
+void ShardHost::StopFollowingLocked() {
+  if (replica_ == nullptr) return;
+  replication_->SetReplica(options_.shard, nullptr);
+  replica_.reset();
+}
+
+void ShardHost::OpenCopyLocked() {
+  if (base_ != nullptr) return;
+  // Named again after its copy was removed (or a rebuild failed to reopen
+  // it): it opens what is there, an empty copy after a removal, which the
+  // primary fills (from its log, or a checkpoint).
+  absl::StatusOr<std::unique_ptr<storage::MessageStore>> opened =
+      options_.open_store(options_.store_dir);
+  if (!opened.ok()) {
+    spdlog::error("cluster: node {} cannot open a copy of shard {} in {}: {}",
+                  options_.node_id, options_.shard, options_.store_dir,
+                  std::string(opened.status().message()));
+    return;
+  }
+  base_ = *std::move(opened);
+}
+
+void ShardHost::WriteRecord(const cluster::ShardRecord& from,
+                            const act::WriteRecord& write) {
+  cluster::Member* member;
+  {
+    absl::MutexLock lock(&mu_);
+    member = member_;
+  }
+  if (member == nullptr) return;
+  absl::StatusOr<bool> written =
+      member->WriteAsPrimary(options_.shard, from, write.next, write.what);
+  if (written.ok() && *written && !write.then.empty()) {
+    spdlog::info("cluster: primary {} {}", options_.node_id, write.then);
+  }
+  if (!written.ok()) {
+    spdlog::warn(
+        "cluster: node {} cannot write shard {}'s record yet (it tries "
+        "again): {}",
+        options_.node_id, options_.shard,
+        std::string(written.status().message()));
+  }
 }
 
 void ShardHost::Rebuild(const std::string& primary_address,
@@ -689,21 +528,19 @@ void ShardHost::Rebuild(const std::string& primary_address,
   const std::string old = dir + ".old";
   {
     absl::MutexLock lock(&role_mu_);
-    if (role_ == Role::kPrimary) return;
+    if (store_ != nullptr) return;
     spdlog::warn(
-        "cluster: node {} rebuilds its copy of shard {} from the "
-        "checkpoint of primary {}: {}",
+        "cluster: node {} rebuilds its copy of shard {} from the checkpoint "
+        "of primary {}: {}",
         options_.node_id, options_.shard, primary_address, why);
-    // No stream applies to the copy from here on; requests to rebuild
-    // made before are all in rebuild_, and are this rebuild.
-    replication_->SetReplica(options_.shard, nullptr);
-    replica_.reset();
+    // No stream applies to the copy from here on; requests to rebuild made
+    // before are all in rebuild_, and are this rebuild.
+    StopFollowingLocked();
     {
       absl::MutexLock wake_lock(&mu_);
       rebuild_.clear();
     }
     base_.reset();  // Closed: its directory is about to be replaced.
-    role_ = Role::kNone;
   }
   TellHealth();  // Not ready while the copy is fetched, which takes long.
   const absl::Time start = absl::Now();
@@ -727,18 +564,16 @@ void ShardHost::Rebuild(const std::string& primary_address,
       options_.open_store(dir);
   absl::MutexLock lock(&role_mu_);
   if (!reopened.ok()) {
-    spdlog::error(
-        "cluster: node {} cannot open its copy of shard {} in {}: "
-        "{}",
-        options_.node_id, options_.shard, dir,
-        std::string(reopened.status().message()));
+    spdlog::error("cluster: node {} cannot open its copy of shard {} in {}: {}",
+                  options_.node_id, options_.shard, dir,
+                  std::string(reopened.status().message()));
     return;
   }
   base_ = *std::move(reopened);
   if (!fetched.ok()) {
     spdlog::error(
-        "cluster: node {} could not rebuild its copy of shard {}, "
-        "and keeps the old one: {}",
+        "cluster: node {} could not rebuild its copy of shard {}, and keeps "
+        "the old one: {}",
         options_.node_id, options_.shard,
         std::string(fetched.status().message()));
     return;
@@ -751,8 +586,8 @@ void ShardHost::Rebuild(const std::string& primary_address,
   absl::StatusOr<replication::LogPosition> position =
       replication::ReadPosition(*base_);
   spdlog::info(
-      "cluster: node {} rebuilt its copy of shard {} in {}: {} "
-      "files, {} bytes, up to entry {}",
+      "cluster: node {} rebuilt its copy of shard {} in {}: {} files, {} "
+      "bytes, up to entry {}",
       options_.node_id, options_.shard,
       absl::FormatDuration(absl::Now() - start), fetched->files, fetched->bytes,
       position.ok() ? position->index : -1);
@@ -762,22 +597,29 @@ std::string RemovedCopyDir(const std::string& store_dir) {
   return store_dir + ".removed";
 }
 
-void ShardHost::BecomeNone(int64_t record_epoch) {
-  std::string removed;
-  {
-    absl::MutexLock lock(&role_mu_);
-    if (role_ == Role::kPrimary) StepDownLocked("no longer a replica");
-    if (replica_ != nullptr) {
-      replication_->SetReplica(options_.shard, nullptr);
-      replica_.reset();
-    }
-    if (role_ != Role::kNone) {
-      spdlog::info("cluster: node {} holds no copy of shard {} any more",
-                   options_.node_id, options_.shard);
-    }
-    role_ = Role::kNone;
-    if (base_ != nullptr) removed = DiscardCopyLocked(record_epoch);
+std::string ShardHost::DiscardCopyLocked() {
+  const std::string& dir = options_.store_dir;
+  spdlog::info("cluster: node {} holds no copy of shard {} any more",
+               options_.node_id, options_.shard);
+  StopFollowingLocked();
+  base_.reset();  // Closed before its files go.
+  // Renamed first, so that a node killed while the files go finds either
+  // its copy whole or none at start (ClusterNode::Open deletes what is
+  // left of the files).
+  const std::string removed = RemovedCopyDir(dir);
+  std::error_code error;
+  std::filesystem::remove_all(removed, error);
+  std::filesystem::rename(dir, removed, error);
+  if (error) {
+    spdlog::error(
+        "cluster: node {} cannot remove its old copy of shard {} in {}: {}",
+        options_.node_id, options_.shard, dir, error.message());
+    return "";
   }
+  return removed;
+}
+
+void ShardHost::DeleteRemovedCopy(const std::string& removed) {
   if (removed.empty()) return;
   // The files go without the lock: the host's calls need not wait for a
   // large copy's deletion.
@@ -801,50 +643,11 @@ void ShardHost::BecomeNone(int64_t record_epoch) {
       options_.node_id, options_.shard, options_.store_dir, bytes);
 }
 
-std::string ShardHost::DiscardCopyLocked(int64_t record_epoch) {
-  const std::string& dir = options_.store_dir;
-  // A copy that followed a newer epoch than the record's is not one the
-  // record left behind: etcd's data was lost or replaced. It stays.
-  absl::StatusOr<int64_t> accepted = replication::ReadAcceptedEpoch(*base_);
-  if (!accepted.ok() || *accepted > record_epoch) {
-    if (!kept_copy_) {
-      spdlog::warn(
-          "cluster: node {} keeps its copy of shard {} in {}, which the "
-          "shard's record (epoch {}) does not name: {}",
-          options_.node_id, options_.shard, dir, record_epoch,
-          accepted.ok()
-              ? absl::StrCat("the copy followed epoch ", *accepted,
-                             ", newer than the record's (was etcd's data "
-                             "replaced?)")
-              : std::string(accepted.status().message()));
-      kept_copy_ = true;
-    }
-    return "";
-  }
-  base_.reset();  // Closed before its files go.
-  discarded_ = true;
-  // Renamed first, so that a node killed while the files go finds either
-  // its copy whole or none at start (ClusterNode::Open deletes what is
-  // left of the files).
-  const std::string removed = RemovedCopyDir(dir);
-  std::error_code error;
-  std::filesystem::remove_all(removed, error);
-  std::filesystem::rename(dir, removed, error);
-  if (error) {
-    spdlog::error(
-        "cluster: node {} cannot remove its old copy of shard {} in {}: {}",
-        options_.node_id, options_.shard, dir, error.message());
-    return "";
-  }
-  return removed;
-}
-
 void ShardHost::StepDownLocked(const std::string& reason) {
-  if (role_ != Role::kPrimary) return;
+  if (store_ == nullptr) return;
   spdlog::warn(
-      "cluster: node {} stops being the primary of shard {} at "
-      "epoch {}: {}",
-      options_.node_id, options_.shard, epoch_, reason);
+      "cluster: node {} stops being the primary of shard {} at epoch {}: {}",
+      options_.node_id, options_.shard, store_->epoch(), reason);
   gate_->Close(absl::UnavailableError(absl::StrCat(
       "node ", options_.node_id, " stopped being the primary of shard ",
       options_.shard, ": ", reason)));
@@ -861,11 +664,6 @@ void ShardHost::StepDownLocked(const std::string& reason) {
     engine_.reset();
   }
   store_.reset();
-  role_ = Role::kNone;
-  epoch_ = 0;
-  handing_over_to_.clear();
-  absl::MutexLock lock(&mu_);
-  handed_over_.reset();
 }
 
 }  // namespace hourglass::node

@@ -19,6 +19,7 @@
 #include "broker/clock.h"
 #include "broker/engine.h"
 #include "cluster/member.h"
+#include "cluster/replica_machine.h"
 #include "node/node_health.h"
 #include "storage/message_store.h"
 
@@ -81,52 +82,30 @@ struct ShardHostOptions {
 };
 
 // One shard on one node of a cluster: it plays the role the shard's record
-// in etcd gives this node, and changes role as the record changes.
+// in etcd gives this node, and changes role as the record changes. What to
+// do is decided by the shard's state machine (cluster/replica_machine.h,
+// the rules: docs/cluster.md); the host gathers the facts it decides from
+// (the record, the copy, the primary store and its backups' progress, the
+// engine) and carries out what it decides:
 //
 //   primary   the shard's store is a ReplicatedStore over `base`; a Shipper
 //             streams its log to each live replica; the engine runs on it
-//             and the PrimaryGate lets clients in; the in-sync set is kept:
-//             a backup that is behind and gets no further for lag_timeout
-//             (silent, or refusing entries it cannot write) is removed
-//             (compare-and-set in etcd, then locally), one that has caught up
-//             is added (locally, then in etcd).
-//   backup    `base` is a Replica that the ReplicationService applies the
-//             primary's entries to; clients are refused with where the
-//             primary is (the gate's refusal names it: ShardRefusal).
+//             and the PrimaryGate lets clients in.
+//   backup,   `base` is a Replica that the ReplicationService applies the
+//   learner   primary's entries to (a learner is not in the in-sync set
+//             yet); clients are refused with where the primary is (the
+//             gate's refusal names it: ShardRefusal).
 //   none      the record does not name this node (or does not exist yet).
-//             A copy the record does not name is removed, files and all
-//             (one left from before a move, or from while the node was
-//             away): the record says which copies count. (Not one that
-//             followed a newer epoch than the record's: etcd's data was
-//             replaced, and the copy may be the only one left.) Named
-//             again, the node starts from an empty copy, which the primary
-//             rebuilds.
+//             A copy the record does not name is removed, files and all;
+//             named again, the node starts from an empty copy, which the
+//             primary rebuilds.
 //
-// Leader transfer: a primary whose record names a backup in transfer_to
-// (the controller's, cluster/rebalance.h) hands the shard over: the gate
-// closes (clients get UNAVAILABLE and retry), the engine shuts down, so
-// nothing more is written, and once the backup holds every entry durably
-// HandedOver tells the member, which reports it; the controller then makes
-// the backup primary at the next epoch, and this node becomes its backup,
-// in sync (their logs end at the same entry). If the controller gives the
-// transfer up (transfer_to cleared), the engine opens again.
-//
-// A primary whose record names another primary (a newer epoch) steps down:
-// the gate closes, the store closes (writes waiting fail), the engine shuts
-// down, and the node becomes a backup. Its copy may then hold entries the
-// new primary lacks: the new primary's shipper finds it diverged, and has
-// it rebuilt from a checkpoint.
-//
-// A primary never writes at an epoch its copy accepted before: named the
-// primary at such an epoch (it restarted), it first takes the next one
-// (Member::TakeNewEpoch). A primary whose writes are not acknowledged in
-// time (its store closes: ReplicatedStore's ack_timeout) steps down and
-// gives the shard back to the controller (Member::GiveBack), which
-// promotes the best in-sync copy, perhaps this one, at a new epoch.
-//
-// Role changes run on the host's own thread, from the views the Member
-// hands over (OnView) and a tick every 250 ms; so does telling the health
-// listener of a change. Thread-safe.
+// The host's thread steps the machine on each view the Member hands over
+// (OnView) and on a tick every 250 ms. The role's objects are under one
+// lock (role_mu_), never held across an etcd call, a checkpoint fetch or a
+// wait for backups: record writes and rebuilds run after it is released,
+// so health, progress and the cluster map never wait behind them.
+// Thread-safe.
 class ShardHost {
  public:
   // `base` is the shard's store, opened at options.store_dir; `gate` is
@@ -139,14 +118,17 @@ class ShardHost {
   ShardHost(const ShardHost&) = delete;
   ShardHost& operator=(const ShardHost&) = delete;
 
-  // The member whose view the host follows and which writes its in-sync
-  // set changes. Call once, after Member::Join.
+  // The member whose view the host follows and which writes its record
+  // changes. Call once, after Member::Join.
   void Attach(cluster::Member* member);
 
   // For Member::Callbacks::on_view.
   void OnView(const cluster::ClusterView& view);
   // For Member::Callbacks::position: where this node's copy ends (the
-  // epoch and index of its last durable entry).
+  // epoch and index of its last entry applied; promoted, a copy syncs what
+  // it applied before it writes, ReplicatedStore::Open). Ranking copies by
+  // what they applied puts the longest log first: the other in-sync copies,
+  // prefixes of the same log, are prefixes of it.
   std::optional<cluster::LogEnd> Position();
   // For Member::Callbacks::handed_over: the index where this primary
   // stopped writing, once the backup the record's transfer_to names holds
@@ -158,11 +140,10 @@ class ShardHost {
   // from the primary's checkpoint. Does not block.
   void RequestRebuild(std::string why);
 
-  // Stops serving as primary now, with `reason` (the lease was lost, the
-  // node is shutting down): clients are refused from here on. For good:
-  // the node is leaving, and the host takes no role any more (it would
-  // otherwise become primary again from the last view, which still names
-  // it). Health is NOT_SERVING for both names when it returns.
+  // Stops serving as primary now, with `reason` (the node is shutting
+  // down): clients are refused from here on. For good: the node is
+  // leaving, and the host takes no role any more. Health is NOT_SERVING
+  // for both names when it returns.
   void StepDown(const std::string& reason);
 
   // The shard's part in the node's health (node/node_health.h). All false
@@ -193,30 +174,33 @@ class ShardHost {
   // The index of the last entry of this node's copy (0 for none).
   int64_t position() const;
 
-  enum class Role { kNone, kBackup, kPrimary };
+  using Role = cluster::ReplicaMachine::Role;
   Role role() const;
   // The epoch this node is primary at (0 if it is not).
   int64_t epoch() const;
 
  private:
   void Run();
-  void Reconcile(const cluster::ClusterView& view);
-  // Why this node gives shard `record` back, if it does: its store closed
-  // while it was the primary at the record's epoch (it steps down here).
-  std::optional<std::string> GivingBack(const cluster::ShardRecord& record);
-  void GiveBack(const cluster::ShardRecord& record, const std::string& why);
-  // Whether this node, named the primary of `record`, led (or followed) at
-  // its epoch before, and must take a new one first.
-  bool MustTakeNewEpoch(const cluster::ShardRecord& record);
-  void TakeNewEpoch(const cluster::ShardRecord& record);
-  void BecomePrimary(const cluster::ClusterView& view,
-                     const cluster::ShardRecord& record);
+  // One step of the machine: the facts gathered and the actions carried
+  // out, those that call etcd or wait without the lock.
+  void Step(const cluster::ClusterView& view);
+  cluster::ReplicaFacts FactsLocked(const cluster::ClusterView& view)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(role_mu_);
+  // Carries out one action that needs the lock; false for one that must
+  // wait until it is released (a record write, a rebuild, a removal's
+  // files), which it leaves to the caller.
+  bool CarryOutLocked(const cluster::ReplicaAction& action,
+                      const cluster::ClusterView& view)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(role_mu_);
+  void OpenPrimaryLocked(const cluster::replica_action::OpenPrimary& open)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(role_mu_);
+  void StartShipperLocked(const std::string& node, const std::string& address)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(role_mu_);
   // Opens the engine on a thread of its own (opener_), which hands the
   // result over in opened_ and wakes the host. Opening writes, and a write
   // waits for the in-sync backups: the host's thread must stay free to
-  // take a backup that died meanwhile out of the in-sync set
-  // (KeepInSyncSet), or the write would wait out ack_timeout and end the
-  // epoch.
+  // take a backup that died meanwhile out of the in-sync set, or the write
+  // would wait out ack_timeout and end the epoch.
   void StartOpeningEngineLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(role_mu_);
   // Takes the opener's result once there is one: the engine starts and the
   // gate opens, or the error is logged.
@@ -225,34 +209,24 @@ class ShardHost {
   // writes fail rather than wait), and shuts down what it opened.
   void StopOpeningEngineLocked(const absl::Status& why)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(role_mu_);
-  // The primary's part of a leader transfer to `to` (see the class
-  // comment); waits a little for `to` to catch up, then returns (the next
-  // tick waits again).
-  void HandOverLocked(const std::string& to)
+  // Refuses clients with `why` and shuts the engine down (and an opener).
+  void CloseEngineLocked(const absl::Status& why)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(role_mu_);
-  void BecomeBackup();
+  void FollowLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(role_mu_);
+  void StopFollowingLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(role_mu_);
+  void OpenCopyLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(role_mu_);
   // Replaces the copy by the primary's checkpoint (closing and reopening
   // the store), for a backup whose copy cannot follow.
   void Rebuild(const std::string& primary_address, const std::string& why);
-  // Steps down or stops following, and removes the copy's files, for a
-  // record at `record_epoch` that does not name this node.
-  void BecomeNone(int64_t record_epoch);
   // Closes the copy and renames its directory to RemovedCopyDir, which it
-  // returns for the caller to delete without the lock; unless the copy
-  // followed an epoch newer than `record_epoch` (then it stays, and a
-  // warning says why, once) or the rename fails: "".
-  std::string DiscardCopyLocked(int64_t record_epoch)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(role_mu_);
+  // returns for the caller to delete without the lock ("" if the rename
+  // failed); then deletes it.
+  std::string DiscardCopyLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(role_mu_);
+  void DeleteRemovedCopy(const std::string& removed);
+  void WriteRecord(const cluster::ShardRecord& from,
+                   const cluster::replica_action::WriteRecord& write);
   void StepDownLocked(const std::string& reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(role_mu_);
-  void SyncShippers(const cluster::ClusterView& view,
-                    const cluster::ShardRecord& record)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(role_mu_);
-  void KeepInSyncSet(const cluster::ClusterView& view,
-                     const cluster::ShardRecord& record)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(role_mu_);
-  // The primary's highest acknowledged entry, for the record.
-  cluster::LogEnd Acknowledged() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(role_mu_);
   // Tells the health listener health() if it changed since last told.
   void TellHealth();
 
@@ -266,8 +240,6 @@ class ShardHost {
   bool wake_ ABSL_GUARDED_BY(mu_) = false;
   // Why the copy must be rebuilt; empty while it need not.
   std::string rebuild_ ABSL_GUARDED_BY(mu_);
-  // Where this primary stopped writing, once handed over (HandedOver).
-  std::optional<int64_t> handed_over_ ABSL_GUARDED_BY(mu_);
   // What the engine's opener opened, until the host's thread takes it.
   std::optional<absl::StatusOr<std::unique_ptr<broker::Engine>>> opened_
       ABSL_GUARDED_BY(mu_);
@@ -275,18 +247,13 @@ class ShardHost {
 
   // The role's state, changed on the host's thread (and by StepDown) under
   // role_mu_. Taken before mu_ (the role's work reads the view and wakes
-  // the thread while it holds role_mu_), never while mu_ is held.
+  // the thread while it holds role_mu_), never while mu_ is held, and never
+  // held across etcd, a fetch or a wait.
   mutable absl::Mutex role_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  cluster::ReplicaMachine machine_ ABSL_GUARDED_BY(role_mu_);
   // The shard's store; null while a rebuild replaces it, after a failed
-  // rebuild, and once removed (discarded_) until the record names this
-  // node again.
+  // rebuild, and once removed until the record names this node again.
   std::unique_ptr<storage::MessageStore> base_ ABSL_GUARDED_BY(role_mu_);
-  bool discarded_ ABSL_GUARDED_BY(role_mu_) = false;
-  // Whether a copy the record does not name was kept (and said so).
-  bool kept_copy_ ABSL_GUARDED_BY(role_mu_) = false;
-  Role role_ ABSL_GUARDED_BY(role_mu_) = Role::kNone;
-  int64_t epoch_ ABSL_GUARDED_BY(role_mu_) = 0;
-  absl::Time primary_since_ ABSL_GUARDED_BY(role_mu_);
   std::unique_ptr<replication::Replica> replica_ ABSL_GUARDED_BY(role_mu_);
   std::unique_ptr<replication::ReplicatedStore> store_
       ABSL_GUARDED_BY(role_mu_);
@@ -300,14 +267,8 @@ class ShardHost {
   // start until the host took its result.
   std::thread opener_ ABSL_GUARDED_BY(role_mu_);
   absl::Time opening_since_ ABSL_GUARDED_BY(role_mu_);
-  // The backup this primary is handing the shard over to; empty if none.
-  std::string handing_over_to_ ABSL_GUARDED_BY(role_mu_);
   // Set by StepDown: the node is leaving, and takes no role any more.
   bool left_ ABSL_GUARDED_BY(role_mu_) = false;
-  // The epoch this node gave the shard back at, and why, until the record
-  // moves on from it.
-  std::optional<std::pair<int64_t, std::string>> given_back_
-      ABSL_GUARDED_BY(role_mu_);
 
   // The health listener and what it was told last; held while it is told,
   // so that changes arrive in order. Taken before role_mu_.

@@ -13,6 +13,11 @@ namespace hourglass::replication {
 
 absl::StatusOr<std::unique_ptr<Replica>> Replica::Open(
     storage::MessageStore* store) {
+  // What the copy holds is reported durable from here on: make it so. A
+  // process that crashed after applying entries it had not synced left
+  // them in the system's cache, which a power loss would still take
+  // (found by the simulation's whole-cluster power losses).
+  if (absl::Status synced = store->SyncLog(); !synced.ok()) return synced;
   absl::StatusOr<LogPosition> position = ReadPosition(*store);
   if (!position.ok()) return position.status();
   absl::StatusOr<int64_t> epoch = ReadAcceptedEpoch(*store);

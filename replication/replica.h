@@ -29,8 +29,9 @@ namespace hourglass::replication {
 // sync.
 class Replica {
  public:
-  // Reads the copy's position and accepted epoch from `store`, which must
-  // outlive the Replica. Errors: the store's.
+  // Syncs `store` (what it holds counts as durable from now on), then reads
+  // the copy's position and accepted epoch from it; `store` must outlive
+  // the Replica. Errors: the store's.
   static absl::StatusOr<std::unique_ptr<Replica>> Open(
       storage::MessageStore* store);
 

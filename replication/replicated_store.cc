@@ -56,7 +56,9 @@ ReplicatedStore::ReplicatedStore(storage::MessageStore* base,
     : base_(base), options_(std::move(options)), last_(last) {
   for (const std::string& node : options_.in_sync) {
     in_sync_.insert(node);
+    counted_.insert(node);
     backups_[node].in_sync = true;
+    backups_[node].counted = true;
   }
 }
 
@@ -75,22 +77,32 @@ absl::Status ReplicatedStore::SyncLog() {
 absl::Status ReplicatedStore::AwaitAcknowledged(LogPosition entry,
                                                 bool durable) {
   absl::MutexLock lock(&mu_);
-  auto done = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  auto decided = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return !closed_.empty() || TooFewInSyncLocked() ||
            AckedLocked(entry, durable);
   };
-  if (!mu_.AwaitWithTimeout(absl::Condition(&done), options_.ack_timeout)) {
-    CloseLocked(absl::StrCat("entry ", entry.index, " of epoch ", entry.epoch,
-                             " was not acknowledged by every in-sync backup (",
-                             absl::StrJoin(in_sync_, ","), ") within ",
-                             absl::FormatDuration(options_.ack_timeout),
-                             "; this primary stopped writing"));
-  }
+  const bool in_time =
+      mu_.AwaitWithTimeout(absl::Condition(&decided), options_.ack_timeout);
+  return *OutcomeLocked(entry, durable, /*timed_out=*/!in_time);
+}
+
+std::optional<absl::Status> ReplicatedStore::Outcome(LogPosition entry,
+                                                     bool durable,
+                                                     absl::Time since) {
+  absl::MutexLock lock(&mu_);
+  return OutcomeLocked(entry, durable,
+                       options_.now() - since >= options_.ack_timeout);
+}
+
+std::optional<absl::Status> ReplicatedStore::OutcomeLocked(LogPosition entry,
+                                                           bool durable,
+                                                           bool timed_out) {
   if (AckedLocked(entry, durable)) {
     if (durable) acknowledged_ = std::max(acknowledged_, entry);
     return absl::OkStatus();
   }
-  if (closed_.empty()) {
+  if (!closed_.empty()) return absl::UnavailableError(closed_);
+  if (TooFewInSyncLocked()) {
     // Kafka answers NOT_ENOUGH_REPLICAS_AFTER_APPEND here: the entry is in
     // this copy, perhaps in others, but not on enough to survive a loss.
     // The store closes too: its writer was told of a failure, yet the
@@ -100,23 +112,30 @@ absl::Status ReplicatedStore::AwaitAcknowledged(LogPosition entry,
     CloseLocked(std::string(
         TooFewInSyncErrorLocked(
             absl::StrCat("entry ", entry.index, " of epoch ", entry.epoch,
-                         " was written but not acknowledged (it may "
-                         "or may not be kept): "))
+                         " was written but not acknowledged (it may or may "
+                         "not be kept): "))
             .message()));
+    return absl::UnavailableError(closed_);
   }
+  if (!timed_out) return std::nullopt;
+  CloseLocked(absl::StrCat("entry ", entry.index, " of epoch ", entry.epoch,
+                           " was not acknowledged by every in-sync backup (",
+                           absl::StrJoin(in_sync_, ","), ") within ",
+                           absl::FormatDuration(options_.ack_timeout),
+                           "; this primary stopped writing"));
   return absl::UnavailableError(closed_);
 }
 
 bool ReplicatedStore::TooFewInSyncLocked() const {
-  return in_sync_.size() + 1 < static_cast<size_t>(options_.min_insync);
+  return counted_.size() + 1 < static_cast<size_t>(options_.min_insync);
 }
 
 absl::Status ReplicatedStore::TooFewInSyncErrorLocked(
     std::string_view what) const {
   return absl::UnavailableError(absl::StrCat(
-      std::string(what), "the shard's in-sync set has ", in_sync_.size() + 1,
-      " members (the primary", in_sync_.empty() ? "" : " and ",
-      absl::StrJoin(in_sync_, ","), "), fewer than --min_insync=",
+      std::string(what), "the shard's in-sync set has ", counted_.size() + 1,
+      " members (the primary", counted_.empty() ? "" : " and ",
+      absl::StrJoin(counted_, ","), "), fewer than --min_insync=",
       options_.min_insync, ": writes wait until a backup catches up"));
 }
 
@@ -149,7 +168,7 @@ absl::StatusOr<LogPosition> ReplicatedStore::Append(
   absl::MutexLock lock(&mu_);
   last_ = next;
   kept_bytes_ += bytes->size();
-  kept_.push_back({next.index, std::move(bytes), absl::Now()});
+  kept_.push_back({next.index, std::move(bytes), options_.now()});
   while (kept_.size() > 1 && kept_bytes_ > options_.retain_bytes) {
     kept_bytes_ -= kept_.front().bytes->size();
     kept_.pop_front();
@@ -210,12 +229,19 @@ absl::StatusOr<bool> ReplicatedStore::Diverged(LogPosition copy) {
 
 void ReplicatedStore::ReportProgress(const std::string& node,
                                      LogPosition applied, LogPosition durable) {
-  const absl::Time now = absl::Now();
+  const absl::Time now = options_.now();
   absl::MutexLock lock(&mu_);
   BackupState& state = backups_[node];
   state.applied = applied;
   state.durable = durable;
   state.last_heard = now;
+  state.connected = true;
+}
+
+void ReplicatedStore::Disconnected(const std::string& node) {
+  absl::MutexLock lock(&mu_);
+  auto it = backups_.find(node);
+  if (it != backups_.end()) it->second.connected = false;
 }
 
 std::map<std::string, ReplicatedStore::BackupState> ReplicatedStore::Backups()
@@ -261,6 +287,13 @@ void ReplicatedStore::AddInSync(const std::string& node) {
   backups_[node].in_sync = true;
 }
 
+void ReplicatedStore::CountInSync(const std::string& node) {
+  absl::MutexLock lock(&mu_);
+  if (!in_sync_.contains(node)) return;
+  counted_.insert(node);
+  backups_[node].counted = true;
+}
+
 bool ReplicatedStore::AwaitDurable(const std::string& node, int64_t index,
                                    absl::Time deadline) {
   absl::MutexLock lock(&mu_);
@@ -278,7 +311,9 @@ bool ReplicatedStore::AwaitDurable(const std::string& node, int64_t index,
 void ReplicatedStore::RemoveInSync(const std::string& node) {
   absl::MutexLock lock(&mu_);
   in_sync_.erase(node);
+  counted_.erase(node);
   backups_[node].in_sync = false;
+  backups_[node].counted = false;
 }
 
 void ReplicatedStore::Close(const std::string& reason) {

@@ -4,8 +4,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -37,6 +39,10 @@ struct ReplicatedStoreOptions {
   // every later one). Default: 10 s; the primary's lag monitor removes a
   // silent backup from the in-sync set well before.
   absl::Duration ack_timeout = absl::Seconds(10);
+  // The clock the store stamps entries and answers with (when each entry
+  // was written, when a backup was last heard). Default: absl::Now; the
+  // simulation gives its own. (Write's waits are on the real clock.)
+  std::function<absl::Time()> now = absl::Now;
 };
 
 // The primary's side of a replicated shard: a MessageStore over the
@@ -49,9 +55,9 @@ struct ReplicatedStoreOptions {
 // syncs) is acknowledged only when the in-sync set holds it durably, and a
 // delivery's in-flight write returns only once the backups of the current
 // epoch took it: after a new epoch they refuse it, the write fails, and
-// the delivery is never sent (CLUSTER.md "Writing", points 3 and 4). The
-// writer does not wait for the backups' fsyncs, only the syncer does, so
-// the next group is written and shipped meanwhile.
+// the delivery is never sent (docs/cluster.md "Writing and acknowledging",
+// points 3 and 5). The writer does not wait for the backups' fsyncs, only the
+// syncer does, so the next group is written and shipped meanwhile.
 //
 // Each batch is written to `base` with its position keys (log_entry.h) in
 // the same atomic write, and shipped exactly as written.
@@ -123,6 +129,13 @@ class ReplicatedStore final : public storage::MessageStore {
   // Append, then a wait until Acknowledged(entry, false).
   absl::StatusOr<LogPosition> Append(const storage::WriteBatch& batch);
   bool Acknowledged(LogPosition entry, bool durable) const;
+  // What a Write of `entry` appended at `since` would return by now,
+  // without waiting: OK once acknowledged; UNAVAILABLE once the store
+  // closed, or (closing it) once the in-sync set fell below min_insync or
+  // ack_timeout has passed since `since` (by options.now); nullopt while
+  // it would still wait.
+  std::optional<absl::Status> Outcome(LogPosition entry, bool durable,
+                                      absl::Time since);
 
   // ---- For the shippers, one per backup.
 
@@ -141,14 +154,21 @@ class ReplicatedStore final : public storage::MessageStore {
   // entry there.
   void ReportProgress(const std::string& node, LogPosition applied,
                       LogPosition durable);
+  // Backup `node`'s stream ended: it is not connected until it reports
+  // again.
+  void Disconnected(const std::string& node);
 
   // ---- For the in-sync set's keeper.
 
   struct BackupState {
     LogPosition applied;
     LogPosition durable;
-    // When it last reported.
+    // When it last reported, and whether it has since its stream last
+    // ended (Disconnected): a backup may come back with another copy (a
+    // rebuild, a lost disk), so a position from before counts for nothing
+    // new until it reports again.
     absl::Time last_heard = absl::InfinitePast();
+    bool connected = false;
     // Since when it has lacked an entry: when the first entry after
     // `applied` was written (InfiniteFuture while it lacks none,
     // InfinitePast if that entry is no longer kept). A backup that lacks an
@@ -157,6 +177,9 @@ class ReplicatedStore final : public storage::MessageStore {
     // is not, however long it went without news before them.
     absl::Time lacking_since = absl::InfiniteFuture();
     bool in_sync = false;
+    // It counts toward min_insync (CountInSync): the shard's record names it
+    // in the in-sync set. One only being added is waited for, not counted.
+    bool counted = false;
   };
   // Every backup heard from or in the in-sync set, by node id.
   std::map<std::string, BackupState> Backups() const;
@@ -171,8 +194,14 @@ class ReplicatedStore final : public storage::MessageStore {
   // Changes the backups writes wait for. Add a backup before the cluster's
   // record says it is in sync, and remove it after: the set writes wait
   // for must hold every backup the record names, or a write could be
-  // acknowledged without a backup that a failover may promote.
+  // acknowledged without a backup that a failover may promote. A backup
+  // added counts toward min_insync only once the record names it
+  // (CountInSync): while the record's set is too small, nothing may be
+  // acknowledged that the eligible copies lack (cluster/placement.h
+  // KeepEligible), so a backup on its way in must not make up the number.
+  // The backups of options.in_sync count from the start.
   void AddInSync(const std::string& node);
+  void CountInSync(const std::string& node);
   void RemoveInSync(const std::string& node);
   // Waits until backup `node` reported every entry up to `index` durable,
   // at most until `deadline` or until the store closes. True if it did.
@@ -200,6 +229,13 @@ class ReplicatedStore final : public storage::MessageStore {
   // closes the store), or until the in-sync set is smaller than min_insync.
   // OK, or UNAVAILABLE saying which.
   absl::Status AwaitAcknowledged(LogPosition entry, bool durable);
+  // The outcome of a write of `entry` that has waited, `timed_out` or not:
+  // OK if acknowledged, else UNAVAILABLE (closing the store if it is not
+  // yet) when it timed out, the store closed, or the in-sync set is too
+  // small; nullopt if it must wait on.
+  std::optional<absl::Status> OutcomeLocked(LogPosition entry, bool durable,
+                                            bool timed_out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool AckedLocked(LogPosition entry, bool durable) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether the in-sync set, the primary counted, is smaller than
@@ -221,7 +257,10 @@ class ReplicatedStore final : public storage::MessageStore {
   LogPosition acknowledged_ ABSL_GUARDED_BY(mu_);
   std::deque<Kept> kept_ ABSL_GUARDED_BY(mu_);
   size_t kept_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  // The backups writes wait for, and those of them that count toward
+  // min_insync.
   std::set<std::string> in_sync_ ABSL_GUARDED_BY(mu_);
+  std::set<std::string> counted_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, BackupState> backups_ ABSL_GUARDED_BY(mu_);
   std::string closed_ ABSL_GUARDED_BY(mu_);  // why, once closed
 };

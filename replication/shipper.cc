@@ -69,6 +69,7 @@ void Shipper::Run() {
       if (stopping_) return;
     }
     absl::Status ended = Stream();
+    store_->Disconnected(options_.backup);
     {
       absl::MutexLock lock(&mu_);
       last_error_ = ended;

@@ -346,7 +346,9 @@ class ChaosTest : public ::testing::Test {
         while (!full && absl::Now() < deadline) {
           full = cluster_->AwaitLog(backup, "No space left on device", logged,
                                     absl::Seconds(1));
-          if (!full) EXPECT_TRUE(cluster_->FillDisk(backup).ok());
+          if (!full) {
+            EXPECT_TRUE(cluster_->FillDisk(backup).ok());
+          }
         }
         EXPECT_TRUE(full) << "(its log was " << logged << " bytes before, is "
                           << cluster_->LogSize(backup) << " now)\n"
@@ -600,7 +602,12 @@ TEST_F(ChaosTest, TheLedgerHoldsThroughASeededSequenceOfFaults) {
     for (const std::string& example : report.examples) {
       if (!example.starts_with("lost ") || !channel.ok()) continue;
       const std::string id = example.substr(5);
+      std::cout << "chaos: " << ledger.Describe(id) << std::endl;
+      std::vector<std::string> topics = cluster_->topics();
       for (const std::string& topic : cluster_->topics()) {
+        topics.push_back(absl::StrCat(topic, ".dlq"));
+      }
+      for (const std::string& topic : topics) {
         hourglass::v1::GetMessageRequest get;
         get.set_topic(topic);
         get.set_id(id);

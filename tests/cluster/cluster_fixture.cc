@@ -1,5 +1,6 @@
 #include "tests/cluster/cluster_fixture.h"
 
+#include <iostream>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -36,6 +37,20 @@ void ClusterFixture::SetUp() {
   absl::StatusOr<std::unique_ptr<EtcdServer>> etcd = EtcdServer::Start();
   ASSERT_TRUE(etcd.ok()) << etcd.status();
   etcd_ = *std::move(etcd);
+}
+
+void ClusterFixture::TearDown() {
+  if (!HasFailure()) return;
+  constexpr size_t kTail = 6000;
+  for (auto& [id, node] : nodes_) {
+    if (!node->process().Exited()) {
+      node->process().ReadUntil(absl::Now() + absl::Milliseconds(200));
+    }
+    const std::string& log = node->process().output();
+    std::cout << "--- the end of node " << id << "'s log:\n"
+              << (log.size() > kTail ? log.substr(log.size() - kTail) : log)
+              << std::endl;
+  }
 }
 
 void ClusterFixture::StartNodes(std::vector<std::string> ids,

@@ -45,6 +45,8 @@ std::vector<std::string> TopicPerShard(int shards);
 class ClusterFixture : public ::testing::Test {
  protected:
   void SetUp() override;
+  // After a failure: the end of each node's log, for the failure's story.
+  void TearDown() override;
 
   // Starts node `id`, and the others after it, in id order, with `flags`
   // besides the cluster's. Without --shards among `flags` a node takes the

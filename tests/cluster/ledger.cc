@@ -24,6 +24,7 @@ void Ledger::Published(const std::string& id, absl::Time deliver_at) {
   absl::MutexLock lock(&mu_);
   Entry& e = entries_[id];
   e.acknowledged = true;
+  e.acknowledged_at = absl::Now();
   e.deliver_at = deliver_at;
 }
 
@@ -74,6 +75,28 @@ absl::Time Ledger::LastDue() const {
     if (e.acknowledged) last = std::max(last, e.deliver_at);
   }
   return last;
+}
+
+std::string Ledger::Describe(const std::string& id) const {
+  absl::MutexLock lock(&mu_);
+  auto it = entries_.find(id);
+  if (it == entries_.end()) return absl::StrCat(id, ": never published");
+  const Entry& e = it->second;
+  auto at = [](absl::Time t) {
+    return absl::FormatTime("%H:%M:%E3S", t, absl::UTCTimeZone());
+  };
+  std::string line = id;
+  if (e.acknowledged) {
+    absl::StrAppend(&line, ": acknowledged at ", at(e.acknowledged_at),
+                    ", due at ", at(e.deliver_at));
+  } else {
+    absl::StrAppend(&line, ": not acknowledged");
+  }
+  if (e.publish_uncertain) absl::StrAppend(&line, ", an attempt failed");
+  if (e.cancel_acknowledged) absl::StrAppend(&line, ", cancelled");
+  if (e.cancel_uncertain) absl::StrAppend(&line, ", a cancel failed");
+  absl::StrAppend(&line, ", ", e.deliveries.size(), " deliveries");
+  return line;
 }
 
 Ledger::Report Ledger::Check() const {

@@ -13,7 +13,7 @@
 namespace hourglass::testing {
 
 // What the chaos harness's clients saw, and the broker's promises checked
-// against it (CLUSTER.md "Guarantees"):
+// against it (docs/cluster.md):
 //   lost             acknowledged publishes never delivered, though not
 //                    cancelled (must be 0 once the cluster has healed and
 //                    every due time has passed);
@@ -30,7 +30,7 @@ namespace hourglass::testing {
 //                    at-least-once; reported);
 //   other_copies     deliveries of another copy than the acknowledged one
 //                    (allowed; reported). Ids dedupe only while pending
-//                    (DESIGN.md): a publish retried (by the client library,
+//                    (README): a publish retried (by the client library,
 //                    its first answer lost in a failover) after its first
 //                    copy was delivered and acked stores a second copy, due
 //                    later, which the receipt names. Copies are told apart
@@ -89,10 +89,15 @@ class Ledger {
 
   Report Check() const;
 
+  // What the ledger holds of `id`, in a line (when acknowledged, due,
+  // whether an attempt failed first), for failure messages.
+  std::string Describe(const std::string& id) const;
+
  private:
   struct Entry {
     bool acknowledged = false;
     bool publish_uncertain = false;
+    absl::Time acknowledged_at = absl::InfinitePast();
     absl::Time deliver_at = absl::InfinitePast();
     bool cancel_acknowledged = false;
     bool cancel_uncertain = false;

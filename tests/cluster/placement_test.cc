@@ -112,8 +112,9 @@ TEST(PlanShardTest, CreatesEachShardWithAReplicaInEachZone) {
 }
 
 TEST(PlanShardTest, ReplacesAGoneBackupFromAZoneTheShardLacks) {
-  // c (z2) is gone; d is in z1, which a already holds, e in z2.
-  const ShardRecord record = Record(4, "a", {"a", "b", "c"}, {"a", "b", "c"});
+  // c (z2) is gone, and out of the ISR; d is in z1, which a already
+  // holds, e in z2.
+  const ShardRecord record = Record(4, "a", {"a", "b", "c"}, {"a", "b"});
   const auto alive =
       Zoned({{"a", "z1"}, {"b", "z3"}, {"d", "z1"}, {"e", "z2"}});
   const ShardPlan plan = PlanShard(0, record, alive, {});
@@ -128,13 +129,17 @@ TEST(PlanShardTest, LeavesAHealthyShardAlone) {
   EXPECT_EQ(plan.reason, "");
 }
 
-TEST(PlanShardTest, ReplacesAGoneBackupByASpareNodeOutsideTheIsr) {
-  const ShardRecord record = Record(4, "a", {"a", "b", "c"}, {"a", "b", "c"});
+TEST(PlanShardTest, ReplacesAGoneBackupByASpareNodeOnceOutOfTheIsr) {
+  // c is gone but still in the ISR: the primary takes it out first (and
+  // keeps it eligible if that leaves too few), then it may be replaced.
+  ShardRecord record = Record(4, "a", {"a", "b", "c"}, {"a", "b", "c"});
+  EXPECT_EQ(PlanShard(0, record, Alive({"a", "b", "d"}), {}).write,
+            std::nullopt);
+  record.isr = {"a", "b"};
   const ShardPlan plan = PlanShard(0, record, Alive({"a", "b", "d"}), {});
   EXPECT_EQ(plan.write, Record(4, "a", {"a", "b", "d"}, {"a", "b"}));
   EXPECT_EQ(plan.reason, "shard 0: replaced c by d");
-  // Without a spare, the gone backup stays (the primary drops it from the
-  // ISR when it lags).
+  // Without a spare, the gone backup stays.
   EXPECT_EQ(PlanShard(0, record, Alive({"a", "b"}), {}).write, std::nullopt);
 }
 
@@ -149,9 +154,9 @@ TEST(PlanShardTest, FillsAShardWithFewerReplicasThanWantedFromSpareNodes) {
   plan = PlanShard(0, record, Alive({"d", "a", "c", "b"}), {});
   EXPECT_EQ(plan.write, Record(8, "a", {"a", "b", "c"}, {"a"}));
   EXPECT_EQ(plan.reason, "shard 0: added b; added c");
-  // A gone backup is replaced first.
-  plan = PlanShard(0, Record(8, "a", {"a", "x"}, {"a", "x"}),
-                   Alive({"a", "b", "c"}), {});
+  // A gone backup (out of the ISR) is replaced first.
+  plan = PlanShard(0, Record(8, "a", {"a", "x"}, {"a"}), Alive({"a", "b", "c"}),
+                   {.min_insync = 1});
   EXPECT_EQ(plan.write, Record(8, "a", {"a", "b", "c"}, {"a"}));
   EXPECT_EQ(plan.reason, "shard 0: replaced x by b; added c");
 }

@@ -594,7 +594,11 @@ TEST(ReplicatedStoreTest, WithTooFewInSyncAndNothingWaitingNothingIsWritten) {
   // writes again once a backup is back in sync.
   EXPECT_FALSE(store->closed());
   EXPECT_EQ(store->last(), (LogPosition{0, 0}));
+  // b on its way back: writes wait for it, but it makes up the number only
+  // once the record names it again.
   store->AddInSync("b");
+  EXPECT_EQ(store->Write(Batch("m1")).code(), absl::StatusCode::kUnavailable);
+  store->CountInSync("b");
   absl::Status written;
   std::thread writer([&] { written = store->Write(Batch("m1")); });
   ASSERT_TRUE(store->ReadFrom(1, 1 << 20, absl::Now() + kPatience).ok());

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <utility>
@@ -15,6 +16,7 @@
 #include "absl/time/time.h"
 #include "cluster/placement.h"
 #include "cluster/rebalance.h"
+#include "storage/memory_store.h"
 #include "tests/replication/simulation.h"
 
 namespace hourglass::replication::simulation {
@@ -38,7 +40,7 @@ std::vector<std::string> World::Messages(MessageStore& store) {
 }
 
 bool World::Check(const std::string& when) {
-  if (!bad_write_.empty()) return Fail(absl::StrCat(when, ": ", bad_write_));
+  if (!broken_.empty()) return Fail(absl::StrCat(when, ": ", broken_));
   // One primary per epoch: only it can complete a write at that epoch.
   for (const auto& [shard_epoch, ids] : acknowledgers_) {
     if (ids.size() > 1) {
@@ -50,15 +52,18 @@ bool World::Check(const std::string& when) {
   for (int shard = 0; shard < options_.shards; ++shard) {
     if (!records_[shard].has_value()) continue;
     const ShardRecord& record = *records_[shard];
+    // A removed copy reads as an empty one.
+    std::unique_ptr<MessageStore> none = storage::MemoryStore::Open();
     auto store = [&](const std::string& id) -> MessageStore& {
-      return *node(id).copies[shard].store;
+      MessageStore* copy = node(id).copies[shard].store.get();
+      return copy != nullptr ? *copy : *none;
     };
     // A shard the step left as it was passes as before (most steps touch
     // one shard): its record, copies and positions, and what was
     // acknowledged, are unchanged.
-    std::string state =
-        absl::StrCat(record.epoch, "/", absl::StrJoin(record.isr, ","), "/",
-                     acknowledged_[shard].size());
+    std::string state = absl::StrCat(
+        record.epoch, "/", absl::StrJoin(record.isr, ","), "/",
+        absl::StrJoin(record.eligible, ","), "/", acknowledged_[shard].size());
     for (Node& n : nodes_) {
       const LogPosition p = ReadPosition(store(n.id)).value();
       absl::StrAppend(&state, "/", reinterpret_cast<uintptr_t>(&store(n.id)),
@@ -84,14 +89,24 @@ bool World::Check(const std::string& when) {
         }
       }
     }
-    for (const std::string& id : record.isr) {
+    // The in-sync copies and the eligible ones hold every write
+    // acknowledged: either may be promoted.
+    std::vector<std::string> promotable = record.isr;
+    promotable.insert(promotable.end(), record.eligible.begin(),
+                      record.eligible.end());
+    for (const std::string& id : promotable) {
+      // A lost disk's copy is gone (its node cannot be promoted from it,
+      // ClusterNode::Join); the others keep the promise.
+      if (node(id).wiped) continue;
       const std::vector<std::string>& held = copies[id].second;
       for (const auto& [key, epoch] : acknowledged_[shard]) {
         if (!std::binary_search(held.begin(), held.end(), key)) {
           return Fail(absl::StrCat(
               when, ": shard ", shard, ": ", key, ", acknowledged at epoch ",
-              epoch, ", is missing from ", id, ", in the in-sync set [",
-              absl::StrJoin(record.isr, ","), "] at epoch ", record.epoch));
+              epoch, ", is missing from ", id, " (in-sync set [",
+              absl::StrJoin(record.isr, ","), "], eligible copies [",
+              absl::StrJoin(record.eligible, ","), "] at epoch ", record.epoch,
+              ")"));
         }
       }
     }
@@ -119,9 +134,9 @@ bool World::Flush(const StreamKey& key, Stream& s) {
   absl::StatusOr<std::vector<std::shared_ptr<const std::string>>> entries =
       primary->ReadFrom(s.next, 1 << 20, absl::InfinitePast());
   if (!entries.ok()) {
-    s = Stream();
+    EndStream(key, s);
     if (entries.status().code() == absl::StatusCode::kOutOfRange) {
-      Rebuild(shard, node(from), node(to));
+      node(to).copies[shard].rebuild_asked = "behind the entries kept";
     }
     return true;
   }
@@ -130,55 +145,67 @@ bool World::Flush(const StreamKey& key, Stream& s) {
   s.next += static_cast<int64_t>(entries->size());
   Replica* replica = node(to).copies[shard].replica.get();
   if (replica == nullptr) {
-    s = Stream();
+    EndStream(key, s);
     return true;
   }
   while (!s.sent.empty()) {
     const std::string bytes = std::move(s.sent.front());
     s.sent.pop_front();
     const LogEntry entry = DecodeEntry(bytes).value();
-    if (!replica->Apply(s.epoch, {entry}).ok()) {
-      s = Stream();
+    if (!replica->Write(s.epoch, {entry}).ok()) {
+      EndStream(key, s);
       return true;
     }
-    s.answers.push_back(replica->durable());
   }
+  if (replica->durable() != replica->applied()) {
+    moved = true;
+    (void)replica->Sync();
+  }
+  s.answers.emplace_back(replica->applied(), replica->durable());
   while (!s.answers.empty()) {
-    primary->ReportProgress(to, s.answers.front(), s.answers.front());
+    primary->ReportProgress(to, s.answers.front().first,
+                            s.answers.front().second);
     s.answers.pop_front();
   }
   return moved;
 }
 
 bool World::HealAndCheck() {
+  etcd_up_ = true;
   for (Node& n : nodes_) {
     if (!n.member) continue;
-    if (!n.lease) n.positions.clear();
-    n.up = n.lease = true;
     n.paused = false;
+    n.lease_ends = false;
+    // A node back empty joins once no record counts on its copy: until
+    // then, as ClusterNode::Join, it waits (Restart, below).
+    if (!n.up && n.wiped) {
+      n.lease = false;
+      continue;
+    }
+    n.up = n.lease = true;
   }
-  // Rounds until three in a row change nothing.
+  // Rounds until nothing changes for longer than any node waits before it
+  // acts again by itself, a round being a step: a backup's addition to an
+  // in-sync set may fail a lag timeout after it began, changing nothing
+  // seen here, and is tried again a lag timeout later.
+  const int kQuietRounds =
+      static_cast<int>((kLagTimeout * 2 + kStep * 2) / kStep);
   int quiet = 0;
-  for (int round = 0; quiet < 3; ++round) {
-    if (round == 2000) {
+  for (int round = 0; quiet < kQuietRounds; ++round) {
+    if (round == 6000) {
       return Fail(absl::StrCat("healed, the cluster never settled:", Layout()));
     }
+    for (size_t i = 0; i < nodes_.size(); ++i) Restart();
     const std::vector<std::optional<ShardRecord>> before = records_;
     const int64_t rebuilds = stats_.rebuilds;
     Control();
-    for (Node& n : nodes_) {
-      if (!n.acts()) continue;
-      for (int s = 0; s < options_.shards; ++s) Observe(n, s);
-      ReportPositions(n);
-    }
-    Connect();
+    Settle();
     bool moved = false;
     for (auto& [key, s] : streams_) moved |= Flush(key, s);
-    KeepInSyncSets();
     Acknowledge();
     const bool changed =
         moved || records_ != before || rebuilds != stats_.rebuilds;
-    if (round > 1990 && std::getenv("HOURGLASS_SIMULATION_TRACE") != nullptr) {
+    if (std::getenv("HOURGLASS_SIMULATION_TRACE_HEAL") != nullptr) {
       std::cerr << "heal round " << round << (moved ? " moved" : "")
                 << (records_ != before ? " records" : "")
                 << (rebuilds != stats_.rebuilds ? " rebuilds" : "") << ":"
@@ -231,10 +258,16 @@ bool World::CheckConverged() {
                                "] and in-sync set [",
                                absl::StrJoin(record.isr, ","), "]"));
     }
-    const std::vector<std::string> at_primary =
-        Messages(*node(record.primary).copies[s].store);
+    if (record.primary.empty()) {
+      return Fail(absl::StrCat("healed, shard ", s, " has no primary"));
+    }
+    auto messages = [&](const std::string& id) {
+      MessageStore* copy = node(id).copies[s].store.get();
+      return copy == nullptr ? std::vector<std::string>{} : Messages(*copy);
+    };
+    const std::vector<std::string> at_primary = messages(record.primary);
     for (const std::string& id : record.replicas) {
-      const std::vector<std::string> here = Messages(*node(id).copies[s].store);
+      const std::vector<std::string> here = messages(id);
       if (here != at_primary) {
         return Fail(absl::StrCat("healed, ", id, " holds ", here.size(),
                                  " messages of shard ", s, ", the primary ",
@@ -310,19 +343,33 @@ std::string World::Trace() {
   for (Node& n : nodes_) {
     absl::StrAppend(&out, "\n  ", n.id, n.member ? "" : " (no member)",
                     n.up ? "" : " down", n.paused ? " paused" : "",
-                    n.lease ? "" : " no-lease", ":");
+                    n.lease ? "" : " no-lease", n.wiped ? " wiped" : "", ":");
     for (int s = 0; s < options_.shards; ++s) {
       const Copy& c = n.copies[s];
+      if (c.store == nullptr) {
+        absl::StrAppend(&out, " [", s, "] none");
+        continue;
+      }
       const LogPosition p = ReadPosition(*c.store).value();
       absl::StrAppend(
           &out, " [", s, "] {", p.epoch, ",", p.index, "}",
-          c.primary != nullptr ? absl::StrCat(" P", c.primary->epoch()) : "",
-          c.replica != nullptr ? " B" : "");
+          c.primary != nullptr
+              ? absl::StrCat(" P", c.primary->epoch(), c.engine ? "+" : "")
+              : "",
+          c.replica != nullptr ? " B" : "", " ",
+          cluster::RoleName(c.machine->role()));
+      if (c.primary == nullptr) continue;
+      for (const auto& [to, b] : c.primary->Backups()) {
+        absl::StrAppend(&out, " (", to, " {", b.applied.epoch, ",",
+                        b.applied.index, "}", b.connected ? " connected" : "",
+                        b.in_sync ? " in-sync" : "",
+                        b.counted ? " counted" : "", ")");
+      }
     }
   }
   for (const Pending& p : pending_) {
-    absl::StrAppend(&out, "\n  pending ", p.key, " on ", p.node, " {", p.epoch,
-                    ",", p.index, "}");
+    absl::StrAppend(&out, "\n  pending ", p.key, " on ", p.node, " {",
+                    p.entry.epoch, ",", p.entry.index, "}");
   }
   return out;
 }

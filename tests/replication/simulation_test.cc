@@ -1,14 +1,16 @@
-// The deterministic simulation of the replication protocol (CLUSTER.md "How
-// it is tested"): seeded random steps over the world of simulation.h (the
-// real ReplicatedStore, Replica, Diverged, PlanShard and PlanRebalance over
-// memory stores, etcd's records simulated), its checker after every step,
-// and once healed, the converged layout. Three variants: one shard on
-// three nodes under faults (broken streams, crashes and restarts, a
-// primary paused past its lease and resumed, failovers); several shards
-// over a pool of nodes larger than the replication factor, with nodes
-// joining (new or wiped), drains and moves (pins) started and undone, and
-// PlanRebalance's replica moves and leader transfers, under the same
-// faults; and the same over nodes in three zones.
+// The deterministic simulation of cluster mode's replication: seeded
+// random steps over the world of simulation.h, whose nodes run the real
+// ReplicaMachine and Controller (cluster/) over the real ReplicatedStore,
+// Replica, Diverged, PlanShard and PlanRebalance, on memory stores that
+// can lose what was not synced, with etcd's records simulated; its checker
+// after every step, and once healed, the converged layout. Four variants:
+// one shard on three nodes under faults (broken streams, crashes and
+// restarts, lost disks, a primary paused past its lease, a shard's backups
+// paused, etcd outages, failovers); the same under whole-cluster power
+// losses; several shards over a pool of nodes larger than the replication
+// factor, with nodes joining (new or wiped), drains and moves (pins)
+// started and undone, and PlanRebalance's replica moves and leader
+// transfers, under the same faults; and that over nodes in three zones.
 //
 // HOURGLASS_SIMULATION_SEED=N replays seed N alone (in every variant);
 // HOURGLASS_SIMULATION_SEEDS=N runs seeds 1 to N (long runs: BENCHMARKS.md
@@ -27,40 +29,65 @@
 namespace hourglass::replication::simulation {
 namespace {
 
-// Each action with its share of the steps, in percent.
+// Each action with its share of the steps, per mille.
 struct Action {
-  int percent;
+  int per_mille;
   const char* name;
   void (World::*run)();
 };
 
 constexpr Action kOneShardActions[] = {
-    {25, "write", &World::Write},
-    {20, "ship", &World::Ship},
-    {20, "apply", &World::Apply},
-    {15, "answer", &World::Answer},
-    {4, "break a stream", &World::BreakStream},
-    {3, "crash", &World::Crash},
-    {3, "restart", &World::Restart},
-    {2, "pause", &World::Pause},
-    {3, "resume", &World::Resume},
-    {5, "control", &World::Control},
+    {250, "write", &World::Write},
+    {190, "ship", &World::Ship},
+    {190, "apply", &World::Apply},
+    {70, "sync a backup", &World::SyncBackup},
+    {140, "answer", &World::Answer},
+    {20, "break a stream", &World::BreakStream},
+    {20, "crash", &World::Crash},
+    {30, "restart", &World::Restart},
+    {5, "lose a disk", &World::LoseDisk},
+    {15, "pause", &World::Pause},
+    {25, "resume", &World::Resume},
+    {5, "pause a shard's backups", &World::PauseBackups},
+    {5, "etcd down", &World::EtcdDown},
+    {10, "etcd up", &World::EtcdUp},
+    {25, "control", &World::Control},
 };
 
 constexpr Action kManyShardActions[] = {
-    {20, "write", &World::Write},
-    {20, "ship", &World::Ship},
-    {20, "apply", &World::Apply},
-    {15, "answer", &World::Answer},
-    {3, "break a stream", &World::BreakStream},
-    {2, "crash", &World::Crash},
-    {3, "restart", &World::Restart},
-    {1, "pause", &World::Pause},
-    {2, "resume", &World::Resume},
-    {9, "control", &World::Control},
-    {2, "join", &World::Join},
-    {2, "drain or undo", &World::Drain},
-    {1, "move or undo", &World::Pin},
+    {215, "write", &World::Write},
+    {180, "ship", &World::Ship},
+    {180, "apply", &World::Apply},
+    {60, "sync a backup", &World::SyncBackup},
+    {130, "answer", &World::Answer},
+    {20, "break a stream", &World::BreakStream},
+    {15, "crash", &World::Crash},
+    {25, "restart", &World::Restart},
+    {10, "pause", &World::Pause},
+    {15, "resume", &World::Resume},
+    {5, "etcd down", &World::EtcdDown},
+    {10, "etcd up", &World::EtcdUp},
+    {80, "control", &World::Control},
+    {20, "join", &World::Join},
+    {20, "drain or undo", &World::Drain},
+    {10, "move or undo", &World::Pin},
+    {5, "lose a disk", &World::LoseDisk},
+};
+
+// Whole-cluster power losses, rare elsewhere: a variant of their own makes
+// them common enough to matter (with writes nobody waits for, which they
+// take back).
+constexpr Action kPowerLossActions[] = {
+    {240, "write", &World::Write},
+    {180, "ship", &World::Ship},
+    {180, "apply", &World::Apply},
+    {60, "sync a backup", &World::SyncBackup},
+    {130, "answer", &World::Answer},
+    {30, "break a stream", &World::BreakStream},
+    {30, "crash", &World::Crash},
+    {90, "restart", &World::Restart},
+    {20, "power loss", &World::PowerLoss},
+    {40, "control", &World::Control},
 };
 
 struct Variant {
@@ -92,16 +119,16 @@ WorldStats RunSeeds(const Variant& variant, uint64_t& runs) {
     World world(seed, variant.options);
     bool ok = true;
     for (int step = 0; ok && step < variant.steps; ++step) {
-      int roll = world.Uniform(100);
+      int roll = world.Uniform(1000);
       const char* name = "";
       for (size_t i = 0; i < variant.action_count; ++i) {
         const Action& action = variant.actions[i];
-        if (roll < action.percent) {
+        if (roll < action.per_mille) {
           name = action.name;
           (world.*action.run)();
           break;
         }
-        roll -= action.percent;
+        roll -= action.per_mille;
       }
       world.Settle();
       if (std::getenv("HOURGLASS_SIMULATION_TRACE") != nullptr) {
@@ -125,15 +152,16 @@ WorldStats RunSeeds(const Variant& variant, uint64_t& runs) {
     all.transfers += stats.transfers;
     all.joins += stats.joins;
     all.eligible_promotions += stats.eligible_promotions;
-    all.epochs_taken += stats.epochs_taken;
+    all.given_back += stats.given_back;
+    all.power_losses += stats.power_losses;
   }
   std::cout << all.acknowledged << " writes acknowledged, " << all.epochs
             << " epochs, " << all.rebuilds << " rebuilds, " << all.joins
             << " joins, " << all.adds << " replicas added, " << all.drops
             << " dropped, " << all.transfers << " leader transfers, "
             << all.eligible_promotions << " eligible copies promoted, "
-            << all.epochs_taken << " epochs taken by restarted primaries"
-            << std::endl;
+            << all.given_back << " shards given back, " << all.power_losses
+            << " power losses" << std::endl;
   return all;
 }
 
@@ -147,14 +175,31 @@ TEST(ReplicationSimulationTest,
   uint64_t runs = 0;
   const WorldStats stats = RunSeeds(variant, runs);
   // The runs did what they are for: writes acknowledged, primaries changed,
-  // eligible copies promoted (no in-sync one left), restarted primaries
-  // taking new epochs. (Fewer writes are acknowledged than before issue 39:
-  // a primary alone in its in-sync set no longer acknowledges any.)
+  // eligible copies promoted (no in-sync one left), shards given back.
+  // (Few writes are acknowledged for so many faults: a primary whose
+  // in-sync set falls below min_insync acknowledges none, and gives the
+  // shard back if writes waited.)
   if (runs > 1 && !HasFailure()) {
-    EXPECT_GT(stats.acknowledged, static_cast<int64_t>(10 * runs));
+    EXPECT_GT(stats.acknowledged, static_cast<int64_t>(2 * runs));
     EXPECT_GT(stats.epochs, static_cast<int64_t>(2 * runs));
     EXPECT_GT(stats.eligible_promotions, static_cast<int64_t>(runs / 50));
-    EXPECT_GT(stats.epochs_taken, static_cast<int64_t>(runs / 50));
+    EXPECT_GT(stats.given_back, static_cast<int64_t>(runs / 50));
+  }
+}
+
+TEST(ReplicationSimulationTest,
+     WholeClusterPowerLossesNeverSplitACopysHistory) {
+  Variant variant{.options = {},
+                  .actions = kPowerLossActions,
+                  .action_count = std::size(kPowerLossActions),
+                  .steps = 300,
+                  .seeds = 1000};
+  uint64_t runs = 0;
+  const WorldStats stats = RunSeeds(variant, runs);
+  if (runs > 1 && !HasFailure()) {
+    EXPECT_GT(stats.power_losses, static_cast<int64_t>(runs));
+    EXPECT_GT(stats.given_back, static_cast<int64_t>(runs));
+    EXPECT_GT(stats.acknowledged, static_cast<int64_t>(2 * runs));
   }
 }
 
@@ -173,7 +218,7 @@ TEST(ReplicationSimulationTest, ManyShardsWithJoinsDrainsAndMovesUnderFaults) {
   // Every kind of change happened, many times over.
   if (runs > 1 && !HasFailure()) {
     const auto many = static_cast<int64_t>(runs);
-    EXPECT_GT(stats.acknowledged, 20 * many);
+    EXPECT_GT(stats.acknowledged, 5 * many);
     EXPECT_GT(stats.epochs, 4 * many);
     EXPECT_GT(stats.joins, many / 2);
     EXPECT_GT(stats.adds, many);
@@ -206,7 +251,7 @@ TEST(ReplicationSimulationTest, ManyShardsOverThreeZonesSpreadEachShard) {
   const WorldStats stats = RunSeeds(variant, runs);
   if (runs > 1 && !HasFailure()) {
     const auto many = static_cast<int64_t>(runs);
-    EXPECT_GT(stats.acknowledged, 20 * many);
+    EXPECT_GT(stats.acknowledged, 5 * many);
     EXPECT_GT(stats.joins, many / 2);
     EXPECT_GT(stats.adds, many);
     EXPECT_GT(stats.drops, many);
