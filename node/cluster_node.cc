@@ -241,6 +241,7 @@ absl::StatusOr<std::unique_ptr<ShardHost>> ClusterNode::OpenHost(int shard) {
   host.store_dir = store_dir;
   host.open_store = std::move(open_store);
   host.peer_channel = peer_channel_;
+  host.peer_request_bytes = o.peer_request_bytes;
   return std::make_unique<ShardHost>(*std::move(store), std::move(host),
                                      gates_[shard].get(), replication_.get());
 }

@@ -107,6 +107,11 @@ struct ClusterNodeOptions {
   // 128 MiB.
   size_t block_cache_bytes = size_t{64} << 20;
   size_t write_buffer_bytes = size_t{128} << 20;
+  // Most bytes of log entries in one replication request; a larger entry
+  // goes in pieces of this size. Must fit, with room to spare, in what the
+  // peers' servers receive (hourglassd: the smaller of 4 MiB and half of
+  // --max_request_bytes). Default: 4 MiB.
+  size_t peer_request_bytes = size_t{4} << 20;
   // The engine run for each shard this node is the primary of.
   broker::Engine::Options engine;
   broker::Clock* clock = nullptr;  // Required.

@@ -397,6 +397,7 @@ void ShardHost::StartShipperLocked(const std::string& node,
   options.primary = options_.node_id;
   options.backup = node;
   options.address = address;
+  options.max_request_bytes = options_.peer_request_bytes;
   shippers_.erase(node);  // One to another address first stops.
   shipper_addresses_[node] = address;
   shippers_[node] = std::make_unique<replication::Shipper>(

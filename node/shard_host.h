@@ -1,6 +1,7 @@
 #ifndef HOURGLASS_NODE_SHARD_HOST_H_
 #define HOURGLASS_NODE_SHARD_HOST_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -79,6 +80,10 @@ struct ShardHostOptions {
   // TLS when the cluster does (ClusterNodeOptions::peer_tls). Required.
   std::function<std::shared_ptr<grpc::Channel>(const std::string& address)>
       peer_channel;
+  // Most bytes of log entries in one request to a backup; a larger entry
+  // goes in pieces of this size (replication::ShipperOptions). Default:
+  // 4 MiB.
+  size_t peer_request_bytes = size_t{4} << 20;
 };
 
 // One shard on one node of a cluster: it plays the role the shard's record

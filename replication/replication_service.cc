@@ -189,6 +189,8 @@ class ReplicationService::Impl final : public v1::Replication::Service {
     // (the primary's syncs wait for that), so neither the primary's next
     // writes nor this stream's next applies wait for this node's fsync.
     StreamSyncer syncer(this, shard, context, stream, &answer_mu);
+    // An entry coming in pieces (entry_part), until its last.
+    std::string assembled;
     while (stream->Read(&request)) {
       if (context->IsCancelled()) break;
       if (request.rebuild()) {
@@ -203,12 +205,30 @@ class ReplicationService::Impl final : public v1::Replication::Service {
         return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                             "rebuilding from the primary's checkpoint");
       }
+      // A piece of an entry too large for one request: kept until the
+      // last piece completes it.
+      const bool part = request.more_parts() || !request.entry_part().empty();
+      if (part) {
+        assembled.append(request.entry_part());
+        if (request.more_parts()) continue;
+      } else if (!assembled.empty()) {
+        return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                            "entries came before the last piece of an entry "
+                            "sent in pieces");
+      }
       std::vector<LogEntry> entries;
-      entries.reserve(request.entries_size());
-      for (const std::string& bytes : request.entries()) {
+      entries.reserve(part ? 1 : request.entries_size());
+      auto decode = [&entries](const std::string& bytes) {
         absl::StatusOr<LogEntry> entry = DecodeEntry(bytes);
-        if (!entry.ok()) return ToGrpc(entry.status());
+        if (!entry.ok()) return entry.status();
         entries.push_back(*std::move(entry));
+        return absl::OkStatus();
+      };
+      if (part) {
+        if (absl::Status s = decode(assembled); !s.ok()) return ToGrpc(s);
+      }
+      for (const std::string& bytes : request.entries()) {
+        if (absl::Status s = decode(bytes); !s.ok()) return ToGrpc(s);
       }
       Use use(this, shard);
       if (use.replica == nullptr) {
@@ -218,8 +238,9 @@ class ReplicationService::Impl final : public v1::Replication::Service {
                          shard));
       }
       // The entries view the request's bytes, which live until the next
-      // Read.
+      // Read, or the assembled entry's.
       const absl::Status s = use.replica->Write(hello.epoch(), entries);
+      assembled.clear();
       if (!s.ok()) {
         spdlog::warn(
             "replication: refused entries of primary {} (epoch {}): {}",

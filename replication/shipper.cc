@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 
+#include <algorithm>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -98,6 +99,20 @@ void Shipper::AskToRebuild(
   request.set_rebuild(true);
   stream.Write(request);
   stream.WritesDone();
+}
+
+bool Shipper::SendInParts(
+    grpc::ClientReaderWriterInterface<v1::ReplicateRequest,
+                                      v1::ReplicateResponse>& stream,
+    const std::string& entry) {
+  const size_t part = std::max<size_t>(options_.max_request_bytes, 1);
+  for (size_t offset = 0; offset < entry.size(); offset += part) {
+    v1::ReplicateRequest request;
+    request.set_entry_part(entry.substr(offset, part));
+    request.set_more_parts(offset + part < entry.size());
+    if (!stream.Write(request)) return false;
+  }
+  return true;
 }
 
 absl::Status Shipper::Stream() {
@@ -214,10 +229,19 @@ absl::Status Shipper::Stream() {
       break;
     }
     if (entries->empty()) continue;
+    // A failed write: the backup ended the stream; its status says why (a
+    // newer epoch accepted, an entry out of order). An entry larger than a
+    // request may be comes alone (ReadFrom stops before it otherwise).
+    if (entries->front()->size() > options_.max_request_bytes) {
+      if (!SendInParts(*stream, *entries->front())) {
+        write_failed = true;
+        break;
+      }
+      next += 1;
+      continue;
+    }
     v1::ReplicateRequest request;
     for (const auto& bytes : *entries) request.add_entries(*bytes);
-    // A failed write: the backup ended the stream; its status says why (a
-    // newer epoch accepted, an entry out of order).
     if (!stream->Write(request)) {
       write_failed = true;
       break;

@@ -32,7 +32,10 @@ struct ShipperOptions {
   // The backup's node id and the address of its Replication service.
   std::string backup;
   std::string address;
-  // Most bytes of entries in one request. Default: 4 MiB.
+  // Most bytes of entries in one request. A larger entry goes in pieces of
+  // this size, one a request (ReplicateRequest.entry_part): no request
+  // comes near the backup's receive limit, whatever a write holds.
+  // Default: 4 MiB.
   size_t max_request_bytes = 4 << 20;
   // Most entries sent and not yet applied by the backup: requests go out
   // while earlier ones are applied and synced. Default: 1024.
@@ -77,6 +80,11 @@ class Shipper {
   absl::Status Stream();
   // Tells the backup on `stream` to rebuild its copy, and half-closes the
   // stream (the backup ends it; the caller finishes it).
+  // Sends `entry` in pieces of max_request_bytes; false if a write failed
+  // (the backup ended the stream).
+  bool SendInParts(grpc::ClientReaderWriterInterface<
+                       v1::ReplicateRequest, v1::ReplicateResponse>& stream,
+                   const std::string& entry);
   void AskToRebuild(grpc::ClientReaderWriterInterface<
                         v1::ReplicateRequest, v1::ReplicateResponse>& stream,
                     const std::string& why);

@@ -300,6 +300,11 @@ std::unique_ptr<hourglass::node::ClusterNode> OpenClusterNode(
   options.restore_from = absl::GetFlag(FLAGS_restore_from);
   options.sync = sync;
   options.block_cache_bytes = static_cast<size_t>(block_cache_mb) << 20;
+  // Replication requests stay well inside what the peers receive
+  // (--max_request_bytes, the same on every node); larger entries go in
+  // pieces.
+  options.peer_request_bytes = static_cast<size_t>(std::min<uint64_t>(
+      uint64_t{4} << 20, absl::GetFlag(FLAGS_max_request_bytes) / 2));
   options.engine = engine_options;
   options.clock = clock;
   options.authorizer = authorizer;

@@ -656,12 +656,17 @@ TEST(ReplicatedStoreTest, AnEntryOfAnOlderEpochDoesNotStandInForOneOfThisLog) {
 // store, its Replica and the Replication service on a loopback port chosen
 // by the OS.
 struct Backup {
+  // `max_receive_bytes`: the server's limit on a request (0: gRPC's).
   explicit Backup(
-      std::unique_ptr<MessageStore> copy = storage::MemoryStore::Open())
+      std::unique_ptr<MessageStore> copy = storage::MemoryStore::Open(),
+      int max_receive_bytes = 0)
       : store(std::move(copy)) {
     replica = Replica::Open(store.get()).value();
     service.SetReplica(0, replica.get());
     grpc::ServerBuilder builder;
+    if (max_receive_bytes > 0) {
+      builder.SetMaxReceiveMessageSize(max_receive_bytes);
+    }
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
                              &port);
     builder.RegisterService(service.service());
@@ -683,7 +688,8 @@ struct Backup {
 class ShippingTest : public ::testing::Test {
  protected:
   std::unique_ptr<Shipper> Ship(ReplicatedStore& store, const std::string& id,
-                                const Backup& backup) {
+                                const Backup& backup,
+                                size_t max_request_bytes = 4 << 20) {
     return std::make_unique<Shipper>(
         &store,
         grpc::CreateChannel(backup.address(),
@@ -691,6 +697,7 @@ class ShippingTest : public ::testing::Test {
         ShipperOptions{.primary = "a",
                        .backup = id,
                        .address = backup.address(),
+                       .max_request_bytes = max_request_bytes,
                        .retry_delay = absl::Milliseconds(50)});
   }
 };
@@ -810,6 +817,28 @@ TEST_F(ShippingTest, BackupsHoldExactlyWhatThePrimaryWrote) {
   EXPECT_EQ(storage::DecodeCounter(
                 base->Get(Table::kCounters, "counter").value().value()),
             3);
+}
+
+// An entry larger than the backup's server receives in one request (a
+// publish as large as clients may send, written with its keys) goes in
+// pieces, and the backup applies it whole.
+TEST_F(ShippingTest, AnEntryLargerThanARequestMayBeGoesInPieces) {
+  std::unique_ptr<MessageStore> base = storage::MemoryStore::Open();
+  std::unique_ptr<ReplicatedStore> store =
+      ReplicatedStore::Open(
+          base.get(),
+          {.epoch = 1, .in_sync = {"b"}, .ack_timeout = absl::Seconds(5)})
+          .value();
+  Backup b(storage::MemoryStore::Open(), /*max_receive_bytes=*/64 << 10);
+  std::unique_ptr<Shipper> to_b = Ship(*store, "b", b, 16 << 10);
+  WriteBatch large;
+  large.Put(Table::kMessages, "large", std::string(200 << 10, 'x'));
+  ASSERT_TRUE(store->Write(Batch("m1")).ok());
+  ASSERT_TRUE(store->Write(large).ok());
+  ASSERT_TRUE(store->Write(Batch("m3")).ok());
+  ASSERT_TRUE(store->SyncLog().ok());
+  EXPECT_EQ(store->Backups().at("b").durable, (LogPosition{1, 3}));
+  EXPECT_EQ(Contents(*b.store), Contents(*base));
 }
 
 // Every table but meta, which holds each RocksDB store's identity.
