@@ -1,13 +1,9 @@
 #include "api/auth.h"
 
-#include <fcntl.h>
 #include <fnmatch.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <array>
-#include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -25,13 +21,12 @@
 #include "grpc/grpc_security_constants.h"
 #include "grpcpp/security/auth_context.h"
 #include "grpcpp/server_context.h"
-#include "openssl/crypto.h"
 
 namespace hourglass::api {
 namespace {
 
 constexpr size_t kMinTokenBytes = 16;
-constexpr size_t kMaxTokenBytes = 512;
+constexpr size_t kMaxTokenBytes = kMaxSecretBytes;
 constexpr size_t kMaxCertificateNameBytes = 512;
 // The first field of a line that grants to a client certificate; shorter
 // than any token.
@@ -44,28 +39,6 @@ constexpr unsigned kAllRoles = (1u << static_cast<int>(Role::kProduce)) |
                                (1u << static_cast<int>(Role::kAdmin));
 
 unsigned Bit(Role role) { return 1u << static_cast<int>(role); }
-
-// A token zero-padded to the fixed width every comparison runs over.
-using Padded = std::array<unsigned char, kMaxTokenBytes>;
-
-Padded Pad(absl::string_view token) {
-  Padded padded{};
-  std::memcpy(padded.data(), token.data(),
-              std::min(token.size(), kMaxTokenBytes));
-  return padded;
-}
-
-// Zero if equal, else non-zero; always reads all kMaxTokenBytes of both and
-// both sizes, without a data-dependent branch (CRYPTO_memcmp's contract).
-unsigned Difference(const Padded& a, size_t a_size, const Padded& b,
-                    size_t b_size) {
-  unsigned diff =
-      static_cast<unsigned>(CRYPTO_memcmp(a.data(), b.data(), kMaxTokenBytes));
-  const uint64_t sizes = static_cast<uint64_t>(a_size ^ b_size);
-  // Fold every bit of the size difference into the low bits.
-  diff |= static_cast<unsigned>(sizes) | static_cast<unsigned>(sizes >> 32);
-  return diff;
-}
 
 // Also the characters of a certificate name.
 bool ValidTokenChar(char c) {
@@ -147,8 +120,7 @@ absl::Status Grant::Check(Role role, absl::string_view topic) const {
 }
 
 struct Authorizer::Token {
-  Padded padded;
-  size_t size;
+  PaddedSecret padded;
   unsigned roles;
   std::shared_ptr<const std::vector<std::string>> topics;
 };
@@ -219,43 +191,7 @@ absl::Status MissingBearerToken() {
       "missing \"authorization: Bearer <token>\" metadata");
 }
 
-// Closes a file descriptor when it goes out of scope.
-class FileCloser {
- public:
-  explicit FileCloser(int fd) : fd_(fd) {}
-  ~FileCloser() { close(fd_); }
-  FileCloser(const FileCloser&) = delete;
-  FileCloser& operator=(const FileCloser&) = delete;
-
- private:
-  const int fd_;
-};
-
 }  // namespace
-
-absl::Status CheckTokenFileMode(absl::string_view path, mode_t mode,
-                                uid_t owner, uid_t euid) {
-  const bool root_shares = owner == 0 && euid != 0;
-  const mode_t refused =
-      root_shares ? (S_IWGRP | S_IXGRP | S_IRWXO) : (S_IRWXG | S_IRWXO);
-  const mode_t open_to = mode & refused;
-  if (open_to == 0) return absl::OkStatus();
-  std::vector<absl::string_view> how;
-  if ((open_to & (S_IRGRP | S_IROTH)) != 0) how.push_back("readable");
-  if ((open_to & (S_IWGRP | S_IWOTH)) != 0) how.push_back("writable");
-  if ((open_to & (S_IXGRP | S_IXOTH)) != 0) how.push_back("executable");
-  std::string hows(how.back());
-  if (how.size() > 1) {
-    hows = absl::StrCat(absl::StrJoin(how.begin(), how.end() - 1, ", "),
-                        " and ", hows);
-  }
-  const bool group = (open_to & S_IRWXG) != 0;
-  const bool others = (open_to & S_IRWXO) != 0;
-  return absl::FailedPreconditionError(absl::StrFormat(
-      "%s is %s by %s (mode %04o); chmod %s it", path, hows,
-      group && others ? "group and others" : (group ? "group" : "others"),
-      mode & 07777, root_shares ? "640" : "600"));
-}
 
 Authorizer::Authorizer(bool enabled, std::string origin, bool from_file,
                        std::shared_ptr<const TokenSet> tokens)
@@ -360,8 +296,7 @@ absl::StatusOr<std::shared_ptr<const Authorizer::TokenSet>> Authorizer::Parse(
         !inserted) {
       return fail(absl::StrCat("the same token as line ", at->second));
     }
-    set->tokens.push_back(
-        Token{Pad(token), token.size(), *roles, std::move(topics)});
+    set->tokens.push_back(Token{PadSecret(token), *roles, std::move(topics)});
   }
   if (set->tokens.empty() && set->certificates.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -372,44 +307,9 @@ absl::StatusOr<std::shared_ptr<const Authorizer::TokenSet>> Authorizer::Parse(
 
 absl::StatusOr<std::shared_ptr<const Authorizer::TokenSet>>
 Authorizer::ReadFile(const std::string& path) {
-  // O_NONBLOCK: opening a FIFO must not hang; it is refused below.
-  const int fd =
-      open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-  if (fd < 0) {
-    const int error = errno;
-    const std::string why = absl::StrCat("cannot read token file \"", path,
-                                         "\": ", std::strerror(error));
-    if (error == EACCES) return absl::PermissionDeniedError(why);
-    return absl::NotFoundError(why);
-  }
-  FileCloser closer(fd);
-  struct stat st;
-  if (fstat(fd, &st) != 0) {
-    return absl::DataLossError(absl::StrCat("cannot read token file \"", path,
-                                            "\": ", std::strerror(errno)));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("token file \"", path, "\" is not a regular file"));
-  }
-  if (absl::Status mode =
-          CheckTokenFileMode(path, st.st_mode, st.st_uid, geteuid());
-      !mode.ok()) {
-    return mode;
-  }
-  std::string text;
-  char buffer[16 << 10];
-  while (true) {
-    const ssize_t n = read(fd, buffer, sizeof(buffer));
-    if (n == 0) break;
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return absl::DataLossError(absl::StrCat("cannot read token file \"", path,
-                                              "\": ", std::strerror(errno)));
-    }
-    text.append(buffer, static_cast<size_t>(n));
-  }
-  return Parse(text, path);
+  absl::StatusOr<std::string> text = ReadSecretFile(path, "token file");
+  if (!text.ok()) return text.status();
+  return Parse(*text, path);
 }
 
 Authorizer::Counts Authorizer::CountsOf(const TokenSet& set) {
@@ -479,18 +379,12 @@ absl::StatusOr<Grant> Authorizer::AuthenticateToken(
     const TokenSet& set, absl::string_view credentials) {
   // Compare with every token, all the way, whatever matches; tokens are
   // unique, so at most one does.
-  const Padded presented = Pad(credentials);
   // Longer than any token can be: compares unequal through its size.
-  const size_t presented_size = credentials.size();
+  const PaddedSecret presented = PadSecret(credentials);
   size_t match = 0;  // 1 + index of the match, or 0.
   for (size_t i = 0; i < set.tokens.size(); ++i) {
-    const Token& token = set.tokens[i];
-    const unsigned diff =
-        Difference(presented, presented_size, token.padded, token.size);
-    // All ones when diff == 0, else zero; no branch on the secret.
-    const size_t equal = static_cast<size_t>(0) -
-                         static_cast<size_t>(((diff | (0u - diff)) >> 31) ^ 1u);
-    match |= equal & (i + 1);
+    match |= MaskIfEqual(SecretDifference(presented, set.tokens[i].padded)) &
+             (i + 1);
   }
   if (match == 0) return absl::UnauthenticatedError("unknown token");
   const Token& token = set.tokens[match - 1];

@@ -1,8 +1,6 @@
 #ifndef HOURGLASS_API_AUTH_H_
 #define HOURGLASS_API_AUTH_H_
 
-#include <sys/types.h>
-
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -17,6 +15,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
+#include "api/secret_file.h"
 
 namespace grpc {
 class ServerContextBase;
@@ -278,19 +277,6 @@ class CallGrant {
   mutable absl::StatusOr<Grant> grant_ ABSL_GUARDED_BY(mu_);
   mutable uint64_t generation_ ABSL_GUARDED_BY(mu_);
 };
-
-// OK if a token file with permission bits `mode` (st_mode), owned by user
-// `owner`, may be used by a process whose effective user is `euid`; else
-// FAILED_PRECONDITION with a one-line reason naming `path`, e.g.
-// `tokens.txt is readable by group and others (mode 0644); chmod 600 it`.
-//
-// A token file may be open to its owner only, with one exception taken
-// from PostgreSQL's rule for its TLS key: a file owned by root, used by
-// another user, may also be readable (not writable) by its group, so that
-// root can share it with the broker's group alone (root:hourglass, mode
-// 0640; a Kubernetes Secret mounted with an fsGroup, mode 0440).
-absl::Status CheckTokenFileMode(absl::string_view path, mode_t mode,
-                                uid_t owner, uid_t euid);
 
 }  // namespace hourglass::api
 
