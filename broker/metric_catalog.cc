@@ -80,6 +80,15 @@ const std::vector<MetricInfo>& Catalog() {
            {},
            "Cluster mode: the shard's epoch, as this node last read it from "
            "etcd; +1 at each change of primary."},
+          {Metric::kClusterEtcdReachable,
+           "hourglass_cluster_etcd_reachable",
+           kGauge,
+           {},
+           {},
+           "Cluster mode: 1 while etcd answers this node; 0 while the "
+           "renewals of its lease are overdue (etcd unreachable or "
+           "stalled). Shards keep their roles meanwhile, but nothing can "
+           "fail over."},
           {Metric::kClusterInSync,
            "hourglass_cluster_in_sync",
            kGauge,

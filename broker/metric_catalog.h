@@ -24,6 +24,7 @@ enum class Metric {
   kClusterController,
   kClusterEligibleCopies,
   kClusterEpoch,
+  kClusterEtcdReachable,
   kClusterInSync,
   kClusterPromotionsTotal,
   kClusterRole,

@@ -285,6 +285,11 @@ bool Member::controlling() const {
   return election_ != nullptr && election_->leading();
 }
 
+bool Member::etcd_reachable() const {
+  absl::MutexLock lock(&parts_mu_);
+  return keeper_ != nullptr && !keeper_->overdue() && !keeper_->lost();
+}
+
 std::optional<int64_t> Member::LeadingTerm() const {
   absl::MutexLock lock(&parts_mu_);
   if (election_ == nullptr || !election_->leading()) return std::nullopt;

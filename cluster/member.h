@@ -141,6 +141,10 @@ class Member {
                  absl::Time deadline) const;
   // Whether this node is the controller now.
   bool controlling() const;
+  // Whether etcd answers: false while the renewals of the node's lease are
+  // overdue (etcd unreachable or stalled) or the lease was lost and the
+  // node has not joined again yet.
+  bool etcd_reachable() const;
   // The controller's term (Leader::term) while this node is the controller.
   std::optional<int64_t> LeadingTerm() const;
 

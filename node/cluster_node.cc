@@ -418,6 +418,9 @@ void ClusterNode::CollectMetrics() {
     registry.Gauges(metrics::Metric::kClusterController)
         .Add({})
         .Set(view->controller == options_.node_id ? 1 : 0);
+    registry.Gauges(metrics::Metric::kClusterEtcdReachable)
+        .Add({})
+        .Set(member_->etcd_reachable() ? 1 : 0);
     int under = 0;
     for (const auto& [number, shard] : view->shards) {
       under += static_cast<int>(shard.record.isr.size()) < options_.min_insync;

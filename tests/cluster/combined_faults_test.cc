@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
@@ -298,6 +299,8 @@ TEST_F(CombinedFaultsTest, AnEtcdOutageStopsNoNodeAndPublishesGoOn) {
   EXPECT_TRUE(nodes_.at("a")->process().WaitForOutput("cannot renew its lease",
                                                       absl::Seconds(1)))
       << nodes_.at("a")->process().output();
+  EXPECT_THAT(nodes_.at("a")->ScrapeMetrics(),
+              HasSubstr("hourglass_cluster_etcd_reachable 0\n"));
 
   // etcd back: the nodes catch up with it (joining again if it ended their
   // leases; a failover may follow), and whichever leads holds every message
@@ -313,6 +316,13 @@ TEST_F(CombinedFaultsTest, AnEtcdOutageStopsNoNodeAndPublishesGoOn) {
       << "lost: " << absl::StrJoin(missing, ",");
   for (const char* id : {"a", "b", "c"}) {
     EXPECT_FALSE(nodes_.at(id)->process().Exited()) << id;
+    EXPECT_TRUE(testing::Eventually(
+        [&] {
+          return absl::StrContains(nodes_.at(id)->ScrapeMetrics(),
+                                   "hourglass_cluster_etcd_reachable 1\n");
+        },
+        kPatience))
+        << id;
   }
 }
 
