@@ -10,12 +10,11 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "api/cluster_service.h"
-#include "api/peer_certificates.h"
 #include "broker/metrics.h"
-#include "broker/store_errors.h"
 #include "cluster/etcd_client.h"
 #include "cluster/keys.h"
 #include "cluster/member.h"
+#include "cluster/record_checks.h"
 #include "cluster/records.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -23,6 +22,7 @@
 #include "grpcpp/support/channel_arguments.h"
 #include "hourglass/v1/cluster.pb.h"
 #include "node/cluster_snapshot.h"
+#include "node/peer_auth.h"
 #include "node/peer_calls.h"
 #include "node/primary_gate.h"
 #include "node/shard_host.h"
@@ -68,6 +68,10 @@ absl::StatusOr<std::vector<int64_t>> RestoreNewCluster(
       absl::FormatDuration(absl::Now() - start), options.cluster);
   options.shards = shards;
   return std::move(restored->epochs);
+}
+
+absl::Status NotJoinedYet() {
+  return absl::UnavailableError("this node has not joined its cluster yet");
 }
 
 }  // namespace
@@ -131,18 +135,15 @@ absl::StatusOr<std::unique_ptr<ClusterNode>> ClusterNode::Open(
   const ClusterNodeOptions& o = node->options_;
   node->etcd_ = *std::move(etcd);
   node->restored_epochs_ = std::move(restored_epochs);
-  replication::ReplicationService::CallerCheck caller_check;
-  if (peer_tls) {
-    absl::StatusOr<std::unique_ptr<api::PeerCertificates>> peers =
-        api::PeerCertificates::FromFile("--tls_peer_ca", o.peer_tls.ca_file);
-    if (!peers.ok()) return peers.status();
-    node->peers_ = *std::move(peers);
-    node->refusals_ =
-        std::make_unique<broker::RateLimitedLog>(absl::Seconds(10), o.clock);
-    caller_check = [n = node.get()](const grpc::ServerContextBase& context) {
-      return n->CheckPeer(context);
-    };
-  }
+  absl::StatusOr<std::unique_ptr<PeerAuth>> peer_auth =
+      PeerAuth::Create({.peer_ca_file = peer_tls ? o.peer_tls.ca_file : "",
+                        .peer_token_file = o.peer_token_file,
+                        .insecure = o.insecure_peers,
+                        .node_id = o.node_id,
+                        .clock = o.clock,
+                        .metrics = o.engine.metrics});
+  if (!peer_auth.ok()) return peer_auth.status();
+  node->peer_auth_ = *std::move(peer_auth);
   // The shards' memtables share the write buffer budget: with many of
   // them, RocksDB's default arena blocks (2-4 MiB each, for each of 10
   // tables a store) would fill it by themselves (RocksDbResources::Options).
@@ -151,10 +152,11 @@ absl::StatusOr<std::unique_ptr<ClusterNode>> ClusterNode::Open(
        .write_buffer_bytes = o.write_buffer_bytes,
        .arena_block_bytes = o.shards > 1 ? size_t{256} << 10 : 0});
   node->peer_channel_ = [credentials = *std::move(peer_credentials),
-                         tls = o.peer_tls](const std::string& address) {
+                         tls = o.peer_tls,
+                         auth = node->peer_auth_](const std::string& address) {
     grpc::ChannelArguments arguments;
     client::SetTlsArguments(tls, arguments);
-    return grpc::CreateCustomChannel(address, credentials, arguments);
+    return auth->Channel(address, credentials, arguments);
   };
   std::vector<PrimaryGate*> gates;
   for (int shard = 0; shard < o.shards; ++shard) {
@@ -162,11 +164,26 @@ absl::StatusOr<std::unique_ptr<ClusterNode>> ClusterNode::Open(
         "this node has not joined its cluster yet"));
     gates.push_back(node->gates_.back().get());
   }
-  node->peer_calls_ = std::make_unique<PeerCalls>(node->peer_channel_);
+  node->peer_calls_ =
+      std::make_unique<PeerCalls>(node->peer_channel_, o.node_id);
   node->router_ =
       std::make_unique<ShardRouter>(std::move(gates), node->peer_calls_.get());
   node->replication_ = std::make_unique<replication::ReplicationService>(
-      o.shards, std::move(caller_check));
+      o.shards,
+      [auth = node->peer_auth_](const grpc::ServerContextBase& context) {
+        return auth->Check(context);
+      });
+  node->replication_->SetRecordChecks(
+      [n = node.get()](int shard, int64_t epoch, const std::string& primary) {
+        std::optional<cluster::ClusterView> view = n->View();
+        if (!view.has_value()) return NotJoinedYet();
+        return cluster::ConfirmHello(*view, shard, epoch, primary);
+      },
+      [n = node.get()](int shard, const std::string& asker, bool snapshot) {
+        std::optional<cluster::ClusterView> view = n->View();
+        if (!view.has_value()) return NotJoinedYet();
+        return cluster::MayFetchCheckpoint(*view, shard, asker, snapshot);
+      });
   node->replication_->SetStatsHandler(
       [router = node->router_.get()](
           const replication::v1::ShardStatsRequest& request,
@@ -353,25 +370,12 @@ void ClusterNode::OnShardHealth(int shard, const ShardHealth& health) {
 ClusterNode::ClusterNode(ClusterNodeOptions options)
     : options_(std::move(options)) {}
 
-absl::Status ClusterNode::CheckPeer(const grpc::ServerContextBase& context) {
-  absl::Status verdict = peers_->Check(context);
-  if (verdict.ok()) return verdict;
-  if (options_.engine.metrics != nullptr) {
-    options_.engine.metrics->Counters(metrics::Metric::kReplicationRefusedTotal)
-        .Add({})
-        .Increment();
-  }
-  // A refused primary tries again every 200 ms: a line per caller and
-  // reason every 10 s.
-  const std::string peer = context.peer();
-  if (std::optional<uint64_t> unlogged =
-          refusals_->Allow(absl::StrCat(peer, " ", verdict.message()))) {
-    spdlog::warn(
-        "cluster: node {} refused a call to its Replication service from {} "
-        "({} more refused since the last such line): {}",
-        options_.node_id, peer, *unlogged, std::string(verdict.message()));
-  }
-  return verdict;
+absl::StatusOr<size_t> ClusterNode::ReloadPeerSecrets() {
+  return peer_auth_->Reload();
+}
+
+std::string ClusterNode::PeerAuthSummary() const {
+  return peer_auth_->Describe();
 }
 
 ClusterNode::~ClusterNode() {
@@ -621,6 +625,12 @@ void ClusterNode::WatchHealth(absl::AnyInvocable<void(NodeHealth)> listener) {
   absl::MutexLock lock(&health_mu_);
   health_listener_ = std::move(listener);
   health_listener_(told_);
+}
+
+std::optional<cluster::ClusterView> ClusterNode::View() const {
+  absl::MutexLock lock(&mu_);
+  if (member_ == nullptr) return std::nullopt;
+  return member_->view();
 }
 
 hourglass::v1::ClusterMap ClusterNode::Map() const {

@@ -4,6 +4,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,14 +23,12 @@
 
 namespace grpc {
 class Channel;
-class ServerContextBase;
 class Service;
 }  // namespace grpc
 
 namespace hourglass::api {
 class Authorizer;
 class ClusterService;
-class PeerCertificates;
 }  // namespace hourglass::api
 
 namespace hourglass::v1 {
@@ -47,10 +46,6 @@ namespace hourglass::replication {
 class ReplicationService;
 }  // namespace hourglass::replication
 
-namespace hourglass::broker {
-class RateLimitedLog;
-}  // namespace hourglass::broker
-
 namespace hourglass::metrics {
 class Registry;
 }  // namespace hourglass::metrics
@@ -65,6 +60,7 @@ class RocksDbResources;
 
 namespace hourglass::node {
 
+class PeerAuth;
 class PeerCalls;
 class PrimaryGate;
 class ShardHost;
@@ -127,6 +123,13 @@ struct ClusterNodeOptions {
   // to peer_tls.ca_file (api::PeerCertificates). ca_file is then required.
   // Default: plaintext, and every caller let in (a private network).
   client::TlsOptions peer_tls;
+  // The secret the nodes share (--peer_token_file; api::PeerSecrets): the
+  // Replication service lets in only calls carrying it, and this node's
+  // calls to its peers carry it. With peer_tls too, both are required.
+  std::string peer_token_file;
+  // Start with neither peer_tls nor peer_token_file (--insecure_peers):
+  // anyone who reaches the port may replicate. Without it, Open refuses.
+  bool insecure_peers = false;
   // TLS to etcd (--etcd_ca, --etcd_cert, --etcd_key; cluster::EtcdOptions).
   // Default: plaintext.
   client::TlsOptions etcd_tls;
@@ -199,6 +202,10 @@ class ClusterNode {
   // TLS between the nodes (ClusterNodeOptions::peer_tls): the server
   // accepts client certificates its ca_file signs.
   const client::TlsOptions& peer_tls() const { return options_.peer_tls; }
+  // Reads --peer_token_file again (SIGHUP); PeerAuth::Reload.
+  absl::StatusOr<size_t> ReloadPeerSecrets();
+  // How the nodes prove who they are to one another (PeerAuth::Describe).
+  std::string PeerAuthSummary() const;
 
   // What Cluster.GetClusterMap answers (api/hourglass/v1/cluster.proto).
   hourglass::v1::ClusterMap Map() const;
@@ -263,17 +270,16 @@ class ClusterNode {
   // How a host reaches a peer (ShardHostOptions::peer_channel).
   std::function<std::shared_ptr<grpc::Channel>(const std::string&)>
       peer_channel_;
-  // Set by Open with peer TLS, constant after: who may call the
-  // Replication service, and when a refusal is logged.
-  std::unique_ptr<api::PeerCertificates> peers_;
-  std::unique_ptr<broker::RateLimitedLog> refusals_;
-  // The Replication service's caller check: peers_'s verdict, a refusal
-  // counted and logged (rate-limited). On gRPC threads.
-  absl::Status CheckPeer(const grpc::ServerContextBase& context);
+  // Set by Open, constant after: who may call the Replication service,
+  // and what this node's calls to its peers carry. Shared with the peer
+  // channels, which may outlive the node.
+  std::shared_ptr<PeerAuth> peer_auth_;
   std::unique_ptr<replication::ReplicationService> replication_;
   std::unique_ptr<api::ClusterService> cluster_service_;
   // Sets the cluster's gauges (a metrics collector: at each scrape).
   void CollectMetrics();
+  // The member's view; nullopt before the node joined.
+  std::optional<cluster::ClusterView> View() const;
 
   // The member thread's: whether OnView logged that the cluster has a
   // shard beyond this node's shard count (it logs it once).

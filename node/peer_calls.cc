@@ -100,8 +100,10 @@ struct Call {
 
 PeerCalls::PeerCalls(
     std::function<std::shared_ptr<grpc::Channel>(const std::string&)> channel,
-    absl::Duration timeout, absl::Duration checkpoint_timeout)
+    std::string node_id, absl::Duration timeout,
+    absl::Duration checkpoint_timeout)
     : channel_(std::move(channel)),
+      node_id_(std::move(node_id)),
       timeout_(timeout),
       checkpoint_timeout_(checkpoint_timeout) {}
 
@@ -159,9 +161,11 @@ void PeerCalls::Checkpoint(
     copies_.push_back(
         {std::thread([channel = std::move(channel), shard, dir = std::move(dir),
                       done = std::move(done), timeout = checkpoint_timeout_,
+                      asker = replication::CheckpointAsker{.node = node_id_,
+                                                           .snapshot = true},
                       finished]() mutable {
-           std::move(done)(replication::FetchCheckpoint(std::move(channel),
-                                                        shard, dir, timeout));
+           std::move(done)(replication::FetchCheckpoint(
+               std::move(channel), shard, asker, dir, timeout));
            finished->store(true);
          }),
          finished});

@@ -42,10 +42,11 @@ class PeerCalls final : public ShardRouter::Remote {
  public:
   // `channel` makes the channel to a peer at `address` (its --advertise);
   // one is made per address and kept. A peer has `timeout` to answer.
-  explicit PeerCalls(
+  // `node_id` is this node's, which a checkpoint's primary checks.
+  PeerCalls(
       std::function<std::shared_ptr<grpc::Channel>(const std::string& address)>
           channel,
-      absl::Duration timeout = absl::Seconds(5),
+      std::string node_id, absl::Duration timeout = absl::Seconds(5),
       absl::Duration checkpoint_timeout = absl::Hours(1));
   ~PeerCalls() override;
 
@@ -72,6 +73,7 @@ class PeerCalls final : public ShardRouter::Remote {
   // Constant after construction.
   const std::function<std::shared_ptr<grpc::Channel>(const std::string&)>
       channel_;
+  const std::string node_id_;
   const absl::Duration timeout_;
   const absl::Duration checkpoint_timeout_;
 

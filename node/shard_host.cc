@@ -549,7 +549,8 @@ void ShardHost::Rebuild(const std::string& primary_address,
   std::filesystem::remove_all(fresh, ignored);
   absl::StatusOr<storage::CheckpointInfo> fetched =
       replication::FetchCheckpoint(options_.peer_channel(primary_address),
-                                   options_.shard, fresh, absl::Hours(1));
+                                   options_.shard, {.node = options_.node_id},
+                                   fresh, absl::Hours(1));
   if (fetched.ok()) {
     std::filesystem::remove_all(old, ignored);
     std::error_code error;

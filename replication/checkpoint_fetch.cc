@@ -64,12 +64,15 @@ class OutFile {
 
 absl::StatusOr<storage::CheckpointInfo> Fetch(
     std::shared_ptr<grpc::Channel> channel, int shard,
-    const std::filesystem::path& dir, absl::Duration timeout) {
+    const CheckpointAsker& asker, const std::filesystem::path& dir,
+    absl::Duration timeout) {
   auto stub = v1::Replication::NewStub(std::move(channel));
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
   v1::FetchCheckpointRequest request;
   request.set_shard(shard);
+  request.set_node(asker.node);
+  request.set_snapshot(asker.snapshot);
   std::unique_ptr<grpc::ClientReader<v1::CheckpointChunk>> reader =
       stub->FetchCheckpoint(&context, request);
   storage::CheckpointInfo info;
@@ -116,7 +119,8 @@ absl::StatusOr<storage::CheckpointInfo> Fetch(
 }  // namespace
 
 absl::StatusOr<storage::CheckpointInfo> FetchCheckpoint(
-    std::shared_ptr<grpc::Channel> channel, int shard, const std::string& dir,
+    std::shared_ptr<grpc::Channel> channel, int shard,
+    const CheckpointAsker& asker, const std::string& dir,
     absl::Duration timeout) {
   std::error_code error;
   if (std::filesystem::exists(dir, error)) {
@@ -127,7 +131,7 @@ absl::StatusOr<storage::CheckpointInfo> FetchCheckpoint(
         absl::StrCat("cannot create ", dir, ": ", error.message()));
   }
   absl::StatusOr<storage::CheckpointInfo> info =
-      Fetch(std::move(channel), shard, dir, timeout);
+      Fetch(std::move(channel), shard, asker, dir, timeout);
   if (!info.ok()) std::filesystem::remove_all(dir, error);
   return info;
 }

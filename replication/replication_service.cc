@@ -33,10 +33,16 @@ void ToProto(LogPosition position, v1::Position* out) {
 
 class ReplicationService::Impl final : public v1::Replication::Service {
  public:
-  Impl(int shards, CallerCheck check)
+  Impl(int shards, CallerCheck check, absl::Duration checkpoint_time_limit)
       : check_(std::move(check)),
+        checkpoint_time_limit_(checkpoint_time_limit),
         shards_(static_cast<uint32_t>(shards)),
         slots_(static_cast<size_t>(shards)) {}
+
+  void SetRecordChecks(HelloCheck hello, FetchCheck fetch) {
+    hello_check_ = std::move(hello);
+    fetch_check_ = std::move(fetch);
+  }
 
   void SetReplica(int shard, Replica* replica) {
     absl::MutexLock lock(&mu_);
@@ -72,12 +78,42 @@ class ReplicationService::Impl final : public v1::Replication::Service {
     if (absl::Status known = Known(request->shard()); !known.ok()) {
       return ToGrpc(known);
     }
-    Use use(this, static_cast<int>(request->shard()));
+    const int shard = static_cast<int>(request->shard());
+    if (fetch_check_) {
+      if (absl::Status may =
+              fetch_check_(shard, request->node(), request->snapshot());
+          !may.ok()) {
+        return ToGrpc(may);
+      }
+    }
+    Use use(this, shard);
     if (use.source == nullptr) {
       return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                           absl::StrCat("this node is not the primary of shard ",
                                        request->shard()));
     }
+    // One checkpoint of a shard at a time: each pins the store's files
+    // while it streams.
+    {
+      absl::MutexLock lock(&mu_);
+      std::string& sending = slots_[shard].sending_to;
+      if (!sending.empty()) {
+        return grpc::Status(
+            grpc::StatusCode::UNAVAILABLE,
+            absl::StrCat("a checkpoint of shard ", shard, " is being sent to ",
+                         sending, "; try again later"));
+      }
+      sending = request->node().empty() ? context->peer() : request->node();
+    }
+    struct Done {
+      ~Done() {
+        absl::MutexLock lock(&impl->mu_);
+        impl->slots_[shard].sending_to.clear();
+      }
+      Impl* impl;
+      int shard;
+    } done{this, shard};
+    const absl::Time deadline = absl::Now() + checkpoint_time_limit_;
     std::random_device random;
     const std::filesystem::path dir =
         std::filesystem::path(use.scratch) /
@@ -107,6 +143,12 @@ class ReplicationService::Impl final : public v1::Replication::Service {
         if (!writer->Write(chunk)) {
           status = grpc::Status(grpc::StatusCode::CANCELLED,
                                 "the backup stopped reading");
+        } else if (absl::Now() > deadline) {
+          status = grpc::Status(
+              grpc::StatusCode::DEADLINE_EXCEEDED,
+              absl::StrCat("sending the checkpoint of shard ", shard,
+                           " took longer than ",
+                           absl::FormatDuration(checkpoint_time_limit_)));
         }
         if (got < static_cast<std::streamsize>(buffer.size())) break;
       }
@@ -169,6 +211,13 @@ class ReplicationService::Impl final : public v1::Replication::Service {
       return ToGrpc(known);
     }
     const int shard = static_cast<int>(hello.shard());
+    if (hello_check_) {
+      if (absl::Status confirmed =
+              hello_check_(shard, hello.epoch(), hello.primary());
+          !confirmed.ok()) {
+        return ToGrpc(confirmed);
+      }
+    }
     absl::Mutex answer_mu;
     {
       Use use(this, shard);
@@ -349,6 +398,8 @@ class ReplicationService::Impl final : public v1::Replication::Service {
     int users = 0;
     // Checkpoints FetchCheckpoint sent in full.
     uint64_t checkpoints_sent = 0;
+    // Whom a checkpoint is being sent to; empty while none is.
+    std::string sending_to;
   };
 
   // A call's use of a shard's replica or source, counted so that
@@ -404,17 +455,22 @@ class ReplicationService::Impl final : public v1::Replication::Service {
 
   // Constant after construction.
   const CallerCheck check_;
+  const absl::Duration checkpoint_time_limit_;
   const uint32_t shards_;
-  // Set before the service is served (SetStatsHandler).
+  // Set before the service is served (SetStatsHandler, SetRecordChecks).
   StatsHandler stats_;
+  HelloCheck hello_check_;
+  FetchCheck fetch_check_;
 
   mutable absl::Mutex mu_;
   // One per shard (shards_ of them).
   std::vector<Slot> slots_ ABSL_GUARDED_BY(mu_);
 };
 
-ReplicationService::ReplicationService(int shards, CallerCheck check)
-    : impl_(std::make_unique<Impl>(shards, std::move(check))) {}
+ReplicationService::ReplicationService(int shards, CallerCheck check,
+                                       absl::Duration checkpoint_time_limit)
+    : impl_(std::make_unique<Impl>(shards, std::move(check),
+                                   checkpoint_time_limit)) {}
 ReplicationService::~ReplicationService() = default;
 
 void ReplicationService::SetReplica(int shard, Replica* replica) {
@@ -433,6 +489,10 @@ void ReplicationService::SetRebuildHandler(
 
 void ReplicationService::SetStatsHandler(StatsHandler handler) {
   impl_->SetStatsHandler(std::move(handler));
+}
+
+void ReplicationService::SetRecordChecks(HelloCheck hello, FetchCheck fetch) {
+  impl_->SetRecordChecks(std::move(hello), std::move(fetch));
 }
 
 uint64_t ReplicationService::checkpoints_sent(int shard) const {

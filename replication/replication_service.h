@@ -1,6 +1,7 @@
 #ifndef HOURGLASS_REPLICATION_REPLICATION_SERVICE_H_
 #define HOURGLASS_REPLICATION_REPLICATION_SERVICE_H_
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -9,6 +10,7 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "replication/replica.h"
 #include "storage/message_store.h"
 
@@ -53,8 +55,11 @@ class ReplicationService {
       std::function<absl::Status(const grpc::ServerContextBase& context)>;
 
   // Serves shards 0 to shards - 1. `check` may be empty: every caller is
-  // let in (a cluster on a private network, without TLS).
-  explicit ReplicationService(int shards, CallerCheck check = nullptr);
+  // let in (a test, or --insecure_peers). A checkpoint is sent to one
+  // caller at a time per shard, and for `checkpoint_time_limit` at most.
+  explicit ReplicationService(
+      int shards, CallerCheck check = nullptr,
+      absl::Duration checkpoint_time_limit = absl::Hours(1));
   ~ReplicationService();
   ReplicationService(const ReplicationService&) = delete;
   ReplicationService& operator=(const ReplicationService&) = delete;
@@ -85,6 +90,20 @@ class ReplicationService {
   using StatsHandler = std::function<absl::Status(
       const v1::ShardStatsRequest& request, v1::ShardStatsResponse* response)>;
   void SetStatsHandler(StatsHandler handler);
+
+  // What this node's view of the shard's record says of a primary's hello
+  // (`primary` leading `shard` at `epoch`): OK if the record confirms it;
+  // otherwise the status the stream ends with, before the epoch is
+  // accepted (nothing is written). Without one, every hello is taken.
+  using HelloCheck = std::function<absl::Status(int shard, int64_t epoch,
+                                                const std::string& primary)>;
+  // Whether the node `node` may have a checkpoint of `shard` (`snapshot`:
+  // for a cluster snapshot, not a rebuild): OK, or the status the call
+  // ends with. Without one, every caller the caller check let in may.
+  using FetchCheck = std::function<absl::Status(
+      int shard, const std::string& node, bool snapshot)>;
+  // Set both before the service is served.
+  void SetRecordChecks(HelloCheck hello, FetchCheck fetch);
 
   // Checkpoints of `shard` FetchCheckpoint sent in full, since the start.
   uint64_t checkpoints_sent(int shard) const;

@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <fstream>
 #include <initializer_list>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -14,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "api/peer_secrets.h"
 #include "api/pem.h"
 #include "client/tls.h"
 #include "cluster/etcd_client.h"
@@ -56,15 +59,27 @@ ABSL_FLAG(std::optional<int32_t>, shards, std::nullopt,
           "to give.");
 ABSL_FLAG(std::string, tls_peer_ca, "",
           "Cluster mode with --tls_cert: PEM CA certificates that sign the "
-          "other nodes' certificates. This node verifies a peer's server "
-          "certificate against them (for the host of its --advertise "
-          "address, or --tls_peer_server_name) and presents its own "
-          "--tls_cert as client certificate; its server accepts client "
+          "other nodes' certificates, and only theirs. This node verifies a "
+          "peer's server certificate against them (for the host of its "
+          "--advertise address, or --tls_peer_server_name) and presents its "
+          "own --tls_cert as client certificate; its server accepts client "
           "certificates they sign, and only such callers may use the "
-          "Replication service. Default: --tls_client_ca; one of the two is "
-          "required with --tls_cert in cluster mode. Give nodes a CA of "
-          "their own to keep clients with a --tls_client_ca certificate "
-          "from replicating.");
+          "Replication service. Required with --tls_cert in cluster mode. "
+          "Given the --tls_client_ca file, every client certificate counts "
+          "as a node (a WARNING says so).");
+ABSL_FLAG(std::string, peer_token_file, "",
+          "Cluster mode: a file holding the secret the cluster's nodes share "
+          "(32 to 512 printable characters; one a line, at most two, so a "
+          "new one can be rolled in: every node sends the first and accepts "
+          "either). Only calls carrying it may use the Replication service. "
+          "Open to its owner only; reloaded on SIGHUP. One of mutual TLS "
+          "(--tls_peer_ca) and this is required; with both, both are "
+          "checked.");
+ABSL_FLAG(bool, insecure_peers, false,
+          "Cluster mode: start with neither mutual TLS between nodes nor "
+          "--peer_token_file, so that anyone who reaches a node's port may "
+          "replicate into and out of it. For trying a cluster out on one "
+          "machine only; a WARNING says so at every start.");
 ABSL_FLAG(std::string, tls_peer_server_name, "",
           "Cluster mode with --tls_cert: the name every peer's certificate "
           "must have, when certificates do not name the --advertise "
@@ -127,19 +142,19 @@ absl::StatusOr<client::TlsOptions> PeerTlsFromFlags(
   }
   client::TlsOptions tls;
   tls.enabled = true;
-  tls.ca_file = peer_ca.empty() ? server.client_ca : peer_ca;
+  tls.ca_file = peer_ca;
   if (tls.ca_file.empty()) {
     return absl::InvalidArgumentError(
-        "--tls_cert in cluster mode needs --tls_peer_ca (or "
-        "--tls_client_ca): the CAs that sign the other nodes' certificates, "
-        "which this node verifies");
+        "--tls_cert in cluster mode needs --tls_peer_ca: the CAs that sign "
+        "the nodes' certificates, and only theirs (not --tls_client_ca's: "
+        "every client certificate would count as a node, and could "
+        "replicate into and out of it)");
   }
   tls.cert_file = server.cert;
   tls.key_file = server.key;
   tls.server_name = server_name;
   if (absl::Status files =
-          CheckPemFiles({{peer_ca.empty() ? "--tls_client_ca" : "--tls_peer_ca",
-                          tls.ca_file, "CERTIFICATE"},
+          CheckPemFiles({{"--tls_peer_ca", tls.ca_file, "CERTIFICATE"},
                          {"--tls_cert", tls.cert_file, "CERTIFICATE"},
                          {"--tls_key", tls.key_file, "PRIVATE KEY"}});
       !files.ok()) {
@@ -170,6 +185,19 @@ absl::StatusOr<client::TlsOptions> EtcdTlsFromFlags() {
   return tls;
 }
 
+// Whether the files at `a` and `b` hold the same bytes (false if either
+// cannot be read).
+bool SameFileContents(const std::string& a, const std::string& b) {
+  std::ifstream fa(a, std::ios::binary);
+  std::ifstream fb(b, std::ios::binary);
+  if (!fa || !fb) return false;
+  const std::string ca((std::istreambuf_iterator<char>(fa)),
+                       std::istreambuf_iterator<char>());
+  const std::string cb((std::istreambuf_iterator<char>(fb)),
+                       std::istreambuf_iterator<char>());
+  return ca == cb;
+}
+
 }  // namespace
 
 std::string EtcdFlag() { return absl::GetFlag(FLAGS_etcd); }
@@ -177,8 +205,14 @@ std::string EtcdFlag() { return absl::GetFlag(FLAGS_etcd); }
 std::optional<int> ShardsFlag() { return absl::GetFlag(FLAGS_shards); }
 
 absl::Status CheckNoClusterTlsFlags() {
+  if (absl::GetFlag(FLAGS_insecure_peers)) {
+    return absl::InvalidArgumentError(
+        "--insecure_peers is for cluster mode, which --etcd turns on; a "
+        "single node has no peers and no etcd");
+  }
   for (const auto& [flag, value] :
        {std::pair{"--tls_peer_ca", absl::GetFlag(FLAGS_tls_peer_ca)},
+        std::pair{"--peer_token_file", absl::GetFlag(FLAGS_peer_token_file)},
         std::pair{"--tls_peer_server_name",
                   absl::GetFlag(FLAGS_tls_peer_server_name)},
         std::pair{"--etcd_ca", absl::GetFlag(FLAGS_etcd_ca)},
@@ -227,6 +261,25 @@ absl::StatusOr<node::ClusterNodeOptions> ClusterOptionsFromFlags(
   if (!etcd_tls.ok()) return etcd_tls.status();
   options.etcd_tls = *std::move(etcd_tls);
   options.etcd = *std::move(endpoints);
+  options.peer_token_file = absl::GetFlag(FLAGS_peer_token_file);
+  options.insecure_peers = absl::GetFlag(FLAGS_insecure_peers);
+  // Checked again by ClusterNode::Open; here, before waiting for etcd.
+  if (!options.peer_token_file.empty()) {
+    if (absl::Status secrets =
+            api::PeerSecrets::FromFile(options.peer_token_file).status();
+        !secrets.ok()) {
+      return secrets;
+    }
+  }
+  if (!client::UsesTls(options.peer_tls) && options.peer_token_file.empty() &&
+      !options.insecure_peers) {
+    return absl::InvalidArgumentError(
+        "cluster mode needs its nodes to prove who they are to one another, "
+        "or anyone who reaches a node's port could replicate into and out "
+        "of it: give --tls_cert, --tls_key and --tls_peer_ca (mutual TLS "
+        "with the nodes' own CA), or --peer_token_file (a secret the nodes "
+        "share); --insecure_peers starts without either");
+  }
   options.cluster = absl::GetFlag(FLAGS_cluster);
   options.node_id = absl::GetFlag(FLAGS_node_id);
   if (options.node_id.empty()) {
@@ -260,6 +313,27 @@ absl::StatusOr<node::ClusterNodeOptions> ClusterOptionsFromFlags(
   }
   options.min_insync = absl::GetFlag(FLAGS_min_insync);
   return options;
+}
+
+std::vector<std::string> ClusterFlagWarnings(
+    const ServerTlsFlags& server_tls, const node::ClusterNodeOptions& options) {
+  std::vector<std::string> warnings;
+  if (options.insecure_peers && !client::UsesTls(options.peer_tls) &&
+      options.peer_token_file.empty()) {
+    warnings.push_back(
+        "--insecure_peers: the nodes do not prove who they are to one "
+        "another, so anyone who reaches a node's port can replicate into "
+        "and out of it (write into its copies, read every message); give "
+        "--peer_token_file or mutual TLS (--tls_peer_ca) outside a test");
+  }
+  if (client::UsesTls(options.peer_tls) && !server_tls.client_ca.empty() &&
+      SameFileContents(options.peer_tls.ca_file, server_tls.client_ca)) {
+    warnings.push_back(absl::StrCat(
+        "--tls_peer_ca is the --tls_client_ca (", options.peer_tls.ca_file,
+        "): every client certificate counts as a node and may replicate "
+        "into and out of this node; give the nodes a CA of their own"));
+  }
+  return warnings;
 }
 
 std::string AdvertiseAddress(const std::string& listen, int port) {

@@ -3,6 +3,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -34,8 +35,10 @@ struct ServerTlsFlags {
 // --cluster, --node_id (default: the host name), --lease_ttl (1s to 5m),
 // --replication_factor (1 to 9), --min_insync; TLS between nodes
 // (node::ClusterNodeOptions::peer_tls) when `server_tls` has a certificate:
-// verified by --tls_peer_ca, or else --tls_client_ca (one is required),
-// presenting --tls_cert and --tls_key, with --tls_peer_server_name; TLS to
+// verified by --tls_peer_ca (required), presenting --tls_cert and
+// --tls_key, with --tls_peer_server_name; --peer_token_file and
+// --insecure_peers (node::ClusterNode::Open checks that the nodes
+// authenticate one another one way or the other); TLS to
 // etcd with --etcd_ca, --etcd_cert and --etcd_key (the last two together).
 // Every TLS file is read now. INVALID_ARGUMENT naming the flag and its
 // value otherwise (e.g. "--tls_peer_ca needs --tls_cert and --tls_key:
@@ -47,10 +50,16 @@ struct ServerTlsFlags {
 absl::StatusOr<node::ClusterNodeOptions> ClusterOptionsFromFlags(
     const ServerTlsFlags& server_tls);
 
+// What a node started with these options should warn about at every start:
+// --insecure_peers without other peer authentication; a --tls_peer_ca with
+// the same contents as --tls_client_ca.
+std::vector<std::string> ClusterFlagWarnings(
+    const ServerTlsFlags& server_tls, const node::ClusterNodeOptions& options);
+
 // For a single node (no --etcd): INVALID_ARGUMENT naming the first of
-// cluster mode's TLS flags that is set (--tls_peer_ca,
-// --tls_peer_server_name, --etcd_ca, --etcd_cert, --etcd_key), which would
-// otherwise be ignored.
+// cluster mode's peer and TLS flags that is set (--insecure_peers,
+// --tls_peer_ca, --peer_token_file, --tls_peer_server_name, --etcd_ca,
+// --etcd_cert, --etcd_key), which would otherwise be ignored.
 absl::Status CheckNoClusterTlsFlags();
 
 // How the node speaks to its peers and to etcd, for the start-up log:

@@ -122,10 +122,12 @@ absl::StatusOr<std::unique_ptr<node::ClusterNode>> OpenClusterNode(
   if (!node.ok()) return node.status();
   spdlog::info(
       "hourglassd opened the stores of shards [{}] in {}/shards in {}; "
-      "cluster {} of {} shards on etcd {} as node {}; {}",
+      "cluster {} of {} shards on etcd {} as node {}; {}; peers prove who "
+      "they are by {}",
       absl::StrJoin((*node)->hosted_shards(), ","), (*node)->data_dir(),
       absl::FormatDuration(absl::Now() - open_start), (*node)->cluster(),
-      (*node)->shard_count(), etcd, (*node)->node_id(), tls_summary);
+      (*node)->shard_count(), etcd, (*node)->node_id(), tls_summary,
+      (*node)->PeerAuthSummary());
   return node;
 }
 

@@ -191,20 +191,40 @@ void AddProcessMetrics(hourglass::metrics::Registry& registry,
       .Set(absl::ToDoubleSeconds(start_time - absl::UnixEpoch()));
 }
 
+// Reloads the cluster node's peer secret file, if it has one (SIGHUP),
+// logging the outcome; a bad file leaves the secrets as they were. Returns
+// whether there was one.
+bool ReloadPeerSecrets(hourglass::node::ClusterNode* cluster_node) {
+  if (cluster_node == nullptr) return false;
+  absl::StatusOr<size_t> reloaded = cluster_node->ReloadPeerSecrets();
+  if (absl::IsNotFound(reloaded.status())) return false;
+  if (reloaded.ok()) {
+    spdlog::info("hourglassd reloaded {} peer secret{} from --peer_token_file",
+                 *reloaded, *reloaded == 1 ? "" : "s");
+  } else {
+    spdlog::error("hourglassd kept its peer secrets: reload failed: {}",
+                  std::string(reloaded.status().message()));
+  }
+  return true;
+}
+
 // Waits for SIGTERM or SIGINT and returns it. Each SIGHUP meanwhile
 // reloads `authorizer`'s token file (if any), logging the outcome, and has
 // `broker` end the open streams the new file no longer grants; a bad file
-// leaves the tokens as they were.
+// leaves the tokens as they were. It reloads the cluster node's peer
+// secrets too.
 int WaitForTerminationSignal(const sigset_t& signals,
                              hourglass::api::Authorizer* authorizer,
                              bool mutual_tls,
-                             hourglass::api::BrokerService& broker) {
+                             hourglass::api::BrokerService& broker,
+                             hourglass::node::ClusterNode* cluster_node) {
   while (true) {
     int signal = 0;
     if (sigwait(&signals, &signal) != 0) continue;
     if (signal != SIGHUP) return signal;
+    const bool peers = ReloadPeerSecrets(cluster_node);
     if (authorizer == nullptr) {
-      spdlog::info("hourglassd received SIGHUP: nothing to reload");
+      if (!peers) spdlog::info("hourglassd received SIGHUP: nothing to reload");
       continue;
     }
     absl::StatusOr<hourglass::api::Authorizer::Counts> counts =
@@ -289,13 +309,18 @@ std::unique_ptr<hourglass::node::ClusterNode> OpenClusterNode(
     const hourglass::broker::Engine::Options& engine_options,
     hourglass::broker::Clock* clock,
     const hourglass::api::Authorizer* authorizer, const sigset_t& signals) {
+  const hourglass::hourglassd::ServerTlsFlags server_tls = {
+      .cert = absl::GetFlag(FLAGS_tls_cert),
+      .key = absl::GetFlag(FLAGS_tls_key),
+      .client_ca = absl::GetFlag(FLAGS_tls_client_ca)};
   absl::StatusOr<hourglass::node::ClusterNodeOptions> from_flags =
-      hourglass::hourglassd::ClusterOptionsFromFlags(
-          {.cert = absl::GetFlag(FLAGS_tls_cert),
-           .key = absl::GetFlag(FLAGS_tls_key),
-           .client_ca = absl::GetFlag(FLAGS_tls_client_ca)});
+      hourglass::hourglassd::ClusterOptionsFromFlags(server_tls);
   if (!from_flags.ok()) Fail(std::string(from_flags.status().message()));
   hourglass::node::ClusterNodeOptions options = *std::move(from_flags);
+  for (const std::string& warning :
+       hourglass::hourglassd::ClusterFlagWarnings(server_tls, options)) {
+    spdlog::warn("WARNING: {}", warning);
+  }
   options.data_dir = data_dir;
   options.restore_from = absl::GetFlag(FLAGS_restore_from);
   options.sync = sync;
@@ -661,10 +686,11 @@ int main(int argc, char** argv) {
                  metrics_listen, (*metrics_server)->port(),
                  authorizer != nullptr ? "; its API needs an admin token" : "");
   }
-  const int signal = early_signal.has_value()
-                         ? *early_signal
-                         : WaitForTerminationSignal(signals, authorizer.get(),
-                                                    mutual_tls, broker_service);
+  const int signal =
+      early_signal.has_value()
+          ? *early_signal
+          : WaitForTerminationSignal(signals, authorizer.get(), mutual_tls,
+                                     broker_service, cluster_node.get());
   spdlog::info("hourglassd received {}, shutting down",
                signal == SIGTERM ? "SIGTERM" : "SIGINT");
   NotifyServiceManager(*notifier,

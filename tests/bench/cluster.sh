@@ -77,7 +77,7 @@ start_etcd
 # Each cluster of the run has a name of its own (a prefix of its own in etcd).
 CLUSTER=bench0
 # One shard: the benchmark compares its primary with a single node.
-cluster_flags() { echo --etcd="127.0.0.1:$ETCD_PORT" --lease_ttl="$TTL" --cluster="$CLUSTER" --shards=1; }
+cluster_flags() { echo --etcd="127.0.0.1:$ETCD_PORT" --lease_ttl="$TTL" --cluster="$CLUSTER" --shards=1 "$PEER_FLAG"; }
 declare -A ADDR=()
 start_cluster_node() {  # NAME
   # shellcheck disable=SC2046

@@ -1,8 +1,9 @@
 # tests/bench/cluster_lib.sh: what cluster.sh and rebalance.sh share. Sourced
 # (after BUILD is set), not run. It defines HOURGLASSD, BENCH and CLI (and
 # checks them and etcd), WORK (a directory of its own, removed at exit with
-# every process in PIDS killed), free_port, now, port_of, and start_etcd,
-# which starts one etcd member on free loopback ports and sets ETCD_PORT.
+# every process in PIDS killed), free_port, now, port_of, start_etcd,
+# which starts one etcd member on free loopback ports and sets ETCD_PORT, and
+# PEER_FLAG, the --peer_token_file flag every node of the run shares.
 # SCRIPT names the caller in errors.
 
 SCRIPT="$(basename "${BASH_SOURCE[1]}")"
@@ -22,6 +23,9 @@ cleanup() {
   rm -rf "$WORK"
 }
 trap cleanup EXIT
+# The secret the nodes share (hourglassd --peer_token_file).
+(umask 077 && python3 -c 'import secrets; print(secrets.token_hex(32))' >"$WORK/peer-secret")
+PEER_FLAG="--peer_token_file=$WORK/peer-secret"
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 now() { date +%s.%N; }

@@ -45,7 +45,7 @@ declare -A ADDR=()
 start_node() {  # NAME
   "$HOURGLASSD" --listen=127.0.0.1:0 --metrics_listen=127.0.0.1:0 \
     --data_dir="$WORK/$1" --durability=sync --etcd="127.0.0.1:$ETCD_PORT" \
-    --lease_ttl=3s --node_id="$1" --shards=1 --min_insync=2 >"$WORK/$1.log" 2>&1 &
+    --lease_ttl=3s --node_id="$1" --shards=1 --min_insync=2 "$PEER_FLAG" >"$WORK/$1.log" 2>&1 &
   PIDS[$1]=$!
   ADDR[$1]="127.0.0.1:$(port_of "$WORK/$1.log")"
 }

@@ -54,7 +54,7 @@ for round in $(seq 1 "$ROUNDS"); do
     "$HOURGLASSD" --listen=127.0.0.1:0 --metrics_listen=127.0.0.1:0 \
       --data_dir="$WORK/$name" --durability="$DURABILITY" \
       --etcd="127.0.0.1:$ETCD_PORT" --cluster="$name" --node_id=a \
-      --shards="$shards" --replication_factor=1 --min_insync=1 \
+      --shards="$shards" --replication_factor=1 --min_insync=1 "$PEER_FLAG" \
       >"$WORK/$name.log" 2>&1 &
     pid=$!
     PIDS[node]=$pid

@@ -24,6 +24,7 @@
 #include "grpcpp/grpcpp.h"
 #include "hourglass/v1/admin.grpc.pb.h"
 #include "hourglass/v1/cluster.grpc.pb.h"
+#include "tests/testing/peer_secret.h"
 
 namespace hourglass::testing {
 namespace {
@@ -128,7 +129,8 @@ absl::Status ChaosCluster::Launch(const std::string& id) {
       absl::StrCat(
           "--lease_ttl=", absl::ToInt64Milliseconds(options_.lease_ttl), "ms"),
       absl::StrCat("--shards=", options_.shards),
-      absl::StrCat("--replication_factor=", options_.replication_factor)};
+      absl::StrCat("--replication_factor=", options_.replication_factor),
+      PeerSecretFlag(dir_.path())};
   flags.insert(flags.end(), options_.flags.begin(), options_.flags.end());
   absl::StatusOr<std::unique_ptr<Daemon>> daemon = Daemon::Start(
       options_.hourglassd, node.data_dir, flags,

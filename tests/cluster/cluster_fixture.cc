@@ -12,6 +12,7 @@
 #include "hourglass/v1/broker.grpc.pb.h"
 #include "hourglass/v1/cluster.grpc.pb.h"
 #include "tests/testing/eventually.h"
+#include "tests/testing/peer_secret.h"
 
 namespace hourglass::testing {
 namespace {
@@ -56,9 +57,9 @@ void ClusterFixture::TearDown() {
 void ClusterFixture::StartNodes(std::vector<std::string> ids,
                                 std::vector<std::string> flags) {
   for (const std::string& id : ids) {
-    std::vector<std::string> all = {"--etcd=" + etcd_->endpoint(),
-                                    "--node_id=" + id, "--lease_ttl=2s",
-                                    "--shutdown_grace=500ms"};
+    std::vector<std::string> all = {
+        "--etcd=" + etcd_->endpoint(), "--node_id=" + id, "--lease_ttl=2s",
+        "--shutdown_grace=500ms", testing::PeerSecretFlag(dir_.path())};
     all.insert(all.end(), flags.begin(), flags.end());
     absl::StatusOr<std::unique_ptr<Daemon>> node =
         Daemon::Start(HOURGLASSD_PATH, dir_.path() + "/" + id, all);
@@ -79,6 +80,7 @@ Answer ClusterFixture::PublishBatch(const std::string& node,
                                     absl::Duration delay) {
   auto stub = v1::Broker::NewStub(nodes_.at(node)->Channel());
   grpc::ClientContext context;
+  Authorize(context);
   context.set_deadline(absl::ToChronoTime(absl::Now() + kClusterPatience));
   v1::PublishRequest request;
   for (size_t i = 0; i < topics.size(); ++i) {
@@ -101,6 +103,7 @@ grpc::StatusCode ClusterFixture::Cancel(const std::string& node,
                                         const std::string& id) {
   auto stub = v1::Broker::NewStub(nodes_.at(node)->Channel());
   grpc::ClientContext context;
+  Authorize(context);
   context.set_deadline(absl::ToChronoTime(absl::Now() + kClusterPatience));
   v1::CancelRequest request;
   request.set_topic(topic);
@@ -112,6 +115,7 @@ grpc::StatusCode ClusterFixture::Cancel(const std::string& node,
 Answer ClusterFixture::Stats(const std::string& node) {
   auto stub = v1::Admin::NewStub(nodes_.at(node)->Channel());
   grpc::ClientContext context;
+  Authorize(context);
   context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
   v1::GetStatsRequest request;
   v1::GetStatsResponse response;
@@ -122,6 +126,7 @@ Answer ClusterFixture::Stats(const std::string& node) {
 absl::StatusOr<v1::ClusterMap> ClusterFixture::MapOf(const std::string& node) {
   auto stub = v1::Cluster::NewStub(nodes_.at(node)->Channel());
   grpc::ClientContext context;
+  Authorize(context);
   context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
   v1::ClusterMap map;
   const grpc::Status status =
@@ -181,6 +186,10 @@ std::vector<std::string> TopicPerShard(int shards) {
   return topics;
 }
 
+void ClusterFixture::Authorize(grpc::ClientContext& context) const {
+  if (!token_.empty()) context.AddMetadata("authorization", "Bearer " + token_);
+}
+
 std::shared_ptr<client::Channel> ClusterFixture::ChannelTo(
     const std::string& id) {
   return ChannelToNodes({id});
@@ -189,6 +198,7 @@ std::shared_ptr<client::Channel> ClusterFixture::ChannelTo(
 std::shared_ptr<client::Channel> ClusterFixture::ChannelToNodes(
     const std::vector<std::string>& ids) {
   client::ChannelOptions options;
+  options.token = token_;
   options.address.clear();
   for (const std::string& id : ids) {
     if (!options.address.empty()) options.address += ",";

@@ -16,6 +16,10 @@
 #include "tests/testing/etcd_server.h"
 #include "tests/testing/temp_dir.h"
 
+namespace grpc {
+class ClientContext;
+}  // namespace grpc
+
 namespace hourglass::client {
 class Channel;
 }  // namespace hourglass::client
@@ -84,9 +88,15 @@ class ClusterFixture : public ::testing::Test {
   bool AwaitEveryoneSees(const std::vector<std::string>& ids, int64_t epoch,
                          const std::string& primary);
 
+  // Puts the fixture's token, if any, on a call.
+  void Authorize(grpc::ClientContext& context) const;
+
   TempDir dir_;
   std::unique_ptr<EtcdServer> etcd_;
   std::map<std::string, std::unique_ptr<Daemon>> nodes_;
+  // A token of the nodes' --auth_tokens that every call of the fixture (and
+  // its client library channels) carries; none if empty.
+  std::string token_;
 };
 
 }  // namespace hourglass::testing

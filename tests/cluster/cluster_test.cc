@@ -36,6 +36,7 @@
 #include "hourglass/v1/cluster.grpc.pb.h"
 #include "tests/cluster/cluster_fixture.h"
 #include "tests/testing/eventually.h"
+#include "tests/testing/peer_secret.h"
 #include "tests/testing/subprocess.h"
 #include "tests/testing/temp_dir.h"
 
@@ -425,9 +426,12 @@ TEST_F(ClusterTest, APrimaryGivenARelativeDataDirSendsItsCheckpoint) {
   const std::vector<std::string> flags = {
       "--shards=1", "--replication_factor=2", "--min_insync=1"};
   StartNodes({"a"}, flags);
-  std::vector<std::string> relative = {
-      "--etcd=" + etcd_->endpoint(), "--node_id=b", "--lease_ttl=2s",
-      "--shutdown_grace=500ms", "--data_dir=b"};
+  std::vector<std::string> relative = {"--etcd=" + etcd_->endpoint(),
+                                       "--node_id=b",
+                                       "--lease_ttl=2s",
+                                       "--shutdown_grace=500ms",
+                                       "--data_dir=b",
+                                       testing::PeerSecretFlag(dir_.path())};
   relative.insert(relative.end(), flags.begin(), flags.end());
   absl::StatusOr<std::unique_ptr<testing::Daemon>> b =
       testing::Daemon::Start(HOURGLASSD_PATH, dir_.path() + "/b", relative,
@@ -853,7 +857,8 @@ TEST_F(ClusterTest, ANodeStartedBeforeEtcdWaitsAndJoinsOnceEtcdAnswers) {
           {HOURGLASSD_PATH, "--listen=127.0.0.1:0",
            "--metrics_listen=127.0.0.1:0", "--data_dir=" + dir_.path() + "/a",
            "--etcd=" + etcd_->endpoint(), "--node_id=a", "--lease_ttl=2s",
-           "--shards=1", "--replication_factor=1", "--min_insync=1"});
+           "--shards=1", "--replication_factor=1", "--min_insync=1",
+           testing::PeerSecretFlag(dir_.path())});
   ASSERT_TRUE(node.ok()) << node.status();
   ASSERT_TRUE(
       (*node)->WaitForOutput("cannot join cluster hourglass yet", kPatience))
@@ -873,10 +878,11 @@ TEST_F(ClusterTest, ANodeStartedBeforeEtcdWaitsAndJoinsOnceEtcdAnswers) {
 TEST_F(ClusterTest, ANodeWaitingForEtcdStopsOnSigterm) {
   etcd_->Stop();
   absl::StatusOr<std::unique_ptr<testing::Subprocess>> node =
-      testing::Subprocess::Start(
-          {HOURGLASSD_PATH, "--listen=127.0.0.1:0",
-           "--metrics_listen=127.0.0.1:0", "--data_dir=" + dir_.path() + "/a",
-           "--etcd=" + etcd_->endpoint(), "--node_id=a"});
+      testing::Subprocess::Start({HOURGLASSD_PATH, "--listen=127.0.0.1:0",
+                                  "--metrics_listen=127.0.0.1:0",
+                                  "--data_dir=" + dir_.path() + "/a",
+                                  "--etcd=" + etcd_->endpoint(), "--node_id=a",
+                                  testing::PeerSecretFlag(dir_.path())});
   ASSERT_TRUE(node.ok()) << node.status();
   ASSERT_TRUE(
       (*node)->WaitForOutput("cannot join cluster hourglass yet", kPatience))

@@ -1,7 +1,9 @@
 // Cluster mode over TLS end to end: etcd serving its clients over TLS with
-// client certificates, three real hourglassd with --tls_cert, --tls_key and
-// --tls_client_ca (mutual TLS for clients and between nodes), and a client
-// over TLS; and a node whose --tls_peer_ca does not trust the others.
+// client certificates, three real hourglassd with --tls_cert, --tls_key,
+// --tls_client_ca and --tls_peer_ca (mutual TLS for clients and between
+// nodes), and a client over TLS; a node whose --tls_peer_ca does not trust
+// the others; and a node with TLS but no --tls_peer_ca, which does not
+// start.
 // Certificates are made by the openssl command for the suite.
 
 #include <algorithm>
@@ -29,6 +31,7 @@
 #include "tests/testing/daemon.h"
 #include "tests/testing/etcd_server.h"
 #include "tests/testing/eventually.h"
+#include "tests/testing/subprocess.h"
 #include "tests/testing/temp_dir.h"
 
 namespace hourglass {
@@ -96,7 +99,8 @@ class ClusterTlsTest : public ::testing::Test {
   }
 
   // Starts node `id` with mutual TLS (its own certificate, clients' and
-  // peers' certificates from the suite's CA), TLS to etcd if etcd speaks
+  // peers' certificates from the suite's CA, named explicitly as
+  // --tls_peer_ca unless `more` names another), TLS to etcd if etcd speaks
   // it, and `more` flags.
   void StartNode(const std::string& id, std::vector<std::string> more = {}) {
     const std::string name = "node-" + id;
@@ -112,6 +116,11 @@ class ClusterTlsTest : public ::testing::Test {
       flags.insert(flags.end(), {"--etcd_ca=" + certs_->Pem("ca"),
                                  "--etcd_cert=" + certs_->Pem(name),
                                  "--etcd_key=" + certs_->Key(name)});
+    }
+    if (std::none_of(more.begin(), more.end(), [](const std::string& flag) {
+          return flag.starts_with("--tls_peer_ca=");
+        })) {
+      flags.push_back("--tls_peer_ca=" + certs_->Pem("ca"));
     }
     flags.insert(flags.end(), more.begin(), more.end());
     absl::StatusOr<std::unique_ptr<Daemon>> node =
@@ -226,7 +235,16 @@ TEST_F(ClusterTlsTest, ReplicatesOverMutualTlsFailsOverAndRebuildsAWipedNode) {
                              certs_->Pem("ca"), "; etcd over TLS verified by ",
                              certs_->Pem("ca"), " with a client certificate")));
   EXPECT_THAT(nodes_.at("a")->process().output(),
+              HasSubstr("with a client certificate; peers prove who they are "
+                        "by mutual TLS"));
+  EXPECT_THAT(nodes_.at("a")->process().output(),
               HasSubstr("): mutual TLS, no authentication"));
+  // One CA signs clients and nodes alike here: said at every start.
+  EXPECT_THAT(
+      nodes_.at("a")->process().output(),
+      HasSubstr(absl::StrCat("WARNING: --tls_peer_ca is the --tls_client_ca (",
+                             certs_->Pem("ca"),
+                             "): every client certificate counts as a node")));
   ASSERT_EQ(AwaitPrimary({"a", "b", "c"}), "a");
   // Both backups follow a's log over TLS: the in-sync set is whole.
   ASSERT_TRUE(AwaitIsr("a", {"a", "b", "c"}))
@@ -333,6 +351,26 @@ TEST_F(ClusterTlsTest, ANodeWhosePeerCaTrustsNoOtherNodeIsKeptOutOfTheIsr) {
   EXPECT_TRUE(
       testing::Eventually([&] { return Refused("c") > refused; }, kPatience));
   EXPECT_THAT(MapOf("a").shards(0).isr(), UnorderedElementsAre("a", "b"));
+}
+
+// With TLS, the nodes' CA must be named: by default it would be the
+// clients', and every client certificate would count as a node.
+TEST_F(ClusterTlsTest, ANodeWithTlsAndNoPeerCaDoesNotStart) {
+  ASSERT_NO_FATAL_FAILURE(StartEtcd(/*tls=*/false));
+  absl::StatusOr<std::unique_ptr<testing::Subprocess>> node =
+      testing::Subprocess::Start({HOURGLASSD_PATH, "--listen=127.0.0.1:0",
+                                  "--metrics_listen=127.0.0.1:0",
+                                  "--data_dir=" + dir_.path() + "/a",
+                                  "--etcd=" + etcd_->endpoint(), "--node_id=a",
+                                  "--tls_cert=" + certs_->Pem("node-a"),
+                                  "--tls_key=" + certs_->Key("node-a"),
+                                  "--tls_client_ca=" + certs_->Pem("ca")});
+  ASSERT_TRUE(node.ok()) << node.status();
+  EXPECT_EQ((*node)->Wait(kPatience), 1) << (*node)->output();
+  EXPECT_THAT((*node)->output(),
+              HasSubstr("hourglassd: --tls_cert in cluster mode needs "
+                        "--tls_peer_ca: the CAs that sign the nodes' "
+                        "certificates, and only theirs"));
 }
 
 }  // namespace

@@ -22,6 +22,7 @@
 #include "tests/testing/daemon.h"
 #include "tests/testing/etcd_server.h"
 #include "tests/testing/eventually.h"
+#include "tests/testing/peer_secret.h"
 #include "tests/testing/subprocess.h"
 #include "tests/testing/temp_dir.h"
 
@@ -66,7 +67,8 @@ class ClusterHealthTest : public ::testing::Test {
       absl::StatusOr<std::unique_ptr<Daemon>> node = Daemon::Start(
           HOURGLASSD_PATH, dir_.path() + "/" + id,
           {"--etcd=" + etcd_->endpoint(), "--node_id=" + id, "--shards=1",
-           "--lease_ttl=2s", "--shutdown_grace=500ms"});
+           "--lease_ttl=2s", "--shutdown_grace=500ms",
+           testing::PeerSecretFlag(dir_.path())});
       ASSERT_TRUE(node.ok()) << node.status();
       nodes_[id] = *std::move(node);
     }

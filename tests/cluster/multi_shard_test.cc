@@ -30,6 +30,7 @@
 #include "hourglass/v1/admin.grpc.pb.h"
 #include "tests/cluster/cluster_fixture.h"
 #include "tests/testing/eventually.h"
+#include "tests/testing/peer_secret.h"
 #include "tests/testing/subprocess.h"
 
 namespace hourglass {
@@ -647,7 +648,8 @@ TEST_F(MultiShardTest, ANodeGivenAnotherShardCountExitsSayingWhichToGive) {
       testing::Subprocess::Start(
           {HOURGLASSD_PATH, "--listen=127.0.0.1:0",
            "--metrics_listen=127.0.0.1:0", "--data_dir=" + dir_.path() + "/x",
-           "--etcd=" + etcd_->endpoint(), "--node_id=x", "--shards=8"});
+           "--etcd=" + etcd_->endpoint(), "--node_id=x", "--shards=8",
+           testing::PeerSecretFlag(dir_.path())});
   ASSERT_TRUE(other.ok()) << other.status();
   EXPECT_EQ((*other)->Wait(kPatience), 1) << (*other)->output();
   EXPECT_THAT((*other)->output(),

@@ -25,6 +25,7 @@
 #include "tests/testing/etcd_server.h"
 #include "tests/testing/etcd_test.h"
 #include "tests/testing/eventually.h"
+#include "tests/testing/peer_secret.h"
 #include "tests/testing/subprocess.h"
 
 namespace hourglass {
@@ -248,7 +249,8 @@ TEST_F(ShardCountTest, ANodeGivenAnotherCountExitsSayingWhichToGive) {
       testing::Subprocess::Start(
           {HOURGLASSD_PATH, "--listen=127.0.0.1:0",
            "--metrics_listen=127.0.0.1:0", "--data_dir=" + dir_.path() + "/x",
-           "--etcd=" + etcd_->endpoint(), "--node_id=x", "--shards=1"});
+           "--etcd=" + etcd_->endpoint(), "--node_id=x", "--shards=1",
+           testing::PeerSecretFlag(dir_.path())});
   ASSERT_TRUE(other.ok()) << other.status();
   EXPECT_EQ((*other)->Wait(kPatience), 1) << (*other)->output();
   EXPECT_THAT((*other)->output(),

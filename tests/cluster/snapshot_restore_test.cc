@@ -24,6 +24,7 @@
 #include "gtest/gtest.h"
 #include "tests/cluster/cluster_fixture.h"
 #include "tests/testing/eventually.h"
+#include "tests/testing/peer_secret.h"
 #include "tests/testing/subprocess.h"
 
 namespace hourglass {
@@ -225,7 +226,8 @@ TEST_F(SnapshotRestoreTest, ASnapshotOfEveryShardRestoresAsANewCluster) {
       testing::Daemon::Start(
           HOURGLASSD_PATH, dir_.path() + "/again",
           {"--etcd=" + etcd_->endpoint(), "--node_id=again",
-           "--cluster=restored", "--restore_from=" + snapshot});
+           "--cluster=restored", "--restore_from=" + snapshot,
+           testing::PeerSecretFlag(dir_.path())});
   EXPECT_EQ(again.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(again.status().message(),
               HasSubstr("cluster restored exists in etcd (with 4 shards): "

@@ -152,6 +152,9 @@ TEST(HourglassdTest, RefusesBadClusterFlagsNamingTheFlag) {
   const std::string missing = dir.path() + "/missing.pem";
   const std::string not_pem = dir.path() + "/not.pem";
   std::ofstream(not_pem) << "not a certificate\n";
+  const std::string short_secret = dir.path() + "/short-secret";
+  std::ofstream(short_secret) << "too short\n";
+  ASSERT_EQ(chmod(short_secret.c_str(), 0600), 0);
   // No etcd needs to run: the flags are checked before it is reached.
   const std::string etcd = "--etcd=127.0.0.1:1";
   struct Case {
@@ -165,9 +168,27 @@ TEST(HourglassdTest, RefusesBadClusterFlagsNamingTheFlag) {
       {{etcd, "--tls_peer_server_name=node"},
        "--tls_peer_server_name needs --tls_cert and --tls_key"},
       {{etcd, "--tls_cert=" + not_pem, "--tls_key=" + not_pem},
-       "--tls_cert in cluster mode needs --tls_peer_ca (or --tls_client_ca): "
-       "the CAs that sign the other nodes' certificates, which this node "
-       "verifies"},
+       "--tls_cert in cluster mode needs --tls_peer_ca: the CAs that sign "
+       "the nodes' certificates, and only theirs (not --tls_client_ca's: "
+       "every client certificate would count as a node, and could replicate "
+       "into and out of it)"},
+      {{etcd, "--tls_cert=" + not_pem, "--tls_key=" + not_pem,
+        "--tls_client_ca=" + not_pem},
+       "--tls_cert in cluster mode needs --tls_peer_ca"},
+      // Nodes prove who they are to one another, or say they do not.
+      {{etcd},
+       "cluster mode needs its nodes to prove who they are to one another, "
+       "or anyone who reaches a node's port could replicate into and out of "
+       "it: give --tls_cert, --tls_key and --tls_peer_ca (mutual TLS with "
+       "the nodes' own CA), or --peer_token_file (a secret the nodes share); "
+       "--insecure_peers starts without either"},
+      {{etcd, "--peer_token_file=" + missing},
+       absl::StrCat("cannot read peer token file \"", missing,
+                    "\": No such file or directory")},
+      {{etcd, "--peer_token_file=" + short_secret},
+       absl::StrCat(short_secret,
+                    ":1: a peer secret is 32 to 512 printable characters "
+                    "without spaces")},
       {{etcd, "--tls_cert=" + not_pem},
        "TLS needs both --tls_cert and --tls_key"},
       {{etcd, "--tls_cert=" + not_pem, "--tls_key=" + not_pem,
@@ -175,8 +196,8 @@ TEST(HourglassdTest, RefusesBadClusterFlagsNamingTheFlag) {
        absl::StrCat("cannot read --tls_peer_ca \"", missing,
                     "\": No such file or directory")},
       {{etcd, "--tls_cert=" + not_pem, "--tls_key=" + not_pem,
-        "--tls_client_ca=" + not_pem},
-       absl::StrCat("--tls_client_ca \"", not_pem,
+        "--tls_client_ca=" + not_pem, "--tls_peer_ca=" + not_pem},
+       absl::StrCat("--tls_peer_ca \"", not_pem,
                     "\" is not a PEM file with a CERTIFICATE")},
       {{etcd, "--etcd_cert=" + not_pem},
        "--etcd_cert: --etcd_cert and --etcd_key go together"},
@@ -188,8 +209,9 @@ TEST(HourglassdTest, RefusesBadClusterFlagsNamingTheFlag) {
                     "\" is not a PEM file with a CERTIFICATE")},
       // Checked before the count is agreed with etcd, which it would set
       // for a new cluster.
-      {{etcd, "--shards=0"}, "--shards must be between 1 and 4096, not 0"},
-      {{etcd, "--shards=4097"},
+      {{etcd, "--insecure_peers", "--shards=0"},
+       "--shards must be between 1 and 4096, not 0"},
+      {{etcd, "--insecure_peers", "--shards=4097"},
        "--shards must be between 1 and 4096, not 4097"},
       // A single node has no peers and no etcd.
       {{"--tls_peer_ca=" + not_pem},
@@ -197,6 +219,10 @@ TEST(HourglassdTest, RefusesBadClusterFlagsNamingTheFlag) {
        "node has no peers and no etcd"},
       {{"--etcd_key=" + not_pem},
        "--etcd_key is for cluster mode, which --etcd turns on"},
+      {{"--peer_token_file=" + short_secret},
+       "--peer_token_file is for cluster mode, which --etcd turns on"},
+      {{"--insecure_peers"},
+       "--insecure_peers is for cluster mode, which --etcd turns on"},
   };
   for (const Case& c : cases) {
     std::vector<std::string> flags = {"--listen=127.0.0.1:0",

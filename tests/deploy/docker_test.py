@@ -227,7 +227,8 @@ class ComposeClusterTest(unittest.TestCase):
                                               "docker-compose.cluster.yml")
         self.services = self.compose["services"]
         self.nodes = {name: s for name, s in self.services.items()
-                      if s["image"] == "hourglass:0.1.0"}
+                      if s["image"] == "hourglass:0.1.0"
+                      and "entrypoint" not in s}
 
     def node_flags(self, name):
         return deploy_files.parse_flags(self.nodes[name]["command"])
@@ -267,9 +268,14 @@ class ComposeClusterTest(unittest.TestCase):
                 self.assertEqual(node["healthcheck"]["test"], [
                     "CMD", "hourglass", f"--addr=127.0.0.1:{node_port}",
                     "--timeout=3s", "health"])
-                self.assertEqual(node["volumes"], [f"{name}-data:/data"])
-                self.assertEqual(node["depends_on"],
-                                 {"etcd": {"condition": "service_healthy"}})
+                self.assertEqual(node["volumes"], [
+                    f"{name}-data:/data", "peer-secret:/etc/hourglass/peer:ro"])
+                self.assertEqual(flags["peer_token_file"],
+                                 "/etc/hourglass/peer/peer-secret")
+                self.assertEqual(node["depends_on"], {
+                    "etcd": {"condition": "service_healthy"},
+                    "peer-secret": {
+                        "condition": "service_completed_successfully"}})
                 # Exit 3 (a lost lease) must bring the node back.
                 self.assertEqual(node["restart"], "unless-stopped")
                 self.assertEqual(node["stop_grace_period"], "30s")
@@ -293,6 +299,21 @@ class ComposeClusterTest(unittest.TestCase):
             f"--initial-advertise-peer-urls=http://127.0.0.1:{peer}",
             f"--initial-cluster=etcd=http://127.0.0.1:{peer}"]
         self.start(etcd_argv, "ready to serve client requests")
+        # The peer-secret service's command, its volume a local directory:
+        # it makes the secret once, and keeps it on a second run.
+        secrets = os.path.join(work, "peer")
+        os.mkdir(secrets)
+        make_secret = [arg.replace("/data", secrets) for arg in
+                       self.services["peer-secret"]["entrypoint"]]
+        subprocess.run(make_secret, check=True, timeout=10)
+        secret_file = os.path.join(secrets, "peer-secret")
+        with open(secret_file) as f:
+            secret = f.read()
+        self.assertRegex(secret, r"^[0-9a-f]{64}$")
+        self.assertEqual(os.stat(secret_file).st_mode & 0o777, 0o600)
+        subprocess.run(make_secret, check=True, timeout=10)
+        with open(secret_file) as f:
+            self.assertEqual(f.read(), secret)
         entrypoint = [
             arg.replace(FLAG_FILE,
                         deploy_files.source_path("deploy", "hourglassd.flags"))
@@ -306,6 +327,7 @@ class ComposeClusterTest(unittest.TestCase):
                 arg.replace(flags["etcd"], f"127.0.0.1:{client}")
                 .replace(flags["listen"], addresses[name])
                 .replace(flags["advertise"], addresses[name])
+                .replace("/etc/hourglass/peer", secrets)
                 for arg in self.nodes[name]["command"]]
             self.start([deploy_files.env("HOURGLASSD")] + entrypoint + [
                 f"--data_dir={work}/{name}", "--metrics_listen=127.0.0.1:0",

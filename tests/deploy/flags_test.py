@@ -39,7 +39,9 @@ def deploy_file_flags():
                 container["args"])
     compose = deploy_files.load_yaml("deploy", "docker-compose.cluster.yml")
     for name, service in compose["services"].items():
-        if service.get("image", "").startswith("hourglass:"):
+        # Not the peer-secret service, which runs a shell, not hourglassd.
+        if (service.get("image", "").startswith("hourglass:")
+                and "entrypoint" not in service):
             used[f"deploy/docker-compose.cluster.yml {name}"] = (
                 service["command"])
     unit = deploy_files.read_text("deploy", "hourglassd.service")

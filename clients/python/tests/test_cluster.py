@@ -30,7 +30,7 @@ from hourglass.shards import shard_of
 from hourglass.v1 import (admin_pb2, admin_pb2_grpc, broker_pb2, cluster_pb2,
                           cluster_pb2_grpc)
 from helpers import (WAIT, Daemon, Etcd, check_not_early, eventually, ids,
-                     stored, take)
+                     stored, take, write_private)
 
 #: How long one look at a node (GetStats, GetClusterMap) may take.
 ASK_TIMEOUT = 5.0
@@ -166,12 +166,16 @@ class Cluster:
         self.killed: Set[str] = set()
 
     def start(self, *node_ids: str) -> None:
-        """Starts the nodes in order, each once it listens."""
+        """Starts the nodes in order, each once it listens, sharing a peer
+        secret (--peer_token_file)."""
+        secret = self._directory / "peer-secret"
+        if not secret.exists():
+            write_private(secret, "python-test-peer-secret-0123456789abcdef\n")
         for node_id in node_ids:
             node = Daemon(self._hourglassd, self._directory / node_id,
                           [f"--etcd={self._etcd.endpoint}",
                            f"--node_id={node_id}", "--lease_ttl=2s",
-                           *self._flags])
+                           f"--peer_token_file={secret}", *self._flags])
             self.nodes[node_id] = node
             node.start()
 
