@@ -29,8 +29,10 @@ packages=(
   # The fuzz and tsan presets: clang with its sanitizer and libFuzzer runtimes.
   clang libclang-rt-14-dev
   # tests/deploy: Debian's python3 with its YAML parser reads the deploy
-  # files; systemd-analyze verifies the unit, systemd-sysusers its user.
-  python3 python3-yaml systemd
+  # files; systemd-analyze verifies the unit, systemd-sysusers its user;
+  # curl runs the Kubernetes cluster's zone init container against a
+  # stand-in API server (the image installs it for that container).
+  python3 python3-yaml systemd curl
 )
 
 # promtool checks and unit-tests deploy/prometheus/alerts.yml (tests/deploy).

@@ -86,7 +86,77 @@ class AlertRulesTest(unittest.TestCase):
             "./prometheus/prometheus.yml:/etc/prometheus/prometheus.yml:ro",
             volumes)
         down = next(r for r in rules() if r["alert"] == "HourglassDown")
-        self.assertEqual(down["expr"], 'up{job="hourglass"} == 0')
+        self.assertIn('up{job="hourglass"} == 0', down["expr"])
+
+    def test_hourglass_down_knows_the_kubernetes_pods_by_their_label(self):
+        # The manifests' pods are scraped through their prometheus.io
+        # annotations by a job named by whoever runs Prometheus
+        # (kubernetes-pods, usually), which copies the pod's labels onto
+        # the series: the rule finds hourglassd's targets by
+        # app.kubernetes.io/name, whatever the job is called.
+        down = next(r for r in rules() if r["alert"] == "HourglassDown")
+        self.assertEqual(
+            down["expr"],
+            'up{job="hourglass"} == 0 or '
+            'up{app_kubernetes_io_name="hourglass"} == 0')
+        for directory in (("deploy", "kubernetes"),
+                          ("deploy", "kubernetes", "cluster")):
+            with self.subTest(directory="/".join(directory)):
+                documents = deploy_files.load_yaml_documents(
+                    *directory, "statefulset.yaml")
+                statefulset = next(d for d in documents
+                                   if d["metadata"]["name"] == "hourglass")
+                pod = statefulset["spec"]["template"]
+                self.assertEqual(
+                    pod["metadata"]["labels"]["app.kubernetes.io/name"],
+                    "hourglass")
+                annotations = pod["metadata"]["annotations"]
+                self.assertEqual(annotations["prometheus.io/scrape"], "true")
+                self.assertEqual(annotations["prometheus.io/path"],
+                                 "/metrics")
+                metrics = next(p for p in pod["spec"]["containers"][0][
+                    "ports"] if p["name"] == "metrics")
+                self.assertEqual(annotations["prometheus.io/port"],
+                                 str(metrics["containerPort"]))
+        # The promtool tests cover both shapes of target.
+        tests = deploy_files.load_yaml("tests", "deploy",
+                                       "alerts.promtool.yml")
+        shapes = set()
+        for test in tests["tests"]:
+            fired = [case for case in test["alert_rule_test"]
+                     if case["alertname"] == "HourglassDown"
+                     and case["exp_alerts"]]
+            for case in fired:
+                for alert in case["exp_alerts"]:
+                    shapes.add(alert["exp_labels"]["job"])
+        self.assertEqual(shapes, {"hourglass", "kubernetes-pods"})
+
+    def test_cluster_conditions_each_have_a_rule(self):
+        # Issue 40: a shard under --min_insync, replication lag, repeated
+        # promotions, no controller, etcd unreachable.
+        by_name = {rule["alert"]: rule for rule in rules()}
+        expected = {
+            "HourglassShardsUnderMinInsync":
+                "hourglass_cluster_under_min_insync",
+            "HourglassReplicationLagging":
+                "hourglass_replication_lag_seconds",
+            "HourglassPrimaryFlapping": "hourglass_cluster_promotions_total",
+            "HourglassNoController": "hourglass_cluster_controller",
+            "HourglassEtcdUnreachable": "hourglass_cluster_etcd_reachable",
+        }
+        for alert, metric in expected.items():
+            with self.subTest(alert=alert):
+                self.assertRegex(by_name[alert]["expr"], rf"\b{metric}\b")
+        # Rules about the whole cluster, which every node reports, give
+        # one alert per cluster: no per-node label survives them.
+        for alert in ("HourglassShardsUnderMinInsync",
+                      "HourglassReplicationLagging",
+                      "HourglassPrimaryFlapping", "HourglassNoController"):
+            with self.subTest(alert=alert):
+                self.assertRegex(by_name[alert]["expr"],
+                                 r"^(max|sum) by \(job, namespace[,)]")
+        # Not absent(): a cluster that is not scraped is HourglassDown's.
+        self.assertNotIn("absent", by_name["HourglassNoController"]["expr"])
 
 
 class PromqlCheckerTest(unittest.TestCase):

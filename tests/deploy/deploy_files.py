@@ -81,9 +81,14 @@ _CATALOG_ENTRY = re.compile(
     r'\{Metric::k\w+,\s*"(hourglass_\w+)",\s*k(Counter|Gauge|Histogram),'
     r'\s*\{([^}]*)\}')
 
-# Series that Prometheus itself adds to every scrape, and the target labels.
+# Series that Prometheus itself adds to every scrape, and the target labels:
+# job and instance everywhere, and those Kubernetes' annotation-driven pod
+# job (kubernetes-pods in Prometheus's example configuration and the
+# community Helm chart) adds to every series of a pod: its namespace, its
+# name, and its labels (labelmap), app.kubernetes.io/name among them.
 PROMETHEUS_SERIES = {"up": ("gauge", ())}
-TARGET_LABELS = {"job", "instance"}
+KUBERNETES_TARGET_LABELS = {"namespace", "pod", "app_kubernetes_io_name"}
+TARGET_LABELS = {"job", "instance"} | KUBERNETES_TARGET_LABELS
 
 
 def catalog():

@@ -1,7 +1,8 @@
 """deploy/grafana/hourglass.json: every query names only metrics hourglassd
 exports, promtool parses it, and the dashboard shows what issue 25 asks:
 publish and delivery rates, lateness, scheduled backlog, dead letters and
-store health."""
+store health; and what issue 40 asks of cluster mode, in a row of its own
+whose metrics are the README's."""
 
 import json
 import os
@@ -28,13 +29,44 @@ def panels():
     return [p for p in dashboard()["panels"] if p["type"] != "row"]
 
 
-def queries():
-    """(panel title, PromQL) of every panel target and query variable,
-    with Grafana's variables replaced ($instance and $topic only appear in
-    label values, which stay as they are)."""
-    found = [(p["title"], t["expr"]) for p in panels() for t in p["targets"]]
+def row_panels(title):
+    """The panels under the row titled `title`: those placed below it and
+    above the next row."""
+    rows = sorted((p["gridPos"]["y"], p["title"]) for p in dashboard()["panels"]
+                  if p["type"] == "row")
+    starts = [y for y, t in rows if t == title]
+    if len(starts) != 1:
+        raise AssertionError(f"{len(starts)} rows titled {title!r}")
+    start = starts[0]
+    end = min([y for y, _ in rows if y > start], default=float("inf"))
+    return [p for p in panels() if start < p["gridPos"]["y"] < end]
+
+
+def readme_metrics():
+    """{name: (type, labels)} of the top-level README's Metrics table."""
+    text = deploy_files.read_text("README.md")
+    table = text[text.index("<!-- metric catalog: begin -->"):
+                 text.index("<!-- metric catalog: end -->")]
+    metrics = {}
+    for match in re.finditer(r"^\| `(hourglass_\w+)` \| (\w+) \| ([^|]*) \|",
+                             table, re.M):
+        metrics[match.group(1)] = (match.group(2),
+                                   tuple(re.findall(r"`(\w+)`",
+                                                    match.group(3))))
+    if len(metrics) < 20:
+        raise AssertionError(f"read only {len(metrics)} metrics from the "
+                             "README's table: has its format changed?")
+    return metrics
+
+
+def queries(only=None):
+    """(panel title, PromQL) of every panel target and query variable (or
+    of the panels `only`), with Grafana's variables replaced ($instance
+    and $topic only appear in label values, which stay as they are)."""
+    found = [(p["title"], t["expr"]) for p in (only or panels())
+             for t in p["targets"]]
     for variable in dashboard()["templating"]["list"]:
-        if variable["type"] == "query":
+        if variable["type"] == "query" and only is None:
             match = re.fullmatch(r"label_values\((.*), (\w+)\)",
                                  variable["query"]["query"])
             found.append((f"${variable['name']}", match.group(1)))
@@ -97,6 +129,51 @@ class DashboardTest(unittest.TestCase):
                        "hourglass_store_disk_bytes"):
             with self.subTest(metric=metric):
                 self.assertRegex(exprs, rf"\b{metric}\b")
+
+    def test_the_cluster_row_shows_what_issue_40_asks_from_the_readme(self):
+        cluster = row_panels("Cluster")
+        self.assertTrue(cluster)
+        documented = readme_metrics()
+        used = set()
+        for title, expr in queries(cluster):
+            with self.subTest(panel=title, expr=expr):
+                references, labels = deploy_files.parse(expr)
+                for ref in references:
+                    # Every metric the row names is one the README
+                    # documents, with the labels it uses.
+                    self.assertIn(ref.name, documented)
+                    allowed = (set(documented[ref.name][1])
+                               | deploy_files.TARGET_LABELS)
+                    for label in ref.labels:
+                        self.assertIn(label, allowed)
+                    used.add(ref.name)
+                for label in labels:
+                    self.assertIn(label, {l for ref in references
+                                          for l in documented[ref.name][1]}
+                                  | deploy_files.TARGET_LABELS)
+        # Roles per shard, the in-sync set and the shards under
+        # --min_insync, eligible copies, replication lag, promotions, the
+        # controller, etcd reachable.
+        self.assertEqual(used, {
+            "hourglass_cluster_role", "hourglass_cluster_in_sync",
+            "hourglass_cluster_under_min_insync",
+            "hourglass_cluster_eligible_copies",
+            "hourglass_replication_lag_seconds",
+            "hourglass_cluster_promotions_total",
+            "hourglass_cluster_controller",
+            "hourglass_cluster_etcd_reachable"})
+        # The README's table is the catalog's (metric_catalog_test checks
+        # that); the row's metrics are in both.
+        catalog = deploy_files.catalog()
+        for name in used:
+            self.assertEqual(catalog[name], documented[name], name)
+
+    def test_readme_metrics_reader_reads_the_table(self):
+        documented = readme_metrics()
+        self.assertEqual(documented["hourglass_cluster_role"],
+                         ("gauge", ("shard", "role")))
+        self.assertEqual(documented["hourglass_acked_total"],
+                         ("counter", ("topic",)))
 
     def test_panels_have_unique_ids_fit_the_grid_and_use_the_variable(self):
         ids = [p["id"] for p in dashboard()["panels"]]
