@@ -21,6 +21,12 @@ struct HttpRequest {
   std::vector<std::pair<std::string, std::string>> query;
   // The Authorization header, if any.
   std::optional<std::string> authorization;
+  // The headers that tell where a request comes from and what its body
+  // is, if present: Host, Origin, Sec-Fetch-Site, Content-Type.
+  std::optional<std::string> host;
+  std::optional<std::string> origin;
+  std::optional<std::string> sec_fetch_site;
+  std::optional<std::string> content_type;
   std::string body;
 };
 

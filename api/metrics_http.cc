@@ -446,8 +446,13 @@ void MetricsServer::ServeOther(const httplib::Request& request,
   }
   if (in.path.size() == 1 && in.path[0].empty()) in.path.clear();
   in.query.assign(request.params.begin(), request.params.end());
-  if (request.has_header("Authorization")) {
-    in.authorization = request.get_header_value("Authorization");
+  for (const auto& [name, field] :
+       {std::pair{"Authorization", &HttpRequest::authorization},
+        std::pair{"Host", &HttpRequest::host},
+        std::pair{"Origin", &HttpRequest::origin},
+        std::pair{"Sec-Fetch-Site", &HttpRequest::sec_fetch_site},
+        std::pair{"Content-Type", &HttpRequest::content_type}}) {
+    if (request.has_header(name)) in.*field = request.get_header_value(name);
   }
   in.body = request.body;
   HttpResponse out = service_->Serve(in);

@@ -1,6 +1,8 @@
 #include "console/console.h"
 
+#include <optional>
 #include <string>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -50,14 +52,17 @@ api::HttpResponse StaticFile(const api::HttpRequest& request) {
 }  // namespace
 
 Console::Console(api::AdminCalls* calls, const api::Authorizer* authorizer,
-                 api::AdminHttp::Options options)
-    : api_(calls, authorizer, options) {}
+                 api::AdminHttp::Options options, GuardOptions guard)
+    : api_(calls, authorizer, options), guard_(std::move(guard)) {}
 
 api::HttpResponse Console::Serve(const api::HttpRequest& request) {
   const bool is_api = request.path.size() >= 2 && request.path[0] == "api" &&
                       request.path[1] == "v1";
+  std::optional<api::HttpResponse> refused = Guard(request, guard_, is_api);
   api::HttpResponse response =
-      is_api ? api_.Serve(request) : StaticFile(request);
+      refused.has_value()
+          ? *std::move(refused)
+          : (is_api ? api_.Serve(request) : StaticFile(request));
   response.headers["Content-Security-Policy"] =
       "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'";
   response.headers["X-Content-Type-Options"] = "nosniff";

@@ -5,6 +5,7 @@
 #include "api/admin_http.h"
 #include "api/auth.h"
 #include "api/http_service.h"
+#include "console/guard.h"
 
 namespace hourglass::console {
 
@@ -18,6 +19,9 @@ namespace hourglass::console {
 // which the page asks for once and keeps for the browser tab
 // (sessionStorage).
 //
+// Other web pages cannot drive it (Guard): the API answers the console's
+// own pages only, on the names it knows.
+//
 // Every answer forbids framing and inline scripts
 // (Content-Security-Policy: default-src 'self') and content sniffing, and
 // asks not to be cached (a new hourglassd brings new pages).
@@ -27,14 +31,16 @@ class Console final : public api::HttpService {
  public:
   // REQUIRES: `calls` and `authorizer` outlive the console.
   Console(api::AdminCalls* calls, const api::Authorizer* authorizer,
-          api::AdminHttp::Options options);
+          api::AdminHttp::Options options, GuardOptions guard);
 
-  // GET or HEAD of "/" or an asset's path: the asset; of another path: 404.
-  // Other methods on those paths: 405. Paths under /api/: AdminHttp.
+  // First Guard's refusal, if any. Then: GET or HEAD of "/" or an asset's
+  // path: the asset; of another path: 404. Other methods on those paths:
+  // 405. Paths under /api/: AdminHttp.
   api::HttpResponse Serve(const api::HttpRequest& request) override;
 
  private:
   const api::AdminHttp api_;
+  const GuardOptions guard_;
 };
 
 }  // namespace hourglass::console

@@ -121,9 +121,11 @@ async function api(method, path, body) {
   const token = sessionStorage.getItem(TOKEN_KEY);
   if (token) headers['Authorization'] = `Bearer ${token}`;
   const init = {method, headers};
-  if (body !== undefined) {
+  // A request that changes something is JSON, body or not: the broker
+  // refuses any other (no other page can send JSON here unasked).
+  if (method !== 'GET') {
     headers['Content-Type'] = 'application/json';
-    init.body = JSON.stringify(body);
+    init.body = JSON.stringify(body === undefined ? {} : body);
   }
   const response = await fetch(`/api/v1/${path}`, init);
   const json = await response.json().catch(() => ({}));

@@ -25,6 +25,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -63,6 +64,13 @@ ABSL_FLAG(std::string, restore_from, "",
 ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9464",
           "host:port of the Prometheus endpoint, /metrics. Port 0 lets the "
           "OS choose one.");
+ABSL_FLAG(std::string, console_allowed_hosts, "",
+          "Host names, comma-separated, by which browsers may reach the web "
+          "console besides its IP addresses and localhost (a DNS name of "
+          "the machine, a load balancer's). A request naming another host "
+          "gets 403, so that a web page whose name is made to resolve to "
+          "this machine (DNS rebinding) cannot use the console. Default: "
+          "none.");
 ABSL_FLAG(bool, console, true,
           "Serve the web console at / on --metrics_listen: pages, and a JSON "
           "API under /api/v1/ that needs a token with the admin role when "
@@ -589,8 +597,13 @@ int main(int argc, char** argv) {
         &console_calls,
         authorizer != nullptr ? authorizer.get()
                               : &hourglass::api::Authorizer::Disabled(),
-        hourglass::api::AdminHttp::Options{
-            .timeout = metrics_options.request_timeout});
+        hourglass::api::AdminHttp::Options{.timeout =
+                                               metrics_options.request_timeout},
+        hourglass::console::GuardOptions{
+            .port = (*metrics_server)->port(),
+            .allowed_hosts =
+                absl::StrSplit(absl::GetFlag(FLAGS_console_allowed_hosts), ',',
+                               absl::SkipWhitespace())});
     (*metrics_server)->Mount(console.get());
   }
 

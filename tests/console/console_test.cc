@@ -101,13 +101,15 @@ class ConsoleTest : public ::testing::Test {
                             grpc::InsecureChannelCredentials()));
     calls_ = std::make_unique<api::AdminCalls>(engine_.get(), &clock_,
                                                api::Limits(), kStartedAt);
-    console_ = std::make_unique<Console>(
-        calls_.get(),
-        authorizer != nullptr ? authorizer : &api::Authorizer::Disabled(),
-        api::AdminHttp::Options());
     auto http = api::MetricsServer::Start("127.0.0.1:0", &registry_);
     ASSERT_TRUE(http.ok()) << http.status();
     http_ = *std::move(http);
+    console_ = std::make_unique<Console>(
+        calls_.get(),
+        authorizer != nullptr ? authorizer : &api::Authorizer::Disabled(),
+        api::AdminHttp::Options(),
+        GuardOptions{.port = http_->port(),
+                     .allowed_hosts = {"broker.example"}});
     http_->Mount(console_.get());
     web_ = std::make_unique<httplib::Client>("127.0.0.1", http_->port());
     web_->set_read_timeout(30, 0);
@@ -136,7 +138,7 @@ class ConsoleTest : public ::testing::Test {
   }
   httplib::Result Delete(const std::string& path,
                          const std::string& token = "") {
-    return web_->Delete(path.c_str(), Auth(token));
+    return web_->Delete(path.c_str(), Auth(token), "", kJson);
   }
 
   // Publishes through gRPC: the receipt, or a failed test and an empty one.
@@ -556,6 +558,68 @@ TEST_F(ConsoleTest, DeadLettersAreRedrivenAndTopicsPurged) {
   EXPECT_ANSWER(Post("/api/v1/topics/pay/purge", R"({"ready":true})"), 200,
                 R"({"purged":"2"})");
   EXPECT_THAT(Ids(List("pay", "READY")), ElementsAre());
+}
+
+// The attack a web page can make on an operator's machine: a "simple"
+// cross-site POST (text/plain, no preflight) to purge a topic, or the same
+// from a name made to resolve here (DNS rebinding). Each is refused, and
+// the topic keeps its messages; the console's own request purges.
+TEST_F(ConsoleTest, OtherSitesPagesCannotDriveTheApi) {
+  for (int i = 0; i < 10; ++i) {
+    Publish("victim", absl::StrCat("m", i), absl::Hours(1));
+  }
+  const std::string own = absl::StrCat("http://127.0.0.1:", http_->port());
+  const std::string purge = "/api/v1/topics/victim/purge";
+  const std::string body = R"({"scheduled":true})";
+  auto post = [&](httplib::Headers headers, const char* type) {
+    return web_->Post(purge.c_str(), headers, body, type);
+  };
+  EXPECT_ANSWER(
+      post({{"Origin", "https://evil.example"}}, "text/plain"), 403,
+      Error("PERMISSION_DENIED",
+            absl::StrCat("the console's API answers its own pages only (", own,
+                         "), not a page of https://evil.example")));
+  EXPECT_ANSWER(post({}, "text/plain"), 415,
+                Error("INVALID_ARGUMENT",
+                      "POST needs Content-Type: application/json, not "
+                      "\\\"text/plain\\\""));
+  EXPECT_ANSWER(post({}, "application/x-www-form-urlencoded"), 415,
+                Error("INVALID_ARGUMENT",
+                      "POST needs Content-Type: application/json, not "
+                      "\\\"application/x-www-form-urlencoded\\\""));
+  EXPECT_ANSWER(post({{"Sec-Fetch-Site", "cross-site"}}, kJson), 403,
+                Error("PERMISSION_DENIED",
+                      "the console's API does not answer other sites' pages "
+                      "(Sec-Fetch-Site: cross-site)"));
+  EXPECT_ANSWER(post({{"Origin", "null"}}, kJson), 403,
+                Error("PERMISSION_DENIED",
+                      absl::StrCat("the console's API answers its own pages "
+                                   "only (",
+                                   own, "), not a page of null")));
+  // DNS rebinding: evil.example resolves here, and its page reads and
+  // writes as a same-origin page of evil.example would.
+  const std::string rebound = absl::StrCat("evil.example:", http_->port());
+  EXPECT_ANSWER(
+      post({{"Host", rebound}, {"Origin", "http://" + rebound}}, kJson), 403,
+      Error("PERMISSION_DENIED",
+            absl::StrCat("this console answers to its IP addresses, "
+                         "localhost and --console_allowed_hosts, "
+                         "not \\\"",
+                         rebound, "\\\"")));
+  httplib::Result page = web_->Get("/", {{"Host", rebound}});
+  ASSERT_TRUE(page);
+  EXPECT_EQ(page->status, 403);
+  EXPECT_EQ(List("victim", "SCHEDULED").messages_size(), 10);
+
+  // The console's own pages: same origin, JSON; and a name it was given.
+  EXPECT_ANSWER(
+      post({{"Origin", own}, {"Sec-Fetch-Site", "same-origin"}}, kJson), 200,
+      R"({"purged":"10"})");
+  const std::string named = absl::StrCat("broker.example:", http_->port());
+  httplib::Result stats = web_->Get(
+      "/api/v1/stats", {{"Host", named}, {"Origin", "http://" + named}});
+  ASSERT_TRUE(stats);
+  EXPECT_EQ(stats->status, 200) << stats->body;
 }
 
 TEST_F(ConsoleTest, AnswersUnknownEndpointsAndMethods) {

@@ -2,11 +2,13 @@
 its pages load without errors in the browser's console, show exactly what
 the gRPC Admin service answers, change the broker through their actions as
 the Admin service then shows, and show nothing without an admin token when
-tokens are on."""
+tokens are on; and that another site's page cannot use its API."""
 
 from __future__ import annotations
 
+import http.server
 import json
+import threading
 import urllib.error
 import urllib.request
 from datetime import datetime, timedelta, timezone
@@ -397,3 +399,74 @@ def test_with_tokens_the_page_shows_nothing_until_an_admin_token(
     finally:
         assert loaded.client is not None
         loaded.client.close()
+
+
+ATTACK_PAGE = """<!doctype html>
+<title>attacker</title>
+<form id="form" method="POST" enctype="text/plain" action="{purge}">
+<input name='{{"scheduled":true,"x":"' value='"}}'>
+</form>
+<script>
+(async () => {{
+  const results = [];
+  for (const init of [
+      // A "simple" request, which needs no preflight.
+      {{method: 'POST', mode: 'no-cors', body: '{{"scheduled":true}}',
+        headers: {{'Content-Type': 'text/plain'}}}},
+      // JSON, which needs the console's leave first (CORS preflight).
+      {{method: 'POST', body: '{{"scheduled":true}}',
+        headers: {{'Content-Type': 'application/json'}}}}]) {{
+    try {{
+      const response = await fetch('{purge}', init);
+      results.push(response.type + ' ' + response.status);
+    }} catch (error) {{
+      results.push('refused ' + error.name);
+    }}
+  }}
+  document.title = 'fetched: ' + results.join(', ');
+}})();
+</script>
+"""
+
+
+def test_another_sites_page_cannot_drive_the_console(
+        browser: WebDriver, daemon: Daemon, loaded: Loaded) -> None:
+    """A page of another origin (another port of this machine) tries the
+    console's purge with fetch, and with a form posting text/plain that
+    reads as JSON: nothing is purged."""
+    purge = console_url(daemon) + "api/v1/topics/orders/purge"
+    page = ATTACK_PAGE.format(purge=purge).encode()
+
+    class Attacker(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(page)))
+            self.end_headers()
+            self.wfile.write(page)
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Attacker)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        scheduled = stats(daemon)["orders"].scheduled
+        assert scheduled > 0
+        browser.get(f"http://127.0.0.1:{server.server_address[1]}/")
+        WebDriverWait(browser, WAIT).until(
+            lambda d: d.title.startswith("fetched: "))
+        # The no-cors request went, and its answer is hidden from the page;
+        # the JSON one never went: the console refused its preflight.
+        assert browser.title == ("fetched: opaque 0, refused TypeError"), \
+            browser.title
+        browser.execute_script("document.getElementById('form').submit()")
+        WebDriverWait(browser, WAIT).until(
+            lambda d: d.current_url == purge)
+        body = browser.find_element(By.TAG_NAME, "body").text
+        assert "the console's API answers its own pages only" in body, body
+        assert stats(daemon)["orders"].scheduled == scheduled
+    finally:
+        server.shutdown()
+        thread.join()
