@@ -1,5 +1,7 @@
 #include "api/admin_calls.h"
 
+#include <algorithm>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -7,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "api/proto_time.h"
@@ -502,6 +505,40 @@ void AdminCalls::PurgeTopic(const Grant& grant,
                  });
 }
 
+absl::StatusOr<std::string> SnapshotPath(const std::string& snapshot_dir,
+                                         const std::string& name) {
+  if (snapshot_dir.empty()) {
+    return absl::FailedPreconditionError(
+        "this broker takes no snapshots: it has no --snapshot_dir");
+  }
+  if (name.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "dir is empty: name the new snapshot (letters, digits, '.', '_', "
+        "'-'); it is written into the broker's --snapshot_dir, ",
+        snapshot_dir));
+  }
+  const bool plain =
+      name.size() <= 200 && name != "." && name != ".." &&
+      std::all_of(name.begin(), name.end(), [](char c) {
+        return absl::ascii_isalnum(c) || c == '.' || c == '_' || c == '-';
+      });
+  if (!plain) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "dir \"", absl::CHexEscape(name),
+        "\" is not a plain name: name the new snapshot with up to 200 "
+        "letters, digits, '.', '_' and '-' (not . or ..); it is written "
+        "into the broker's --snapshot_dir, ",
+        snapshot_dir));
+  }
+  std::error_code error;
+  std::filesystem::create_directories(snapshot_dir, error);
+  if (error) {
+    return absl::UnavailableError(absl::StrCat(
+        "cannot make --snapshot_dir ", snapshot_dir, ": ", error.message()));
+  }
+  return absl::StrCat(snapshot_dir, "/", name);
+}
+
 void AdminCalls::CreateSnapshot(const Grant& grant,
                                 const v1::CreateSnapshotRequest& request,
                                 v1::Snapshot* response, Done done) {
@@ -509,13 +546,11 @@ void AdminCalls::CreateSnapshot(const Grant& grant,
   if (absl::Status s = grant.Check(Role::kAdmin, ""); !s.ok()) {
     return std::move(done)(s);
   }
-  if (request.dir().empty()) {
-    return std::move(done)(
-        absl::InvalidArgumentError("dir is empty: name a new directory on the "
-                                   "broker's machine, as an absolute path"));
-  }
+  absl::StatusOr<std::string> dir =
+      SnapshotPath(limits_.snapshot_dir, request.dir());
+  if (!dir.ok()) return std::move(done)(dir.status());
   broker_->CreateSnapshot(
-      request.dir(),
+      *std::move(dir),
       [done = std::move(done),
        response](absl::StatusOr<broker::SnapshotInfo> snapshot) mutable {
         if (snapshot.ok()) {

@@ -101,6 +101,15 @@ std::string EncodePageToken(const hourglass::v1::ListMessagesRequest& request,
 absl::StatusOr<broker::ListPosition> DecodePageToken(
     const hourglass::v1::ListMessagesRequest& request);
 
+// Where CreateSnapshot writes the snapshot `name` (CreateSnapshotRequest's
+// dir): snapshot_dir/name, snapshot_dir made if missing. A snapshot is
+// named, never placed: INVALID_ARGUMENT for an empty name or one that is
+// not a plain name (up to 200 of [A-Za-z0-9._-], not . or ..), so that no
+// caller can make the broker write elsewhere; FAILED_PRECONDITION without
+// a snapshot_dir; UNAVAILABLE if it cannot be made.
+absl::StatusOr<std::string> SnapshotPath(const std::string& snapshot_dir,
+                                         const std::string& name);
+
 }  // namespace hourglass::api
 
 #endif  // HOURGLASS_API_ADMIN_CALLS_H_

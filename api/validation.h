@@ -19,6 +19,10 @@ namespace hourglass::api {
 
 // Limits on what clients may send; each is an hourglassd flag.
 struct Limits {
+  // --snapshot_dir, an absolute path: CreateSnapshot writes a new directory
+  // in it, which the request names (a plain name, never a path). Empty: no
+  // snapshots (FAILED_PRECONDITION).
+  std::string snapshot_dir;
   // --max_payload_bytes. Default: 1 MiB.
   size_t max_payload_bytes = size_t{1} << 20;
   // --max_delay: how far ahead a message may be due. Default: 3650 days.

@@ -1,6 +1,5 @@
 // The snapshot subcommand: an online backup of the broker's store.
 
-#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -24,20 +23,11 @@ struct SnapshotOptions {
 
 absl::Status Snapshot(const GlobalOptions& globals,
                       const SnapshotOptions& options) {
-  // The broker resolves the path on its machine, where a relative one
-  // would mean its working directory: make it absolute here, where the
-  // user typed it (the same directory when the broker is local).
-  std::error_code error;
-  const std::string dir =
-      std::filesystem::absolute(options.out, error).lexically_normal();
-  if (error) {
-    return UsageError("--out", error.message());
-  }
   absl::StatusOr<std::unique_ptr<Connection>> connection =
       Connection::Open(globals);
   if (!connection.ok()) return connection.status();
   hourglass::v1::CreateSnapshotRequest request;
-  request.set_dir(dir);
+  request.set_dir(options.out);
   absl::StatusOr<hourglass::v1::Snapshot> snapshot =
       (*connection)->admin().CreateSnapshot(request);
   if (!snapshot.ok()) return (*connection)->Check(snapshot.status());
@@ -68,14 +58,16 @@ void AddSnapshotCommand(Registry& registry) {
       "snapshot", "Write an online backup of the broker's store");
   snapshot
       ->add_option("--out", options->out,
-                   "New directory for the snapshot, on the broker's machine")
+                   "Name of the new snapshot: a directory of that name in the "
+                   "broker's --snapshot_dir")
       ->required();
   snapshot->footer(R"(
 The broker writes a consistent copy of its store (a RocksDB checkpoint:
 every write that completed before the command, nothing half-written) into
---out, a directory that must not exist yet and whose parent must; publishes
-and deliveries go on meanwhile. The path is on the broker's machine; a
-relative one is made absolute against this shell's directory.
+a new directory named --out in its --snapshot_dir (by default snapshots
+under its --data_dir), and prints where; publishes and deliveries go on
+meanwhile. --out is a name (letters, digits, '.', '_', '-'), never a path:
+the broker decides where it writes.
 
 To restore: start hourglassd with --data_dir=DIR on the snapshot, or with
 --restore_from=DIR to copy it into a new, empty --data_dir first.
@@ -88,8 +80,8 @@ cluster with --restore_from=DIR: it creates the cluster with the snapshot's
 shards, as their primary; the nodes that join copy them from it.
 
 Examples:
-  hourglass snapshot --out=/var/backups/hourglass/2026-11-26
-  hourglass --json snapshot --out=/srv/snap)");
+  hourglass snapshot --out=2026-11-26
+  hourglass --json snapshot --out=before-upgrade)");
   registry.SetAction(snapshot, [&globals = registry.globals(), options] {
     return Snapshot(globals, *options);
   });

@@ -11,6 +11,7 @@
 #include <climits>
 #include <cstdint>
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -56,6 +57,12 @@ ABSL_FLAG(std::string, listen, "127.0.0.1:7070",
 ABSL_FLAG(std::string, data_dir, "./data",
           "Directory of the embedded RocksDB store; created with mode 0700 "
           "if missing.");
+ABSL_FLAG(std::string, snapshot_dir, "",
+          "Directory the snapshots go into (hourglass snapshot, the Admin "
+          "service's CreateSnapshot, the console): each names a new "
+          "directory in it, never a path. Default: snapshots under "
+          "--data_dir (the same filesystem, so that a snapshot links the "
+          "store's files rather than copying them).");
 ABSL_FLAG(std::string, restore_from, "",
           "Before starting, copy the snapshot in this directory (written by "
           "`hourglass snapshot`, or a stopped broker's data dir) into "
@@ -305,6 +312,21 @@ std::unique_ptr<hourglass::storage::MessageStore> OpenSingleStore(
       absl::FormatDuration(absl::Now() - open_start));
   WarnIfDataDirOpen(data_dir);
   return *std::move(store);
+}
+
+// --snapshot_dir, or snapshots under `data_dir`, made absolute. Exits if
+// it cannot be.
+std::string SnapshotDir(const std::string& data_dir) {
+  std::string dir = absl::GetFlag(FLAGS_snapshot_dir);
+  if (dir.empty()) dir = data_dir + "/snapshots";
+  std::error_code error;
+  const std::filesystem::path absolute =
+      std::filesystem::absolute(dir, error).lexically_normal();
+  if (error) {
+    Fail(absl::StrCat("cannot make --snapshot_dir \"", dir,
+                      "\" absolute: ", error.message()));
+  }
+  return absolute.string();
 }
 
 // Cluster mode: checks the cluster flags, agrees on the cluster's shard
@@ -573,6 +595,7 @@ int main(int argc, char** argv) {
   }
 
   hourglass::api::Limits limits;
+  limits.snapshot_dir = SnapshotDir(data_dir);
   limits.max_payload_bytes = absl::GetFlag(FLAGS_max_payload_bytes);
   limits.max_delay = absl::GetFlag(FLAGS_max_delay);
   limits.max_batch = absl::GetFlag(FLAGS_max_batch);

@@ -140,9 +140,10 @@ TEST_F(SnapshotRestoreTest, ASnapshotOfEveryShardRestoresAsANewCluster) {
 
   // Node b is the primary of some shards, not of others: it takes those
   // from their primaries.
-  const std::string snapshot = dir_.path() + "/snap";
+  // It writes into its --snapshot_dir: snapshots under its data dir.
+  const std::string snapshot = dir_.path() + "/b/snapshots/snap";
   v1::CreateSnapshotRequest request;
-  request.set_dir(snapshot);
+  request.set_dir("snap");
   absl::StatusOr<v1::Snapshot> written =
       Admin(ChannelToNodes({"b"})).CreateSnapshot(request);
   ASSERT_TRUE(written.ok()) << written.status();
@@ -212,14 +213,15 @@ TEST_F(SnapshotRestoreTest, ASnapshotOfEveryShardRestoresAsANewCluster) {
   // The CLI says what it wrote.
   const testing::RunResult cli =
       testing::Run({HOURGLASS_PATH, "--addr=" + nodes_.at("t")->address(),
-                    "snapshot", "--out=" + dir_.path() + "/snap2"},
+                    "snapshot", "--out=snap2"},
                    kPatience);
   EXPECT_EQ(cli.exit_code, 0) << cli.output;
   EXPECT_THAT(cli.output,
               HasSubstr(absl::StrCat("snapshot of the cluster's 4 shards "
                                      "(format 4) in ",
-                                     dir_.path(), "/snap2: ")));
-  EXPECT_TRUE(std::filesystem::exists(dir_.path() + "/snap2/CLUSTER_SNAPSHOT"));
+                                     dir_.path(), "/t/snapshots/snap2: ")));
+  EXPECT_TRUE(std::filesystem::exists(dir_.path() +
+                                      "/t/snapshots/snap2/CLUSTER_SNAPSHOT"));
 
   // A restore creates a new cluster only.
   absl::StatusOr<std::unique_ptr<testing::Daemon>> again =

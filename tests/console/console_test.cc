@@ -33,12 +33,14 @@
 #include "tests/testing/broker_client.h"
 #include "tests/testing/eventually.h"
 #include "tests/testing/faulty_store.h"
+#include "tests/testing/temp_dir.h"
 
 namespace hourglass::console {
 namespace {
 
 namespace v1 = hourglass::v1;
 using ::testing::ElementsAre;
+using ::testing::HasSubstr;
 
 constexpr absl::Duration kWait = absl::Seconds(30);
 constexpr char kJson[] = "application/json";
@@ -99,8 +101,10 @@ class ConsoleTest : public ::testing::Test {
     client_ = std::make_unique<testing::BrokerClient>(
         grpc::CreateChannel(absl::StrCat("127.0.0.1:", server_->port()),
                             grpc::InsecureChannelCredentials()));
-    calls_ = std::make_unique<api::AdminCalls>(engine_.get(), &clock_,
-                                               api::Limits(), kStartedAt);
+    api::Limits limits;
+    limits.snapshot_dir = snapshots_.path();
+    calls_ = std::make_unique<api::AdminCalls>(engine_.get(), &clock_, limits,
+                                               kStartedAt);
     auto http = api::MetricsServer::Start("127.0.0.1:0", &registry_);
     ASSERT_TRUE(http.ok()) << http.status();
     http_ = *std::move(http);
@@ -161,6 +165,7 @@ class ConsoleTest : public ::testing::Test {
     return Parse<v1::ListMessagesResponse>(result->body);
   }
 
+  testing::TempDir snapshots_;
   testing::FaultyStore store_;
   broker::SystemClock clock_;
   metrics::Registry registry_;
@@ -639,11 +644,19 @@ TEST_F(ConsoleTest, AnswersUnknownEndpointsAndMethods) {
             Error("METHOD_NOT_ALLOWED",
                   "PUT is not allowed on /api/v1/topics/orders/groups; use "
                   "GET, POST"));
+  // Snapshots are named, not placed: no path from a page.
   EXPECT_ANSWER(Post("/api/v1/snapshot", "{}"), 400,
                 Error("INVALID_ARGUMENT",
-                      "dir is empty: name a new directory on the broker's "
-                      "machine, as an absolute path"));
-  EXPECT_ANSWER(Post("/api/v1/snapshot", R"({"dir":"/tmp/x"})"), 501,
+                      "dir is empty: name the new snapshot (letters, digits, "
+                      "'.', '_', '-'); it is written into the broker's "
+                      "--snapshot_dir, " +
+                          snapshots_.path()));
+  httplib::Result absolute =
+      Post("/api/v1/snapshot", R"({"dir":"/tmp/hourglass-x"})");
+  ASSERT_TRUE(absolute);
+  EXPECT_EQ(absolute->status, 400) << absolute->body;
+  EXPECT_THAT(absolute->body, HasSubstr("is not a plain name"));
+  EXPECT_ANSWER(Post("/api/v1/snapshot", R"({"dir":"x"})"), 501,
                 Error("UNIMPLEMENTED",
                       "the memory store keeps no files to copy into a "
                       "snapshot"));

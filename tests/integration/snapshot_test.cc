@@ -4,6 +4,7 @@
 // began, in the state it had, and nothing that was never published.
 
 #include <atomic>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <set>
@@ -67,7 +68,8 @@ class SnapshotTest : public ::testing::Test {
 };
 
 TEST_F(SnapshotTest, ARestoredSnapshotHoldsEveryMessageAckedBeforeIt) {
-  auto broker = Start(dir_.path() + "/a");
+  auto broker =
+      Start(dir_.path() + "/a", {"--snapshot_dir=" + dir_.path() + "/snaps"});
   ASSERT_NE(broker, nullptr);
   auto admin = v1::Admin::NewStub(broker->Channel());
   BrokerClient client(broker->Channel());
@@ -138,7 +140,7 @@ TEST_F(SnapshotTest, ARestoredSnapshotHoldsEveryMessageAckedBeforeIt) {
   {
     grpc::ClientContext context;
     v1::CreateSnapshotRequest request;
-    request.set_dir(dir_.path() + "/snap");
+    request.set_dir("snap");
     snapshotted = admin->CreateSnapshot(&context, request, &snapshot);
   }
   // A few more acknowledgements after it, then stop.
@@ -151,15 +153,15 @@ TEST_F(SnapshotTest, ARestoredSnapshotHoldsEveryMessageAckedBeforeIt) {
   stop = true;
   producer.join();
   ASSERT_TRUE(snapshotted.ok()) << snapshotted.error_message();
-  EXPECT_EQ(snapshot.dir(), dir_.path() + "/snap");
+  EXPECT_EQ(snapshot.dir(), dir_.path() + "/snaps/snap");
   EXPECT_EQ(snapshot.format_version(), 4u);
   EXPECT_THAT(snapshot.store_id(), ::testing::MatchesRegex("[0-9a-f]{32}"));
   EXPECT_GT(snapshot.files(), 0u);
   broker->Stop();
 
   // A new broker restored from it, into a new data dir.
-  auto restored =
-      Start(dir_.path() + "/b", {"--restore_from=" + dir_.path() + "/snap"});
+  auto restored = Start(dir_.path() + "/b",
+                        {"--restore_from=" + dir_.path() + "/snaps/snap"});
   ASSERT_NE(restored, nullptr);
   auto restored_admin = v1::Admin::NewStub(restored->Channel());
   const std::map<std::string, v1::MessageInfo> scheduled =
@@ -210,27 +212,47 @@ TEST_F(SnapshotTest, ARestoredSnapshotHoldsEveryMessageAckedBeforeIt) {
   EXPECT_TRUE(stats.serving());
 }
 
-TEST_F(SnapshotTest, ASnapshotNeedsANewAbsoluteDirectory) {
+// A caller names a snapshot; the broker decides where it goes (its
+// --snapshot_dir, by default snapshots under --data_dir). A path, or a name
+// that would leave the directory, is refused and nothing is written.
+TEST_F(SnapshotTest, ASnapshotIsANewNameInTheSnapshotDir) {
   auto broker = Start(dir_.path() + "/a");
   ASSERT_NE(broker, nullptr);
   auto admin = v1::Admin::NewStub(broker->Channel());
-  auto snapshot = [&](const std::string& dir) {
+  auto snapshot = [&](const std::string& dir, v1::Snapshot* response) {
     grpc::ClientContext context;
     v1::CreateSnapshotRequest request;
     request.set_dir(dir);
-    v1::Snapshot response;
-    return admin->CreateSnapshot(&context, request, &response);
+    return admin->CreateSnapshot(&context, request, response);
   };
-  grpc::Status empty = snapshot("");
+  const std::string snapshots = dir_.path() + "/a/snapshots";
+  v1::Snapshot response;
+  grpc::Status empty = snapshot("", &response);
   EXPECT_EQ(empty.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  grpc::Status relative = snapshot("snap");
-  EXPECT_EQ(relative.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_EQ(relative.error_message(),
-            "snapshot dir \"snap\" is not an absolute path");
-  grpc::Status exists = snapshot(dir_.path());
-  EXPECT_EQ(exists.error_code(), grpc::StatusCode::ALREADY_EXISTS);
-  grpc::Status orphan = snapshot(dir_.path() + "/no/such");
-  EXPECT_EQ(orphan.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(empty.error_message(),
+            "dir is empty: name the new snapshot (letters, digits, '.', '_', "
+            "'-'); it is written into the broker's --snapshot_dir, " +
+                snapshots);
+  for (const std::string& hostile :
+       {dir_.path() + "/outside", std::string("../outside"), std::string("a/b"),
+        std::string("."), std::string(".."), std::string("x y"),
+        std::string(201, 'n')}) {
+    grpc::Status refused = snapshot(hostile, &response);
+    EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+        << hostile;
+    EXPECT_THAT(refused.error_message(),
+                HasSubstr("is not a plain name: name the new snapshot with "
+                          "up to 200 letters, digits"))
+        << hostile;
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir_.path() + "/outside"));
+  EXPECT_FALSE(std::filesystem::exists(dir_.path() + "/a/outside"));
+
+  ASSERT_TRUE(snapshot("nightly-1", &response).ok());
+  EXPECT_EQ(response.dir(), snapshots + "/nightly-1");
+  EXPECT_TRUE(std::filesystem::exists(snapshots + "/nightly-1/CURRENT"));
+  grpc::Status again = snapshot("nightly-1", &response);
+  EXPECT_EQ(again.error_code(), grpc::StatusCode::ALREADY_EXISTS);
 }
 
 TEST_F(SnapshotTest, RestoreRefusesADataDirThatHoldsData) {
@@ -240,14 +262,15 @@ TEST_F(SnapshotTest, RestoreRefusesADataDirThatHoldsData) {
     auto admin = v1::Admin::NewStub(broker->Channel());
     grpc::ClientContext context;
     v1::CreateSnapshotRequest request;
-    request.set_dir(dir_.path() + "/snap");
+    request.set_dir("snap");
     v1::Snapshot response;
     ASSERT_TRUE(admin->CreateSnapshot(&context, request, &response).ok());
   }
   broker->Stop();
   // Onto the data dir it came from: refused, with a one-line reason.
-  auto refused = Daemon::Start(HOURGLASSD_PATH, dir_.path() + "/a",
-                               {"--restore_from=" + dir_.path() + "/snap"});
+  auto refused =
+      Daemon::Start(HOURGLASSD_PATH, dir_.path() + "/a",
+                    {"--restore_from=" + dir_.path() + "/a/snapshots/snap"});
   ASSERT_FALSE(refused.ok());
   EXPECT_THAT(std::string(refused.status().message()),
               HasSubstr("cannot restore into data dir " + dir_.path() +
