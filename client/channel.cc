@@ -271,9 +271,14 @@ bool SwitchTo(ChannelState& state, Endpoint*& route, const std::string& address)
 }
 
 // Notes the cluster's shard count; a new count forgets the shards' routes.
+// A count no cluster has (a faulty or hostile server's) is ignored: the
+// routes are a table of that size.
 void LearnShardCount(ChannelState& state, int shard_count)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(state.mu) {
-  if (shard_count <= 0 || shard_count == state.shard_count) return;
+  if (shard_count <= 0 || shard_count > cluster::kMaxShardCount ||
+      shard_count == state.shard_count) {
+    return;
+  }
   state.shard_count = shard_count;
   state.shard_endpoints.assign(static_cast<size_t>(shard_count), nullptr);
 }

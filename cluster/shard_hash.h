@@ -19,6 +19,10 @@ namespace hourglass::cluster {
 // "foobar" 0x85944171f73967e8; "orders" and "orders.dlq" both
 // 0x00125d9250be8b4c, shard 12 of 16.
 
+// The most shards a cluster has (hourglassd's --shards). A client takes a
+// larger count from a server as no count at all: it sizes tables by it.
+inline constexpr int kMaxShardCount = 4096;
+
 // The hash of `topic` as above (".dlq" removed first).
 uint64_t TopicHash(std::string_view topic);
 

@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "broker/broker.h"
+#include "cluster/shard_hash.h"
 #include "storage/message_store.h"
 
 namespace hourglass::node {
@@ -51,7 +52,7 @@ class PrimaryGate;
 class ShardRouter final : public broker::Broker {
  public:
   // Most shards a router takes: the bits above PrimaryGate::kGateIdBits.
-  static constexpr int kMaxShards = 1 << 12;
+  static constexpr int kMaxShards = cluster::kMaxShardCount;
 
   using StatsCallback =
       Callback<absl::StatusOr<std::vector<broker::TopicStats>>>;

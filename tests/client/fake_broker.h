@@ -34,6 +34,8 @@ class FakeBroker final : public hourglass::v1::Broker::Service {
   struct Answer {
     enum class Kind { kStatus, kHang, kBreak } kind = Kind::kStatus;
     grpc::Status status;
+    // Trailing metadata sent with it (a redirect's, a shard count).
+    std::vector<std::pair<std::string, std::string>> trailers;
   };
   static Answer Ok() { return {}; }
   static Answer Fail(grpc::StatusCode code, std::string message) {
@@ -89,6 +91,9 @@ class FakeBroker final : public hourglass::v1::Broker::Service {
                        const hourglass::v1::PublishRequest* request,
                        hourglass::v1::PublishResponse* response) override {
     const Answer answer = Next(context, *request);
+    for (const auto& [key, value] : answer.trailers) {
+      context->AddTrailingMetadata(key, value);
+    }
     if (answer.kind == Answer::Kind::kHang) {
       release_.WaitForNotification();
       return grpc::Status(grpc::StatusCode::UNAVAILABLE, "released");

@@ -78,6 +78,26 @@ TEST(PublisherFakeTest, RetriesUnavailableWhenEveryMessageHasAnId) {
   for (const auto& p : publishes) EXPECT_EQ(p.messages(1).id(), "b");
 }
 
+// A shard count no cluster has, from a faulty or hostile server, sizes
+// nothing: the refusal comes back as it is, and nothing is split.
+TEST(PublisherFakeTest, AShardCountNoClusterHasIsIgnored) {
+  FakeBroker fake;
+  for (const char* count : {"4097", "2147483647"}) {
+    FakeBroker::Answer refused = FakeBroker::Fail(
+        grpc::StatusCode::FAILED_PRECONDITION, "spans shards");
+    refused.trailers = {{"hourglass-shards", count}};
+    fake.Script({refused});
+  }
+  Publisher publisher(ChannelTo(fake.address()), FastRetries());
+  for (int i = 0; i < 2; ++i) {
+    Message other = WithId("b");
+    other.topic = "u";
+    EXPECT_EQ(publisher.PublishBatch({WithId("a"), other}).status(),
+              absl::FailedPreconditionError("spans shards"));
+  }
+  EXPECT_EQ(fake.publishes().size(), 2u);
+}
+
 TEST(PublisherFakeTest, DoesNotRetryUnavailableWithoutIds) {
   FakeBroker fake;
   fake.Script({FakeBroker::Fail(grpc::StatusCode::UNAVAILABLE, "disk")});

@@ -69,6 +69,9 @@ PRIMARY_TRAILER = "hourglass-primary"
 #: Trailing metadata, with any code, of a refusal that depends on the
 #: shard: the cluster's shard count, in decimal (api/redirect.h).
 SHARDS_TRAILER = "hourglass-shards"
+#: The most shards a cluster has (hourglassd's --shards): a larger count
+#: from a server is taken as none, since the client sizes a table by it.
+MAX_SHARDS = 4096
 #: Redirects (to a named primary, or to one a cluster map names) of one
 #: call, and of opening a subscription, after its first attempt.
 MAX_REDIRECTS = 3
@@ -132,7 +135,7 @@ def shard_count_of(error: errors.Error) -> int:
                 count = int(value)
             except ValueError:
                 return 0
-            return count if count > 0 else 0
+            return count if 0 < count <= MAX_SHARDS else 0
     return 0
 
 
@@ -351,7 +354,7 @@ class Router:
     def _learn_count_locked(self, count: int) -> None:
         """Keeps the shard count a node gave (0: none); a new count forgets
         the shards' primaries. REQUIRES: _lock."""
-        if count <= 0 or count == self._shard_count:
+        if count <= 0 or count > MAX_SHARDS or count == self._shard_count:
             return
         _log.info("the cluster has %d shards", count)
         self._shard_count = count

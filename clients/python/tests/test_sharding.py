@@ -124,11 +124,14 @@ def test_any_refusal_with_the_trailer_gives_the_count(
     assert router.follow(router.current(), spans(SHARDS), topic(0)) is None
     assert router.shard_count() == SHARDS
     assert routes(router) == ["a:1"] * SHARDS
-    # A bad or missing count is none.
-    for value in ("x", "0", "-2"):
+    # A bad or missing count is none; so is one no cluster has, which
+    # would size the client's table of routes (a hostile server's).
+    for value in ("x", "0", "-2", "4097", "99999999999"):
         assert _cluster.shard_count_of(errors.FailedPrecondition(
             "", trailing_metadata=[("hourglass-shards", value)])) == 0
     assert _cluster.shard_count_of(errors.Unavailable("")) == 0
+    assert _cluster.shard_count_of(errors.FailedPrecondition(
+        "", trailing_metadata=[("hourglass-shards", "4096")])) == 4096
 
 
 def test_one_shard_routes_every_call_to_the_current_node(
