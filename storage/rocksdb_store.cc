@@ -132,15 +132,18 @@ class RocksDbStoreImpl final : public MessageStore {
   absl::Status SyncLog() override {
     if (!sync_) return absl::OkStatus();
     // After a failed write, the log cannot be synced until reopened: and
-    // RocksDB 7.8 asserts on a sync of a log whose write failed. (A write
-    // that fails while this sync is under way can still reach it; the
-    // window is the few instructions between RocksDB's failed append and
-    // Failed below.)
-    if (needs_reopen_.load(std::memory_order_acquire)) return WriteFailure();
-    const std::shared_ptr<const OpenDatabase> database = Database();
-    if (database == nullptr) return WriteFailure();
+    // RocksDB 7.8 asserts on a sync of a log whose write failed. So the
+    // database is reopened first, as a write does (Recover), and a sync
+    // alone brings the store back once the cause is gone: a backup syncs
+    // its copy before anything else when it follows a primary again
+    // (replication::Replica::Open). (A write that fails while this sync is
+    // under way can still reach it; the window is the few instructions
+    // between RocksDB's failed append and Failed below.)
+    absl::StatusOr<std::shared_ptr<const OpenDatabase>> database =
+        WritableDatabase();
+    if (!database.ok()) return database.status();
     // Syncs the WAL files without holding up concurrent writes.
-    const rocksdb::Status s = database->db->SyncWAL();
+    const rocksdb::Status s = (*database)->db->SyncWAL();
     if (!s.ok()) return Failed(ToStatus(s, Context("sync log")));
     return absl::OkStatus();
   }

@@ -190,6 +190,31 @@ TEST_F(FullDiskTest, AStoreOpenedOnAFullDiskRecoversOnceSpaceReturns) {
   ExpectAcknowledgedStored();
 }
 
+// A store whose write failed comes back from a sync alone once space
+// returns, as a backup's copy does: it is synced when the backup follows a
+// primary again, before anything is written to it.
+TEST_F(FullDiskTest, ASyncAloneBringsTheStoreBackOnceSpaceReturns) {
+  ASSERT_TRUE(Open().ok());
+  Fill(/*leave=*/1 << 20);
+  const absl::Status failed = WriteUntilFailure();
+  EXPECT_EQ(failed.code(), absl::StatusCode::kResourceExhausted) << failed;
+  EXPECT_EQ(store_->SyncLog().code(), absl::StatusCode::kResourceExhausted);
+
+  Free();
+  absl::Status synced;
+  ASSERT_TRUE(testing::Eventually(
+      [&] {
+        synced = store_->SyncLog();
+        return synced.ok();
+      },
+      absl::Seconds(30)))
+      << synced;
+  ExpectWritesResume(/*more=*/5);
+  store_.reset();
+  ASSERT_TRUE(Open().ok());
+  ExpectAcknowledgedStored();
+}
+
 // The disk fills, frees, and fills again: each time the store fails the
 // writes cleanly and comes back. (With RocksDB's own recovery alone, the
 // third round's write after recovery appended to the log whose write had
