@@ -187,7 +187,15 @@ std::vector<ReplicaAction> ReplicaMachine::Step(const ReplicaFacts& facts) {
       role_ = Learner{};
       return out;
     }
-    if (!facts.following) out.push_back(act::Follow{});
+    if (!facts.alive.contains(record.primary)) {
+      // Its primary is gone, or gave the shard back: nothing more of the
+      // old primary's stream is applied, so the position this node reports
+      // for the controller to rank (PositionsToReport) is where its copy
+      // stays until a primary it sees alive ships to it again.
+      if (facts.following) out.push_back(act::StopFollowing{});
+    } else if (!facts.following) {
+      out.push_back(act::Follow{});
+    }
     if (record.InIsr(me)) {
       role_ = Backup{};
     } else {

@@ -213,11 +213,13 @@ struct ReplicaMachineOptions {
 //   - A leader transfer (record's transfer_to): the engine closes, and once
 //     the target holds the whole log durably the primary reports where it
 //     stopped. Given up, the engine opens again.
-//   - A replica that is not the primary follows it; a copy that cannot
-//     follow (the primary says so) is rebuilt from the primary's
-//     checkpoint. A node the record does not name removes its copy, unless
-//     the copy accepted a newer epoch than the record's (etcd's data was
-//     replaced: the copy may be the last one).
+//   - A replica that is not the primary follows it while the primary is
+//     alive, and stops once it is gone (or gave the shard back): the
+//     position it reports then is final, and the controller ranks copies by
+//     it. A copy that cannot follow (the primary says so) is rebuilt from
+//     the primary's checkpoint. A node the record does not name removes its
+//     copy, unless the copy accepted a newer epoch than the record's (etcd's
+//     data was replaced: the copy may be the last one).
 //
 // Not thread-safe: its host calls it from one thread at a time.
 class ReplicaMachine {

@@ -83,7 +83,8 @@ void ShardHost::OnView(const cluster::ClusterView& view) {
 
 std::optional<cluster::LogEnd> ShardHost::Position() {
   absl::MutexLock lock(&role_mu_);
-  if (replica_ != nullptr) return EndOf(replica_->applied());
+  // Still following: the copy may yet grow, so it has no final position.
+  if (replica_ != nullptr) return std::nullopt;
   if (store_ != nullptr) return EndOf(store_->last());
   if (base_ == nullptr) return std::nullopt;
   absl::StatusOr<replication::LogPosition> position =
@@ -231,7 +232,10 @@ void ShardHost::Step(const cluster::ClusterView& view) {
         if (base_ != nullptr) removed = DiscardCopyLocked();
       }
       DeleteRemovedCopy(removed);
-    } else if (std::holds_alternative<act::HandedOver>(action)) {
+    } else if (std::holds_alternative<act::HandedOver>(action) ||
+               std::holds_alternative<act::StopFollowing>(action)) {
+      // A position to report: where the hand-over stopped, or where the
+      // copy stays now that it no longer follows.
       cluster::Member* member;
       {
         absl::MutexLock lock(&mu_);
@@ -331,6 +335,7 @@ bool ShardHost::CarryOutLocked(const cluster::ReplicaAction& action,
     FollowLocked();
   } else if (std::holds_alternative<act::StopFollowing>(action)) {
     StopFollowingLocked();
+    return false;  // The member is woken without the lock: see Step.
   } else if (std::holds_alternative<act::OpenCopy>(action)) {
     OpenCopyLocked();
   } else if (const auto* keep = std::get_if<act::KeepCopy>(&action)) {

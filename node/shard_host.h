@@ -131,9 +131,10 @@ class ShardHost {
   void OnView(const cluster::ClusterView& view);
   // For Member::Callbacks::position: where this node's copy ends (the
   // epoch and index of its last entry applied; promoted, a copy syncs what
-  // it applied before it writes, ReplicatedStore::Open). Ranking copies by
-  // what they applied puts the longest log first: the other in-sync copies,
-  // prefixes of the same log, are prefixes of it.
+  // it applied before it writes, ReplicatedStore::Open); nullopt while it
+  // still follows a primary, whose stream may yet make it grow. Ranking
+  // copies by what they applied puts the longest log first: the other
+  // in-sync copies, prefixes of the same log, are prefixes of it.
   std::optional<cluster::LogEnd> Position();
   // For Member::Callbacks::handed_over: the index where this primary
   // stopped writing, once the backup the record's transfer_to names holds

@@ -156,10 +156,11 @@ TEST_F(ReplicaMachineTest,
   EXPECT_THAT(Step(Facts(record, 10, 2)),
               ElementsAre("WriteRecord epoch 2 primary - isr [a,b,c] "
                           "eligible []"));
-  // Given back: it follows whoever is promoted, as a backup.
+  // Given back: a backup until the controller promotes a copy, following
+  // nothing meanwhile (there is no primary).
   ShardRecord given = record;
   given.primary.clear();
-  EXPECT_THAT(Step(Facts(given, 11, 2)), ElementsAre("Refuse", "Follow"));
+  EXPECT_THAT(Step(Facts(given, 11, 2)), ElementsAre("Refuse"));
   EXPECT_EQ(machine_.role(), ReplicaMachine::Role::kBackup);
 }
 
@@ -334,6 +335,27 @@ TEST_F(ReplicaMachineTest, AReplicaFollowsItsPrimaryAndIsRebuiltWhenItCannot) {
   facts.following = true;
   EXPECT_THAT(Step(facts), ElementsAre("Refuse"));
   EXPECT_EQ(machine_.role(), ReplicaMachine::Role::kBackup);
+}
+
+TEST_F(ReplicaMachineTest, AReplicaStopsFollowingAPrimaryThatIsGone) {
+  const ShardRecord record = Record(4, "b", {"b", "a", "c"}, {"b", "a", "c"});
+  ReplicaFacts facts = Facts(record, 10, 4);
+  facts.following = true;
+  EXPECT_THAT(Step(facts), ElementsAre("Refuse"));
+  // b's lease ended: what b sent and a has not applied yet stays out, so
+  // the position a reports for the controller to rank is final.
+  facts.alive.erase("b");
+  EXPECT_THAT(Step(facts), ElementsAre("Refuse", "StopFollowing"));
+  EXPECT_EQ(machine_.role(), ReplicaMachine::Role::kBackup);
+  facts.following = false;
+  EXPECT_THAT(Step(facts), ElementsAre("Refuse"));
+  // b came back before a copy was promoted: a follows it again.
+  facts.alive["b"] = "b:7070";
+  EXPECT_THAT(Step(facts), ElementsAre("Refuse", "Follow"));
+  // Promoted at epoch 5, c is followed.
+  facts = Facts(Record(5, "c", {"c", "a"}, {"c", "a"}), 12, 4);
+  facts.alive.erase("b");
+  EXPECT_THAT(Step(facts), ElementsAre("Refuse", "Follow"));
 }
 
 TEST_F(ReplicaMachineTest, ACopyTheRecordDoesNotNameIsRemovedUnlessItIsNewer) {

@@ -763,7 +763,7 @@ void World::ReportPositions(Node& n) {
         const Copy& c = n.copies[shard];
         if (c.store == nullptr) return std::nullopt;
         LogPosition end = ReadPosition(*c.store).value();
-        if (c.replica != nullptr) end = c.replica->applied();
+        if (c.replica != nullptr) return std::nullopt;  // Still following.
         if (c.primary != nullptr) end = c.primary->last();
         return EndOf(end);
       },
