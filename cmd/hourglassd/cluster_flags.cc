@@ -18,6 +18,7 @@
 #include "absl/time/time.h"
 #include "api/peer_secrets.h"
 #include "api/pem.h"
+#include "api/server.h"
 #include "client/tls.h"
 #include "cluster/etcd_client.h"
 #include "node/shard_router.h"
@@ -318,6 +319,17 @@ absl::StatusOr<node::ClusterNodeOptions> ClusterOptionsFromFlags(
 std::vector<std::string> ClusterFlagWarnings(
     const ServerTlsFlags& server_tls, const node::ClusterNodeOptions& options) {
   std::vector<std::string> warnings;
+  if (!client::UsesTls(options.etcd_tls)) {
+    for (const std::string& endpoint : options.etcd) {
+      if (api::IsLoopbackAddress(endpoint)) continue;
+      warnings.push_back(absl::StrCat(
+          "--etcd=", endpoint,
+          " is not loopback and TLS to etcd is off (--etcd_ca): the cluster's "
+          "records and leases travel in plain text, and whoever sits between "
+          "may change who leads each shard"));
+      break;
+    }
+  }
   if (options.insecure_peers && !client::UsesTls(options.peer_tls) &&
       options.peer_token_file.empty()) {
     warnings.push_back(

@@ -51,8 +51,9 @@ absl::StatusOr<node::ClusterNodeOptions> ClusterOptionsFromFlags(
     const ServerTlsFlags& server_tls);
 
 // What a node started with these options should warn about at every start:
-// --insecure_peers without other peer authentication; a --tls_peer_ca with
-// the same contents as --tls_client_ca.
+// plaintext to an etcd off loopback; --insecure_peers without other peer
+// authentication; a --tls_peer_ca with the same contents as
+// --tls_client_ca.
 std::vector<std::string> ClusterFlagWarnings(
     const ServerTlsFlags& server_tls, const node::ClusterNodeOptions& options);
 

@@ -460,6 +460,45 @@ TEST(HourglassdTest, WarnsOfEachWayItIsExposedOffLoopback) {
   }
 }
 
+TEST(HourglassdTest, WarnsOfPlaintextToAnEtcdOffLoopback) {
+  testing::TempDir dir;
+  const std::string insecure =
+      "warning WARNING: --insecure_peers: the nodes do not prove who they are "
+      "to one another, so anyone who reaches a node's port can replicate "
+      "into and out of it (write into its copies, read every message); give "
+      "--peer_token_file or mutual TLS (--tls_peer_ca) outside a test";
+  struct Case {
+    std::string etcd;
+    std::vector<std::string> warnings;
+  };
+  // Neither etcd answers (nothing listens at 127.0.0.1:1; 192.0.2.1 is a
+  // documentation address): the warnings come before etcd is reached.
+  const Case cases[] = {
+      {"127.0.0.1:1", {insecure}},
+      {"127.0.0.1:1,192.0.2.1:2379",
+       {"warning WARNING: --etcd=192.0.2.1:2379 is not loopback and TLS to "
+        "etcd is off (--etcd_ca): the cluster's records and leases travel in "
+        "plain text, and whoever sits between may change who leads each "
+        "shard",
+        insecure}},
+  };
+  int run = 0;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.etcd);
+    auto daemon = testing::Subprocess::Start(
+        Daemon({"--listen=127.0.0.1:0", "--etcd=" + c.etcd, "--insecure_peers",
+                absl::StrCat("--data_dir=", dir.path(), "/data-", ++run)}));
+    ASSERT_TRUE(daemon.ok()) << daemon.status();
+    // --insecure_peers's warning is the last of them.
+    ASSERT_TRUE((*daemon)->WaitForOutput("WARNING: --insecure_peers", kTimeout))
+        << (*daemon)->output();
+    EXPECT_EQ(testing::Warnings((*daemon)->output()), c.warnings)
+        << (*daemon)->output();
+    (*daemon)->Signal(SIGTERM);
+    EXPECT_EQ((*daemon)->Wait(kTimeout), 0) << (*daemon)->output();
+  }
+}
+
 TEST(HourglassdTest, WarnsAboutADataDirGroupOrOthersMayEnter) {
   testing::TempDir dir;
   const std::string data = dir.path() + "/data";
