@@ -1,10 +1,28 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages that Hourglass needs to build, run and test.
+# Installs the Debian 12 packages that Hourglass needs to build and run;
+# with --test, also what its tests and benchmarks need.
+#
+#   deploy/setup.sh          build and run (the Quick start's first command)
+#   deploy/setup.sh --test   build, run and test (its second command)
 #
 # Idempotent: when every package is present it prints nothing and exits 0.
 # Run as root (or with sudo available) on Debian 12; it uses Debian's own
 # archive only.
 set -euo pipefail
+
+with_tests=0
+case "${1:-}" in
+  "") ;;
+  --test) with_tests=1 ;;
+  -h | --help)
+    sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'
+    exit 0
+    ;;
+  *)
+    echo "setup.sh: unknown argument \"$1\" (--test adds what the tests need)" >&2
+    exit 2
+    ;;
+esac
 
 packages=(
   # Toolchain.
@@ -15,17 +33,25 @@ packages=(
   prometheus-cpp-dev libssl-dev
   # hourglassd's memory allocator (cmd/hourglassd/allocator.h).
   libjemalloc-dev
+  # The web console embeds Chart.js from libjs-chart.js at build time.
+  libjs-chart.js
+  # Cluster mode (--etcd) runs against etcd. Where systemd runs, Debian's
+  # package also starts an etcd service on 127.0.0.1:2379; setup.sh stops
+  # and disables it when it installs the package (below), so the README's
+  # cluster on one machine starts an etcd of its own there.
+  etcd-server
+  # The Python client (clients/python) at run time.
+  python3-grpcio python3-protobuf
+)
+test_packages=(
   # Tests and benchmarks.
   libgtest-dev libgmock-dev libbenchmark-dev grpc-proto openssl
-  # Cluster mode's tests (tests/cluster) start a real etcd, /usr/bin/etcd,
-  # on loopback ports of their own. (Where systemd runs, the package also
-  # enables an etcd service on the default ports; the tests do not use it.)
-  etcd-server
-  # The Python client (clients/python): its runtime and its tests.
-  python3-grpcio python3-protobuf python3-pytest
-  # The web console embeds Chart.js from libjs-chart.js at build time; its
-  # browser tests (tests/console) drive headless Chromium with Selenium.
-  libjs-chart.js chromium chromium-driver python3-selenium
+  # The Python client's tests, and its install into a virtual environment
+  # (clients/python/tests/install_check.sh).
+  python3-pytest python3-venv python3-setuptools python3-wheel
+  # The web console's browser tests (tests/console) drive headless Chromium
+  # with Selenium.
+  chromium chromium-driver python3-selenium
   # The fuzz and tsan presets: clang with its sanitizer and libFuzzer runtimes.
   clang libclang-rt-14-dev
   # tests/deploy: Debian's python3 with its YAML parser reads the deploy
@@ -34,6 +60,7 @@ packages=(
   # stand-in API server (the image installs it for that container).
   python3 python3-yaml systemd curl
 )
+((with_tests)) && packages+=("${test_packages[@]}")
 
 # promtool checks and unit-tests deploy/prometheus/alerts.yml (tests/deploy).
 # Debian ships it only inside its prometheus package, whose installation
@@ -43,7 +70,7 @@ packages=(
 # A promtool on PATH (an installed prometheus package) is used instead.
 promtool_dir=/usr/local/lib/hourglass
 need_promtool=0
-if ! command -v promtool >/dev/null && [[ ! -x $promtool_dir/promtool ]]; then
+if ((with_tests)) && ! command -v promtool >/dev/null && [[ ! -x $promtool_dir/promtool ]]; then
   need_promtool=1
 fi
 
@@ -69,6 +96,12 @@ export DEBIAN_FRONTEND=noninteractive
 if ((${#missing[@]} > 0)); then
   echo "setup.sh: installing ${missing[*]}" >&2
   "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+# The etcd service the package just started (where systemd runs) would hold
+# 127.0.0.1:2379, which the README's cluster walk-through gives its own etcd.
+# An etcd that was installed before is left as it was.
+if [[ " ${missing[*]} " == *" etcd-server "* ]] && [[ -d /run/systemd/system ]]; then
+  "${sudo[@]}" systemctl disable --now etcd.service >/dev/null 2>&1 || true
 fi
 if ((need_promtool)); then
   echo "setup.sh: installing promtool from Debian's prometheus package into $promtool_dir" >&2

@@ -12,7 +12,7 @@
 // Counters: calls/s (items_per_second), and cpu_us_per_call: the process's
 // user + system CPU per call, client and server together.
 //
-//   build/release/tests/bench/grpc_unary_floor_bench
+//   build/bench/tests/bench/grpc_unary_floor_bench
 
 #include <sys/resource.h>
 

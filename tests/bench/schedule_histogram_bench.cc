@@ -11,7 +11,7 @@
 // The counters read depend on the query, never on the messages: the table
 // holds at most a key per minute, hour and day of the year per topic.
 //
-//   build/release/tests/bench/schedule_histogram_bench
+//   build/bench/tests/bench/schedule_histogram_bench
 
 #include <cstdint>
 #include <map>

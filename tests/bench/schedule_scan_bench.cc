@@ -6,7 +6,7 @@
 //   FromStart   Scan from the table's start, wading through every
 //               tombstone (what a loader without a cursor would do).
 //
-//   build/release/tests/bench/schedule_scan_bench
+//   build/bench/tests/bench/schedule_scan_bench
 
 #include <cstdint>
 #include <memory>

@@ -8,7 +8,7 @@
 //   time_per_op      wall time per schedule + expire
 //   bytes_per_entry  heap bytes held by the queue / N
 //
-//   build/release/tests/bench/timing_wheel_bench
+//   build/bench/tests/bench/timing_wheel_bench
 
 #include <algorithm>
 #include <cstdint>
