@@ -12,24 +12,18 @@ asyncio; both take the same arguments and return the same values
 (``hourglass.types``) and raise the same errors (``hourglass.errors``).
 clients/python/README.md has examples.
 
-The gRPC stubs (``hourglass.v1``) are generated at build time into a
-directory of their own; this package extends its path over every
-``hourglass`` directory on ``sys.path`` to find them there.
+The gRPC stubs (``hourglass.v1``) are generated from api/hourglass/v1 by
+protoc and kept in this package; clients/python/check_stubs.py checks that
+they match the protos.
 """
 
-import pkgutil
-
-__path__ = pkgutil.extend_path(__path__, __name__)
-
-# The public names; the imports come after the path is extended, since
-# their modules import hourglass.v1.
-from hourglass.client import BatchSubscription, Client, Subscription  # noqa: E402
-from hourglass.errors import (Aborted, AlreadyExists, Cancelled,  # noqa: E402
+from hourglass.client import BatchSubscription, Client, Subscription
+from hourglass.errors import (Aborted, AlreadyExists, Cancelled,
                               DeadlineExceeded, Error, FailedPrecondition,
                               Internal, InvalidArgument, NotFound,
                               PermissionDenied, ResourceExhausted,
                               Unauthenticated, Unavailable)
-from hourglass.types import Backoff, Delivery, Message, Receipt, Tls  # noqa: E402
+from hourglass.types import Backoff, Delivery, Message, Receipt, Tls
 
 __version__ = "0.1.0"
 

@@ -24,15 +24,8 @@ from hourglass import errors
 from hourglass.types import (Backoff, Delivery, Message, Payload, Pem,
                              Receipt, Tls)
 
-try:
-    from hourglass.v1 import admin_pb2, broker_pb2
-    from hourglass.v1 import cluster_pb2  # noqa: F401  (for _cluster)
-except ImportError as e:  # pragma: no cover - depends on the build
-    raise ImportError(
-        "hourglass: the generated stubs (hourglass.v1) are missing: build "
-        "them (cmake --build build/dev --target hourglass_python) and put "
-        "build/dev/clients/python/gen on PYTHONPATH beside clients/python"
-    ) from e
+from hourglass.v1 import admin_pb2, broker_pb2
+from hourglass.v1 import cluster_pb2  # noqa: F401  (for _cluster)
 
 #: Default deadline of unary calls, and of opening a subscription, in seconds.
 DEFAULT_TIMEOUT = 10.0
