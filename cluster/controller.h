@@ -36,7 +36,7 @@ struct ControllerWrite {
   std::string reason;  // for the log
 };
 
-// The controller's decisions (CLUSTER.md's configuration manager), apart
+// The controller's decisions (the cluster's configuration manager), apart
 // from their effects: given the cluster as the leading node reads it, which
 // shard records to write. Member runs it while its node leads the
 // election and carries the writes out; the replication simulation

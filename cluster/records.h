@@ -30,9 +30,10 @@ struct LogEnd {
 
 // shards/<n>: who holds a shard. Changed only by compare-and-set: the
 // controller changes epoch, primary, replicas and transfer_to; the primary
-// the ISR and the eligible copies, at its epoch, and takes a new epoch
-// when it starts leading a shard it led before (a restart), or gives the
-// shard back (primary emptied) when it cannot get its writes acknowledged.
+// the ISR and the eligible copies, at its epoch, and gives the shard back
+// (primary emptied) when it restarts at an epoch its copy accepted, or
+// cannot get its writes acknowledged: the controller then promotes a copy
+// at the next epoch.
 struct ShardRecord {
   int64_t epoch = 0;  // +1 at each change of primary; from 1
   // A node id; empty while the shard has been given back by its primary

@@ -22,7 +22,7 @@ namespace hourglass::storage {
 // message state, and storage/keys.h encodes them.
 enum class Table : int {
   kMessages = 0,  // sequence -> MessageRecord
-  kIds,           // topic, id -> sequence, due (see broker::HasIdEntry)
+  kIds,           // topic, id -> sequence, due (see storage::HasIdEntry)
   kSchedule,      // (deliver_at, sequence) -> topic
   kReady,         // topic, group, (deliver_at, sequence) -> attempt
   kInFlight,      // topic, group, sequence -> InFlightRecord
