@@ -7,6 +7,9 @@
 # (examples/ is such a project):
 #   bin/                          hourglassd, hourglass, hourglass-bench
 #                                 (their own CMakeLists.txt install them)
+#   share/bash-completion/        completions/hourglass, the CLI's bash
+#                                 completion, printed at build time by the
+#                                 CLI just built (`hourglass completion bash`)
 #   lib/systemd/system/           hourglassd.service, naming the paths of
 #                                 this prefix (HOURGLASS_SYSTEMD_UNIT_DIR)
 #   lib/sysusers.d/               hourglass.conf, the user it runs as
@@ -15,7 +18,8 @@
 #                                 prefixes other than /, /usr and /usr/local
 #                                 see cmake/HourglassInstallService.cmake
 #   share/doc/hourglass/          README.md, ARCHITECTURE.md, BENCHMARKS.md,
-#                                 docs/sizing.md and deploy/ (its README, the
+#                                 SECURITY.md, CHANGELOG.md, LICENSE, the Markdown pages and images
+#                                 of docs/ and deploy/ (its README, the
 #                                 flag file with the defaults, the alerting
 #                                 rules and the Grafana dashboard), at their
 #                                 paths in the repository, so links between
@@ -54,6 +58,16 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/client/
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/hourglass/client
   FILES_MATCHING PATTERN "*.h"
   PATTERN internal EXCLUDE)
+
+# The CLI's bash completion, where bash-completion looks for it (also under
+# /usr/local/share, which it searches through XDG_DATA_DIRS).
+if(TARGET hourglass_bash_completion)
+  get_target_property(bash_completion hourglass_bash_completion
+    HOURGLASS_COMPLETION_FILE)
+  install(FILES ${bash_completion}
+    DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions
+    RENAME hourglass)
+endif()
 
 install(EXPORT HourglassTargets
   NAMESPACE Hourglass::
@@ -97,9 +111,15 @@ install(FILES
   ${PROJECT_SOURCE_DIR}/README.md
   ${PROJECT_SOURCE_DIR}/ARCHITECTURE.md
   ${PROJECT_SOURCE_DIR}/BENCHMARKS.md
+  ${PROJECT_SOURCE_DIR}/SECURITY.md
+  ${PROJECT_SOURCE_DIR}/CHANGELOG.md
+  ${PROJECT_SOURCE_DIR}/LICENSE
   DESTINATION ${CMAKE_INSTALL_DOCDIR})
-install(FILES ${PROJECT_SOURCE_DIR}/docs/sizing.md
-  DESTINATION ${CMAKE_INSTALL_DOCDIR}/docs)
+# The README's guides (flags, CLI, metrics, operations, ...) with the
+# console's screenshots and the design pages.
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/docs/
+  DESTINATION ${CMAKE_INSTALL_DOCDIR}/docs
+  FILES_MATCHING PATTERN "*.md" PATTERN "*.png")
 install(FILES
   ${PROJECT_SOURCE_DIR}/deploy/README.md
   ${PROJECT_SOURCE_DIR}/deploy/hourglassd.flags

@@ -15,8 +15,10 @@ namespace hourglass::cli {
 
 // Options every subcommand takes, before or after the subcommand's name.
 struct GlobalOptions {
-  // --addr: the broker, as host:port or any gRPC target (dns:///host:port,
-  // unix:/path). Default 127.0.0.1:7070.
+  // --addr (HOURGLASS_ADDR): the broker, as host:port or any gRPC target
+  // (dns:///host:port, unix:/path); for a cluster, any node, or several
+  // separated by commas (client::ChannelOptions::address). Default
+  // 127.0.0.1:7070.
   std::string addr = "127.0.0.1:7070";
   // --timeout: how long to wait for the connection, and for each call.
   // Default 10s.

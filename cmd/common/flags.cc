@@ -9,9 +9,10 @@ namespace hourglass::cli {
 
 void AddGlobalFlags(CLI::App& app, GlobalOptions& globals) {
   app.add_option("--addr", globals.addr,
-                 "Broker address: host:port, or a gRPC target such as "
-                 "unix:/path")
-      ->capture_default_str();
+                 "Broker address: host:port, a gRPC target such as "
+                 "unix:/path, or a cluster's nodes separated by commas")
+      ->capture_default_str()
+      ->envname("HOURGLASS_ADDR");
   app.add_option("--timeout", globals.timeout,
                  "How long to wait for the connection and for each call")
       ->capture_default_str();
@@ -50,12 +51,22 @@ std::string UsageFailure(const std::string& program, const CLI::App* app,
   }
   std::string what = error.what();
   // CLI11 reads an unknown subcommand as a missing one, and with fallthrough
-  // leaves the word with a parent: look from the deepest command up.
-  if (what == "A subcommand is required") {
+  // leaves the word with a parent: look from the deepest command up. Where
+  // the subcommand is optional (hourglass groups), the word is an argument
+  // it did not expect.
+  const bool required = what == "A subcommand is required";
+  const bool optional =
+      error.get_exit_code() == static_cast<int>(CLI::ExitCodes::ExtrasError) &&
+      !at->get_subcommands([](const CLI::App* subcommand) {
+           return !subcommand->get_name().empty();
+         }).empty();
+  if (required || optional) {
     for (const CLI::App* a = at; a != nullptr; a = a->get_parent()) {
       if (const std::vector<std::string> extra = a->remaining();
           !extra.empty()) {
-        what = "unknown subcommand \"" + extra.front() + "\"";
+        if (required || extra.front().rfind('-', 0) != 0) {
+          what = "unknown subcommand \"" + extra.front() + "\"";
+        }
         break;
       }
     }

@@ -10,9 +10,10 @@ namespace hourglass::cli {
 
 // Adds the options every program of ours takes to `app`, filling `globals`:
 // --addr, --timeout, --json, --tls, --tls-ca, --tls-cert, --tls-key,
-// --tls-server-name and --token (the last five also from HOURGLASS_TLS_CA,
-// HOURGLASS_TLS_CERT, HOURGLASS_TLS_KEY, HOURGLASS_TLS_SERVER_NAME and
-// HOURGLASS_TOKEN).
+// --tls-server-name and --token (--addr and the last five also from
+// HOURGLASS_ADDR, HOURGLASS_TLS_CA, HOURGLASS_TLS_CERT, HOURGLASS_TLS_KEY,
+// HOURGLASS_TLS_SERVER_NAME and HOURGLASS_TOKEN; a flag on the command line
+// wins over its variable).
 void AddGlobalFlags(CLI::App& app, GlobalOptions& globals);
 
 // "PROGRAM: WHAT (see PROGRAM [SUB ...] --help)\n" for a command line CLI11

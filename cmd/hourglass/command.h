@@ -7,6 +7,7 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "cmd/common/connection.h"
 #include "hourglass/v1/admin.pb.h"
@@ -47,12 +48,19 @@ class Registry {
   Action chosen_;
 };
 
+// For the old name of a renamed subcommand, kept for one release: says on
+// stderr, in one line, that `old_name` is now `new_name`, e.g.
+//   hourglass: "ls" is now "messages"; the old name goes in the next release
+// Stdout stays as the old name printed it, for the scripts that read it.
+void NoteRenamed(absl::string_view old_name, absl::string_view new_name);
+
 // The subcommands, by file.
 void AddPublishCommand(Registry& registry);    // publish_command.cc
 void AddSubscribeCommand(Registry& registry);  // subscribe_command.cc
-// cancel, reschedule, ls, show: message_commands.cc
+// cancel, reschedule, messages (and its old name ls), show, dlq:
+// message_commands.cc
 void AddMessageCommands(Registry& registry);
-// stats, topics, groups, dlq, purge: topic_commands.cc
+// stats, topics, groups, purge: topic_commands.cc
 void AddTopicCommands(Registry& registry);
 // schedule: schedule_command.cc
 void AddScheduleCommand(Registry& registry);
@@ -65,6 +73,14 @@ std::string ScheduleChart(const hourglass::v1::GetScheduleResponse& response,
 void AddSnapshotCommand(Registry& registry);
 // cluster: cluster_command.cc
 void AddClusterCommand(Registry& registry);
+// completion: completion_command.cc. Add it last: it prints what the app
+// holds when it runs.
+void AddCompletionCommand(Registry& registry);
+// A bash completion script for `app` (the program named app.get_name()),
+// made from its subcommands and options: subcommands listed in --help, at
+// every depth; each command's long options with the program's (which may
+// follow a subcommand); file names for options whose value is a FILE.
+std::string BashCompletion(const CLI::App& app);
 
 }  // namespace hourglass::cli
 

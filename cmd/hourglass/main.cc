@@ -29,8 +29,13 @@ constexpr char kFooter[] = R"(
 Global options (--addr, --timeout, --json, --tls*, --token) may come before
 or after the subcommand. Every subcommand has --help with examples. Times
 are UTC, in RFC 3339. Durations are like 500ms, 30s, 15m, 2h, 3d or 1h30m.
-The token and the TLS files may come from the environment instead:
-HOURGLASS_TOKEN, HOURGLASS_TLS_CA, HOURGLASS_TLS_CERT, HOURGLASS_TLS_KEY.
+The address, the token and the TLS files may come from the environment
+instead, a flag on the command line winning: HOURGLASS_ADDR (one address or
+several separated by commas, as --addr), HOURGLASS_TOKEN, HOURGLASS_TLS_CA,
+HOURGLASS_TLS_CERT, HOURGLASS_TLS_KEY, HOURGLASS_TLS_SERVER_NAME.
+
+Renamed: ls is now messages, groups list is now groups, dlq list is now dlq;
+the old names work until the next release.
 
 Exit status: 0 on success; 1 when the broker refused the request or could
 not be reached; 2 when the command line is wrong. Errors are one line on
@@ -42,8 +47,10 @@ Examples:
   hourglass publish --topic=orders --delay=30m --id=order-42 --data='{"order":42}'
   hourglass subscribe --topic=orders --group=billing
   hourglass cancel --topic=orders --id=order-42
-  hourglass --addr=broker.internal:7070 stats --json
-  hourglass ls --topic=orders --from=now --to=+1h)";
+  hourglass messages --topic=orders --from=now --to=+1h
+  HOURGLASS_ADDR=broker.internal:7070 hourglass stats --json
+  hourglass --addr=node1:7070,node2:7070,node3:7070 cluster
+  source <(hourglass completion bash))";
 
 // Help names the value of each option the same way in every subcommand.
 void NameValues(CLI::App* app) {
@@ -171,6 +178,7 @@ int main(int argc, char** argv) {
   hourglass::cli::AddClusterCommand(registry);
   AddHealthCommand(registry);
   AddMovedBenchCommand(registry);
+  hourglass::cli::AddCompletionCommand(registry);
   NameValues(&app);
   app.get_formatter()->column_width(34);
 

@@ -1,5 +1,5 @@
 // Subcommands about single messages and lists of them: cancel, reschedule,
-// ls, show and dlq (list, redrive).
+// messages, show and dlq (with redrive); ls, dlq list: their old names.
 
 #include <cstdint>
 #include <iostream>
@@ -150,7 +150,7 @@ absl::Status List(const GlobalOptions& globals, const ListOptions& options) {
   };
   std::string next_page =
       absl::StrCat("hourglass --addr=", ShellQuote(globals.addr),
-                   " ls --topic=", ShellQuote(options.topic),
+                   " messages --topic=", ShellQuote(options.topic),
                    " --state=", StateName(*state));
   if (!options.group.empty()) {
     absl::StrAppend(&next_page, " --group=", ShellQuote(options.group));
@@ -212,7 +212,7 @@ absl::Status ListDeadLetters(const GlobalOptions& globals,
   return ListPage(globals, request,
                   absl::StrCat("dead letters of ", options.topic),
                   absl::StrCat("hourglass --addr=", ShellQuote(globals.addr),
-                               " dlq list --topic=", ShellQuote(options.topic),
+                               " dlq --topic=", ShellQuote(options.topic),
                                " --limit=", options.limit));
 }
 
@@ -282,25 +282,32 @@ Examples:
   });
 }
 
-void AddList(Registry& registry) {
-  auto options = std::make_shared<ListOptions>();
-  CLI::App* ls = registry.app().add_subcommand(
-      "ls", "List messages of a topic by state and due time");
-  ls->add_option("--topic", options->topic, "Topic to list")->required();
-  ls->add_option("--state", options->state,
-                 "scheduled, ready, in-flight or dead")
+// The options of `messages` (and of `ls`), into `options`.
+void AddListOptions(CLI::App* command, ListOptions& options) {
+  command->add_option("--topic", options.topic, "Topic to list")->required();
+  command
+      ->add_option("--state", options.state,
+                   "scheduled, ready, in-flight or dead")
       ->capture_default_str();
-  ls->add_option("--group", options->group,
-                 "With ready or in-flight: only this group");
-  ls->add_option("--from", options->from,
-                 "Due at or after: RFC 3339, now, +1h, -30m");
-  ls->add_option("--to", options->to, "Due before: RFC 3339, now, +1h, -30m");
-  ls->add_option("--limit", options->limit, "Messages per page, 1 to 1000")
+  command->add_option("--group", options.group,
+                      "With ready or in-flight: only this group");
+  command->add_option("--from", options.from,
+                      "Due at or after: RFC 3339, now, +1h, -30m");
+  command->add_option("--to", options.to,
+                      "Due before: RFC 3339, now, +1h, -30m");
+  command->add_option("--limit", options.limit, "Messages per page, 1 to 1000")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000));
-  ls->add_option("--page-token", options->page_token,
-                 "Page to show, from the previous page's hint");
-  ls->footer(R"(
+  command->add_option("--page-token", options.page_token,
+                      "Page to show, from the previous page's hint");
+}
+
+void AddList(Registry& registry) {
+  auto options = std::make_shared<ListOptions>();
+  CLI::App* messages = registry.app().add_subcommand(
+      "messages", "List messages of a topic by state and due time");
+  AddListOptions(messages, *options);
+  messages->footer(R"(
 Prints a table in due-time order: ID, TOPIC, DUE (UTC), STATE, ATTEMPTS and
 SIZE (payload bytes). Ready and in-flight messages are listed group after
 group, with a GROUP column ("-": due on a topic that has no group yet).
@@ -308,10 +315,23 @@ When more messages follow, the command for the next page goes to stderr.
 With --json, the ListMessagesResponse (its next_page_token included).
 
 Examples:
-  hourglass ls --topic=orders
-  hourglass ls --topic=orders --from=now --to=+1h --limit=20
-  hourglass ls --topic=orders --state=in-flight --group=billing)");
+  hourglass messages --topic=orders
+  hourglass messages --topic=orders --from=now --to=+1h --limit=20
+  hourglass messages --topic=orders --state=in-flight --group=billing)");
+  registry.SetAction(messages, [&globals = registry.globals(), options] {
+    return List(globals, *options);
+  });
+
+  // The old name, for one release.
+  CLI::App* ls = registry.app().add_subcommand(
+      "ls", "Old name of messages; it goes in the next release");
+  ls->group("");  // Not listed in --help, nor completed.
+  AddListOptions(ls, *options);
+  ls->footer(R"(
+The old name of hourglass messages (see hourglass messages --help); it goes
+in the next release.)");
   registry.SetAction(ls, [&globals = registry.globals(), options] {
+    NoteRenamed("ls", "messages");
     return List(globals, *options);
   });
 }
@@ -334,32 +354,33 @@ Example:
   });
 }
 
-void AddDeadLetters(Registry& registry) {
-  CLI::App* dlq = registry.app().add_subcommand(
-      "dlq", "List and redrive dead letters (<topic>.dlq)");
-  dlq->require_subcommand(1);
-  dlq->footer(R"(
-A message delivered --max_attempts times without an ack moves to the topic
-<topic>.dlq. Both subcommands take the original topic.
-
-Examples:
-  hourglass dlq list --topic=orders
-  hourglass dlq redrive --topic=orders --id=order-42 --id=order-43
-  hourglass dlq redrive --topic=orders)");
-
-  auto list_options = std::make_shared<DeadLetterListOptions>();
-  CLI::App* list = dlq->add_subcommand("list", "List dead letters of a topic");
-  list->add_option("--topic", list_options->topic, "The original topic")
-      ->required();
-  list->add_option("--limit", list_options->limit,
-                   "Messages per page, 1 to 1000")
+// The options of `dlq` that list (and of `dlq list`), into `options`.
+void AddDeadLetterListOptions(CLI::App* command,
+                              DeadLetterListOptions& options) {
+  command->add_option("--topic", options.topic, "The original topic");
+  command->add_option("--limit", options.limit, "Messages per page, 1 to 1000")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000));
-  list->add_option("--page-token", list_options->page_token,
-                   "Page to show, from the previous page's hint");
-  registry.SetAction(list, [&globals = registry.globals(), list_options] {
-    return ListDeadLetters(globals, *list_options);
-  });
+  command->add_option("--page-token", options.page_token,
+                      "Page to show, from the previous page's hint");
+}
+
+void AddDeadLetters(Registry& registry) {
+  CLI::App* dlq = registry.app().add_subcommand(
+      "dlq", "List a topic's dead letters (<topic>.dlq), or redrive them");
+  // Lists with no subcommand; the flags of the list go before any.
+  dlq->require_subcommand(0, 1);
+  auto list_options = std::make_shared<DeadLetterListOptions>();
+  AddDeadLetterListOptions(dlq, *list_options);
+  dlq->footer(R"(
+A message delivered --max_attempts times without an ack moves to the topic
+<topic>.dlq. dlq lists them, as messages --state=dead does; redrive
+publishes them back. Both take the original topic.
+
+Examples:
+  hourglass dlq --topic=orders
+  hourglass dlq redrive --topic=orders --id=order-42 --id=order-43
+  hourglass dlq redrive --topic=orders)");
 
   auto redrive_options = std::make_shared<RedriveOptions>();
   CLI::App* redrive = dlq->add_subcommand(
@@ -368,9 +389,36 @@ Examples:
       ->required();
   redrive->add_option("--id", redrive_options->ids,
                       "Dead letter to redrive; repeat for more (default: all)");
-  registry.SetAction(redrive, [&globals = registry.globals(), redrive_options] {
-    return Redrive(globals, *redrive_options);
-  });
+
+  // The old name of dlq with no subcommand, for one release.
+  CLI::App* list = dlq->add_subcommand(
+      "list", "Old name of dlq; it goes in the next release");
+  list->group("");  // Not listed in --help, nor completed.
+  AddDeadLetterListOptions(list, *list_options);
+  list->get_option("--topic")->required();
+
+  // One action for all three, as the subcommands' callbacks run before
+  // their parent's.
+  registry.SetAction(
+      dlq,
+      [&globals = registry.globals(), dlq, list_options, redrive,
+       redrive_options, list]() -> absl::Status {
+        if (redrive->parsed()) {
+          for (const char* flag : {"--limit", "--page-token"}) {
+            if (dlq->get_option(flag)->count() > 0) {
+              return UsageError(flag,
+                                "is for listing dead letters, not for redrive");
+            }
+          }
+          return Redrive(globals, *redrive_options);
+        }
+        if (list->parsed()) {
+          NoteRenamed("dlq list", "dlq");
+        } else if (list_options->topic.empty()) {
+          return UsageError("--topic is required (see hourglass dlq --help)");
+        }
+        return ListDeadLetters(globals, *list_options);
+      });
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
-// Subcommands about topics and groups: stats, topics, groups (list, create,
-// delete) and purge.
+// Subcommands about topics and groups: stats, topics, groups (with create
+// and delete; groups list: its old name) and purge.
 
 #include <unistd.h>
 
@@ -266,42 +266,56 @@ Example:
 
 void AddGroups(Registry& registry) {
   CLI::App* groups = registry.app().add_subcommand(
-      "groups", "List, create and delete consumer groups");
-  groups->require_subcommand(1);
+      "groups", "List a topic's consumer groups, or create and delete one");
+  // Lists with no subcommand; its --topic goes before any.
+  groups->require_subcommand(0, 1);
+  auto list_options = std::make_shared<GroupOptions>();
+  groups->add_option("--topic", list_options->topic,
+                     "Topic whose groups to list");
   groups->footer(R"(
 A group receives every message of its topic that comes due after it was
 registered (by create, or by its first subscriber). Deleting a group drops
 its ready and in-flight messages and ends its consumers' streams.
 
 Examples:
-  hourglass groups list --topic=orders
+  hourglass groups --topic=orders
   hourglass groups create --topic=orders --group=billing
   hourglass groups delete --topic=orders --group=billing)");
-
-  auto list_options = std::make_shared<GroupOptions>();
-  CLI::App* list = groups->add_subcommand("list", "List the groups of a topic");
-  list->add_option("--topic", list_options->topic, "Topic")->required();
-  registry.SetAction(list, [&globals = registry.globals(), list_options] {
-    return ListGroups(globals, *list_options);
-  });
 
   auto create_options = std::make_shared<GroupOptions>();
   CLI::App* create = groups->add_subcommand(
       "create", "Register a group before any consumer subscribes");
   create->add_option("--topic", create_options->topic, "Topic")->required();
   create->add_option("--group", create_options->group, "Group")->required();
-  registry.SetAction(create, [&globals = registry.globals(), create_options] {
-    return CreateGroup(globals, *create_options);
-  });
 
   auto delete_options = std::make_shared<GroupOptions>();
   CLI::App* remove = groups->add_subcommand(
       "delete", "Delete a group with its ready and in-flight messages");
   remove->add_option("--topic", delete_options->topic, "Topic")->required();
   remove->add_option("--group", delete_options->group, "Group")->required();
-  registry.SetAction(remove, [&globals = registry.globals(), delete_options] {
-    return DeleteGroup(globals, *delete_options);
-  });
+
+  // The old name of groups with no subcommand, for one release.
+  CLI::App* list = groups->add_subcommand(
+      "list", "Old name of groups; it goes in the next release");
+  list->group("");  // Not listed in --help, nor completed.
+  list->add_option("--topic", list_options->topic, "Topic")->required();
+
+  // One action for all, as the subcommands' callbacks run before their
+  // parent's.
+  registry.SetAction(
+      groups,
+      [&globals = registry.globals(), list_options, create, create_options,
+       remove, delete_options, list]() -> absl::Status {
+        if (create->parsed()) return CreateGroup(globals, *create_options);
+        if (remove->parsed()) return DeleteGroup(globals, *delete_options);
+        if (list->parsed()) {
+          NoteRenamed("groups list", "groups");
+        } else if (list_options->topic.empty()) {
+          return UsageError(
+              "--topic is required (see hourglass groups --help)");
+        }
+        return ListGroups(globals, *list_options);
+      });
 }
 
 void AddPurge(Registry& registry) {

@@ -1,7 +1,9 @@
 // Runs the real hourglass CLI's Admin subcommands (reschedule, stats, topics,
-// groups, ls, show, dlq, purge) against a real hourglassd and checks what an
-// operator sees: exact tables and JSON, the next-page hint of ls and dlq
-// list followed as printed, one-line errors and exit codes.
+// groups, messages, show, dlq, purge) against a real hourglassd and checks
+// what an operator sees: exact tables and JSON, the next-page hint of
+// messages and dlq followed as printed, one-line errors and exit codes.
+// (tests/cmd/hourglass_test.cc checks the old names ls, groups list and dlq
+// list.)
 //
 // State is set up with the CLI where that is simple and with the gRPC API
 // where a test must hold something (a consumer with deliveries in flight)
@@ -447,7 +449,7 @@ TEST_F(HourglassAdminCliTest, RescheduleMovesAScheduledMessage) {
             "ID  DELIVER_AT\n"
             "r1  2031-06-01T12:30:00.000Z\n");
   EXPECT_EQ(
-      CliOk({"ls", "--topic=orders"}),
+      CliOk({"messages", "--topic=orders"}),
       "ID  TOPIC   DUE                       STATE      ATTEMPTS  SIZE\n"
       "r1  orders  2031-06-01T12:30:00.000Z  scheduled         0     1\n");
 
@@ -652,7 +654,7 @@ TEST_F(HourglassAdminCliStatsTest, TopicsListsEveryTopicInNameOrder) {
 
 TEST_F(HourglassAdminCliTest, GroupsAreCreatedListedAndDeleted) {
   ASSERT_NO_FATAL_FAILURE(StartBroker());
-  Outcome outcome = Cli({"groups", "list", "--topic=beta"});
+  Outcome outcome = Cli({"groups", "--topic=beta"});
   EXPECT_EQ(outcome.exit_code, 1);
   EXPECT_EQ(outcome.out, "");
   EXPECT_EQ(outcome.err,
@@ -696,11 +698,11 @@ TEST_F(HourglassAdminCliTest, GroupsAreCreatedListedAndDeleted) {
   ASSERT_NE(consumer, nullptr);
   ASSERT_TRUE(consumer->WaitForOutput("id=m-1 ", kTimeout))
       << consumer->output();
-  EXPECT_EQ(Masked(CliOk({"groups", "list", "--topic=beta"})),
+  EXPECT_EQ(Masked(CliOk({"groups", "--topic=beta"})),
             "GROUP  CREATED                   READY  IN_FLIGHT  CONSUMERS\n"
             "g1     YYYY-MM-DDTHH:MM:SS.mmmZ      1          1          1\n"
             "g2     YYYY-MM-DDTHH:MM:SS.mmmZ      2          0          0\n");
-  EXPECT_EQ(Masked(CliOk({"groups", "list", "--topic=beta", "--json"})),
+  EXPECT_EQ(Masked(CliOk({"groups", "--topic=beta", "--json"})),
             "{\"groups\":["
             "{\"topic\":\"beta\",\"name\":\"g1\",\"ready\":\"1\","
             "\"in_flight\":\"1\",\"consumers\":1,"
@@ -716,7 +718,7 @@ TEST_F(HourglassAdminCliTest, GroupsAreCreatedListedAndDeleted) {
   EXPECT_EQ(consumer->Wait(kTimeout), 1) << consumer->output();
   EXPECT_THAT(consumer->output(),
               HasSubstr("\nhourglass: NOT_FOUND: group \"g1\" was deleted\n"));
-  EXPECT_EQ(Masked(CliOk({"groups", "list", "--topic=beta"})),
+  EXPECT_EQ(Masked(CliOk({"groups", "--topic=beta"})),
             "GROUP  CREATED                   READY  IN_FLIGHT  CONSUMERS\n"
             "g2     YYYY-MM-DDTHH:MM:SS.mmmZ      2          0          0\n");
   EXPECT_EQ(CliOk({"groups", "delete", "--topic=beta", "--group=g2", "--json"}),
@@ -730,9 +732,8 @@ TEST_F(HourglassAdminCliTest, GroupsAreCreatedListedAndDeleted) {
 
   // A topic with messages and no groups.
   Publish({"--topic=solo", "--data=x", "--delay=1h"});
-  EXPECT_EQ(CliOk({"groups", "list", "--topic=solo"}), "no groups on solo\n");
-  EXPECT_EQ(CliOk({"groups", "list", "--topic=solo", "--json"}),
-            "{\"groups\":[]}\n");
+  EXPECT_EQ(CliOk({"groups", "--topic=solo"}), "no groups on solo\n");
+  EXPECT_EQ(CliOk({"groups", "--topic=solo", "--json"}), "{\"groups\":[]}\n");
 }
 
 // An unknown subcommand of `groups` is named as such, whichever command
@@ -747,9 +748,9 @@ TEST_F(HourglassAdminCliTest, GroupsNamesAnUnknownSubcommand) {
             "--help)\n");
 }
 
-// ---- ls
+// ---- messages
 
-TEST_F(HourglassAdminCliTest, LsPagesThroughScheduledMessagesByTheHint) {
+TEST_F(HourglassAdminCliTest, MessagesPagesThroughScheduledMessagesByTheHint) {
   ASSERT_NO_FATAL_FAILURE(StartBroker());
   // Published out of due order; ties keep publish order.
   Publish({"--topic=orders", "--id=late", "--data=later",
@@ -757,7 +758,7 @@ TEST_F(HourglassAdminCliTest, LsPagesThroughScheduledMessagesByTheHint) {
   Publish({"--topic=orders", "--id=p", "--count=5", "--data=xyz",
            absl::StrCat("--at=", kLater)});
 
-  Outcome page = Cli({"ls", "--topic=orders", "--limit=2"});
+  Outcome page = Cli({"messages", "--topic=orders", "--limit=2"});
   EXPECT_EQ(page.exit_code, 0) << page;
   EXPECT_EQ(
       page.out,
@@ -767,7 +768,7 @@ TEST_F(HourglassAdminCliTest, LsPagesThroughScheduledMessagesByTheHint) {
   const std::string token = PageToken(page.err);
   ASSERT_FALSE(token.empty()) << page.err;
   EXPECT_EQ(page.err, absl::StrCat("next page: hourglass ", Addr(),
-                                   " ls --topic=orders --state=scheduled "
+                                   " messages --topic=orders --state=scheduled "
                                    "--limit=2 --page-token=",
                                    token, "\n"));
 
@@ -789,15 +790,15 @@ TEST_F(HourglassAdminCliTest, LsPagesThroughScheduledMessagesByTheHint) {
 
   // A due-time range.
   EXPECT_EQ(
-      CliOk({"ls", "--topic=orders", "--from=2030-01-01T01:00:00Z"}),
+      CliOk({"messages", "--topic=orders", "--from=2030-01-01T01:00:00Z"}),
       "ID    TOPIC   DUE                       STATE      ATTEMPTS  SIZE\n"
       "late  orders  2030-01-01T02:00:00.000Z  scheduled         0     5\n");
-  EXPECT_EQ(CliOk({"ls", "--topic=orders", "--from=2030-01-01T01:00:00Z",
+  EXPECT_EQ(CliOk({"messages", "--topic=orders", "--from=2030-01-01T01:00:00Z",
                    "--to=2030-01-01T02:00:00Z"}),
             "no scheduled messages in orders\n");
 
   // --json: the response itself, its token included.
-  const Outcome json = Cli({"ls", "--topic=orders", "--limit=1", "--json",
+  const Outcome json = Cli({"messages", "--topic=orders", "--limit=1", "--json",
                             "--to=2030-01-01T01:00:00Z"});
   EXPECT_EQ(json.exit_code, 0) << json;
   EXPECT_EQ(json.err, "");
@@ -815,37 +816,39 @@ TEST_F(HourglassAdminCliTest, LsPagesThroughScheduledMessagesByTheHint) {
             "\"next_page_token\":\"" +
                 response.next_page_token() + "\"}\n");
   // Its token works with the same range only.
-  page = Cli({"ls", "--topic=orders", "--limit=1", "--to=2030-01-01T01:00:00Z",
+  page = Cli({"messages", "--topic=orders", "--limit=1",
+              "--to=2030-01-01T01:00:00Z",
               "--page-token=" + response.next_page_token()});
   EXPECT_EQ(page.exit_code, 0) << page;
   EXPECT_EQ(
       page.out,
       "ID   TOPIC   DUE                       STATE      ATTEMPTS  SIZE\n"
       "p-2  orders  2030-01-01T00:00:00.000Z  scheduled         0     3\n");
-  EXPECT_THAT(page.err,
-              StartsWith(absl::StrCat("next page: hourglass ", Addr(),
-                                      " ls --topic=orders --state=scheduled "
-                                      "--to=2030-01-01T01:00:00Z --limit=1 "
-                                      "--page-token=")));
-  Outcome bad = Cli({"ls", "--topic=orders", "--limit=1",
+  EXPECT_THAT(page.err, StartsWith(absl::StrCat(
+                            "next page: hourglass ", Addr(),
+                            " messages --topic=orders --state=scheduled "
+                            "--to=2030-01-01T01:00:00Z --limit=1 "
+                            "--page-token=")));
+  Outcome bad = Cli({"messages", "--topic=orders", "--limit=1",
                      "--page-token=" + response.next_page_token()});
   EXPECT_EQ(bad.exit_code, 1);
   EXPECT_EQ(bad.out, "");
   EXPECT_EQ(bad.err,
             "hourglass: INVALID_ARGUMENT: page_token belongs to a listing "
             "with other topic, state, group or due range\n");
-  bad = Cli({"ls", "--topic=orders", "--page-token=garbage"});
+  bad = Cli({"messages", "--topic=orders", "--page-token=garbage"});
   EXPECT_EQ(bad.exit_code, 1);
   EXPECT_EQ(bad.err,
             "hourglass: INVALID_ARGUMENT: page_token is not a token this "
             "broker made\n");
 
-  EXPECT_EQ(CliOk({"ls", "--topic=empty"}), "no scheduled messages in empty\n");
+  EXPECT_EQ(CliOk({"messages", "--topic=empty"}),
+            "no scheduled messages in empty\n");
 }
 
 // Relative times become absolute in the hint, so that the next page lists
 // the same range however much later it runs.
-TEST_F(HourglassAdminCliTest, LsHintRepeatsARelativeRangeExactly) {
+TEST_F(HourglassAdminCliTest, MessagesHintRepeatsARelativeRangeExactly) {
   ASSERT_NO_FATAL_FAILURE(StartBroker());
   for (const char* delay : {"10m", "20m", "30m"}) {
     Publish({"--topic=soon", absl::StrCat("--id=in-", delay), "--data=x",
@@ -853,7 +856,7 @@ TEST_F(HourglassAdminCliTest, LsHintRepeatsARelativeRangeExactly) {
   }
   const absl::Time before = absl::Now();
   Outcome page =
-      Cli({"ls", "--topic=soon", "--from=now", "--to=+25m", "--limit=1"});
+      Cli({"messages", "--topic=soon", "--from=now", "--to=+25m", "--limit=1"});
   const absl::Time after = absl::Now();
   EXPECT_EQ(page.exit_code, 0) << page;
   ASSERT_EQ(Lines(page.out).size(), 2u) << page.out;
@@ -866,8 +869,8 @@ TEST_F(HourglassAdminCliTest, LsHintRepeatsARelativeRangeExactly) {
       after + absl::Minutes(25));
   EXPECT_EQ(masked, absl::StrCat(
                         "next page: hourglass ", Addr(),
-                        " ls --topic=soon --state=scheduled --from=", kSomeTime,
-                        " --to=", kSomeTime,
+                        " messages --topic=soon --state=scheduled --from=",
+                        kSomeTime, " --to=", kSomeTime,
                         " --limit=1 --page-token=", PageToken(page.err), "\n"));
 
   page = RunHint(page.err);
@@ -877,27 +880,27 @@ TEST_F(HourglassAdminCliTest, LsHintRepeatsARelativeRangeExactly) {
   EXPECT_EQ(page.err, "");  // in-30m is past --to.
 }
 
-TEST_F(HourglassAdminCliTest, LsRefusesBadFlagsInOneLine) {
+TEST_F(HourglassAdminCliTest, MessagesRefusesBadFlagsInOneLine) {
   ASSERT_NO_FATAL_FAILURE(StartBroker());
-  Outcome outcome = Cli({"ls", "--topic=orders", "--limit=0"});
+  Outcome outcome = Cli({"messages", "--topic=orders", "--limit=0"});
   EXPECT_EQ(outcome.exit_code, 2);
   EXPECT_EQ(outcome.out, "");
   EXPECT_EQ(outcome.err,
             "hourglass: --limit: Value 0 not in range 1 to 1000 (see "
-            "hourglass ls --help)\n");
-  outcome = Cli({"ls", "--topic=orders", "--from=yesterday"});
+            "hourglass messages --help)\n");
+  outcome = Cli({"messages", "--topic=orders", "--from=yesterday"});
   EXPECT_EQ(outcome.exit_code, 2);
   EXPECT_EQ(outcome.err,
             "hourglass: --from: \"yesterday\" is not a time (use RFC 3339, "
             "e.g. 2026-01-02T15:04:05Z, or now, +30m, -2h)\n");
   // The broker's refusals: exit 1.
-  outcome = Cli({"ls", "--topic=orders", "--group=g"});
+  outcome = Cli({"messages", "--topic=orders", "--group=g"});
   EXPECT_EQ(outcome.exit_code, 1);
   EXPECT_EQ(outcome.out, "");
   EXPECT_EQ(outcome.err,
             "hourglass: INVALID_ARGUMENT: group narrows READY and IN_FLIGHT "
             "listings only\n");
-  outcome = Cli({"ls", "--topic=a b"});
+  outcome = Cli({"messages", "--topic=a b"});
   EXPECT_EQ(outcome.exit_code, 1);
   EXPECT_EQ(outcome.err,
             "hourglass: INVALID_ARGUMENT: topic \"a b\" has a space\n");
@@ -905,7 +908,7 @@ TEST_F(HourglassAdminCliTest, LsRefusesBadFlagsInOneLine) {
 
 // A message is ready or in flight in each group on its own: the listing
 // says which group each row is about, and pages group after group.
-TEST_F(HourglassAdminCliTest, LsListsReadyAndInFlightPerGroup) {
+TEST_F(HourglassAdminCliTest, MessagesListsReadyAndInFlightPerGroup) {
   ASSERT_NO_FATAL_FAILURE(StartBroker());
   CliOk({"groups", "create", "--topic=t", "--group=g1"});
   CliOk({"groups", "create", "--topic=t", "--group=g2"});
@@ -917,7 +920,7 @@ TEST_F(HourglassAdminCliTest, LsListsReadyAndInFlightPerGroup) {
   ASSERT_TRUE(WaitForListed("t", v1::MESSAGE_STATE_READY, 3));
 
   std::vector<std::string> ready =
-      Lines(Masked(CliOk({"ls", "--topic=t", "--state=ready"})));
+      Lines(Masked(CliOk({"messages", "--topic=t", "--state=ready"})));
   EXPECT_THAT(
       ready,
       ElementsAre(
@@ -927,16 +930,16 @@ TEST_F(HourglassAdminCliTest, LsListsReadyAndInFlightPerGroup) {
           "m-2  t      g2     YYYY-MM-DDTHH:MM:SS.mmmZ  ready         0     "
           "1"));
   EXPECT_THAT(
-      Lines(Masked(CliOk({"ls", "--topic=t", "--state=in-flight"}))),
+      Lines(Masked(CliOk({"messages", "--topic=t", "--state=in-flight"}))),
       ElementsAre("ID   TOPIC  GROUP  DUE                       STATE      "
                   "ATTEMPTS  SIZE",
                   "m-1  t      g1     YYYY-MM-DDTHH:MM:SS.mmmZ  in-flight  "
                   "       1     1"));
-  EXPECT_EQ(CliOk({"ls", "--topic=t", "--state=in-flight", "--group=g2"}),
+  EXPECT_EQ(CliOk({"messages", "--topic=t", "--state=in-flight", "--group=g2"}),
             "no in-flight messages in t\n");
 
   // One a page: the hint carries on into the next group.
-  Outcome page = Cli({"ls", "--topic=t", "--state=ready", "--limit=1"});
+  Outcome page = Cli({"messages", "--topic=t", "--state=ready", "--limit=1"});
   std::vector<std::string> rows;
   for (int i = 0; i < 4 && page.exit_code == 0; ++i) {
     const std::vector<std::string> lines = Lines(Masked(page.out));
@@ -945,7 +948,7 @@ TEST_F(HourglassAdminCliTest, LsListsReadyAndInFlightPerGroup) {
     if (page.err.empty()) break;
     EXPECT_THAT(page.err,
                 StartsWith(absl::StrCat("next page: hourglass ", Addr(),
-                                        " ls --topic=t --state=ready "
+                                        " messages --topic=t --state=ready "
                                         "--limit=1 --page-token=")));
     page = RunHint(page.err);
   }
@@ -953,14 +956,16 @@ TEST_F(HourglassAdminCliTest, LsListsReadyAndInFlightPerGroup) {
   EXPECT_THAT(rows, ElementsAre(ready[1], ready[2], ready[3]));
 
   // With --group, the hint keeps it.
-  page = Cli({"ls", "--topic=t", "--state=ready", "--group=g2", "--limit=1"});
+  page = Cli(
+      {"messages", "--topic=t", "--state=ready", "--group=g2", "--limit=1"});
   EXPECT_EQ(page.exit_code, 0) << page;
   EXPECT_EQ(Lines(Masked(page.out)),
             (std::vector<std::string>{ready[0], ready[2]}));
-  EXPECT_EQ(page.err, absl::StrCat("next page: hourglass ", Addr(),
-                                   " ls --topic=t --state=ready --group=g2 "
-                                   "--limit=1 --page-token=",
-                                   PageToken(page.err), "\n"));
+  EXPECT_EQ(page.err,
+            absl::StrCat("next page: hourglass ", Addr(),
+                         " messages --topic=t --state=ready --group=g2 "
+                         "--limit=1 --page-token=",
+                         PageToken(page.err), "\n"));
   page = RunHint(page.err);
   EXPECT_EQ(page.exit_code, 0) << page;
   EXPECT_EQ(Lines(Masked(page.out)),
@@ -1091,7 +1096,7 @@ TEST_F(HourglassAdminCliDeadLetterTest, DeadLettersAreListedAndRedriven) {
   ASSERT_FALSE(HasFailure());
 
   // ATTEMPTS is checked by DeadLettersKeepTheirAttempts.
-  const std::string listed = Masked(CliOk({"dlq", "list", "--topic=pay"}));
+  const std::string listed = Masked(CliOk({"dlq", "--topic=pay"}));
   EXPECT_THAT(
       Lines(listed),
       ElementsAre(
@@ -1100,15 +1105,15 @@ TEST_F(HourglassAdminCliDeadLetterTest, DeadLettersAreListedAndRedriven) {
                        "[0-9]+     3"),
           MatchesRegex("p-2  pay\\.dlq  YYYY-MM-DDTHH:MM:SS\\.mmmZ  dead +"
                        "[0-9]+     3")));
-  EXPECT_EQ(Masked(CliOk({"ls", "--topic=pay", "--state=dead"})), listed);
+  EXPECT_EQ(Masked(CliOk({"messages", "--topic=pay", "--state=dead"})), listed);
 
-  Outcome page = Cli({"dlq", "list", "--topic=pay", "--limit=1"});
+  Outcome page = Cli({"dlq", "--topic=pay", "--limit=1"});
   EXPECT_EQ(page.exit_code, 0) << page;
   ASSERT_EQ(Lines(listed).size(), 3u);
   EXPECT_EQ(Lines(Masked(page.out)),
             (std::vector<std::string>{Lines(listed)[0], Lines(listed)[1]}));
   EXPECT_EQ(page.err, absl::StrCat("next page: hourglass ", Addr(),
-                                   " dlq list --topic=pay --limit=1 "
+                                   " dlq --topic=pay --limit=1 "
                                    "--page-token=",
                                    PageToken(page.err), "\n"));
   page = RunHint(page.err);
@@ -1155,22 +1160,22 @@ TEST_F(HourglassAdminCliDeadLetterTest, DeadLettersAreListedAndRedriven) {
             "redrove 1 dead letters from pay.dlq to pay\n");
   EXPECT_EQ(consumer->Wait(kTimeout), 0) << consumer->output();
   EXPECT_THAT(consumer->output(), HasSubstr("\nid=p-2 topic=pay attempt="));
-  EXPECT_EQ(Lines(Masked(CliOk({"dlq", "list", "--topic=pay"}))),
+  EXPECT_EQ(Lines(Masked(CliOk({"dlq", "--topic=pay"}))),
             (std::vector<std::string>{Lines(listed)[0], Lines(listed)[1]}));
 
   EXPECT_EQ(CliOk({"dlq", "redrive", "--topic=pay", "--json"}),
             "{\"redriven\":\"1\"}\n");
-  EXPECT_EQ(CliOk({"dlq", "list", "--topic=pay"}), "no dead letters of pay\n");
-  EXPECT_EQ(CliOk({"dlq", "list", "--topic=pay", "--json"}),
+  EXPECT_EQ(CliOk({"dlq", "--topic=pay"}), "no dead letters of pay\n");
+  EXPECT_EQ(CliOk({"dlq", "--topic=pay", "--json"}),
             "{\"messages\":[],\"next_page_token\":\"\"}\n");
 }
 
-// A dead letter keeps the attempts it had: `dlq list` and `show` report them.
+// A dead letter keeps the attempts it had: `dlq` and `show` report them.
 TEST_F(HourglassAdminCliDeadLetterTest, DeadLettersKeepTheirAttempts) {
   std::unique_ptr<testing::Subprocess> consumer = MakeDeadLetters();
   ASSERT_NE(consumer, nullptr);
   ASSERT_FALSE(HasFailure());
-  EXPECT_EQ(Masked(CliOk({"dlq", "list", "--topic=pay"})),
+  EXPECT_EQ(Masked(CliOk({"dlq", "--topic=pay"})),
             "ID   TOPIC    DUE                       STATE  ATTEMPTS  SIZE\n"
             "p-1  pay.dlq  YYYY-MM-DDTHH:MM:SS.mmmZ  dead          1     3\n"
             "p-2  pay.dlq  YYYY-MM-DDTHH:MM:SS.mmmZ  dead          1     3\n");

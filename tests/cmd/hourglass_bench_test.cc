@@ -187,16 +187,17 @@ TEST_F(HourglassBenchTest, RetriedPublishesCarryIds) {
   const Output run = Bench({"--consumers=0", "--count=3", "--batch=3",
                             "--delay=1h", "--topic=ids", "--retries=5"});
   ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
-  const testing::RunResult ls = testing::Run(
-      {HOURGLASS_PATH, "--addr=" + daemon_->address(), "ls", "--topic=ids"},
-      kTimeout);
-  ASSERT_EQ(ls.exit_code, 0) << ls.output;
-  const std::vector<std::string> lines = Lines(ls.output);
-  ASSERT_EQ(lines.size(), 4u) << ls.output;  // A header and three messages.
+  const testing::RunResult listed =
+      testing::Run({HOURGLASS_PATH, "--addr=" + daemon_->address(), "messages",
+                    "--topic=ids"},
+                   kTimeout);
+  ASSERT_EQ(listed.exit_code, 0) << listed.output;
+  const std::vector<std::string> lines = Lines(listed.output);
+  ASSERT_EQ(lines.size(), 4u) << listed.output;  // A header and three messages.
   for (int i = 0; i < 3; ++i) {
     EXPECT_THAT(lines[i + 1],
                 MatchesRegex(absl::StrCat("bench-[0-9]+-", i, " .*")))
-        << ls.output;
+        << listed.output;
   }
 }
 

@@ -73,6 +73,7 @@ class InstalledServiceTest(unittest.TestCase):
                       ("lib", "sysusers.d", "hourglass.conf"),
                       ("etc", "hourglass", "hourglassd.flags"),
                       ("share", "doc", "hourglass", "README.md"),
+                      ("share", "bash-completion", "completions", "hourglass"),
                       ("share", "doc", "hourglass", "ARCHITECTURE.md"),
                       ("share", "doc", "hourglass", "BENCHMARKS.md"),
                       ("share", "doc", "hourglass", "docs", "sizing.md"),
