@@ -9,8 +9,8 @@
 // Every metric hourglassd exports, in one table: name, type, label names,
 // histogram buckets and help text. Code registers a metric only by its
 // Metric id (metrics::Registry::Counters and friends, broker/metrics.h),
-// so a name or a help text is written once, here; README's Metrics section
-// shows the same table (tests/broker/metric_catalog_test.cc compares them).
+// so a name or a help text is written once, here; docs/metrics.md shows
+// the same table (tests/broker/metric_catalog_test.cc compares them).
 namespace hourglass::metrics {
 
 enum class MetricType { kCounter, kGauge, kHistogram };

@@ -23,7 +23,7 @@
 #include "cluster/etcd_client.h"
 #include "node/shard_router.h"
 
-// Cluster mode (README "Cluster mode"; docs/cluster.md). Without --etcd, none
+// Cluster mode (docs/cluster-guide.md; docs/cluster.md). Without --etcd, none
 // of these is used.
 ABSL_FLAG(std::string, etcd, "",
           "host:port[,host:port...] of etcd: turns cluster mode on. Default: "

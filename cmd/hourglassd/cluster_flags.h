@@ -11,8 +11,8 @@
 
 namespace hourglass::hourglassd {
 
-// hourglassd's cluster-mode flags (README "Cluster mode"). Without --etcd none
-// of them is used.
+// hourglassd's cluster-mode flags (docs/flags.md, docs/cluster-guide.md).
+// Without --etcd none of them is used.
 
 // --etcd: empty for a single node.
 std::string EtcdFlag();

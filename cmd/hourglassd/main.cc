@@ -151,7 +151,7 @@ ABSL_FLAG(std::string, tls_client_ca, "",
 ABSL_FLAG(std::string, auth_tokens, "",
           "File of bearer tokens, and of client certificate names (`cert` "
           "lines), with their roles (produce, consume, admin) and topic "
-          "patterns, one per line (format in api/auth.h and the README); "
+          "patterns, one per line (format in docs/tls-and-tokens.md); "
           "refused if group or others may read it; reloaded on SIGHUP. "
           "Default: no authentication.");
 ABSL_FLAG(uint64_t, max_streams, 10000,

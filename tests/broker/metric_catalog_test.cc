@@ -79,8 +79,8 @@ TEST(MetricCatalogTest, EveryMetricRegistersAndRendersWithItsHelp) {
   }
 }
 
-// README's Metrics section, as the catalog says it should read.
-std::string ExpectedReadmeTable() {
+// docs/metrics.md's table, as the catalog says it should read.
+std::string ExpectedDocTable() {
   std::string table =
       "| metric | type | labels | help |\n"
       "| --- | --- | --- | --- |\n";
@@ -106,22 +106,22 @@ std::string ExpectedReadmeTable() {
   return table;
 }
 
-TEST(MetricCatalogTest, ReadmeListsExactlyTheCatalog) {
-  std::ifstream file(HOURGLASS_README);
-  ASSERT_TRUE(file.good()) << HOURGLASS_README;
-  std::stringstream readme;
-  readme << file.rdbuf();
-  const std::string text = readme.str();
+TEST(MetricCatalogTest, DocListsExactlyTheCatalog) {
+  std::ifstream file(HOURGLASS_METRICS_DOC);
+  ASSERT_TRUE(file.good()) << HOURGLASS_METRICS_DOC;
+  std::stringstream doc;
+  doc << file.rdbuf();
+  const std::string text = doc.str();
   const std::string begin = "<!-- metric catalog: begin -->\n";
   const std::string end = "<!-- metric catalog: end -->\n";
   const size_t from = text.find(begin);
   const size_t to = text.find(end);
-  ASSERT_NE(from, std::string::npos) << "README.md has no " << begin;
-  ASSERT_NE(to, std::string::npos) << "README.md has no " << end;
+  ASSERT_NE(from, std::string::npos) << "docs/metrics.md has no " << begin;
+  ASSERT_NE(to, std::string::npos) << "docs/metrics.md has no " << end;
   EXPECT_EQ(text.substr(from + begin.size(), to - from - begin.size()),
-            ExpectedReadmeTable())
-      << "README.md's table should read, between the markers:\n"
-      << ExpectedReadmeTable();
+            ExpectedDocTable())
+      << "docs/metrics.md's table should read, between the markers:\n"
+      << ExpectedDocTable();
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 """Takes a screenshot of each page of the web console into a directory
-(docs/ in the repository: the README shows them), with the browser tests'
+(docs/ in the repository: docs/console.md shows them), with the browser tests'
 set-up: a real hourglassd loaded by browser.load(), headless Chromium.
 
     cmake --build build/dev --target console_screenshots

@@ -93,8 +93,8 @@ TARGET_LABELS = {"job", "instance"} | KUBERNETES_TARGET_LABELS
 
 def catalog():
     """{name: (type, labels)} of broker/metric_catalog.cc, the one list of
-    every metric hourglassd exports (README's table is checked against it
-    by metric_catalog_test)."""
+    every metric hourglassd exports (the table of docs/metrics.md is checked
+    against it by metric_catalog_test)."""
     entries = {}
     for match in _CATALOG_ENTRY.finditer(
             read_text("broker", "metric_catalog.cc")):

@@ -2,7 +2,7 @@
 exports, promtool parses it, and the dashboard shows what issue 25 asks:
 publish and delivery rates, lateness, scheduled backlog, dead letters and
 store health; and what issue 40 asks of cluster mode, in a row of its own
-whose metrics are the README's."""
+whose metrics are those of docs/metrics.md."""
 
 import json
 import os
@@ -42,9 +42,9 @@ def row_panels(title):
     return [p for p in panels() if start < p["gridPos"]["y"] < end]
 
 
-def readme_metrics():
-    """{name: (type, labels)} of the top-level README's Metrics table."""
-    text = deploy_files.read_text("README.md")
+def documented_metrics():
+    """{name: (type, labels)} of the table in docs/metrics.md."""
+    text = deploy_files.read_text("docs", "metrics.md")
     table = text[text.index("<!-- metric catalog: begin -->"):
                  text.index("<!-- metric catalog: end -->")]
     metrics = {}
@@ -55,7 +55,8 @@ def readme_metrics():
                                                     match.group(3))))
     if len(metrics) < 20:
         raise AssertionError(f"read only {len(metrics)} metrics from the "
-                             "README's table: has its format changed?")
+                             "table of docs/metrics.md: has its format "
+                             "changed?")
     return metrics
 
 
@@ -130,16 +131,16 @@ class DashboardTest(unittest.TestCase):
             with self.subTest(metric=metric):
                 self.assertRegex(exprs, rf"\b{metric}\b")
 
-    def test_the_cluster_row_shows_what_issue_40_asks_from_the_readme(self):
+    def test_the_cluster_row_shows_what_issue_40_asks_from_the_docs(self):
         cluster = row_panels("Cluster")
         self.assertTrue(cluster)
-        documented = readme_metrics()
+        documented = documented_metrics()
         used = set()
         for title, expr in queries(cluster):
             with self.subTest(panel=title, expr=expr):
                 references, labels = deploy_files.parse(expr)
                 for ref in references:
-                    # Every metric the row names is one the README
+                    # Every metric the row names is one docs/metrics.md
                     # documents, with the labels it uses.
                     self.assertIn(ref.name, documented)
                     allowed = (set(documented[ref.name][1])
@@ -162,14 +163,14 @@ class DashboardTest(unittest.TestCase):
             "hourglass_cluster_promotions_total",
             "hourglass_cluster_controller",
             "hourglass_cluster_etcd_reachable"})
-        # The README's table is the catalog's (metric_catalog_test checks
-        # that); the row's metrics are in both.
+        # docs/metrics.md's table is the catalog's (metric_catalog_test
+        # checks that); the row's metrics are in both.
         catalog = deploy_files.catalog()
         for name in used:
             self.assertEqual(catalog[name], documented[name], name)
 
-    def test_readme_metrics_reader_reads_the_table(self):
-        documented = readme_metrics()
+    def test_documented_metrics_reader_reads_the_table(self):
+        documented = documented_metrics()
         self.assertEqual(documented["hourglass_cluster_role"],
                          ("gauge", ("shard", "role")))
         self.assertEqual(documented["hourglass_acked_total"],

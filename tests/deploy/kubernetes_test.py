@@ -93,7 +93,7 @@ class KubernetesTest(unittest.TestCase):
         self.assertEqual(volume["secret"]["secretName"], "hourglass-auth")
         self.assertEqual(name, "tokens")
         # Root-owned, read by the pod's group: hourglassd's rule for a
-        # token file (README.md).
+        # token file (docs/tls-and-tokens.md).
         self.assertEqual(volume["secret"]["defaultMode"], 0o440)
         self.assertEqual(self.pod["spec"]["securityContext"]["fsGroup"], 10001)
 

@@ -256,7 +256,7 @@ class Client:
                 the primary as unary calls do).
             DeadlineExceeded: no answer within the client's timeout.
             Unauthenticated, PermissionDenied, ResourceExhausted: see the
-                broker's README.
+                broker's docs/tls-and-tokens.md and docs/flags.md.
         """
         subscription = Subscription(self, topic, group, max_in_flight,
                                     ack_timeout, reconnect)
