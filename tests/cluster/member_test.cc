@@ -269,15 +269,15 @@ TEST_F(MemberTest, APrimaryThatCrashesIsReplacedByTheMostAdvancedInSyncBackup) {
   SetPosition("c", 12);
 
   // a is the primary and the controller: the controller moves to b or c
-  // when a's lease ends, and it promotes c, which has more.
+  // when a's lease ends, and it promotes c, which has more. b is in the new
+  // in-sync set only because it reported too (a backup that does not is
+  // left out, below). The reports themselves are withdrawn as soon as each
+  // node sees c primary, so they are not looked for afterwards.
   a->Abandon();
   const ShardRecord promoted = Record(2, "c", {"c", "a", "b"}, {"c", "b"});
   EXPECT_EQ(AwaitShard(*b, promoted), promoted);
   EXPECT_EQ(AwaitShard(*c, promoted), promoted);
-  const ClusterView view = b->view();
-  EXPECT_EQ(view.nodes.at("b").positions.at(0), (Position{1, 10, 1}));
-  EXPECT_EQ(view.nodes.at("c").positions.at(0), (Position{1, 12, 1}));
-  EXPECT_FALSE(view.nodes.contains("a"));
+  EXPECT_FALSE(b->view().nodes.contains("a"));
 }
 
 TEST_F(MemberTest, ABackupThatDoesNotReportIsLeftOutOnceTheWaitIsOver) {
