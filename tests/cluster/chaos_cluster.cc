@@ -46,8 +46,8 @@ std::string Tail(const std::string& log) {
       absl::StrAppend(&why, line, "\n");
     }
   }
-  return why + (log.size() <= kLogTail ? log
-                                       : log.substr(log.size() - kLogTail));
+  return why +
+         (log.size() <= kLogTail ? log : log.substr(log.size() - kLogTail));
 }
 
 }  // namespace
@@ -164,6 +164,13 @@ void ChaosCluster::Reap(Node& node) {
 }
 
 void ChaosCluster::PauseEtcd() { etcd_->Pause(); }
+
+std::string ChaosCluster::EtcdState() {
+  const absl::Status probe = etcd_->Probe(absl::Seconds(2));
+  return absl::StrCat(
+      probe.ok() ? "etcd answers on its own port" : probe.ToString(),
+      "; its log ends:", etcd_->LogTail());
+}
 
 void ChaosCluster::ResumeEtcd() { etcd_->Resume(); }
 
@@ -429,6 +436,7 @@ absl::Status ChaosCluster::AwaitHealthy(absl::Duration timeout) {
         for (const std::string& id : Members()) {
           std::cout << "--- " << id << "\n" << LogTail(id) << std::endl;
         }
+        std::cout << "--- etcd: " << EtcdState() << std::endl;
       }
       report += kSlowHeal;
     }

@@ -148,6 +148,9 @@ class ChaosCluster {
 
   // The end of node `id`'s log, for failure messages.
   std::string LogTail(const std::string& id);
+  // Whether etcd answers on its own port, bypassing the nodes' links to
+  // it, and the end of its log: for failure messages.
+  std::string EtcdState();
 
  private:
   struct Node {

@@ -183,7 +183,8 @@ class ChaosTest : public ::testing::Test {
     cluster_->Hold(Between(absl::Milliseconds(200), absl::Seconds(3)));
     if (wipe) cluster_->Wipe(id);
     const absl::Status restarted = cluster_->Restart(id);
-    ASSERT_TRUE(restarted.ok()) << restarted;
+    ASSERT_TRUE(restarted.ok())
+        << restarted << "\n--- etcd: " << cluster_->EtcdState();
   }
 
   // `id` was cut off (from etcd, or from everything) for `cut`, past its

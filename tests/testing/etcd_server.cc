@@ -216,6 +216,22 @@ absl::Status EtcdServer::Compact(int64_t revision) {
   return absl::OkStatus();
 }
 
+absl::Status EtcdServer::Probe(absl::Duration timeout) const {
+  std::unique_ptr<etcdserverpb::KV::Stub> stub =
+      Stub(endpoint(), Credentials());
+  grpc::ClientContext context;
+  context.set_wait_for_ready(true);
+  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  etcdserverpb::RangeRequest request;
+  request.set_key("/hourglass-test/probe");
+  etcdserverpb::RangeResponse response;
+  const grpc::Status status = stub->Range(&context, request, &response);
+  if (status.ok()) return absl::OkStatus();
+  return absl::UnavailableError(absl::StrCat(
+      "etcd on ", endpoint(), " did not answer a read within ",
+      absl::FormatDuration(timeout), ": ", status.error_message()));
+}
+
 std::string EtcdServer::LogTail() const {
   std::ifstream in(log_path());
   std::stringstream text;

@@ -82,6 +82,10 @@ class EtcdServer {
   // The last lines of its log, for failure messages.
   std::string LogTail() const;
 
+  // Whether etcd answers a read on its own port (no proxy between) within
+  // `timeout`: OK, or why not. For failure messages.
+  absl::Status Probe(absl::Duration timeout) const;
+
  private:
   EtcdServer() = default;
 
