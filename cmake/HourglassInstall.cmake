@@ -36,6 +36,11 @@
 #                                 Hourglass::shard_hash
 # The libraries are static; HourglassConfig.cmake finds what they link
 # (gRPC, Protobuf, abseil: Debian's packages) with find_dependency.
+# With HOURGLASS_CLIENT_ONLY only the client's part is installed: the last
+# four (its headers, the generated ones, its libraries and the CMake
+# package). bin/, the completion, the systemd unit, its user, the flag file
+# and the documentation come with the full build alone
+# (examples/client_only.sh checks it).
 include(CMakePackageConfigHelpers)
 
 set(HOURGLASS_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/Hourglass)
@@ -59,16 +64,6 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/client/
   FILES_MATCHING PATTERN "*.h"
   PATTERN internal EXCLUDE)
 
-# The CLI's bash completion, where bash-completion looks for it (also under
-# /usr/local/share, which it searches through XDG_DATA_DIRS).
-if(TARGET hourglass_bash_completion)
-  get_target_property(bash_completion hourglass_bash_completion
-    HOURGLASS_COMPLETION_FILE)
-  install(FILES ${bash_completion}
-    DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions
-    RENAME hourglass)
-endif()
-
 install(EXPORT HourglassTargets
   NAMESPACE Hourglass::
   DESTINATION ${HOURGLASS_CMAKE_DIR})
@@ -85,7 +80,22 @@ install(FILES
   ${PROJECT_BINARY_DIR}/HourglassConfigVersion.cmake
   DESTINATION ${HOURGLASS_CMAKE_DIR})
 
-# --- hourglassd as a systemd service, and the documentation ---------------
+# --- The rest: the CLI's completion, hourglassd as a systemd service, and ---
+# the documentation. Not for the client library alone.
+if(HOURGLASS_CLIENT_ONLY)
+  return()
+endif()
+
+# The CLI's bash completion, where bash-completion looks for it (also under
+# /usr/local/share, which it searches through XDG_DATA_DIRS).
+if(TARGET hourglass_bash_completion)
+  get_target_property(bash_completion hourglass_bash_completion
+    HOURGLASS_COMPLETION_FILE)
+  install(FILES ${bash_completion}
+    DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions
+    RENAME hourglass)
+endif()
+
 # Relative to the prefix unless absolute. systemd looks for units and
 # sysusers.d files under /usr/local/lib and /usr/lib; with another prefix,
 # link them (`systemctl link`) or set these to /etc/systemd/system and
