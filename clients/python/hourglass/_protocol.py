@@ -21,8 +21,11 @@ import grpc
 from google.protobuf import duration_pb2, timestamp_pb2
 
 from hourglass import errors
-from hourglass.types import (Backoff, Delivery, Message, Payload, Pem,
-                             Receipt, Tls)
+from hourglass.types import (Backoff, Delivery, Group, GroupState,
+                             GroupStats, Message, MessageInfo, MessagePage,
+                             MessageState, Payload, Pem, Percentiles, Receipt,
+                             Schedule, ScheduleBucket, Snapshot, Stats, Tls,
+                             Topic, TopicStats)
 
 from hourglass.v1 import admin_pb2, broker_pb2
 from hourglass.v1 import cluster_pb2  # noqa: F401  (for _cluster)
@@ -352,6 +355,75 @@ def open_request(topic: str, group: str, max_in_flight: int,
     return broker_pb2.SubscribeRequest(open=open_)
 
 
+#: MessageState as admin.proto numbers it.
+_STATE_TO_PROTO = {
+    MessageState.SCHEDULED: admin_pb2.MESSAGE_STATE_SCHEDULED,
+    MessageState.READY: admin_pb2.MESSAGE_STATE_READY,
+    MessageState.IN_FLIGHT: admin_pb2.MESSAGE_STATE_IN_FLIGHT,
+    MessageState.DEAD: admin_pb2.MESSAGE_STATE_DEAD,
+}
+_STATE_FROM_PROTO = {v: k for k, v in _STATE_TO_PROTO.items()}
+
+
+def list_messages_request(topic: str, state: MessageState,
+                          group: Optional[str],
+                          due_from: Optional[datetime],
+                          due_to: Optional[datetime], page_size: int,
+                          page_token: Optional[str]
+                          ) -> admin_pb2.ListMessagesRequest:
+    """A ListMessagesRequest (Admin.ListMessages).
+
+    Raises:
+        TypeError: `state` is not a MessageState, or a time is not a
+            datetime.
+        ValueError: a naive time, or `page_size` not in 0..2**32-1.
+    """
+    if not isinstance(state, MessageState):
+        raise TypeError(f"list_messages: state is a hourglass.MessageState, "
+                        f"not {type(state).__name__}")
+    if not 0 <= page_size < 2**32:
+        raise ValueError(
+            f"list_messages: page_size {page_size} is not in 0..2**32-1")
+    request = admin_pb2.ListMessagesRequest(
+        topic=topic, state=_STATE_TO_PROTO[state], group=group or "",
+        page_size=page_size, page_token=page_token or "")
+    if due_from is not None:
+        request.due_from.CopyFrom(
+            timestamp(due_from, "list_messages: due_from"))
+    if due_to is not None:
+        request.due_to.CopyFrom(timestamp(due_to, "list_messages: due_to"))
+    return request
+
+
+def schedule_request(topic: str, start: datetime, end: datetime,
+                     bucket: timedelta) -> admin_pb2.GetScheduleRequest:
+    """A GetScheduleRequest (Admin.GetSchedule) of [start, end).
+
+    Raises:
+        TypeError, ValueError: as ``timestamp`` and ``duration`` say.
+    """
+    request = admin_pb2.GetScheduleRequest(topic=topic)
+    # "from" is a Python keyword: set through getattr.
+    getattr(request, "from").CopyFrom(
+        timestamp(start, "schedule_histogram: start"))
+    request.to.CopyFrom(timestamp(end, "schedule_histogram: end"))
+    request.bucket.CopyFrom(duration(bucket, "schedule_histogram: bucket"))
+    return request
+
+
+def redrive_request(topic: str, ids: Optional[Iterable[str]]
+                    ) -> admin_pb2.RedriveDeadLettersRequest:
+    """A RedriveDeadLettersRequest; no ids means every dead letter.
+
+    Raises:
+        TypeError: `ids` is a str (one id goes in a list).
+    """
+    if isinstance(ids, str):
+        raise TypeError("redrive: ids is a list of ids, not a str")
+    return admin_pb2.RedriveDeadLettersRequest(topic=topic,
+                                               ids=list(ids or ()))
+
+
 # --- Answers -----------------------------------------------------------------
 
 
@@ -359,6 +431,94 @@ def receipt(value: broker_pb2.Receipt) -> Receipt:
     """`value` as a Receipt."""
     return Receipt(id=value.id, deliver_at=from_timestamp(value.deliver_at),
                    duplicate=value.duplicate)
+
+
+def _optional_time(message: Any, field: str) -> Optional[datetime]:
+    """`message.field` (a Timestamp) as a datetime; None when unset."""
+    if not message.HasField(field):
+        return None
+    return from_timestamp(getattr(message, field))
+
+
+def _state(value: int) -> Optional[MessageState]:
+    return _STATE_FROM_PROTO.get(value)
+
+
+def _percentiles(value: admin_pb2.Percentiles) -> Percentiles:
+    return Percentiles(p50=value.p50.ToTimedelta(),
+                       p90=value.p90.ToTimedelta(),
+                       p99=value.p99.ToTimedelta(),
+                       max=value.max.ToTimedelta())
+
+
+def stats(value: admin_pb2.GetStatsResponse) -> Stats:
+    """`value` (Admin.GetStats) as Stats."""
+    return Stats(
+        topics=[TopicStats(
+            topic=t.topic, scheduled=t.scheduled, ready=t.ready,
+            in_flight=t.in_flight, dead_lettered=t.dead_lettered,
+            publish_rate=t.publish_rate, delivery_rate=t.delivery_rate,
+            lateness=_percentiles(t.lateness),
+            groups=[GroupStats(group=g.group, ready=g.ready,
+                               in_flight=g.in_flight, consumers=g.consumers,
+                               ack_rate=g.ack_rate) for g in t.groups])
+            for t in value.topics],
+        started_at=from_timestamp(value.started_at), version=value.version,
+        format_version=value.format_version, store_id=value.store_id,
+        serving=value.serving, not_serving_reason=value.not_serving_reason)
+
+
+def topics(value: admin_pb2.ListTopicsResponse) -> List[Topic]:
+    """The topics of `value` (Admin.ListTopics), in its order."""
+    return [Topic(name=t.name, scheduled=t.scheduled, groups=t.groups,
+                  ready=t.ready, in_flight=t.in_flight,
+                  dead_lettered=t.dead_lettered) for t in value.topics]
+
+
+def group(value: admin_pb2.Group) -> Group:
+    """`value` (Admin.ListGroups, CreateGroup) as a Group."""
+    return Group(topic=value.topic, name=value.name,
+                 created_at=from_timestamp(value.created_at),
+                 ready=value.ready, in_flight=value.in_flight,
+                 consumers=value.consumers)
+
+
+def message_info(value: admin_pb2.MessageInfo) -> MessageInfo:
+    """`value` (Admin.GetMessage, ListMessages) as a MessageInfo."""
+    return MessageInfo(
+        id=value.id, topic=value.topic, state=_state(value.state),
+        deliver_at=from_timestamp(value.deliver_at),
+        published_at=from_timestamp(value.published_at),
+        payload_size=value.payload_size, headers=dict(value.headers),
+        payload_preview=value.payload_preview,
+        groups=[GroupState(group=g.group, state=_state(g.state),
+                           attempt=g.attempt,
+                           redeliver_at=_optional_time(g, "redeliver_at"))
+                for g in value.groups],
+        attempt=value.attempt)
+
+
+def message_page(value: admin_pb2.ListMessagesResponse) -> MessagePage:
+    """`value` (Admin.ListMessages) as a MessagePage."""
+    return MessagePage(messages=[message_info(m) for m in value.messages],
+                       next_page_token=value.next_page_token or None)
+
+
+def schedule(value: admin_pb2.GetScheduleResponse) -> Schedule:
+    """`value` (Admin.GetSchedule) as a Schedule."""
+    return Schedule(buckets=[ScheduleBucket(start=from_timestamp(b.start),
+                                            count=b.count)
+                             for b in value.buckets],
+                    total=value.total)
+
+
+def snapshot(value: admin_pb2.Snapshot) -> Snapshot:
+    """`value` (Admin.CreateSnapshot) as a Snapshot."""
+    return Snapshot(dir=value.dir, files=value.files, bytes=value.bytes,
+                    format_version=value.format_version,
+                    store_id=value.store_id,
+                    started_at=from_timestamp(value.started_at),
+                    took=value.took.ToTimedelta(), shards=value.shards)
 
 
 def deliveries(response: Union[broker_pb2.Delivery, broker_pb2.DeliveryBatch],

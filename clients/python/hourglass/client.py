@@ -7,28 +7,35 @@ module only adds how a thread waits.
 
 from __future__ import annotations
 
+import concurrent.futures
+import heapq
+import itertools
 import logging
 import queue
 import threading
 import time
 import weakref
 from datetime import datetime, timedelta
-from typing import (Any, Callable, Generic, Iterable, Iterator, List, Mapping,
-                    Optional, TypeVar)
+from typing import (Any, Callable, Dict, Generic, Iterable, Iterator, List,
+                    Mapping, Optional, Set, Tuple, TypeVar)
 
 import grpc
 
-from hourglass import _cluster, _protocol, _split, errors
+from hourglass import _cluster, _protocol, _publish, _split, errors
 from hourglass._cluster import Endpoint
 from hourglass._protocol import (DEFAULT_CLOSE_TIMEOUT, DEFAULT_TIMEOUT,
                                  TlsArg)
-from hourglass.types import Backoff, Delivery, Message, Payload, Receipt
-from hourglass.v1 import broker_pb2
+from hourglass._publish import DEFAULT_MAX_IN_FLIGHT, Pending, Step
+from hourglass.types import (Backoff, Delivery, Group, Message, MessageInfo,
+                             MessagePage, MessageState, Payload, Receipt,
+                             Schedule, Snapshot, Stats, Topic)
+from hourglass.v1 import admin_pb2, broker_pb2
 
 _log = logging.getLogger("hourglass")
 
 T = TypeVar("T")
 Request = broker_pb2.SubscribeRequest
+PublishRequest = broker_pb2.PublishRequest
 
 # Queued after a subscription's last deliveries.
 _END = object()
@@ -36,15 +43,25 @@ _END = object()
 
 class Client:
     """A connection to one hourglassd, or to a cluster of them: publish,
-    cancel, reschedule, consume.
+    cancel, reschedule, consume, and the Admin calls.
 
-    One gRPC channel carries every call and subscription of the client to a
+    One gRPC channel carries every call and stream of the client to a
     broker; gRPC connects it on first use and reconnects it after it breaks.
-    Unary calls (``publish``, ``publish_many``, ``cancel``, ``reschedule``)
-    each have a deadline of ``timeout`` and are not retried: after
-    ``Unavailable`` or ``DeadlineExceeded`` a publish's outcome is unknown,
-    so retry it yourself with ids set (the broker answers an id still
-    pending with its first receipt, ``duplicate`` set, and stores nothing).
+    Unary calls (``publish``, ``publish_many``, ``cancel``, the Admin calls)
+    each have a deadline of ``timeout``. ``publish_async`` sends each
+    message as a request on a PublishStream the client keeps open, many in
+    flight at once, each with the same deadline.
+
+    Retries: a publish whose messages all have ids (``publish``,
+    ``publish_many``, ``publish_async``) is sent again after UNAVAILABLE
+    (the broker restarting or shutting down, a cluster failing over), after
+    a jittered backoff (``backoff``), until it is answered or its deadline
+    passes: the broker answers an id still pending with its first receipt
+    (``duplicate`` set) and stores nothing, so a retry cannot store a
+    message twice. A publish with a message without an id is never sent
+    again: after ``Unavailable`` or ``DeadlineExceeded`` its outcome is
+    unknown (it may have been stored), and the broker could not tell a
+    second attempt from a new message. No other call is retried.
     Subscriptions reconnect by themselves (see ``subscribe``).
 
     Cluster mode (``hourglass._cluster``): the client keeps one channel per
@@ -58,18 +75,24 @@ class Client:
     only if that is safe (a publish whose messages all have ids), else it
     raises ``Unavailable`` and the next call goes to the new primary. A
     call moves at most 3 times, all within its one deadline.
+    ``publish_async`` keeps one PublishStream per node it publishes to: a
+    message goes on the stream of its topic's shard's primary.
 
-    Thread-safe. ``close`` (or leaving a ``with`` block) closes the
-    subscriptions and the channels; nothing may be called afterwards.
+    Thread-safe. ``close`` (or leaving a ``with`` block) ends the
+    PublishStreams, closes the subscriptions and the channels; nothing may
+    be called afterwards.
 
-    Every call here is made through ``_unary`` or a subscription's stream
-    (``_Subscription._start``): the two places that choose the node.
+    Every call here is made through ``_unary``, a subscription's stream
+    (``_Subscription._start``) or a PublishStream (``_Publisher._send``):
+    the places that choose the node.
     """
 
     def __init__(self, addr: str, token: Optional[str] = None,
                  tls: TlsArg = None, *,
                  timeout: Optional[float] = DEFAULT_TIMEOUT,
-                 backoff: Backoff = Backoff()) -> None:
+                 backoff: Backoff = Backoff(),
+                 max_publishes_in_flight: int = DEFAULT_MAX_IN_FLIGHT
+                 ) -> None:
         """Creates the client; it connects on first use.
 
         Args:
@@ -84,19 +107,28 @@ class Client:
                 CAs. PEM bytes, or a path (str or os.PathLike): TLS trusting
                 those CAs. A ``hourglass.Tls`` for a server name override or
                 a client certificate (mutual TLS).
-            timeout: Deadline of each unary call, and of opening a
-                subscription, in seconds (as gRPC and the standard library
-                count timeouts); None waits without end. Default: 10.
+            timeout: Deadline of each unary call, of each message of
+                ``publish_async``, and of opening a subscription, in seconds
+                (as gRPC and the standard library count timeouts), retries
+                included; None waits without end. Default: 10.
             backoff: How subscriptions wait between attempts to subscribe
-                again, and the bounds of gRPC's own waits between attempts
-                to reconnect the channel. Default: ``Backoff()``, 50 ms
-                doubling up to 5 s, with jitter.
+                again, and publishes with ids between attempts; the bounds
+                of gRPC's own waits between attempts to reconnect the
+                channel. Default: ``Backoff()``, 50 ms doubling up to 5 s,
+                with jitter.
+            max_publishes_in_flight: The most messages of ``publish_async``
+                in flight at once (sent, or waiting to be sent again, and
+                not yet answered); ``publish_async`` waits while there are
+                this many. Default: 1000, within the 1024 requests a broker
+                reads ahead on a stream.
 
         Raises:
             ValueError, TypeError: a bad argument: `addr` empty or only
-                commas, a bad token, a bad `tls` (see ``Tls``).
+                commas, a bad token, a bad `tls` (see ``Tls``),
+                `max_publishes_in_flight` below 1.
             OSError: a PEM file of `tls` cannot be read.
         """
+        _publish.check_max_in_flight(max_publishes_in_flight)
         self._settings = _protocol.channel_settings(addr, token, tls, backoff)
         self._timeout = timeout
         self._backoff = backoff
@@ -105,6 +137,7 @@ class Client:
         # Protected by _lock.
         self._subscriptions: "weakref.WeakSet[_Subscription[Any]]" = (
             weakref.WeakSet())
+        self._publisher = _Publisher(self, max_publishes_in_flight)
 
     @property
     def address(self) -> str:
@@ -132,11 +165,12 @@ class Client:
                 value); nothing is stored.
             ResourceExhausted: the disk is full or the broker's publish
                 queue is at its limit; nothing is stored.
-            Unavailable, DeadlineExceeded: the outcome is unknown. (In a
-                cluster, a publish with an `id` whose node did not answer
-                is first repeated at the primary the other nodes name; its
-                receipt says ``duplicate`` if the first attempt was
-                stored.)
+            Unavailable, DeadlineExceeded: the outcome is unknown. With an
+                `id`, UNAVAILABLE was retried (see the class comment) until
+                the deadline, at the primary the other nodes name in a
+                cluster: a receipt after retries says ``duplicate`` if an
+                earlier attempt was stored. Without an `id` nothing is
+                retried: the message may have been stored.
             Unauthenticated, PermissionDenied: see the token file.
             ValueError: both `delay` and `deliver_at`, or a naive
                 `deliver_at`.
@@ -170,13 +204,67 @@ class Client:
                 error names its index. Nothing is sent.
             Others: as ``publish``; for a split batch, the first failed
                 part's, saying what was stored (``hourglass._split``). With
-                ids on every message, publishing it again is safe.
+                ids on every message, UNAVAILABLE was retried until the
+                deadline, and publishing the batch again is safe; with a
+                message without an id, nothing is retried.
         """
         return _split.publish(_protocol.publish_request(messages),
                               self._router.shard_count(), self._publish)
 
+    def publish_async(self, topic: str, payload: Payload = b"", *,
+                      delay: Optional[timedelta] = None,
+                      deliver_at: Optional[datetime] = None,
+                      id: Optional[str] = None,
+                      headers: Optional[Mapping[str, str]] = None
+                      ) -> "concurrent.futures.Future[Receipt]":
+        """Publishes one message as a request on a PublishStream, without
+        waiting for its answer: the way to keep many publishes in flight.
+
+        The fields, the durability and the errors are those of ``publish``.
+        The client keeps one PublishStream to each node it publishes to
+        (the broker, or in a cluster each shard's primary: a message goes
+        on the stream of its topic's shard), opened on first use and again
+        after it broke; messages from every thread share it, and the broker
+        stores those in flight together with shared log writes and fsyncs.
+        Their futures complete in any order.
+
+        Each message has the client's ``timeout`` as deadline, retries
+        included. A message with an `id` is sent again, on a new stream,
+        after UNAVAILABLE or a stream that broke (the broker restarted or
+        went away, a failover), after a backoff, until its deadline: its
+        receipt then says ``duplicate`` if an earlier attempt was stored. A
+        message without an id is never sent again: if its stream breaks
+        before its answer, its future fails with the stream's error
+        (``Unavailable``) and the message may or may not be stored. Answers
+        come in order, so a request whose deadline passes cancels its
+        stream: every message waiting on it fails with
+        ``DeadlineExceeded``.
+
+        Blocks only while ``max_publishes_in_flight`` messages of the
+        client are in flight (each is done by its deadline), so do not
+        call it from a future's callback. Callbacks added to the future
+        run on a thread of the client's and must not block.
+
+        Returns:
+            A ``concurrent.futures.Future`` that completes with the
+            message's ``Receipt``, or with the ``hourglass.Error`` it
+            failed with (``future.result()`` raises it): as ``publish``'s,
+            and ``Cancelled`` for a message still in flight when ``close``
+            gave up waiting for it. It cannot be cancelled.
+
+        Raises:
+            ValueError, TypeError: a bad field, as ``publish``; nothing is
+                sent.
+        """
+        request = broker_pb2.PublishRequest(messages=[_protocol.message(
+            Message(topic, payload, delay, deliver_at, id, headers),
+            "publish_async")])
+        return self._publisher.publish(request)
+
     def cancel(self, topic: str, id: str) -> None:
-        """Cancels a message that is scheduled and not yet due.
+        """Cancels a message that is scheduled and not yet due (Broker
+        Cancel, for a token with role ``produce``; the Admin service's
+        CancelMessage does the same for role ``admin``).
 
         When a cancel races with the message coming due exactly one wins: a
         cancelled message is never delivered.
@@ -215,6 +303,216 @@ class Client:
                                _protocol.reschedule_request(
                                    topic, id, delay, deliver_at))
         return _protocol.receipt(response)
+
+    # --- The Admin service ---------------------------------------------------
+    #
+    # Each needs the token's ``admin`` role for the topic (for every topic:
+    # stats of all topics, topics, create_snapshot) with --auth_tokens.
+    # Calls about a topic go to its shard's primary in a cluster; the
+    # others to the node calls go to, which answers for the whole cluster.
+    # None is retried (see the class comment).
+
+    def stats(self, topic: Optional[str] = None) -> Stats:
+        """Counts (exact), rates and lateness of every topic, or of one, and
+        the broker's version and health (Admin GetStats).
+
+        Raises:
+            NotFound: `topic` has no messages and no groups.
+            InvalidArgument: a malformed topic.
+        """
+        response = self._unary(lambda e: e.admin.GetStats,
+                               admin_pb2.GetStatsRequest(topic=topic or ""))
+        return _protocol.stats(response)
+
+    def topics(self) -> List[Topic]:
+        """Every topic that has messages or groups, in name order, with its
+        counts (Admin ListTopics)."""
+        response = self._unary(lambda e: e.admin.ListTopics,
+                               admin_pb2.ListTopicsRequest())
+        return _protocol.topics(response)
+
+    def groups(self, topic: str) -> List[Group]:
+        """The consumer groups of `topic`, in name order (Admin
+        ListGroups).
+
+        Raises:
+            NotFound: no such topic.
+        """
+        response = self._unary(lambda e: e.admin.ListGroups,
+                               admin_pb2.ListGroupsRequest(topic=topic))
+        return [_protocol.group(g) for g in response.groups]
+
+    def create_group(self, topic: str, group: str) -> Group:
+        """Registers `group` before any consumer subscribes, so that it gets
+        every message of `topic` that comes due from now on (Admin
+        CreateGroup).
+
+        Raises:
+            AlreadyExists: the group exists.
+            ResourceExhausted: the topic has the broker's
+                ``--max_groups_per_topic`` (64) groups.
+        """
+        response = self._unary(lambda e: e.admin.CreateGroup,
+                               admin_pb2.CreateGroupRequest(topic=topic,
+                                                            group=group))
+        return _protocol.group(response)
+
+    def delete_group(self, topic: str, group: str) -> int:
+        """Deletes `group` with its ready and in-flight state; its
+        subscriptions end with ``NotFound`` (Admin DeleteGroup).
+
+        Returns:
+            How many ready and in-flight entries went with it.
+
+        Raises:
+            NotFound: no such group.
+        """
+        response = self._unary(lambda e: e.admin.DeleteGroup,
+                               admin_pb2.DeleteGroupRequest(topic=topic,
+                                                            group=group))
+        return response.removed
+
+    def list_messages(self, topic: str, state: MessageState, *,
+                      group: Optional[str] = None,
+                      due_from: Optional[datetime] = None,
+                      due_to: Optional[datetime] = None,
+                      page_size: int = 0,
+                      page_token: Optional[str] = None) -> MessagePage:
+        """One page of the messages of `topic` in `state`, in due-time
+        order (ties: publish order) (Admin ListMessages).
+
+        ``MessageState.DEAD`` lists the dead letters of `topic` (the
+        messages of ``<topic>.dlq``). For the next page, call again with
+        the same arguments and ``page_token=page.next_page_token``, until
+        it is None::
+
+            token = None
+            while True:
+                page = client.list_messages("orders", MessageState.SCHEDULED,
+                                            page_token=token)
+                ...
+                token = page.next_page_token
+                if token is None:
+                    break
+
+        Args:
+            group: For ``READY`` and ``IN_FLIGHT``: only this group's.
+            due_from, due_to: Only messages due in [due_from, due_to)
+                (timezone-aware); None leaves that end open.
+            page_size: 1 to 1000; 0 for the broker's default, 100.
+            page_token: The previous page's ``next_page_token``.
+
+        Raises:
+            InvalidArgument: a bad argument (a group with another state,
+                a page token of another listing).
+            TypeError, ValueError: `state` is not a MessageState, a naive
+                or non-datetime time, a negative `page_size`.
+        """
+        response = self._unary(
+            lambda e: e.admin.ListMessages,
+            _protocol.list_messages_request(topic, state, group, due_from,
+                                            due_to, page_size, page_token))
+        return _protocol.message_page(response)
+
+    def get_message(self, topic: str, id: str, *,
+                    preview_bytes: int = 0) -> MessageInfo:
+        """One message of `topic`, with its state in every group (Admin
+        GetMessage).
+
+        Args:
+            preview_bytes: How much of the payload to return: 0 for 256
+                bytes, at most 1 MiB.
+
+        Raises:
+            NotFound: no such message (never published, or acked by every
+                group, or cancelled).
+        """
+        response = self._unary(
+            lambda e: e.admin.GetMessage,
+            admin_pb2.GetMessageRequest(topic=topic, id=id,
+                                        preview_bytes=preview_bytes))
+        return _protocol.message_info(response)
+
+    def schedule_histogram(self, topic: str, start: datetime, end: datetime,
+                           bucket: timedelta) -> Schedule:
+        """How many scheduled messages of `topic` come due in each `bucket`
+        of [start, end) (Admin GetSchedule).
+
+        Buckets are aligned to whole multiples of `bucket` since the Unix
+        epoch, in UTC (1 h buckets start on the hour, 1 day buckets at
+        midnight UTC): the first holds `start`, the last the instant before
+        `end`, and each count covers its whole bucket. The counts are
+        exact; a topic without scheduled messages gets zeros.
+
+        Args:
+            start, end: The range (timezone-aware); `end` after `start`.
+            bucket: A positive whole number of minutes.
+
+        Raises:
+            InvalidArgument: `bucket` not whole minutes, more than 10,000
+                buckets, `end` not after `start`.
+        """
+        response = self._unary(
+            lambda e: e.admin.GetSchedule,
+            _protocol.schedule_request(topic, start, end, bucket))
+        return _protocol.schedule(response)
+
+    def redrive(self, topic: str, ids: Optional[Iterable[str]] = None
+                ) -> int:
+        """Publishes dead letters of `topic` (messages of ``<topic>.dlq``)
+        back to `topic`, due now, and removes them from the dead-letter
+        topic (Admin RedriveDeadLetters).
+
+        Args:
+            ids: The dead letters to move, at most ``--max_batch`` (10000);
+                None moves all of them.
+
+        Returns:
+            How many moved.
+
+        Raises:
+            NotFound: an id of `ids` is not a dead letter of the topic;
+                then nothing moved.
+            Unavailable: letters stayed busy too long; the others moved;
+                call again.
+        """
+        response = self._unary(lambda e: e.admin.RedriveDeadLetters,
+                               _protocol.redrive_request(topic, ids))
+        return response.redriven
+
+    def purge(self, topic: str, *, scheduled: bool = False,
+              ready: bool = False) -> int:
+        """Deletes the scheduled and/or ready messages of `topic` (Admin
+        PurgeTopic). A message in flight in one group and ready in another
+        stays for the group that holds it; dead letters stay.
+
+        Returns:
+            How many were deleted.
+
+        Raises:
+            InvalidArgument: neither `scheduled` nor `ready`.
+        """
+        response = self._unary(
+            lambda e: e.admin.PurgeTopic,
+            admin_pb2.PurgeTopicRequest(topic=topic, scheduled=scheduled,
+                                        ready=ready))
+        return response.purged
+
+    def create_snapshot(self, name: str) -> Snapshot:
+        """Writes a consistent snapshot of the broker's store into a new
+        directory `name` of its ``--snapshot_dir`` (by default
+        ``snapshots`` under its data directory), on the broker's machine
+        (Admin CreateSnapshot). Publishes and deliveries go on meanwhile.
+
+        Raises:
+            InvalidArgument: `name` is empty or not a plain name (up to 200
+                of letters, digits, ``.``, ``_``, ``-``).
+            AlreadyExists: the snapshot exists.
+            FailedPrecondition: the broker takes no snapshots.
+        """
+        response = self._unary(lambda e: e.admin.CreateSnapshot,
+                               admin_pb2.CreateSnapshotRequest(dir=name))
+        return _protocol.snapshot(response)
 
     def subscribe(self, topic: str, group: str, *, max_in_flight: int = 0,
                   ack_timeout: Optional[timedelta] = None,
@@ -282,8 +580,15 @@ class Client:
         return subscription
 
     def close(self, timeout: float = DEFAULT_CLOSE_TIMEOUT) -> None:
-        """Closes every subscription of the client (see
-        ``Subscription.close``), then the channel. Idempotent."""
+        """Closes the client. Idempotent.
+
+        Waits up to `timeout` seconds for the messages of ``publish_async``
+        in flight to be answered (those still in flight then fail with
+        ``Cancelled``, their outcome unknown) and ends the PublishStreams;
+        closes every subscription (see ``Subscription.close``); then the
+        channels.
+        """
+        self._publisher.close(timeout)
         with self._lock:
             subscriptions = list(self._subscriptions)
         for subscription in subscriptions:
@@ -314,8 +619,10 @@ class Client:
             method: The stub's method on an endpoint, e.g.
                 ``lambda e: e.broker.Publish``.
             repeatable: Whether `request` may be sent again after an
-                unknown outcome (``_protocol.repeatable``). A node's
-                redirect needs no such care: it did nothing.
+                unknown outcome (``_protocol.repeatable``): then an
+                UNAVAILABLE is retried after a backoff (the client's
+                `backoff`) until the deadline. A node's redirect needs no
+                such care: it did nothing.
 
         Raises:
             hourglass.Error: the call (its last attempt) failed; its code
@@ -325,27 +632,47 @@ class Client:
         deadline = _cluster.deadline(self._timeout)
         endpoint = self._router.route(topic)
         redirects = 0
+        failures = 0
+        # The first attempt fails fast if its node cannot be reached; a
+        # retry of a single broker waits for it (within the deadline).
+        wait_for_ready = False
         while True:
             try:
                 return method(endpoint)(
                     request, timeout=_cluster.remaining(deadline),
-                    metadata=self._settings.metadata)
+                    metadata=self._settings.metadata,
+                    wait_for_ready=wait_for_ready)
             except grpc.RpcError as e:
                 failure = _protocol.error(e)  # Its __cause__ is e.
             # Any refusal may give the shard count; a redirect, the primary.
             primary = self._router.follow(endpoint, failure, topic)
-            if (failure.code != grpc.StatusCode.UNAVAILABLE
-                    or redirects >= _cluster.MAX_REDIRECTS):
+            if failure.code != grpc.StatusCode.UNAVAILABLE:
                 raise failure
-            if primary is None:
-                # Later calls go to the primary found, even when this one
-                # may not be repeated.
-                found = self._rediscover(endpoint, deadline, topic=topic)
-                primary = found if repeatable else None
-            if primary is None or _cluster.remaining(deadline) == 0:
+            if redirects < _cluster.MAX_REDIRECTS:
+                if primary is None:
+                    # Later calls go to the primary found, even when this
+                    # one may not be repeated.
+                    found = self._rediscover(endpoint, deadline, topic=topic)
+                    primary = found if repeatable else None
+                if primary is not None and _cluster.remaining(deadline) != 0:
+                    redirects += 1
+                    endpoint = primary
+                    wait_for_ready = False
+                    continue
+            if not repeatable:
                 raise failure
-            redirects += 1
-            endpoint = primary
+            # Its outcome is unknown, and repeating it is safe: again after
+            # a backoff, where calls about its topic go now.
+            failures += 1
+            wait = _publish.retry_wait(self._backoff, failures)
+            left = _cluster.remaining(deadline)
+            if left is not None and wait >= left:
+                raise failure
+            _log.warning("a publish with ids to %s failed (%s); trying "
+                         "again in %.3f s", endpoint.address, failure, wait)
+            time.sleep(wait)
+            endpoint = self._router.route(topic)
+            wait_for_ready = self._router.wait_for_ready()
 
     def _find_primary(self, failed: Endpoint, error: errors.Error,
                       deadline: Optional[float], stop: Callable[[], bool],
@@ -386,6 +713,323 @@ class Client:
             if primary is not None:
                 return primary
         return None
+
+
+class _Timers:
+    """Calls functions at given times (time.monotonic()), one at a time, on
+    a thread of its own started on first use: the deadline checks and the
+    retries of ``publish_async``. A function must not block. Thread-safe.
+    """
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._changed = threading.Condition()
+        # Protected by _changed.
+        self._heap: List[Tuple[float, int, Callable[[], None]]] = []
+        self._order = itertools.count()
+        self._closed = False
+        self._thread: Optional[threading.Thread] = None
+
+    def at(self, when: float, function: Callable[[], None]) -> bool:
+        """Calls `function` at `when`; False (and never) once closed."""
+        with self._changed:
+            if self._closed:
+                return False
+            heapq.heappush(self._heap, (when, next(self._order), function))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run,
+                                                name=self._name, daemon=True)
+                self._thread.start()
+            self._changed.notify()
+            return True
+
+    def close(self) -> None:
+        """Drops what is not due and ends the thread; idempotent."""
+        with self._changed:
+            self._closed = True
+            self._heap.clear()
+            self._changed.notify()
+            thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+
+    def _run(self) -> None:
+        while True:
+            with self._changed:
+                while True:
+                    if self._closed:
+                        return
+                    wait = None
+                    if self._heap:
+                        wait = self._heap[0][0] - time.monotonic()
+                        if wait <= 0:
+                            break
+                    self._changed.wait(wait)
+                _, _, function = heapq.heappop(self._heap)
+            try:
+                function()
+            except Exception:  # A bug: log it, keep the others going.
+                _log.exception("a timer of the publisher failed")
+
+
+class _PublishStream:
+    """One PublishStream call to one node: its requests, written by gRPC's
+    writer thread from a queue, and a reader thread of its own matching
+    the answers to them (``_Publisher._read``)."""
+
+    def __init__(self, publisher: "_Publisher", endpoint: Endpoint,
+                 wait_for_ready: bool, first: Pending) -> None:
+        """Starts the call with `first` as its first request: the message
+        a stream is opened for rides it, even if it fails at once."""
+        self.endpoint = endpoint
+        self._requests: "queue.SimpleQueue[Optional[PublishRequest]]" = (
+            queue.SimpleQueue())
+        self.state = _publish.StreamState(self._requests.put,
+                                          endpoint.address,
+                                          publisher.timeout)
+        sent = self.state.send(first)
+        assert sent
+        self.call: Any = endpoint.broker.PublishStream(
+            self._requests_iter(), metadata=publisher.metadata,
+            wait_for_ready=wait_for_ready)
+        self.thread = threading.Thread(
+            target=publisher._read, args=(self,),
+            name=f"hourglass publish stream to {endpoint.address}",
+            daemon=True)
+        self.thread.start()
+
+    def _requests_iter(self) -> Iterator[PublishRequest]:
+        while True:
+            request = self._requests.get()
+            if request is None:
+                return
+            yield request
+
+
+class _Publisher:
+    """The PublishStreams of a client and the messages of ``publish_async``
+    on them; ``hourglass._publish`` decides what happens to each.
+
+    Threads: each stream's reader thread reads its answers, settles its
+    messages, and after the stream ended sends on or retries those it did
+    not answer (after looking for the primary, in a cluster); a timer
+    thread (``_Timers``) checks the streams' deadlines and sends messages
+    again after their backoff. Thread-safe.
+    """
+
+    def __init__(self, client: Client, max_in_flight: int) -> None:
+        self._client = client
+        self._router = client._router
+        self._backoff = client._backoff
+        self._max_in_flight = max_in_flight
+        self.metadata = client._settings.metadata
+        self.timeout = client._timeout
+        self._timers = _Timers("hourglass publish timers")
+        self._changed = threading.Condition()
+        # Protected by _changed.
+        # The stream messages to each node (by address) go on now.
+        self._streams: Dict[str, _PublishStream] = {}
+        # Every stream whose reader thread may still run.
+        self._all: List[_PublishStream] = []
+        # The nodes a stream was opened to: a new one waits for its node.
+        self._opened: Set[str] = set()
+        self._in_flight = 0
+        self._retrying: Set[Pending] = set()  # Waiting for their backoff.
+        self._closed = False  # Takes no new messages.
+        self._stopping = False  # Sends nothing more.
+        #: Messages sent again after a failure, for tests.
+        self.retries = 0
+
+    def publish(self, request: broker_pb2.PublishRequest
+                ) -> "concurrent.futures.Future[Receipt]":
+        """Sends `request` (of one message) on its stream; its future."""
+        future: "concurrent.futures.Future[Receipt]" = (
+            concurrent.futures.Future())
+        future.set_running_or_notify_cancel()  # It cannot be cancelled.
+        with self._changed:
+            self._changed.wait_for(
+                lambda: self._closed or self._in_flight < self._max_in_flight)
+            if self._closed:
+                future.set_exception(errors.Cancelled(
+                    "publish_async: the client is closed"))
+                return future
+            self._in_flight += 1
+        self._send(_publish.pending(
+            request, self.timeout,
+            lambda outcome: _publish.complete(future, outcome)))
+        return future
+
+    def close(self, timeout: float) -> None:
+        """Waits up to `timeout` for the messages in flight, fails the rest
+        with Cancelled, ends the streams (cleanly if nothing is left), and
+        the timers."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            self._closed = True
+            self._changed.notify_all()
+            idle = self._changed.wait_for(lambda: self._in_flight == 0,
+                                          timeout)
+            self._stopping = True
+            retrying = list(self._retrying)
+            self._retrying.clear()
+            streams = list(self._all)
+        for message in retrying:
+            self._finish(message, errors.Cancelled("the client was closed"))
+        for stream in streams:
+            if idle:
+                stream.state.close_writes()
+            else:
+                stream.state.cancelling()
+                stream.call.cancel()
+        for stream in streams:
+            if stream.thread is threading.current_thread():
+                continue  # Closed from a future's callback: it ends next.
+            stream.thread.join(max(0.0, deadline - time.monotonic()))
+            if stream.thread.is_alive():
+                stream.state.cancelling()
+                stream.call.cancel()
+                stream.thread.join()
+        self._timers.close()
+
+    def _send(self, message: Pending) -> None:
+        """Sends `message` on the stream to the node its topic goes to now,
+        opening one if there is none, or if it ended. The first stream to a
+        node fails fast if the node cannot be reached; a later one waits
+        for it (a single broker's), as the messages' deadlines allow."""
+        while True:
+            with self._changed:
+                if message.done:
+                    return
+                stopping = self._stopping
+                if not stopping:
+                    endpoint = self._router.route(message.topic)
+                    stream = self._streams.get(endpoint.address)
+                    if stream is None or not stream.state.usable:
+                        wait = (endpoint.address in self._opened
+                                and self._router.wait_for_ready())
+                        self._opened.add(endpoint.address)
+                        stream = _PublishStream(self, endpoint, wait, message)
+                        self._streams[endpoint.address] = stream
+                        self._all = [s for s in self._all
+                                     if s.thread.is_alive()]
+                        self._all.append(stream)
+                        sent = True
+                    else:
+                        sent = False
+            if stopping:
+                self._finish(message,
+                             errors.Cancelled("the client was closed"))
+                return
+            if sent or stream.state.send(message):
+                self._watch(stream)
+                return
+
+    def _read(self, stream: _PublishStream) -> None:
+        """A stream's reader thread: settles each message answered, then
+        the rest once the stream ended."""
+        rpc_error: Optional[grpc.RpcError] = None
+        try:
+            for response in stream.call:
+                answered = stream.state.answered(response)
+                if stream.state.too_many:
+                    stream.call.cancel()
+                self._watch(stream)
+                for message, answer in answered:
+                    outcome = _publish.outcome(answer)
+                    if isinstance(outcome, errors.Error):
+                        self._schedule(self._steps(
+                            stream.endpoint, [message], outcome), outcome)
+                    else:
+                        self._finish(message, outcome)
+        except grpc.RpcError as e:
+            rpc_error = e
+        unanswered, error = stream.state.ended(rpc_error)
+        retry = self._steps(stream.endpoint, unanswered, error)
+        if retry:
+            _log.warning("the PublishStream to %s ended (%s); %d messages "
+                         "with ids are sent again", stream.endpoint.address,
+                         error, len(retry))
+            if _cluster.unavailable(error):
+                # Cluster mode: its node may have died; the messages go
+                # where the maps say the primaries are now.
+                self._client._rediscover(stream.endpoint,
+                                         _publish.latest_deadline(retry),
+                                         lambda: self._stopping,
+                                         retry[0].topic)
+        self._schedule(retry, error)
+
+    def _steps(self, endpoint: Endpoint, messages: List[Pending],
+               error: errors.Error) -> List[Pending]:
+        """`messages` failed on `endpoint` with `error`: each is sent on,
+        or failed, or returned to be retried (``_publish.next_step``)."""
+        with self._changed:
+            stopping = self._stopping
+        retry = []
+        for message in messages:
+            step = _publish.next_step(message, error, self._router, endpoint,
+                                      stopping)
+            if step is Step.RESEND:
+                self._send(message)
+            elif step is Step.RETRY:
+                retry.append(message)
+            else:
+                self._finish(message, error)
+        return retry
+
+    def _schedule(self, messages: List[Pending], error: errors.Error
+                  ) -> None:
+        """Sends each of `messages` again after its backoff; fails it with
+        `error` if its deadline comes first."""
+        for message in messages:
+            wait = _publish.retry_wait(self._backoff, message.failures)
+            at = _publish.retry_at(message, wait)
+            if at is None:  # No time left for another attempt.
+                self._finish(message, error)
+                continue
+            with self._changed:
+                if message.done:
+                    continue
+                stopping = self._stopping
+                if not stopping:
+                    self._retrying.add(message)
+                    self.retries += 1
+            if stopping or not self._timers.at(
+                    at, lambda m=message: self._retry(m)):
+                self._finish(message,
+                             errors.Cancelled("the client was closed"))
+
+    def _retry(self, message: Pending) -> None:
+        """A timer: `message`'s backoff has passed."""
+        with self._changed:
+            self._retrying.discard(message)
+        self._send(message)
+
+    def _watch(self, stream: _PublishStream) -> None:
+        """Sets the deadline check of `stream`'s oldest message, if due."""
+        at = stream.state.watch()
+        if at is not None:
+            self._timers.at(at, lambda: self._check(stream))
+
+    def _check(self, stream: _PublishStream) -> None:
+        """A timer: a deadline of `stream` may have passed."""
+        cancel, again = stream.state.check()
+        if cancel:
+            stream.call.cancel()  # Its reader fails what waits on it.
+        elif again is not None:
+            self._timers.at(again, lambda: self._check(stream))
+
+    def _finish(self, message: Pending,
+                outcome: _publish.Outcome) -> None:
+        """Hands `message`'s outcome to its caller, once; frees its
+        place."""
+        with self._changed:
+            if message.done:
+                return
+            message.done = True
+            self._retrying.discard(message)
+            self._in_flight -= 1
+            self._changed.notify_all()
+        message.settle(outcome)
 
 
 class _Stream:

@@ -1,6 +1,7 @@
 """The plain values of the Hourglass client, for hourglass and hourglass.aio.
 
-Field meanings and limits are those of api/hourglass/v1/broker.proto; the
+Field meanings and limits are those of api/hourglass/v1/broker.proto (and,
+for what the Admin calls answer, admin.proto); the
 broker checks them and answers INVALID_ARGUMENT naming a bad field, so this
 module checks only what protobuf itself cannot carry (types, timezones, a
 message with two due times).
@@ -12,10 +13,12 @@ explicit units, where a bare number could be seconds or milliseconds.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import os
 import random
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Dict, Iterator, Mapping, Optional, Union
+from typing import (TYPE_CHECKING, Dict, Iterator, List, Mapping, Optional,
+                    Union)
 
 if TYPE_CHECKING:
     from hourglass._protocol import Outbox
@@ -203,3 +206,252 @@ class Backoff:
         while True:
             yield nominal * rng.uniform(0.5, 1.0)
             nominal = min(nominal * self.multiplier, maximum)
+
+
+# --- What the Admin calls answer ---------------------------------------------
+
+
+class MessageState(enum.Enum):
+    """Where a message is in its life (admin.proto's MessageState)."""
+
+    #: Published and not yet due.
+    SCHEDULED = "scheduled"
+    #: Due, and waiting in a group for a consumer with credit.
+    READY = "ready"
+    #: Delivered to a consumer of a group and not yet acknowledged.
+    IN_FLIGHT = "in_flight"
+    #: Moved to the dead-letter topic ``<topic>.dlq`` after the broker's
+    #: ``--max_attempts`` deliveries.
+    DEAD = "dead"
+
+
+@dataclasses.dataclass(frozen=True)
+class Percentiles:
+    """Latency percentiles over the broker's last minute; all zero when
+    nothing was measured."""
+
+    p50: timedelta
+    p90: timedelta
+    p99: timedelta
+    max: timedelta
+
+
+@dataclasses.dataclass(frozen=True)
+class GroupStats:
+    """One consumer group of a topic, in ``TopicStats.groups``.
+
+    Attributes:
+        group: The group's name.
+        ready: Due messages waiting in the group for a consumer.
+        in_flight: Delivered to its consumers and not yet acknowledged.
+        consumers: Subscribe streams of the group connected now.
+        ack_rate: Acknowledgements per second over the last minute.
+    """
+
+    group: str
+    ready: int
+    in_flight: int
+    consumers: int
+    ack_rate: float
+
+
+@dataclasses.dataclass(frozen=True)
+class TopicStats:
+    """Counts (exact), rates and lateness of one topic, in ``Stats.topics``.
+
+    Attributes:
+        topic: The topic's name.
+        scheduled: Published and not yet due.
+        ready: The groups' ready messages, plus due messages waiting for
+            the topic's first group.
+        in_flight: The groups' in-flight deliveries.
+        dead_lettered: Messages of the topic now in ``<topic>.dlq``.
+        publish_rate, delivery_rate: Per second, over the last minute.
+        lateness: Delivery time minus due time, over the last minute.
+        groups: Its groups, in name order.
+    """
+
+    topic: str
+    scheduled: int
+    ready: int
+    in_flight: int
+    dead_lettered: int
+    publish_rate: float
+    delivery_rate: float
+    lateness: Percentiles
+    groups: List[GroupStats]
+
+
+@dataclasses.dataclass(frozen=True)
+class Stats:
+    """What ``Client.stats`` answers: the topics and the broker.
+
+    Attributes:
+        topics: Each topic with messages or groups (or the one asked
+            for), in name order.
+        started_at: When the broker started (UTC).
+        version: The broker's version (``hourglassd --version``).
+        format_version, store_id: Its store's format version and identity.
+        serving: Whether the store takes writes.
+        not_serving_reason: Why not, when it does not; "" when it does.
+    """
+
+    topics: List[TopicStats]
+    started_at: datetime
+    version: str
+    format_version: int
+    store_id: str
+    serving: bool
+    not_serving_reason: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Topic:
+    """One topic in ``Client.topics``.
+
+    Attributes:
+        name: The topic's name.
+        scheduled, ready, in_flight, dead_lettered: As in ``TopicStats``.
+        groups: How many groups it has.
+    """
+
+    name: str
+    scheduled: int
+    groups: int
+    ready: int
+    in_flight: int
+    dead_lettered: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Group:
+    """One consumer group of a topic (``Client.groups``,
+    ``Client.create_group``).
+
+    Attributes:
+        topic: Its topic.
+        name: The group's name.
+        created_at: When it was registered (UTC).
+        ready, in_flight, consumers: As in ``GroupStats``.
+    """
+
+    topic: str
+    name: str
+    created_at: datetime
+    ready: int
+    in_flight: int
+    consumers: int
+
+
+@dataclasses.dataclass(frozen=True)
+class GroupState:
+    """Where a due message stands in one group, in ``MessageInfo.groups``.
+
+    Attributes:
+        group: The group's name.
+        state: ``READY`` or ``IN_FLIGHT``.
+        attempt: Deliveries to the group so far.
+        redeliver_at: For ``IN_FLIGHT``: when the ack timeout delivers it
+            again (UTC); None otherwise.
+    """
+
+    group: str
+    state: Optional[MessageState]
+    attempt: int
+    redeliver_at: Optional[datetime]
+
+
+@dataclasses.dataclass(frozen=True)
+class MessageInfo:
+    """A stored message as the Admin calls show it (``Client.get_message``,
+    ``Client.list_messages``).
+
+    Attributes:
+        id: Its id.
+        topic: Its topic (``<topic>.dlq`` for a dead letter).
+        state: ``SCHEDULED``; ``DEAD`` for a dead letter; otherwise the
+            least advanced state over its groups (``READY`` before
+            ``IN_FLIGHT``); None for a state this client does not know.
+        deliver_at: When it comes (or came) due (UTC).
+        published_at: When the broker accepted it (UTC).
+        payload_size: The payload's length in bytes.
+        headers: As published.
+        payload_preview: The first bytes of the payload (``preview_bytes``
+            of ``get_message``; 256 by default).
+        groups: Its state in each group, once it is due.
+        attempt: The highest attempt over its groups; 0 while scheduled.
+    """
+
+    id: str
+    topic: str
+    state: Optional[MessageState]
+    deliver_at: datetime
+    published_at: datetime
+    payload_size: int
+    headers: Dict[str, str]
+    payload_preview: bytes
+    groups: List[GroupState]
+    attempt: int
+
+
+@dataclasses.dataclass(frozen=True)
+class MessagePage:
+    """One page of ``Client.list_messages``.
+
+    Attributes:
+        messages: In due-time order (ties: publish order).
+        next_page_token: Pass it as ``page_token`` (with the same other
+            arguments) for the next page; None on the last page.
+    """
+
+    messages: List[MessageInfo]
+    next_page_token: Optional[str]
+
+
+@dataclasses.dataclass(frozen=True)
+class ScheduleBucket:
+    """One bucket of ``Schedule``: the scheduled messages due in
+    [start, start + bucket)."""
+
+    start: datetime
+    count: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Schedule:
+    """The schedule histogram of a topic (``Client.schedule_histogram``).
+
+    Attributes:
+        buckets: Every bucket of the range in time order, empty ones
+            included.
+        total: The counts summed.
+    """
+
+    buckets: List[ScheduleBucket]
+    total: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Snapshot:
+    """A snapshot the broker wrote (``Client.create_snapshot``).
+
+    Attributes:
+        dir: Where, on the broker's machine: its ``--snapshot_dir`` and
+            the name asked for.
+        files, bytes: What it holds.
+        format_version, store_id: The store's format version and identity
+            (store_id is "" for a cluster's snapshot of several shards).
+        started_at: Every write completed before this time is in it (UTC).
+        took: How long writing it took.
+        shards: 0 for a snapshot of one store; for a cluster of several
+            shards, how many (``dir`` holds ``shards/<n>`` for each).
+    """
+
+    dir: str
+    files: int
+    bytes: int
+    format_version: int
+    store_id: str
+    started_at: datetime
+    took: timedelta
+    shards: int

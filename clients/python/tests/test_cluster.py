@@ -344,6 +344,18 @@ def test_calls_through_any_node_go_to_the_primary(cluster: Cluster) -> None:
         client.cancel("orders", "o1")  # Refused by c; done by a, once.
         assert not stored(a, "orders", "o1")
 
+    # publish_async through b: b answers the request on its PublishStream
+    # with a's address, and the message goes again on a stream to a.
+    with hourglass.Client(b.address) as client:
+        streamed = client.publish_async("orders", b"s",
+                                        delay=timedelta(minutes=5),
+                                        id="o-stream").result(WAIT)
+        assert (streamed.id, streamed.duplicate) == ("o-stream", False)
+        assert sorted(client._publisher._streams) == sorted(
+            [a.address, b.address])
+        assert client._publisher.retries == 0
+        assert stored(a, "orders", "o-stream")
+
     # A first subscription refused by c follows it to a.
     with hourglass.Client(c.address) as client:
         with client.subscribe("orders", "g") as sub:
@@ -356,6 +368,11 @@ def test_calls_through_any_node_go_to_the_primary(cluster: Cluster) -> None:
 
     async def through_b_with_asyncio() -> None:
         async with hourglass.aio.Client(b.address) as client:
+            streamed = await client.publish_async(
+                "orders", b"s", delay=timedelta(minutes=5), id="o3-stream")
+            assert (streamed.id, streamed.duplicate) == ("o3-stream", False)
+            assert sorted(client._publisher._streams) == sorted(
+                [a.address, b.address])
             async with await client.subscribe("orders", "aio") as sub:
                 receipt = await client.publish("orders", b"aio", id="o3")
                 assert (receipt.id, receipt.duplicate) == ("o3", False)
@@ -400,13 +417,18 @@ def test_a_client_of_b_and_c_follows_the_primary_when_it_dies(
         before = client.publish("orders", b"before",
                                 delay=timedelta(seconds=3), id="before")
         assert (before.id, before.duplicate) == ("before", False)
+        # A client with a PublishStream to a (b sent its first message
+        # there), which breaks when a dies.
+        streaming = hourglass.Client(b_and_c)
+        streaming.publish_async("orders", b"x", delay=timedelta(hours=1),
+                                id="stream-to-a").result(WAIT)
         # Each client was sent to a by b.
         without_ids._unary(lambda e: e.admin.GetStats,
                            admin_pb2.GetStatsRequest())
         await aio_client._unary(lambda e: e.admin.GetStats,
                                 admin_pb2.GetStatsRequest())
         for router in (client._router, without_ids._router,
-                       aio_client._router):
+                       aio_client._router, streaming._router):
             assert router.current().address == a.address
 
         cluster.kill("a")
@@ -415,8 +437,23 @@ def test_a_client_of_b_and_c_follows_the_primary_when_it_dies(
         cluster.await_everyone_sees(["b", "c"], 2, primary)
         new_primary = cluster.nodes[primary].address
 
-        # a does not answer: each client asks b and c where the primary is,
-        # and repeats a publish there if it has an id ...
+        # a does not answer: a message with an id on a new stream to a
+        # fails at once; the client asks b and c where the primary is and
+        # sends it there. One without an id fails.
+        with streaming:
+            streamed = streaming.publish_async(
+                "orders", b"streamed", id="after-stream").result(WAIT)
+            assert (streamed.id, streamed.duplicate) == (
+                "after-stream", False)
+            assert streaming._publisher.retries == 1
+            assert streaming._publisher._streams.keys() == {
+                a.address, b.address, new_primary}
+            assert streaming._router.current().address == new_primary
+        error = without_ids.publish_async("other", b"y").exception(WAIT)
+        assert isinstance(error, hourglass.Unavailable)
+        assert without_ids._publisher.retries == 0
+        # So does a publish call: each client asks b and c where the
+        # primary is, and repeats a publish there if it has an id ...
         after = client.publish("orders", b"after", id="after")
         assert (after.id, after.duplicate) == ("after", False)
         receipt = await aio_client.publish("orders", b"aio", id="after-aio")
@@ -439,27 +476,30 @@ def test_a_client_of_b_and_c_follows_the_primary_when_it_dies(
         # timeout is 1 s, and "before" comes due later than the others.
         got: List[hourglass.Delivery] = []
         deadline = time.monotonic() + WAIT
-        while len(got) < 3:
+        while len(got) < 4:
             d = sub.receive(max(0.0, deadline - time.monotonic()))
             assert d is not None, f"within {WAIT} s: {ids(got)}"
             assert sub.ack([d]) == 1
             got.append(d)
         check_not_early(got)
-        assert sorted(ids(got)) == ["after-aio@1", "after@1", "before@1"]
+        assert sorted(ids(got)) == ["after-aio@1", "after-stream@1",
+                                    "after@1", "before@1"]
         assert {d.id: d.payload for d in got} == {
-            "before": b"before", "after": b"after", "after-aio": b"aio"}
+            "before": b"before", "after": b"after", "after-aio": b"aio",
+            "after-stream": b"streamed"}
         assert [d.deliver_at for d in got if d.id == "before"] == [
             before.deliver_at]
         # So did the asyncio subscriber, of its own group.
         aio_got: List[hourglass.Delivery] = []
         deadline = time.monotonic() + WAIT
-        while len(aio_got) < 3:
+        while len(aio_got) < 4:
             d = await aio_sub.receive(max(0.0, deadline - time.monotonic()))
             assert d is not None, f"within {WAIT} s: {ids(aio_got)}"
             assert aio_sub.ack([d]) == 1
             aio_got.append(d)
         check_not_early(aio_got)
-        assert sorted(ids(aio_got)) == ["after-aio@1", "after@1", "before@1"]
+        assert sorted(ids(aio_got)) == ["after-aio@1", "after-stream@1",
+                                        "after@1", "before@1"]
 
         # From here on the loop must run (to send the asyncio acks, and to
         # read what may come): the threaded waits go to threads.
@@ -467,7 +507,8 @@ def test_a_client_of_b_and_c_follows_the_primary_when_it_dies(
         await asyncio.to_thread(
             eventually, lambda: not any(
                 stored(node, "orders", i)
-                for i in ("before", "after", "after-aio")), "the acks took")
+                for i in ("before", "after", "after-aio", "after-stream")),
+            "the acks took")
         # Unacked, any of the threaded subscriber's would come again after
         # its 1 s ack timeout; the acks of both took (nothing is stored).
         assert await asyncio.gather(asyncio.to_thread(sub.receive, 2.0),
@@ -569,8 +610,37 @@ def test_a_client_of_one_node_routes_by_shard_and_splits_batches(
             assert (d.id, d.topic, d.attempt) == ("now", topics[n], 1)
             assert d.ack() is True
 
+    # publish_async from a client given a: a answers each request of
+    # another shard with its primary and the shard count; the message goes
+    # again on a stream to that primary, where later ones of the shard go.
+    with hourglass.Client(a.address) as client:
+        futures = [client.publish_async(topics[n], b"s",
+                                        delay=timedelta(hours=1),
+                                        id=f"stream-{n}")
+                   for n in range(SHARDS)]
+        assert [f.result(WAIT).id for f in futures] == [
+            f"stream-{n}" for n in range(SHARDS)]
+        assert client._router.shard_count() == SHARDS
+        assert client._publisher._streams.keys() == {a.address, *at}
+        assert client._publisher.retries == 0
+        assert all(stored(cluster.nodes[primary[n]], topics[n],
+                          f"stream-{n}") for n in range(SHARDS))
+        second = [client.publish_async(topics[n], b"s",
+                                       delay=timedelta(hours=1),
+                                       id=f"stream-{n}")
+                  for n in range(SHARDS)]
+        assert [f.result(WAIT).duplicate for f in second] == [True] * SHARDS
+
     async def with_asyncio() -> None:
         async with hourglass.aio.Client(a.address) as client:
+            streamed = await asyncio.gather(*(
+                client.publish_async(topics[n], b"s",
+                                     delay=timedelta(hours=1),
+                                     id=f"aio-stream-{n}")
+                for n in range(SHARDS)))
+            assert [(r.id, r.duplicate) for r in streamed] == [
+                (f"aio-stream-{n}", False) for n in range(SHARDS)]
+            assert client._publisher._streams.keys() == {a.address, *at}
             receipts = await client.publish_many(batch("aio"))
             assert [(r.id, r.duplicate) for r in receipts] == [
                 (f"aio-{k}", False) for k in range(8)]
@@ -586,3 +656,5 @@ def test_a_client_of_one_node_routes_by_shard_and_splits_batches(
     asyncio.run(with_asyncio())
     assert not any(stored(cluster.nodes[primary[n]], topics[n], f"aio-{k}")
                    for k, n in enumerate(shard_of_message))
+    assert all(stored(cluster.nodes[primary[n]], topics[n],
+                      f"aio-stream-{n}") for n in range(SHARDS))
