@@ -77,7 +77,13 @@ start_etcd
 # Each cluster of the run has a name of its own (a prefix of its own in etcd).
 CLUSTER=bench0
 # One shard: the benchmark compares its primary with a single node.
-cluster_flags() { echo --etcd="127.0.0.1:$ETCD_PORT" --lease_ttl="$TTL" --cluster="$CLUSTER" --shards=1 "$PEER_FLAG"; }
+# A --baseline built before nodes authenticated one another (--peer_token_file)
+# gets no peer flag.
+peer_flag() {
+  local help; help="$("$HOURGLASSD" --helpfull 2>/dev/null || true)"
+  if [[ "$help" == *-peer_token_file* ]]; then echo "$PEER_FLAG"; fi
+}
+cluster_flags() { echo --etcd="127.0.0.1:$ETCD_PORT" --lease_ttl="$TTL" --cluster="$CLUSTER" --shards=1 $(peer_flag); }
 declare -A ADDR=()
 start_cluster_node() {  # NAME
   # shellcheck disable=SC2046
