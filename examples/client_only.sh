@@ -43,22 +43,9 @@ if [[ ! -x $hourglassd ]]; then
   exit 2
 fi
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/hourglass-client-only.XXXXXX")
-broker_pid=
-cleanup() {
-  local status=$?
-  if [[ -n $broker_pid ]]; then
-    kill -KILL "$broker_pid" 2>/dev/null || true
-    wait "$broker_pid" 2>/dev/null || true
-  fi
-  if [[ ${HOURGLASS_EXAMPLE_KEEP:-0} == 1 ]]; then
-    echo "examples/client_only.sh: kept $work"
-  else
-    rm -rf "$work"
-  fi
-  exit "$status"
-}
-trap cleanup EXIT
+# shellcheck source=examples/lib.sh
+source "$repo/examples/lib.sh"
+example_workdir client-only
 
 build=$work/build
 prefix=$work/prefix
@@ -117,24 +104,10 @@ if [[ -n $server_libs ]]; then
   fail "delayed_hello links a server-only library (above)"
 fi
 
-# hourglassd on a port the OS picks; it logs the port once it listens.
-out=$work/broker.log
-: >"$out"
-"$hourglassd" --listen=127.0.0.1:0 --metrics_listen=127.0.0.1:0 \
-  --data_dir="$work/data" --shutdown_grace=1s >"$out" 2>&1 &
-broker_pid=$!
-deadline=$((SECONDS + 60))
-until grep -q 'listening on' "$out"; do
-  if ! kill -0 "$broker_pid" 2>/dev/null || ((SECONDS > deadline)); then
-    cat "$out"; fail "hourglassd did not start listening (log above)"
-  fi
-  sleep 0.05
-done
-port=$(sed -n 's/.*listening on .* (port \([0-9]*\)).*/\1/p' "$out" | head -1)
+# hourglassd on a port the OS picks.
+example_broker "$hourglassd" || fail "hourglassd did not start listening (log above)"
 log "running delayed_hello against hourglassd on 127.0.0.1:$port"
 "$example" "127.0.0.1:$port" || fail "delayed_hello exited $?"
 
-kill -TERM "$broker_pid"
-wait "$broker_pid" || fail "hourglassd exited $? on SIGTERM"
-broker_pid=
+example_broker_stop || fail "hourglassd exited $? on SIGTERM"
 log "PASS"

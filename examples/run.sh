@@ -28,22 +28,9 @@ done
 
 log() { echo "examples/run.sh: $*"; }
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/hourglass-example.XXXXXX")
-broker_pid=
-cleanup() {
-  local status=$?
-  if [[ -n $broker_pid ]]; then
-    kill -KILL "$broker_pid" 2>/dev/null || true
-    wait "$broker_pid" 2>/dev/null || true
-  fi
-  if [[ ${HOURGLASS_EXAMPLE_KEEP:-0} == 1 ]]; then
-    log "kept $work"
-  else
-    rm -rf "$work"
-  fi
-  exit "$status"
-}
-trap cleanup EXIT
+# shellcheck source=examples/lib.sh
+source "$repo/examples/lib.sh"
+example_workdir example
 
 prefix=$work/prefix
 log "installing $build_dir into $prefix"
@@ -56,26 +43,11 @@ cmake -S "$repo/examples" -B "$work/build" -G Ninja \
 cmake --build "$work/build" >"$work/build.log" ||
   { cat "$work/build.log"; exit 1; }
 
-# The installed broker, on a port the OS picks; it logs the port once it
-# listens.
-out=$work/broker.log
-: >"$out"
-"$prefix/bin/hourglassd" --listen=127.0.0.1:0 --metrics_listen=127.0.0.1:0 \
-  --data_dir="$work/data" --shutdown_grace=1s >"$out" 2>&1 &
-broker_pid=$!
-deadline=$((SECONDS + 60))
-until grep -q 'listening on' "$out"; do
-  if ! kill -0 "$broker_pid" 2>/dev/null || ((SECONDS > deadline)); then
-    log "hourglassd did not start listening:"; cat "$out"; exit 1
-  fi
-  sleep 0.05
-done
-port=$(sed -n 's/.*listening on .* (port \([0-9]*\)).*/\1/p' "$out" | head -1)
+# The installed broker, on a port the OS picks.
+example_broker "$prefix/bin/hourglassd"
 log "hourglassd listens on 127.0.0.1:$port"
 
 "$work/build/delayed_hello" "127.0.0.1:$port"
 
-kill -TERM "$broker_pid"
-wait "$broker_pid"
-broker_pid=
+example_broker_stop
 log "PASS"
