@@ -45,6 +45,7 @@
 #include "cmd/hourglassd/cluster_flags.h"
 #include "cmd/hourglassd/cluster_join.h"
 #include "cmd/hourglassd/sd_notify.h"
+#include "cmd/hourglassd/signals.h"
 #include "cmd/hourglassd/startup_warnings.h"
 #include "console/console.h"
 #include "node/cluster_node.h"
@@ -174,6 +175,8 @@ ABSL_FLAG(uint64_t, grpc_memory_mb, 0,
 
 namespace {
 
+using ::hourglass::hourglassd::BlockTerminationSignals;
+using ::hourglass::hourglassd::WaitForTerminationSignal;
 using ::hourglass::hourglassd::WarnIfCertLinesUnused;
 using ::hourglass::hourglassd::WarnIfDataDirOpen;
 using ::hourglass::hourglassd::WarnIfExposed;
@@ -181,19 +184,6 @@ using ::hourglass::hourglassd::WarnIfExposed;
 [[noreturn]] void Fail(const std::string& reason) {
   spdlog::critical("hourglassd: {}", reason);
   std::exit(1);
-}
-
-// Blocks SIGTERM, SIGINT and SIGHUP in this thread, and so in every thread
-// started after it, so that WaitForTerminationSignal receives them
-// synchronously.
-sigset_t BlockTerminationSignals() {
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGHUP);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  return signals;
 }
 
 // Metrics about the process itself, which need nothing from the broker.
@@ -204,56 +194,6 @@ void AddProcessMetrics(hourglass::metrics::Registry& registry,
   registry.Gauges(Metric::kStartTimeSeconds)
       .Add({})
       .Set(absl::ToDoubleSeconds(start_time - absl::UnixEpoch()));
-}
-
-// Reloads the cluster node's peer secret file, if it has one (SIGHUP),
-// logging the outcome; a bad file leaves the secrets as they were. Returns
-// whether there was one.
-bool ReloadPeerSecrets(hourglass::node::ClusterNode* cluster_node) {
-  if (cluster_node == nullptr) return false;
-  absl::StatusOr<size_t> reloaded = cluster_node->ReloadPeerSecrets();
-  if (absl::IsNotFound(reloaded.status())) return false;
-  if (reloaded.ok()) {
-    spdlog::info("hourglassd reloaded {} peer secret{} from --peer_token_file",
-                 *reloaded, *reloaded == 1 ? "" : "s");
-  } else {
-    spdlog::error("hourglassd kept its peer secrets: reload failed: {}",
-                  std::string(reloaded.status().message()));
-  }
-  return true;
-}
-
-// Waits for SIGTERM or SIGINT and returns it. Each SIGHUP meanwhile
-// reloads `authorizer`'s token file (if any), logging the outcome, and has
-// `broker` end the open streams the new file no longer grants; a bad file
-// leaves the tokens as they were. It reloads the cluster node's peer
-// secrets too.
-int WaitForTerminationSignal(const sigset_t& signals,
-                             hourglass::api::Authorizer* authorizer,
-                             bool mutual_tls,
-                             hourglass::api::BrokerService& broker,
-                             hourglass::node::ClusterNode* cluster_node) {
-  while (true) {
-    int signal = 0;
-    if (sigwait(&signals, &signal) != 0) continue;
-    if (signal != SIGHUP) return signal;
-    const bool peers = ReloadPeerSecrets(cluster_node);
-    if (authorizer == nullptr) {
-      if (!peers) spdlog::info("hourglassd received SIGHUP: nothing to reload");
-      continue;
-    }
-    absl::StatusOr<hourglass::api::Authorizer::Counts> counts =
-        authorizer->Reload();
-    if (counts.ok()) {
-      spdlog::info("hourglassd reloaded {} tokens and {} cert lines from {}",
-                   counts->tokens, counts->certificates, authorizer->origin());
-      WarnIfCertLinesUnused(*authorizer, counts->certificates, mutual_tls);
-      broker.RecheckStreams();
-    } else {
-      spdlog::error("hourglassd kept its tokens: reload failed: {}",
-                    std::string(counts.status().message()));
-    }
-  }
 }
 
 // Tells the service manager `state` through `notifier` (systemd's
