@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "broker/metrics.h"
+#include "broker/store_errors.h"
 #include "grpcpp/grpcpp.h"
 #include "node/primary_gate.h"
 #include "node/shard_refusal.h"
@@ -46,7 +47,9 @@ ShardHost::ShardHost(std::unique_ptr<storage::MessageStore> base,
       machine_({.node = options_.node_id,
                 .shard = options_.shard,
                 .min_insync = options_.min_insync,
-                .lag_timeout = options_.lag_timeout}) {
+                .lag_timeout = options_.lag_timeout}),
+      repeated_errors_(std::make_unique<broker::RateLimitedLog>(
+          absl::Seconds(10), options_.clock)) {
   {
     absl::MutexLock lock(&role_mu_);
     base_ = std::move(base);
@@ -469,9 +472,13 @@ void ShardHost::FollowLocked() {
   absl::StatusOr<std::unique_ptr<replication::Replica>> replica =
       replication::Replica::Open(base_.get());
   if (!replica.ok()) {
-    spdlog::error("cluster: node {} cannot hold shard {} as a backup: {}",
-                  options_.node_id, options_.shard,
-                  std::string(replica.status().message()));
+    if (std::optional<uint64_t> unlogged = repeated_errors_->Allow("follow")) {
+      spdlog::error(
+          "cluster: node {} cannot hold shard {} as a backup: {} ({} more "
+          "since the last report)",
+          options_.node_id, options_.shard,
+          std::string(replica.status().message()), *unlogged);
+    }
     return;
   }
   replica_ = *std::move(replica);
@@ -497,9 +504,13 @@ void ShardHost::OpenCopyLocked() {
   absl::StatusOr<std::unique_ptr<storage::MessageStore>> opened =
       options_.open_store(options_.store_dir);
   if (!opened.ok()) {
-    spdlog::error("cluster: node {} cannot open a copy of shard {} in {}: {}",
-                  options_.node_id, options_.shard, options_.store_dir,
-                  std::string(opened.status().message()));
+    if (std::optional<uint64_t> unlogged = repeated_errors_->Allow("open")) {
+      spdlog::error(
+          "cluster: node {} cannot open a copy of shard {} in {}: {} ({} more "
+          "since the last report)",
+          options_.node_id, options_.shard, options_.store_dir,
+          std::string(opened.status().message()), *unlogged);
+    }
     return;
   }
   base_ = *std::move(opened);

@@ -28,6 +28,10 @@ namespace grpc {
 class Channel;
 }  // namespace grpc
 
+namespace hourglass::broker {
+class RateLimitedLog;
+}  // namespace hourglass::broker
+
 namespace hourglass::metrics {
 class Registry;
 }  // namespace hourglass::metrics
@@ -269,6 +273,10 @@ class ShardHost {
       ABSL_GUARDED_BY(role_mu_);
   std::unique_ptr<broker::Engine> engine_ ABSL_GUARDED_BY(role_mu_);
   std::string engine_error_ ABSL_GUARDED_BY(role_mu_);
+  // Paces the errors the role's work meets again at every tick (a copy
+  // that cannot be opened or followed while its disk is full): one line per
+  // kind every 10 s, saying how many were not logged. Thread-safe itself.
+  const std::unique_ptr<broker::RateLimitedLog> repeated_errors_;
   // Opens the engine while the host's thread goes on; joinable from its
   // start until the host took its result.
   std::thread opener_ ABSL_GUARDED_BY(role_mu_);
