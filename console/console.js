@@ -436,6 +436,14 @@ async function messagesView(topic, params) {
   const pageNumber = pageTokens.length + 1;
   view.replaceChildren(
       el('h1', {}, 'Messages of ', topicLink(topic)),
+      // One message by its id, whatever its state: the message page.
+      el('form', {class: 'toolbar', id: 'find', onsubmit: (event) => {
+        event.preventDefault();
+        const id = $('#find-id').value.trim();
+        if (id) location.hash = `#/message/${encodeURIComponent(topic)}/${encodeURIComponent(id)}`;
+      }},
+         el('label', {}, 'Id', el('input', {id: 'find-id', placeholder: 'order-42'})),
+         el('button', {id: 'find-open', type: 'submit'}, 'Find')),
       el('form', {class: 'toolbar', id: 'filter', onsubmit: (event) => {
         event.preventDefault();
         pageTokens = [];

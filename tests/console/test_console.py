@@ -215,6 +215,25 @@ def test_message_browser_pages_like_the_admin_api(
     assert column(browser, "#messages", "id") == ["order-003", "order-004"]
 
 
+def test_a_message_is_found_by_its_id(browser: WebDriver, daemon: Daemon,
+                                      loaded: Loaded) -> None:
+    base = console_url(daemon)
+    show(browser, base, "#/messages/orders?state=SCHEDULED", "#find-id")
+    browser.find_element(By.ID, "find-id").send_keys(" order-007 ")
+    browser.find_element(By.ID, "find-open").click()
+    wait_for(browser, "#payload")
+    assert browser.current_url.endswith("#/message/orders/order-007")
+    assert browser.find_element(By.ID, "payload").text == \
+        admin_message(daemon, "orders", "order-007").payload_preview.decode()
+
+    # An id the topic does not hold: the broker's NOT_FOUND, said on the page.
+    show(browser, base, "#/messages/orders", "#find-id")
+    browser.find_element(By.ID, "find-id").send_keys("no-such-id")
+    browser.find_element(By.ID, "find-open").click()
+    wait_for(browser, "#view-error")
+    assert "no-such-id" in browser.find_element(By.ID, "view-error").text
+
+
 def test_one_message_in_full(browser: WebDriver, daemon: Daemon,
                              loaded: Loaded) -> None:
     base = console_url(daemon)
