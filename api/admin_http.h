@@ -33,7 +33,8 @@ namespace hourglass::api {
 //                                                       PurgeTopic
 //   GET    /api/v1/topics/{topic}/schedule?from=T1&to=T2&bucket=3600s
 //                                                       GetSchedule
-//   POST   /api/v1/snapshot {"dir":"/abs/path"}         CreateSnapshot
+//   POST   /api/v1/snapshot {"dir":"NAME"}              CreateSnapshot
+//          (a plain name, written into --snapshot_dir)
 //
 // A body may hold at most 4 KiB (the metrics listener answers 413 past
 // it): enough for any request but a redrive naming many ids, which the
