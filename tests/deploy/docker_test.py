@@ -345,8 +345,12 @@ class ComposeClusterTest(unittest.TestCase):
 
         # docker stop: SIGTERM, and the shards node1 led have another
         # primary at once.
-        self.processes[1].send_signal(signal.SIGTERM)
-        self.assertEqual(self.processes[1].wait(timeout=30), 0)
+        node1 = self.processes[1]
+        node1.send_signal(signal.SIGTERM)
+        exit_code = node1.wait(timeout=30)
+        self.drains[1].join(timeout=10)
+        self.assertEqual(exit_code, 0, b"".join(node1.output)[-8000:]
+                         .decode(errors="replace"))
         del addresses["node1"]
         deadline = time.monotonic() + 30
         while True:
@@ -366,7 +370,10 @@ class ComposeClusterTest(unittest.TestCase):
         reads the rest, so that the child never waits on a full pipe."""
         process = subprocess.Popen(argv, stdout=subprocess.PIPE,
                                    stderr=subprocess.STDOUT)
-        drain = threading.Thread(target=process.stdout.read, daemon=True)
+        process.output = []
+        drain = threading.Thread(
+            target=lambda: process.output.append(process.stdout.read()),
+            daemon=True)
 
         def stop():
             process.kill()
@@ -379,7 +386,11 @@ class ComposeClusterTest(unittest.TestCase):
         if not hasattr(self, "processes"):
             self.processes = []
         self.processes.append(process)
-        read_until(process, ready, timeout=60)
+        if not hasattr(self, "drains"):
+            self.drains = []
+        self.drains.append(drain)
+        process.output.append(
+            read_until(process, ready, timeout=60).encode())
         drain.start()
 
     def await_health(self, addresses, want, timeout=30):
