@@ -109,6 +109,34 @@ int Distance(const Start& start, const std::vector<BalanceNode>& nodes) {
                        Balance(start.layout, nodes, start.options));
 }
 
+// The first of `record`'s backups that `want` (Balance's replicas for the
+// shard) does not hold: the one a replica move takes the place of. Empty
+// when the layout keeps every backup.
+std::string Leaving(const ShardRecord& record,
+                    const std::vector<std::string>& want) {
+  for (const std::string& node : record.replicas) {
+    if (node != record.primary && !Contains(want, node)) return node;
+  }
+  return std::string();
+}
+
+// The replica the move under way in `shard` (its last replica the node it
+// added) takes the place of: what the add step named, from the layout
+// Balance gives for the cluster as it was before the add. Empty if that
+// layout keeps every replica (the cluster changed since).
+std::string MovedFrom(int shard, const std::map<int, ShardRecord>& shards,
+                      const std::map<int, std::string>& active,
+                      const std::vector<BalanceNode>& nodes,
+                      const RebalanceOptions& options) {
+  std::map<int, ShardRecord> before = shards;
+  ShardRecord& record = before.at(shard);
+  record.replicas.pop_back();
+  const Start start = StartOf(before, active, options);
+  const Layout target = Balance(start.layout, nodes, start.options);
+  return Leaving(
+      record, target.shards[std::distance(before.begin(), before.find(shard))]);
+}
+
 // Step 2 for `shard`, which has a replica more than it should: the
 // replica to drop, and the step, or nullopt while the replicas that stay
 // are not all in sync (or no replica but its primary and its pinned node
@@ -121,14 +149,17 @@ std::optional<RebalanceStep> Drop(
     const std::vector<BalanceNode>& nodes, const RebalanceOptions& options) {
   const ShardRecord& record = shards.at(shard);
   auto pin = active.find(shard);
-  // Gone nodes first, then draining ones, then the one whose drop leaves
-  // the cluster closest to balanced (ties: the lowest node id). Never the
-  // primary, nor the node the shard is pinned to, and the node the move
-  // added (the last replica) only if it is gone or draining or no other
-  // can go: Balance is greedy, and its distance may tie or favour
-  // dropping the newcomer, which would undo the add, and the next step
-  // would add it again, forever.
+  // Gone nodes first, then draining ones, then the one the move was for
+  // (MovedFrom), then the one whose drop leaves the cluster closest to
+  // balanced (ties: the lowest node id). Never the primary, nor the node
+  // the shard is pinned to, and the node the move added (the last
+  // replica) only if it is gone or draining or no other can go. Balance is
+  // greedy: its distance may tie or favour dropping the newcomer, or
+  // another replica than the one the move was for, and either would leave
+  // a layout from which the next step adds the dropped node back, forever.
   const std::string& added = record.replicas.back();
+  const std::string moved_from =
+      MovedFrom(shard, shards, active, nodes, options);
   std::string drop;
   int best = std::numeric_limits<int>::max();
   std::vector<std::string> candidates(record.replicas.begin() + 1,
@@ -138,8 +169,10 @@ std::optional<RebalanceStep> Drop(
     if (pin != active.end() && node == pin->second) continue;
     int score;
     if (!alive.contains(node)) {
-      score = -2;
+      score = -3;
     } else if (draining.contains(node)) {
+      score = -2;
+    } else if (node == moved_from) {
       score = -1;
     } else if (node == added) {
       score = std::numeric_limits<int>::max() - 1;  // Only if none else.
@@ -306,19 +339,14 @@ std::optional<RebalanceStep> PlanRebalance(
         PinPending(shard, record, active)) {
       continue;
     }
-    std::string add, leaving;
+    std::string add;
     for (const std::string& node : want) {
       if (!Contains(record.replicas, node)) {
         add = node;
         break;
       }
     }
-    for (const std::string& node : record.replicas) {
-      if (node != record.primary && !Contains(want, node)) {
-        leaving = node;
-        break;
-      }
-    }
+    const std::string leaving = Leaving(record, want);
     // A primary that must go is moved first, by a leader transfer (below).
     if (add.empty() || leaving.empty()) continue;
     ShardRecord write = record;
