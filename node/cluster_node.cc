@@ -226,14 +226,16 @@ absl::StatusOr<std::unique_ptr<ClusterNode>> ClusterNode::Open(
 
 absl::StatusOr<std::unique_ptr<ShardHost>> ClusterNode::OpenHost(int shard) {
   const ClusterNodeOptions& o = options_;
-  auto open_store = [sync = o.sync,
-                     resources = resources_](const std::string& dir)
+  auto open_store = [sync = o.sync, resources = resources_,
+                     keep = o.replication_log_keep](const std::string& dir)
       -> absl::StatusOr<std::unique_ptr<storage::MessageStore>> {
-    // Backups' copies append to their memtables (Replica::Open).
+    // Backups' copies append to their memtables (Replica::Open); each copy
+    // keeps its log for the backups it may ship to (ReplicatedStore).
     return storage::RocksDbStore::Open({.path = dir,
                                         .sync = sync,
                                         .shared = resources,
-                                        .switchable_memtables = true});
+                                        .switchable_memtables = true,
+                                        .keep_write_log = keep});
   };
   const std::string store_dir = ShardDir(o.data_dir, shard);
   absl::StatusOr<std::unique_ptr<storage::MessageStore>> store =

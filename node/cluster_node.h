@@ -82,6 +82,10 @@ struct ClusterNodeOptions {
   int shards = 1;
   int replication_factor = 3;
   int min_insync = 2;
+  // How long each shard's store keeps its flushed write-ahead log files
+  // (storage::RocksDbStoreOptions::keep_write_log), which a primary's
+  // backups catch up from (replication/log_history.h). Default: 2 min.
+  absl::Duration replication_log_keep = absl::Minutes(2);
   // --restore_from: a snapshot (`hourglass snapshot` of a cluster, or of a
   // single node) to create a new cluster from. Open checks that etcd holds
   // no cluster of this name (FAILED_PRECONDITION otherwise; UNAVAILABLE if

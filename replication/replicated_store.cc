@@ -53,7 +53,7 @@ absl::StatusOr<std::unique_ptr<ReplicatedStore>> ReplicatedStore::Open(
 ReplicatedStore::ReplicatedStore(storage::MessageStore* base,
                                  ReplicatedStoreOptions options,
                                  LogPosition last)
-    : base_(base), options_(std::move(options)), last_(last) {
+    : base_(base), options_(std::move(options)), history_(base), last_(last) {
   for (const std::string& node : options_.in_sync) {
     in_sync_.insert(node);
     counted_.insert(node);
@@ -198,29 +198,40 @@ bool ReplicatedStore::AckedLocked(LogPosition entry, bool durable) const {
 absl::StatusOr<std::vector<std::shared_ptr<const std::string>>>
 ReplicatedStore::ReadFrom(int64_t index, size_t max_bytes,
                           absl::Time deadline) {
-  absl::MutexLock lock(&mu_);
-  auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return !closed_.empty() || last_.index >= index;
-  };
-  if (!ready() && deadline > absl::Now()) {
-    mu_.AwaitWithDeadline(absl::Condition(&ready), deadline);
+  int64_t oldest_kept;
+  {
+    absl::MutexLock lock(&mu_);
+    auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return !closed_.empty() || last_.index >= index;
+    };
+    if (!ready() && deadline > absl::Now()) {
+      mu_.AwaitWithDeadline(absl::Condition(&ready), deadline);
+    }
+    if (!closed_.empty()) return absl::UnavailableError(closed_);
+    std::vector<std::shared_ptr<const std::string>> out;
+    if (last_.index < index) return out;
+    oldest_kept = kept_.empty() ? last_.index + 1 : kept_.front().index;
+    if (oldest_kept <= index) {
+      size_t bytes = 0;
+      for (size_t i = static_cast<size_t>(index - oldest_kept);
+           i < kept_.size(); ++i) {
+        if (!out.empty() && bytes + kept_[i].bytes->size() > max_bytes) break;
+        bytes += kept_[i].bytes->size();
+        out.push_back(kept_[i].bytes);
+      }
+      return out;
+    }
   }
-  if (!closed_.empty()) return absl::UnavailableError(closed_);
-  std::vector<std::shared_ptr<const std::string>> out;
-  if (last_.index < index) return out;
-  if (kept_.empty() || kept_.front().index > index) {
+  // Older than the entries in memory: from the store's log, without the
+  // lock (it reads files).
+  absl::StatusOr<std::vector<std::shared_ptr<const std::string>>> read =
+      history_.Read(index, oldest_kept, max_bytes);
+  if (absl::IsOutOfRange(read.status())) {
     return absl::OutOfRangeError(absl::StrCat(
-        "entry ", index, " is no longer kept (the oldest kept is ",
-        kept_.empty() ? last_.index + 1 : kept_.front().index, ")"));
+        "entry ", index, " is no longer kept (the oldest in memory is ",
+        oldest_kept, "; ", read.status().message(), ")"));
   }
-  size_t bytes = 0;
-  for (size_t i = static_cast<size_t>(index - kept_.front().index);
-       i < kept_.size(); ++i) {
-    if (!out.empty() && bytes + kept_[i].bytes->size() > max_bytes) break;
-    bytes += kept_[i].bytes->size();
-    out.push_back(kept_[i].bytes);
-  }
-  return out;
+  return read;
 }
 
 absl::StatusOr<bool> ReplicatedStore::Diverged(LogPosition copy) {

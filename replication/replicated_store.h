@@ -18,6 +18,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "replication/log_entry.h"
+#include "replication/log_history.h"
 #include "storage/message_store.h"
 
 namespace hourglass::replication {
@@ -32,7 +33,9 @@ struct ReplicatedStoreOptions {
   // writes are accepted (--min_insync). Default: 2.
   int min_insync = 2;
   // Bytes of recent entries kept in memory for backups to catch up from; a
-  // backup further behind is rebuilt from a checkpoint. Default: 64 MiB.
+  // backup further behind catches up from the store's log of its writes
+  // while that holds the entries it lacks (LogHistory), and is rebuilt from
+  // a checkpoint otherwise. Default: 64 MiB.
   size_t retain_bytes = 64 << 20;
   // How long a write waits for the in-sync backups before the primary
   // gives up on the epoch (the write fails with UNAVAILABLE and so does
@@ -141,8 +144,10 @@ class ReplicatedStore final : public storage::MessageStore {
 
   // The serialized entries from `index` on (as many as fit in `max_bytes`,
   // at least one), waiting until there is one or `deadline` passes (then
-  // none). Errors: OUT_OF_RANGE if entry `index` is no longer kept (the
-  // backup must be rebuilt); UNAVAILABLE once closed.
+  // none): from memory, or, for entries older than those kept there, from
+  // the store's log of its writes (LogHistory). Errors: OUT_OF_RANGE if
+  // entry `index` is kept in neither (the backup must be rebuilt);
+  // UNAVAILABLE once closed; the store's, reading its log.
   absl::StatusOr<std::vector<std::shared_ptr<const std::string>>> ReadFrom(
       int64_t index, size_t max_bytes, absl::Time deadline);
   // Whether a copy that ends at `copy` diverged from this log.
@@ -248,6 +253,8 @@ class ReplicatedStore final : public storage::MessageStore {
 
   storage::MessageStore* const base_;
   const ReplicatedStoreOptions options_;
+  // The entries older than kept_, from base_'s log of its writes.
+  LogHistory history_;
 
   // Held across a Write's store write and append, so that the log's order
   // is the store's. Taken before mu_.

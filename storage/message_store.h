@@ -226,6 +226,33 @@ class MessageStore {
   // a store without a format.
   virtual absl::Status WriteEncoded(absl::Span<const std::string_view> encoded);
 
+  // The store's log of its writes read back, for a store with a write
+  // format (RocksDB's write-ahead log): a primary's backups catch up from it
+  // (replication/log_history.h). Each Write has a sequence number, which
+  // grows with the order of writes, and is logged in the format
+  // WriteAllEncoded gives. The log holds the writes not yet flushed to the
+  // tables, and as many older ones as the store keeps
+  // (RocksDbStoreOptions::keep_write_log).
+  //
+  // Calls visit(sequence, encoded) for each logged write from the one that
+  // holds sequence `from` on, in order, until visit returns false or the
+  // log ends; writes that return meanwhile may or may not be seen. Errors:
+  //   NOT_FOUND      the log no longer holds sequence `from`.
+  //   UNIMPLEMENTED  the store logs no writes it can read back (the
+  //                  default; MemoryStore).
+  //   UNAVAILABLE    an I/O error; DATA_LOSS a damaged log.
+  virtual absl::Status ReadWriteLog(
+      uint64_t /*from*/,
+      absl::FunctionRef<bool(uint64_t sequence, std::string_view encoded)>
+      /*visit*/) {
+    return absl::UnimplementedError("this store keeps no log of its writes");
+  }
+  // The sequence each of the log's files starts at, oldest first: where a
+  // search of the log may start reading. Errors as ReadWriteLog's.
+  virtual absl::StatusOr<std::vector<uint64_t>> WriteLogStarts() {
+    return absl::UnimplementedError("this store keeps no log of its writes");
+  }
+
   // Syncs the log, when the store was opened to sync (otherwise does
   // nothing): every Write that returned before the call becomes durable.
   // Does not block concurrent Writes, which is what lets a group commit

@@ -315,7 +315,8 @@ size_t RocksDbResources::memtable_usage() const {
 
 absl::StatusOr<std::shared_ptr<const OpenDatabase>> OpenRocksDb(
     const std::string& path, const RocksDbResources& resources,
-    std::shared_ptr<StoreMemtables> memtables) {
+    std::shared_ptr<StoreMemtables> memtables,
+    uint64_t keep_write_log_seconds) {
   const std::shared_ptr<rocksdb::Cache>& cache = resources.parts().cache;
   rocksdb::DBOptions db_options;
   db_options.create_if_missing = true;
@@ -325,6 +326,10 @@ absl::StatusOr<std::shared_ptr<const OpenDatabase>> OpenRocksDb(
   db_options.max_background_jobs = 2;
   // Bounds the log replayed at start, so restart time stays flat.
   db_options.max_total_wal_size = size_t{256} << 20;
+  // Log files no longer needed move to <path>/archive, where RocksDB deletes
+  // them once older than this (checking every half of it): what
+  // ReadWriteLog reads beside the live files.
+  db_options.WAL_ttl_seconds = keep_write_log_seconds;
   // Bounds memtable memory across all tables, and all stores sharing it.
   db_options.write_buffer_manager = resources.parts().write_buffers;
   db_options.bytes_per_sync = size_t{1} << 20;

@@ -57,10 +57,12 @@ struct OpenDatabase {
 // Opens (or creates) the database in `path`, with every Table's column
 // family, on `resources`' block cache and memtable budget, and with
 // `memtables` for the tables HasStoreMemtables names (none: RocksDB's
-// skiplists). Errors as ToStatus makes them, naming the path.
+// skiplists), keeping write-ahead log files RocksDB no longer needs for
+// `keep_write_log_seconds` (RocksDbStoreOptions::keep_write_log; 0: none).
+// Errors as ToStatus makes them, naming the path.
 absl::StatusOr<std::shared_ptr<const OpenDatabase>> OpenRocksDb(
     const std::string& path, const RocksDbResources& resources,
-    std::shared_ptr<StoreMemtables> memtables);
+    std::shared_ptr<StoreMemtables> memtables, uint64_t keep_write_log_seconds);
 
 }  // namespace hourglass::storage
 

@@ -22,8 +22,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "rocksdb/db.h"
 #include "rocksdb/options.h"
+#include "rocksdb/transaction_log.h"
 #include "rocksdb/utilities/checkpoint.h"
 #include "rocksdb/write_batch.h"
 #include "spdlog/spdlog.h"
@@ -38,13 +40,14 @@ namespace {
 
 class RocksDbStoreImpl final : public MessageStore {
  public:
-  RocksDbStoreImpl(std::string path, bool sync,
+  RocksDbStoreImpl(std::string path, bool sync, uint64_t keep_write_log_seconds,
                    std::unique_ptr<DataDirLock> lock,
                    std::shared_ptr<RocksDbResources> resources,
                    std::shared_ptr<StoreMemtables> memtables,
                    std::shared_ptr<const OpenDatabase> database)
       : path_(std::move(path)),
         sync_(sync),
+        keep_write_log_seconds_(keep_write_log_seconds),
         lock_(std::move(lock)),
         resources_(std::move(resources)),
         memtables_(std::move(memtables)),
@@ -263,6 +266,42 @@ class RocksDbStoreImpl final : public MessageStore {
     }
   }
 
+  absl::Status ReadWriteLog(
+      uint64_t from,
+      absl::FunctionRef<bool(uint64_t, std::string_view)> visit) override {
+    const std::shared_ptr<const OpenDatabase> database = Database();
+    std::unique_ptr<rocksdb::TransactionLogIterator> log;
+    rocksdb::Status s = database->db->GetUpdatesSince(from, &log);
+    if (s.IsNotFound()) return NoWriteLogAt(from);
+    if (!s.ok()) return ToStatus(s, Context("read the write log"));
+    for (bool first = true; log->Valid(); log->Next(), first = false) {
+      rocksdb::BatchResult batch = log->GetBatch();
+      // The first write must hold `from`: RocksDB starts at the oldest it
+      // has when `from` is older.
+      if (first && batch.sequence > from) return NoWriteLogAt(from);
+      if (!visit(batch.sequence, batch.writeBatchPtr->Data())) {
+        return absl::OkStatus();
+      }
+    }
+    s = log->status();
+    // The end of the log reads as a "not found" at its last write.
+    if (s.ok() || s.IsNotFound()) return absl::OkStatus();
+    return ToStatus(s, Context("read the write log"));
+  }
+
+  absl::StatusOr<std::vector<uint64_t>> WriteLogStarts() override {
+    const std::shared_ptr<const OpenDatabase> database = Database();
+    rocksdb::VectorLogPtr files;
+    const rocksdb::Status s = database->db->GetSortedWalFiles(files);
+    if (!s.ok()) return ToStatus(s, Context("list the write log"));
+    std::vector<uint64_t> starts;
+    for (const std::unique_ptr<rocksdb::LogFile>& file : files) {
+      // An empty file (the one being started) holds no write to start at.
+      if (file->SizeFileBytes() > 0) starts.push_back(file->StartSequence());
+    }
+    return starts;
+  }
+
   StoreStats Stats() override {
     StoreStats stats;
     const std::shared_ptr<const OpenDatabase> database = Database();
@@ -368,7 +407,7 @@ class RocksDbStoreImpl final : public MessageStore {
       database_.reset();
     }
     absl::StatusOr<std::shared_ptr<const OpenDatabase>> reopened =
-        OpenRocksDb(path_, *resources_, memtables_);
+        OpenRocksDb(path_, *resources_, memtables_, keep_write_log_seconds_);
     if (!reopened.ok()) {
       spdlog::error("cannot reopen data dir {} after a failed write: {}", path_,
                     reopened.status().ToString());
@@ -455,6 +494,12 @@ class RocksDbStoreImpl final : public MessageStore {
     return absl::OkStatus();
   }
 
+  absl::Status NoWriteLogAt(uint64_t sequence) const {
+    return absl::NotFoundError(
+        absl::StrCat("data dir ", path_,
+                     ": the write log no longer holds write ", sequence));
+  }
+
   std::string Context(const char* what) const {
     return absl::StrCat(what, " in data dir ", path_);
   }
@@ -490,6 +535,7 @@ class RocksDbStoreImpl final : public MessageStore {
   // Constant after construction.
   const std::string path_;
   const bool sync_;
+  const uint64_t keep_write_log_seconds_;
   // Released after the database closes (the destructor closes it).
   const std::unique_ptr<DataDirLock> lock_;
   // The block cache and memtable budget, kept across reopens.
@@ -591,12 +637,15 @@ absl::StatusOr<std::unique_ptr<MessageStore>> RocksDbStore::Open(
   if (options.switchable_memtables) {
     memtables = std::make_shared<StoreMemtables>();
   }
+  const auto keep_write_log_seconds =
+      static_cast<uint64_t>(absl::ToInt64Seconds(
+          absl::Ceil(options.keep_write_log, absl::Seconds(1))));
   absl::StatusOr<std::shared_ptr<const OpenDatabase>> database =
-      OpenRocksDb(options.path, *resources, memtables);
+      OpenRocksDb(options.path, *resources, memtables, keep_write_log_seconds);
   if (!database.ok()) return database.status();
   auto store = std::make_unique<RocksDbStoreImpl>(
-      options.path, options.sync, *std::move(lock), std::move(resources),
-      std::move(memtables), *std::move(database));
+      options.path, options.sync, keep_write_log_seconds, *std::move(lock),
+      std::move(resources), std::move(memtables), *std::move(database));
   if (absl::Status version = UpgradeFormat(*store, options); !version.ok()) {
     return version;
   }

@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "storage/message_store.h"
 
 namespace hourglass::storage {
@@ -79,6 +80,15 @@ struct RocksDbStoreOptions {
   // one more indirection per memtable call, and without concurrent
   // memtable writes. Without it, SetWriteOnly does nothing. Default: false.
   bool switchable_memtables = false;
+
+  // How long the write-ahead log's files are kept once RocksDB no longer
+  // needs them (their writes are in the tables), for
+  // MessageStore::ReadWriteLog: a cluster node's shards keep theirs so that
+  // backups behind a primary's memory catch up from its log on disk. They
+  // take disk space of about the rate of writes times 1.5 times this
+  // (RocksDB deletes them every half of it). Whole seconds; zero keeps
+  // none. Default: zero.
+  absl::Duration keep_write_log = absl::ZeroDuration();
 
   // Called once Open has upgraded the data in place from an older format
   // version (`from`) to RocksDbStore::kFormatVersion, after the upgrade is

@@ -913,6 +913,79 @@ TEST_F(ShippingTest, ABackupOutsideTheIsrCatchesUpFromTheKeptEntries) {
   EXPECT_EQ(Contents(*c.store), Contents(*base));
 }
 
+// A primary keeps one entry in memory: a backup that joins after 60 catches
+// up from the store's log of its writes (RocksDB's write-ahead log, over
+// several files, the older ones archived), not by a rebuild.
+TEST_F(ShippingTest, ABackupBehindTheEntriesInMemoryCatchesUpFromTheWriteLog) {
+  testing::TempDir dir;
+  std::unique_ptr<MessageStore> base =
+      storage::RocksDbStore::Open({.path = dir.path() + "/a",
+                                   .switchable_memtables = true,
+                                   .keep_write_log = absl::Hours(1)})
+          .value();
+  std::unique_ptr<ReplicatedStore> store =
+      ReplicatedStore::Open(base.get(),
+                            {.epoch = 1, .min_insync = 1, .retain_bytes = 1})
+          .value();
+  for (int i = 1; i <= 60; ++i) {
+    ASSERT_TRUE(store->Write(Batch(absl::StrCat("m", i))).ok());
+    // New memtables start a new log file.
+    if (i % 20 == 0) base->SetWriteOnly(i % 40 == 20);
+  }
+  EXPECT_GE(base->WriteLogStarts().value().size(), 3u);
+
+  // Read back in pieces: each entry once, in order, as shipped from memory.
+  int64_t next = 1;
+  while (next <= 60) {
+    absl::StatusOr<std::vector<std::shared_ptr<const std::string>>> entries =
+        store->ReadFrom(next, 200, absl::Now() + kPatience);
+    ASSERT_TRUE(entries.ok()) << entries.status();
+    ASSERT_FALSE(entries->empty());
+    for (const auto& bytes : *entries) {
+      const LogEntry entry = DecodeEntry(*bytes).value();
+      EXPECT_EQ(entry.epoch, 1);
+      ASSERT_EQ(entry.index, next);
+      EXPECT_EQ(entry.store_encoding, base->WriteEncoding());
+      const WriteBatch batch =
+          storage::DecodeRocksDbWrite(entry.store_encoding, entry.store_write)
+              .value();
+      EXPECT_EQ(batch.operations().front().key, absl::StrCat("m", next));
+      ++next;
+    }
+  }
+
+  Backup c(storage::RocksDbStore::Open({.path = dir.path() + "/c"}).value());
+  std::unique_ptr<Shipper> to_c = Ship(*store, "c", c);
+  EXPECT_TRUE(testing::Eventually(
+      [&] {
+        return c.replica->applied() == LogPosition{1, 60};
+      },
+      kPatience));
+  EXPECT_EQ(ContentsButMeta(*c.store), ContentsButMeta(*base));
+  EXPECT_EQ(ReadPosition(*c.store).value(), (LogPosition{1, 60}));
+}
+
+// A store with no log of its writes (the memory store): an entry no longer
+// in memory is out of range, and the backup that lacks it is rebuilt.
+TEST(ReplicatedStoreTest, AnEntryInNeitherMemoryNorTheWriteLogIsOutOfRange) {
+  std::unique_ptr<MessageStore> base = storage::MemoryStore::Open();
+  std::unique_ptr<ReplicatedStore> store =
+      ReplicatedStore::Open(base.get(),
+                            {.epoch = 1, .min_insync = 1, .retain_bytes = 1})
+          .value();
+  for (const char* key : {"m1", "m2", "m3"}) {
+    ASSERT_TRUE(store->Write(Batch(key)).ok());
+  }
+  absl::StatusOr<std::vector<std::shared_ptr<const std::string>>> entries =
+      store->ReadFrom(1, 1 << 20, absl::Now() + kPatience);
+  EXPECT_EQ(entries.status().code(), absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(entries.status().message(),
+            "entry 1 is no longer kept (the oldest in memory is 3; the "
+            "store's log no longer holds entry 1: this store keeps no log "
+            "of its writes)");
+  EXPECT_EQ(store->ReadFrom(3, 1 << 20, absl::Now() + kPatience)->size(), 1u);
+}
+
 TEST_F(ShippingTest, AnOldPrimaryCannotWriteOnceItsBackupAcceptedANewEpoch) {
   std::unique_ptr<MessageStore> base = storage::MemoryStore::Open();
   std::unique_ptr<ReplicatedStore> store =
