@@ -352,5 +352,71 @@ TEST_F(CombinedFaultsTest, APrimaryBackAtOnceAfterACrashLeadsAtANewEpoch) {
             grpc::StatusCode::OK);
 }
 
+// A backup stopped while the primary writes, the primary then killed: the
+// new primary's memory holds only what it wrote since its promotion, so the
+// backup's missing entries come from the new primary's write-ahead log,
+// where they arrived when it applied them as a backup. The backup catches
+// up from there and rejoins the in-sync set without a rebuild (before, a
+// new primary had no history: any backup behind it was rebuilt from a
+// full checkpoint).
+TEST_F(CombinedFaultsTest, ABackupBehindANewPrimaryCatchesUpFromItsLog) {
+  StartNodes({"a", "b", "c"}, {"--shards=1"});
+  ASSERT_EQ(AwaitPrimary({"a", "b", "c"}), "a");
+  ASSERT_TRUE(AwaitEveryoneSees({"a", "b", "c"}, 1, "a"));
+  ASSERT_EQ(Publish("a", "orders", "before", absl::Hours(1)).code,
+            grpc::StatusCode::OK);
+
+  // c stops; a takes it out of the in-sync set and goes on with b.
+  nodes_.at("c")->process().Signal(SIGSTOP);
+  std::vector<std::string> acknowledged;
+  std::optional<v1::ShardInfo> shard;
+  for (int i = 0; acknowledged.size() < 20; ++i) {
+    const std::string id = absl::StrCat("while-c-stopped-", i);
+    if (Publish("a", "orders", id, absl::Hours(1)).code ==
+        grpc::StatusCode::OK) {
+      acknowledged.push_back(id);
+    }
+    DrainLogs();
+  }
+  shard = ShardAt("a");
+  ASSERT_TRUE(shard.has_value());
+  ASSERT_EQ(shard->isr_size(), 2) << shard->DebugString();
+
+  // a dies; b is promoted; c resumes, behind b by the 20 entries.
+  // (b serves once c is back in sync: alone it is below --min_insync.)
+  nodes_.at("a")->Kill();
+  ASSERT_TRUE(testing::Eventually(
+      [&] {
+        DrainLogs();
+        shard = ShardAt("b");
+        return shard.has_value() && shard->primary() == "b";
+      },
+      kPatience));
+  nodes_.at("c")->process().Signal(SIGCONT);
+  EXPECT_TRUE(testing::Eventually(
+      [&] {
+        DrainLogs();
+        shard = ShardAt("b");
+        return shard.has_value() && shard->primary() == "b" &&
+               shard->isr_size() == 2;
+      },
+      kPatience))
+      << (shard.has_value() ? shard->DebugString() : "no map");
+  DrainLogs();
+  EXPECT_THAT(nodes_.at("c")->process().output(),
+              ::testing::Not(HasSubstr("rebuilds its copy of shard 0")));
+
+  // c holds every message: it leads once b is gone too.
+  nodes_.at("b")->Kill();
+  StartNodes({"a"}, {"--shards=1"});
+  ASSERT_EQ(AwaitServingPrimary({"c", "a"}), "c");
+  std::vector<std::string> missing;
+  for (const std::string& id : acknowledged) {
+    if (!Holds("c", id)) missing.push_back(id);
+  }
+  EXPECT_THAT(missing, ::testing::IsEmpty())
+      << "lost: " << absl::StrJoin(missing, ",");
+}
+
 }  // namespace
 }  // namespace hourglass
