@@ -122,6 +122,9 @@ class ReplicatedStore final : public storage::MessageStore {
       const std::string& dir) override {
     return base_->Checkpoint(dir);
   }
+  std::unique_ptr<WriteLogHold> HoldWriteLog() override {
+    return base_->HoldWriteLog();
+  }
 
   // Write in two halves, for callers that must not block (the protocol's
   // simulation): Append writes `batch` as the next entry and returns its

@@ -118,6 +118,10 @@ class ReplicationService::Impl final : public v1::Replication::Service {
     const std::filesystem::path dir =
         std::filesystem::path(use.scratch) /
         absl::StrCat("checkpoint-", request->shard(), "-", random());
+    // The backup catches up from the log once it has the copy: the log's
+    // files stay until the copy is sent, however long that takes.
+    const std::unique_ptr<storage::MessageStore::WriteLogHold> hold =
+        use.source->HoldWriteLog();
     absl::StatusOr<storage::CheckpointInfo> made =
         use.source->Checkpoint(dir.string());
     if (!made.ok()) return ToGrpc(made.status());

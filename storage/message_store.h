@@ -239,7 +239,8 @@ class MessageStore {
   // log ends; writes that return meanwhile may or may not be seen. Errors:
   //   NOT_FOUND      the log no longer holds sequence `from`.
   //   UNIMPLEMENTED  the store logs no writes it can read back (the
-  //                  default; MemoryStore).
+  //                  default; MemoryStore; a RocksDB store opened without
+  //                  keep_write_log).
   //   UNAVAILABLE    an I/O error; DATA_LOSS a damaged log.
   virtual absl::Status ReadWriteLog(
       uint64_t /*from*/,
@@ -252,6 +253,16 @@ class MessageStore {
   virtual absl::StatusOr<std::vector<uint64_t>> WriteLogStarts() {
     return absl::UnimplementedError("this store keeps no log of its writes");
   }
+  // Keeps every file of the log, and of the store, that exists now or is
+  // written later, until the returned hold is destroyed (then they go as
+  // the store's keeping rules say): for as long as a Checkpoint is on its
+  // way to a backup, which then catches up from the log however long the
+  // copy took. Null for a store without such a log (the default).
+  class WriteLogHold {
+   public:
+    virtual ~WriteLogHold() = default;
+  };
+  virtual std::unique_ptr<WriteLogHold> HoldWriteLog() { return nullptr; }
 
   // Syncs the log, when the store was opened to sync (otherwise does
   // nothing): every Write that returned before the call becomes durable.

@@ -269,6 +269,7 @@ class RocksDbStoreImpl final : public MessageStore {
   absl::Status ReadWriteLog(
       uint64_t from,
       absl::FunctionRef<bool(uint64_t, std::string_view)> visit) override {
+    if (keep_write_log_seconds_ == 0) return NoWriteLogKept();
     const std::shared_ptr<const OpenDatabase> database = Database();
     std::unique_ptr<rocksdb::TransactionLogIterator> log;
     rocksdb::Status s = database->db->GetUpdatesSince(from, &log);
@@ -289,7 +290,35 @@ class RocksDbStoreImpl final : public MessageStore {
     return ToStatus(s, Context("read the write log"));
   }
 
+  std::unique_ptr<WriteLogHold> HoldWriteLog() override {
+    if (keep_write_log_seconds_ == 0) return nullptr;
+    // RocksDB counts these: each hold ends only its own.
+    class Hold final : public WriteLogHold {
+     public:
+      explicit Hold(RocksDbStoreImpl* store) : store_(store) {}
+      ~Hold() override {
+        const rocksdb::Status s =
+            store_->Database()->db->EnableFileDeletions(/*force=*/false);
+        if (!s.ok()) {
+          spdlog::warn("data dir {}: cannot let old files go again: {}",
+                       store_->path_, s.ToString());
+        }
+      }
+
+     private:
+      RocksDbStoreImpl* const store_;
+    };
+    const rocksdb::Status s = Database()->db->DisableFileDeletions();
+    if (!s.ok()) {
+      spdlog::warn("data dir {}: cannot keep old files: {}", path_,
+                   s.ToString());
+      return nullptr;
+    }
+    return std::make_unique<Hold>(this);
+  }
+
   absl::StatusOr<std::vector<uint64_t>> WriteLogStarts() override {
+    if (keep_write_log_seconds_ == 0) return NoWriteLogKept();
     const std::shared_ptr<const OpenDatabase> database = Database();
     rocksdb::VectorLogPtr files;
     const rocksdb::Status s = database->db->GetSortedWalFiles(files);
@@ -494,6 +523,10 @@ class RocksDbStoreImpl final : public MessageStore {
     return absl::OkStatus();
   }
 
+  absl::Status NoWriteLogKept() const {
+    return absl::UnimplementedError(absl::StrCat(
+        "data dir ", path_, " was opened to keep no log of its writes"));
+  }
   absl::Status NoWriteLogAt(uint64_t sequence) const {
     return absl::NotFoundError(
         absl::StrCat("data dir ", path_,

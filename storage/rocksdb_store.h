@@ -87,7 +87,8 @@ struct RocksDbStoreOptions {
   // backups behind a primary's memory catch up from its log on disk. They
   // take disk space of about the rate of writes times 1.5 times this
   // (RocksDB deletes them every half of it). Whole seconds; zero keeps
-  // none. Default: zero.
+  // none, and the store then reads none back (ReadWriteLog is
+  // UNIMPLEMENTED). Default: zero.
   absl::Duration keep_write_log = absl::ZeroDuration();
 
   // Called once Open has upgraded the data in place from an older format

@@ -54,7 +54,7 @@ ABSL_FLAG(absl::Duration, replication_log_keep, absl::Minutes(2),
           "behind than the 64 MiB of entries a primary keeps in memory "
           "catches up from them instead of being rebuilt from a checkpoint. "
           "Costs disk: about the rate of writes times 1.5 times this. 0 keeps "
-          "none.");
+          "none, and backups behind a primary's memory are always rebuilt.");
 ABSL_FLAG(absl::Duration, lease_ttl, absl::Seconds(3),
           "Cluster mode: a node that cannot renew its etcd lease for this "
           "long is dead to the cluster (whole seconds).");

@@ -372,7 +372,8 @@ TEST_F(ClusterTest, AStoppedPrimaryHandsOverAndComesBackAsAnInSyncBackup) {
 TEST_F(ClusterTest, AWipedBackupIsRebuiltFromTheNewPrimarysCheckpoint) {
   // One in-sync copy suffices here, so that the shard serves while two of
   // three nodes are down.
-  StartNodes({"a", "b", "c"}, {"--shards=1", "--min_insync=1"});
+  StartNodes({"a", "b", "c"},
+             {"--shards=1", "--min_insync=1", "--replication_log_keep=0"});
   ASSERT_EQ(AwaitPrimary({"a", "b", "c"}), "a");
   ASSERT_TRUE(AwaitEveryoneSees({"a", "b", "c"}, 1, "a"));
   ASSERT_EQ(Publish("a", "orders", "m1", absl::Hours(1)).code,
@@ -389,9 +390,12 @@ TEST_F(ClusterTest, AWipedBackupIsRebuiltFromTheNewPrimarysCheckpoint) {
             grpc::StatusCode::OK);
 
   // b comes back with its disk wiped: it must be rebuilt from c's
-  // checkpoint, then follows c's log and rejoins the in-sync set.
+  // checkpoint (no node keeps its write-ahead log to catch up from:
+  // --replication_log_keep=0), then follows c's log and rejoins the
+  // in-sync set.
   std::filesystem::remove_all(dir_.path() + "/b");
-  StartNodes({"b"}, {"--shards=1", "--min_insync=1"});
+  StartNodes({"b"},
+             {"--shards=1", "--min_insync=1", "--replication_log_keep=0"});
   Admin at_c(ChannelTo("c"));
   EXPECT_TRUE(testing::Eventually(
       [&] {
@@ -423,8 +427,10 @@ TEST_F(ClusterTest, AWipedBackupIsRebuiltFromTheNewPrimarysCheckpoint) {
 // checkpoints too: RocksDB makes them only at an absolute path, so the
 // node makes its data dir absolute as it opens.
 TEST_F(ClusterTest, APrimaryGivenARelativeDataDirSendsItsCheckpoint) {
+  // No write-ahead log kept: a wiped node is rebuilt from a checkpoint.
   const std::vector<std::string> flags = {
-      "--shards=1", "--replication_factor=2", "--min_insync=1"};
+      "--shards=1", "--replication_factor=2", "--min_insync=1",
+      "--replication_log_keep=0"};
   StartNodes({"a"}, flags);
   std::vector<std::string> relative = {"--etcd=" + etcd_->endpoint(),
                                        "--node_id=b",
