@@ -22,7 +22,7 @@ build_dir="${2:-build/fuzz}"
 parallel="${3:-2}"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 targets=(keys_fuzz timing_wheel_fuzz validation_fuzz subscribe_fuzz token_file_fuzz
-         admin_fuzz)
+         admin_fuzz cron_fuzz)
 
 scratch="$(mktemp -d "${TMPDIR:-/tmp}/hourglass-fuzz.XXXXXX")"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
