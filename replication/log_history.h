@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,15 +22,20 @@ namespace hourglass::replication {
 // (ReplicatedStore's retain_bytes): a backup a few entries behind a new
 // primary, or one that was rebuilt from a checkpoint while writes went on.
 //
-// Every entry a copy holds was written to its store as one write holding
-// the entry's position keys (log_entry.h AddPositionKeys): by the primary
-// that made it, or verbatim by a backup applying it. So the store's log of
-// writes, read in order, is the copy's log, and an entry is found by its
-// index: writes without position keys (the accepted epoch's) are skipped.
-// The entries read back are encoded as the primary ships them (EncodeEntry
-// with the store's write), their needs_sync set: whether the primary that
-// made one synced it is not in its write, and a backup syncing once more
-// is harmless.
+// Every entry a copy holds reached its store in a write that ends with the
+// entry's position keys (log_entry.h AddPositionKeys): a primary writes
+// each entry on its own, a backup the entries of a request together, each
+// as it was shipped. So the store's log of writes, read in order, is the
+// copy's log: a write is cut after each entry's position keys, and an
+// entry is found by its index; writes without position keys (the accepted
+// epoch's) are skipped. An entry that was a write of its own is shipped as
+// that write (EncodeEntry with the store's write, which a backup of the
+// same format writes as it is); one cut from a write of several, as its
+// operations. Either way its needs_sync is set: whether the primary that
+// made it synced it is not in the write, and a backup syncing once more is
+// harmless. A log that cannot be read on (damaged, or changed under the
+// reader) counts as not holding the entry: the backup is rebuilt, which is
+// always safe.
 //
 // A search starts from the file of the log whose first entry is the last
 // not after the one asked for (a binary search over the files' first
@@ -44,10 +50,10 @@ class LogHistory {
 
   // Entries `index` to `end` - 1 (fewer: as many as fit in `max_bytes`, at
   // least one), encoded for shipping. Errors:
-  //   OUT_OF_RANGE  the store's log no longer holds entry `index`, or any
-  //                 entry up to `end` (the store keeps no log, or it was
-  //                 purged): the backup must be rebuilt.
-  //   others        the store's, reading its log.
+  //   OUT_OF_RANGE  the store's log does not hold entry `index` (the store
+  //                 keeps no log, it was purged, or it cannot be read): the
+  //                 backup must be rebuilt.
+  // A read that fails after some entries returns those.
   // REQUIRES: 1 <= index < end.
   absl::StatusOr<std::vector<std::shared_ptr<const std::string>>> Read(
       int64_t index, int64_t end, size_t max_bytes);
@@ -60,6 +66,11 @@ class LogHistory {
     uint64_t sequence;
   };
   absl::StatusOr<std::optional<Found>> FirstEntryFrom(uint64_t from);
+  // Read, from where StartFor says; and forgetting where a read ended
+  // before `index` (true if one had).
+  absl::StatusOr<std::vector<std::shared_ptr<const std::string>>> ReadOnce(
+      int64_t index, int64_t end, size_t max_bytes);
+  bool ForgetEnd(int64_t index);
   // The sequence to read from to find entry `index`: where the last read
   // ended, if it ended just before it; else the start of the last file of
   // the log whose first entry is not after it.

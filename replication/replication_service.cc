@@ -119,7 +119,9 @@ class ReplicationService::Impl final : public v1::Replication::Service {
         std::filesystem::path(use.scratch) /
         absl::StrCat("checkpoint-", request->shard(), "-", random());
     // The backup catches up from the log once it has the copy: the log's
-    // files stay until the copy is sent, however long that takes.
+    // files stay until the copy is sent (then they go as the store keeps
+    // them: a backup that starts reading more than --replication_log_keep
+    // after a file was written may find it gone, and is rebuilt again).
     const std::unique_ptr<storage::MessageStore::WriteLogHold> hold =
         use.source->HoldWriteLog();
     absl::StatusOr<storage::CheckpointInfo> made =

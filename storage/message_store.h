@@ -256,8 +256,8 @@ class MessageStore {
   // Keeps every file of the log, and of the store, that exists now or is
   // written later, until the returned hold is destroyed (then they go as
   // the store's keeping rules say): for as long as a Checkpoint is on its
-  // way to a backup, which then catches up from the log however long the
-  // copy took. Null for a store without such a log (the default).
+  // way to a backup, which then catches up from the log. Null for a store
+  // without such a log (the default).
   class WriteLogHold {
    public:
     virtual ~WriteLogHold() = default;

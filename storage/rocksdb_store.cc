@@ -271,6 +271,7 @@ class RocksDbStoreImpl final : public MessageStore {
       absl::FunctionRef<bool(uint64_t, std::string_view)> visit) override {
     if (keep_write_log_seconds_ == 0) return NoWriteLogKept();
     const std::shared_ptr<const OpenDatabase> database = Database();
+    if (database == nullptr) return WriteFailure();
     std::unique_ptr<rocksdb::TransactionLogIterator> log;
     rocksdb::Status s = database->db->GetUpdatesSince(from, &log);
     if (s.IsNotFound()) return NoWriteLogAt(from);
@@ -292,34 +293,44 @@ class RocksDbStoreImpl final : public MessageStore {
 
   std::unique_ptr<WriteLogHold> HoldWriteLog() override {
     if (keep_write_log_seconds_ == 0) return nullptr;
-    // RocksDB counts these: each hold ends only its own.
+    // RocksDB counts these: each hold ends only its own. A hold does not
+    // keep the database open: if a failed write makes the store reopen it
+    // meanwhile, the new one holds nothing (and the old one's count went
+    // with it).
     class Hold final : public WriteLogHold {
      public:
-      explicit Hold(RocksDbStoreImpl* store) : store_(store) {}
+      Hold(std::string path, std::weak_ptr<const OpenDatabase> database)
+          : path_(std::move(path)), database_(std::move(database)) {}
       ~Hold() override {
+        const std::shared_ptr<const OpenDatabase> database = database_.lock();
+        if (database == nullptr) return;
         const rocksdb::Status s =
-            store_->Database()->db->EnableFileDeletions(/*force=*/false);
+            database->db->EnableFileDeletions(/*force=*/false);
         if (!s.ok()) {
-          spdlog::warn("data dir {}: cannot let old files go again: {}",
-                       store_->path_, s.ToString());
+          spdlog::warn("data dir {}: cannot let old files go again: {}", path_,
+                       s.ToString());
         }
       }
 
      private:
-      RocksDbStoreImpl* const store_;
+      const std::string path_;
+      const std::weak_ptr<const OpenDatabase> database_;
     };
-    const rocksdb::Status s = Database()->db->DisableFileDeletions();
+    const std::shared_ptr<const OpenDatabase> database = Database();
+    if (database == nullptr) return nullptr;
+    const rocksdb::Status s = database->db->DisableFileDeletions();
     if (!s.ok()) {
       spdlog::warn("data dir {}: cannot keep old files: {}", path_,
                    s.ToString());
       return nullptr;
     }
-    return std::make_unique<Hold>(this);
+    return std::make_unique<Hold>(path_, database);
   }
 
   absl::StatusOr<std::vector<uint64_t>> WriteLogStarts() override {
     if (keep_write_log_seconds_ == 0) return NoWriteLogKept();
     const std::shared_ptr<const OpenDatabase> database = Database();
+    if (database == nullptr) return WriteFailure();
     rocksdb::VectorLogPtr files;
     const rocksdb::Status s = database->db->GetSortedWalFiles(files);
     if (!s.ok()) return ToStatus(s, Context("list the write log"));

@@ -965,6 +965,71 @@ TEST_F(ShippingTest, ABackupBehindTheEntriesInMemoryCatchesUpFromTheWriteLog) {
   EXPECT_EQ(ReadPosition(*c.store).value(), (LogPosition{1, 60}));
 }
 
+// A backup writes the entries of a request as one write; promoted, its
+// write-ahead log holds that one write for three entries. Read back, each
+// entry comes alone, exactly as the primary shipped it in effect: a backup
+// behind by two of them applies two (not the whole write again, which would
+// count the counter twice and put a deleted message back).
+TEST(ReplicatedStoreTest, EntriesABackupWroteTogetherAreReadBackOneByOne) {
+  testing::TempDir dir;
+  // The entries, as a RocksDB primary ships them.
+  std::unique_ptr<MessageStore> first =
+      storage::RocksDbStore::Open({.path = dir.path() + "/first"}).value();
+  std::unique_ptr<ReplicatedStore> old_primary =
+      ReplicatedStore::Open(first.get(), {.epoch = 1, .min_insync = 1}).value();
+  WriteBatch remove;
+  remove.Delete(Table::kMessages, "m1");
+  remove.Add("counter", -1);
+  for (const WriteBatch& batch : {Batch("m1"), remove, Batch("m3")}) {
+    ASSERT_TRUE(old_primary->Write(batch).ok());
+  }
+  const std::vector<std::shared_ptr<const std::string>> shipped =
+      old_primary->ReadFrom(1, 1 << 20, absl::Now() + kPatience).value();
+  ASSERT_EQ(shipped.size(), 3u);
+  std::vector<LogEntry> entries;
+  for (const auto& bytes : shipped) {
+    entries.push_back(DecodeEntry(*bytes).value());
+  }
+
+  // b applies all three at once; c only the first.
+  std::unique_ptr<MessageStore> b =
+      storage::RocksDbStore::Open(
+          {.path = dir.path() + "/b", .keep_write_log = absl::Hours(1)})
+          .value();
+  {
+    std::unique_ptr<Replica> replica = Replica::Open(b.get()).value();
+    ASSERT_TRUE(replica->Accept(1).ok());
+    ASSERT_TRUE(replica->Apply(1, entries).ok());
+  }
+  std::unique_ptr<MessageStore> c =
+      storage::RocksDbStore::Open({.path = dir.path() + "/c"}).value();
+  std::unique_ptr<Replica> c_replica = Replica::Open(c.get()).value();
+  ASSERT_TRUE(c_replica->Accept(1).ok());
+  ASSERT_TRUE(c_replica->Apply(1, absl::MakeSpan(entries).first(1)).ok());
+
+  // b, promoted with nothing in memory, sends c entries 2 and 3 from its log.
+  std::unique_ptr<ReplicatedStore> new_primary =
+      ReplicatedStore::Open(b.get(), {.epoch = 2, .min_insync = 1}).value();
+  const std::vector<std::shared_ptr<const std::string>> read =
+      new_primary->ReadFrom(2, 1 << 20, absl::Now() + kPatience).value();
+  ASSERT_EQ(read.size(), 2u);
+  std::vector<LogEntry> caught_up;
+  for (const auto& bytes : read) {
+    caught_up.push_back(DecodeEntry(*bytes).value());
+  }
+  EXPECT_EQ(caught_up[0].index, 2);
+  EXPECT_EQ(caught_up[1].index, 3);
+  EXPECT_EQ(caught_up[0].epoch, 1);
+  ASSERT_TRUE(c_replica->Accept(2).ok());
+  ASSERT_TRUE(c_replica->Apply(2, caught_up).ok());
+  EXPECT_EQ(c_replica->applied(), (LogPosition{1, 3}));
+  EXPECT_EQ(ContentsButMeta(*c), ContentsButMeta(*first));
+  EXPECT_EQ(storage::DecodeCounter(
+                c->Get(Table::kCounters, "counter").value().value()),
+            1);
+  EXPECT_EQ(c->Get(Table::kMessages, "m1").value(), std::nullopt);
+}
+
 // A store with no log of its writes (the memory store): an entry no longer
 // in memory is out of range, and the backup that lacks it is rebuilt.
 TEST(ReplicatedStoreTest, AnEntryInNeitherMemoryNorTheWriteLogIsOutOfRange) {
