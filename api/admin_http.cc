@@ -15,18 +15,19 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "api/admin_http_internal.h"
+#include "api/redirect.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
+#include "grpcpp/client_context.h"
+#include "hourglass/v1/admin.grpc.pb.h"
 
 namespace hourglass::api {
-namespace {
+namespace admin_http_internal {
 
-namespace v1 = hourglass::v1;
 namespace pb = google::protobuf;
 
-constexpr char kJson[] = "application/json";
-
-// `text` as a JSON string, quoted and escaped by protobuf's printer.
 std::string JsonString(absl::string_view text) {
   pb::Value value;
   value.set_string_value(std::string(text));
@@ -35,18 +36,65 @@ std::string JsonString(absl::string_view text) {
   return json;
 }
 
+absl::StatusOr<std::string> PrintJson(const pb::Message& message) {
+  pb::util::JsonPrintOptions print;
+  print.always_print_primitive_fields = true;
+  std::string json;
+  if (pb::util::Status s = pb::util::MessageToJsonString(message, &json, print);
+      !s.ok()) {
+    return absl::InternalError(absl::StrCat("cannot print the answer as JSON: ",
+                                            s.message().ToString()));
+  }
+  return json;
+}
+
+std::optional<std::string> ForwardTarget(const absl::Status& status,
+                                         const ClusterAccess* cluster) {
+  if (cluster == nullptr || status.code() != absl::StatusCode::kUnavailable) {
+    return std::nullopt;
+  }
+  std::optional<Primary> primary = PrimaryOf(status);
+  if (!primary.has_value() || primary->address.empty()) return std::nullopt;
+  return primary->address;
+}
+
+absl::Status ForwardedStatus(const grpc::Status& status,
+                             const std::string& address) {
+  const auto code = static_cast<absl::StatusCode>(status.error_code());
+  if (code == absl::StatusCode::kUnavailable ||
+      code == absl::StatusCode::kDeadlineExceeded) {
+    return absl::Status(
+        code, absl::StrCat("asked the shard's primary at ", address, ": ",
+                           status.error_message()));
+  }
+  return absl::Status(code, status.error_message());
+}
+
+}  // namespace admin_http_internal
+
+namespace {
+
+namespace v1 = hourglass::v1;
+namespace pb = google::protobuf;
+using admin_http_internal::ForwardTarget;
+using admin_http_internal::JsonString;
+using admin_http_internal::PrintJson;
+
+constexpr char kJson[] = "application/json";
+
 // Path segments that name a field of the request ("{topic}"), by name.
 using PathFields = std::map<std::string, std::string>;
 
-// Calls `method` of `calls` with `request` and waits up to `timeout` for
-// its answer. The call's state is shared with its callback, which may run
-// after a timeout.
+// Calls `method` of `calls` with `request` and waits until `deadline` for
+// its answer, into `response`. The call's state is shared with its
+// callback, which may run after the deadline.
 template <typename Request, typename Response>
-absl::StatusOr<std::string> Call(
-    AdminCalls& calls,
-    void (AdminCalls::*method)(const Grant&, const Request&, Response*,
-                               AdminCalls::Done),
-    const Grant& grant, Request request, absl::Duration timeout) {
+absl::Status Call(AdminCalls& calls,
+                  void (AdminCalls::*method)(const Grant&, const Request&,
+                                             Response*, AdminCalls::Done),
+                  const Grant& grant, const Request& request,
+                  Response* response, absl::Time deadline,
+                  absl::Duration timeout) {
   struct Pending {
     Request request;
     Response response;
@@ -54,28 +102,20 @@ absl::StatusOr<std::string> Call(
     absl::Notification done;
   };
   auto pending = std::make_shared<Pending>();
-  pending->request = std::move(request);
+  pending->request = request;
   (calls.*method)(grant, pending->request, &pending->response,
                   [pending](absl::Status status) {
                     pending->status = std::move(status);
                     pending->done.Notify();
                   });
-  if (!pending->done.WaitForNotificationWithTimeout(timeout)) {
+  if (!pending->done.WaitForNotificationWithDeadline(deadline)) {
     return absl::DeadlineExceededError(
         absl::StrCat("the broker did not answer within ",
                      absl::FormatDuration(timeout), "; retry"));
   }
   if (!pending->status.ok()) return pending->status;
-  pb::util::JsonPrintOptions print;
-  print.always_print_primitive_fields = true;
-  std::string json;
-  if (pb::util::Status s =
-          pb::util::MessageToJsonString(pending->response, &json, print);
-      !s.ok()) {
-    return absl::InternalError(absl::StrCat("cannot print the answer as JSON: ",
-                                            s.message().ToString()));
-  }
-  return json;
+  *response = std::move(pending->response);
+  return absl::OkStatus();
 }
 
 // Fills `message` from the query parameters (every method but POST) or the
@@ -128,60 +168,97 @@ absl::Status Parse(const HttpRequest& http, const PathFields& path,
   return absl::OkStatus();
 }
 
+// What a route's call gets.
+struct RouteCall {
+  AdminCalls& calls;
+  const Grant& grant;
+  const HttpRequest& http;
+  const PathFields& path;
+  const AdminHttp::Options& options;
+  // When the answer is due (Options::timeout after the request came).
+  absl::Time deadline;
+};
+
 // One endpoint: a method and a path pattern under /api/v1/, whose
 // segments in braces name string fields of the request.
 struct Route {
   absl::string_view method;
   std::vector<absl::string_view> pattern;
   // Parses the request and calls the broker: the JSON answer.
-  std::function<absl::StatusOr<std::string>(AdminCalls&, const Grant&,
-                                            const HttpRequest&,
-                                            const PathFields&, absl::Duration)>
-      call;
+  std::function<absl::StatusOr<std::string>(const RouteCall&)> call;
 };
 
+// The route of an Admin call: `admin` on this node; in cluster mode, if
+// this node does not lead the topic's shard, `forward` on its primary.
 template <typename Request, typename Response>
 Route MakeRoute(absl::string_view method,
                 std::vector<absl::string_view> pattern,
                 void (AdminCalls::*admin)(const Grant&, const Request&,
-                                          Response*, AdminCalls::Done)) {
-  return Route{method, std::move(pattern),
-               [admin](AdminCalls& calls, const Grant& grant,
-                       const HttpRequest& http, const PathFields& path,
-                       absl::Duration timeout) -> absl::StatusOr<std::string> {
-                 Request request;
-                 if (absl::Status s = Parse(http, path, request); !s.ok()) {
-                   return s;
-                 }
-                 return Call(calls, admin, grant, std::move(request), timeout);
-               }};
+                                          Response*, AdminCalls::Done),
+                grpc::Status (v1::Admin::Stub::*forward)(grpc::ClientContext*,
+                                                         const Request&,
+                                                         Response*)) {
+  return Route{
+      method, std::move(pattern),
+      [admin, forward](const RouteCall& c) -> absl::StatusOr<std::string> {
+        Request request;
+        if (absl::Status s = Parse(c.http, c.path, request); !s.ok()) {
+          return s;
+        }
+        Response response;
+        absl::Status status = Call(c.calls, admin, c.grant, request, &response,
+                                   c.deadline, c.options.timeout);
+        if (std::optional<std::string> primary =
+                ForwardTarget(status, c.options.cluster)) {
+          response.Clear();
+          status = admin_http_internal::Forward(*c.options.cluster, *primary,
+                                                forward, request, &response,
+                                                c.http, c.deadline);
+        }
+        if (!status.ok()) return status;
+        return PrintJson(response);
+      }};
 }
 
 const std::vector<Route>& Routes() {
+  using Stub = v1::Admin::Stub;
   static const std::vector<Route>* const kRoutes = new std::vector<Route>{
-      MakeRoute("GET", {"stats"}, &AdminCalls::GetStats),
-      MakeRoute("GET", {"topics"}, &AdminCalls::ListTopics),
-      MakeRoute("GET", {"topics", "{topic}", "groups"},
-                &AdminCalls::ListGroups),
+      MakeRoute("GET", {"stats"}, &AdminCalls::GetStats, &Stub::GetStats),
+      MakeRoute("GET", {"topics"}, &AdminCalls::ListTopics, &Stub::ListTopics),
+      MakeRoute("GET", {"topics", "{topic}", "groups"}, &AdminCalls::ListGroups,
+                &Stub::ListGroups),
       MakeRoute("POST", {"topics", "{topic}", "groups"},
-                &AdminCalls::CreateGroup),
+                &AdminCalls::CreateGroup, &Stub::CreateGroup),
       MakeRoute("DELETE", {"topics", "{topic}", "groups", "{group}"},
-                &AdminCalls::DeleteGroup),
+                &AdminCalls::DeleteGroup, &Stub::DeleteGroup),
       MakeRoute("GET", {"topics", "{topic}", "messages"},
-                &AdminCalls::ListMessages),
+                &AdminCalls::ListMessages, &Stub::ListMessages),
       MakeRoute("GET", {"topics", "{topic}", "messages", "{id}"},
-                &AdminCalls::GetMessage),
+                &AdminCalls::GetMessage, &Stub::GetMessage),
       MakeRoute("POST", {"topics", "{topic}", "messages", "{id}", "cancel"},
-                &AdminCalls::CancelMessage),
+                &AdminCalls::CancelMessage, &Stub::CancelMessage),
       MakeRoute("POST", {"topics", "{topic}", "messages", "{id}", "reschedule"},
-                &AdminCalls::Reschedule),
+                &AdminCalls::Reschedule, &Stub::Reschedule),
       MakeRoute("POST", {"topics", "{topic}", "redrive"},
-                &AdminCalls::RedriveDeadLetters),
-      MakeRoute("POST", {"topics", "{topic}", "purge"},
-                &AdminCalls::PurgeTopic),
+                &AdminCalls::RedriveDeadLetters, &Stub::RedriveDeadLetters),
+      MakeRoute("POST", {"topics", "{topic}", "purge"}, &AdminCalls::PurgeTopic,
+                &Stub::PurgeTopic),
       MakeRoute("GET", {"topics", "{topic}", "schedule"},
-                &AdminCalls::GetSchedule),
-      MakeRoute("POST", {"snapshot"}, &AdminCalls::CreateSnapshot),
+                &AdminCalls::GetSchedule, &Stub::GetSchedule),
+      MakeRoute("POST", {"snapshot"}, &AdminCalls::CreateSnapshot,
+                &Stub::CreateSnapshot),
+      Route{"POST",
+            {"topics", "{topic}", "publish"},
+            [](const RouteCall& c) {
+              return admin_http_internal::ServePublish(
+                  c.grant, c.http, c.path.at("topic"), c.options, c.deadline);
+            }},
+      Route{"GET",
+            {"cluster"},
+            [](const RouteCall& c) {
+              return admin_http_internal::ServeCluster(
+                  c.grant, c.http, c.options.cluster, c.deadline);
+            }},
   };
   return *kRoutes;
 }
@@ -301,8 +378,9 @@ HttpResponse AdminHttp::Serve(const HttpRequest& request) const {
   absl::StatusOr<Grant> grant = authorizer_->AuthenticateHeader(
       authorization.has_value() ? &*authorization : nullptr);
   if (!grant.ok()) return JsonError(grant.status());
-  absl::StatusOr<std::string> answer =
-      route->call(*calls_, *grant, request, fields, options_.timeout);
+  const absl::Time deadline = absl::Now() + options_.timeout;
+  absl::StatusOr<std::string> answer = route->call(
+      RouteCall{*calls_, *grant, request, fields, options_, deadline});
   if (!answer.ok()) return JsonError(answer.status());
   return Json(200, *std::move(answer));
 }

@@ -12,8 +12,8 @@
 #include "api/publish_stream.h"
 #include "api/subscribe_stream.h"
 #include "api/validation.h"
-#include "broker/clock.h"
 #include "broker/broker.h"
+#include "broker/clock.h"
 #include "hourglass/v1/broker.grpc.pb.h"
 
 namespace hourglass::api {
@@ -71,14 +71,16 @@ class BrokerService final : public hourglass::v1::Broker::CallbackService {
   // each request as it arrives.) Does not block on the streams.
   void RecheckStreams() ABSL_LOCKS_EXCLUDED(open_mu_);
 
- private:
   // Checks `request` (ValidatePublish, the grant's produce role for each
   // topic, --max_publish_queue_bytes) and publishes it; `done` gets the
-  // receipts or the first problem, at once or on a broker's thread.
+  // receipts or the first problem, at once or on a broker's thread. What
+  // Publish and PublishStream do after authenticating, and what the
+  // console's publish calls (admin_http.h). Any thread.
   void StartPublish(const Grant& grant,
                     const hourglass::v1::PublishRequest& request,
                     PublishDone done);
 
+ private:
   // Authenticates a Subscribe or SubscribeBatches call and checks the
   // stream limit; then `start` makes the stream with the hooks that
   // authorise its topic and count it.

@@ -79,7 +79,7 @@ function table(id, headings, rows, emptyText) {
 function refreshInPlace(old, fresh) {
   const cellsOf = (node) => Array.from(node.querySelectorAll('[data-field]'));
   const key = (c) => {
-    const row = c.closest('[data-topic], [data-group], [data-id]');
+    const row = c.closest('[data-topic], [data-group], [data-id], [data-node], [data-shard]');
     return `${row ? JSON.stringify(row.dataset) : ''}/${c.dataset.field}`;
   };
   const before = cellsOf(old);
@@ -165,6 +165,8 @@ function setUpSignIn() {
   });
   $('#forget-token').addEventListener('click', () => {
     sessionStorage.removeItem(TOKEN_KEY);
+    clusterMode = null;
+    $('#nav-cluster').hidden = true;
     route();
   });
 }
@@ -383,6 +385,8 @@ async function topicView(topic) {
                        onclick: () => redrive(topic, [])}, 'Redrive all')),
       table('dead', [['Id'], ['Attempts', 1], ['Published'], ['']], deadRows,
             'No dead letters.'),
+      el('h2', {}, 'Publish a test message'),
+      publishForm(topic),
       el('h2', {}, 'Purge'),
       el('div', {class: 'toolbar'},
          el('button', {id: 'purge-scheduled', type: 'button', class: 'danger',
@@ -395,6 +399,48 @@ async function topicView(topic) {
     refreshInPlace($('#topic-counts'), countCards(s.topics[0]));
     refreshInPlace($('#groups'), groupsTable(s.topics[0]));
   });
+}
+
+// The topic page's form that publishes one message (POST .../publish):
+// payload as text, a delay ("10s", "1h30m", or milliseconds), an optional
+// id and headers, one key=value a line.
+function publishForm(topic) {
+  const submit = (event) => {
+    event.preventDefault();
+    const body = {payload: $('#publish-payload').value};
+    const delay = $('#publish-delay').value.trim();
+    if (delay) body.delay = /^\d+$/.test(delay) ? Number(delay) : delay;
+    const id = $('#publish-id').value.trim();
+    if (id) body.id = id;
+    const lines = $('#publish-headers').value.split('\n');
+    const headers = {};
+    for (let i = 0; i < lines.length; i++) {
+      if (lines[i].trim() === '') continue;
+      const at = lines[i].indexOf('=');
+      if (at <= 0) {
+        notify(`Header line ${i + 1} is not key=value: ${lines[i]}`, true);
+        return;
+      }
+      headers[lines[i].slice(0, at).trim()] = lines[i].slice(at + 1);
+    }
+    if (Object.keys(headers).length > 0) body.headers = headers;
+    act(`Publish ${id ? `message ${id}` : 'a message'} to ${topic}, due ` +
+        `${delay ? `in ${delay}${/^\d+$/.test(delay) ? ' ms' : ''}` : 'now'}?`,
+        () => api('POST', topicPath(topic, 'publish'), body),
+        (receipt) => receipt.duplicate ?
+            `Message ${receipt.id} was already pending in ${topic}: nothing new ` +
+            `stored; it is due at ${time(receipt.deliverAt)}.` :
+            `Published message ${receipt.id} to ${topic}: due at ${time(receipt.deliverAt)}.`);
+  };
+  return el('form', {class: 'toolbar', id: 'publish', onsubmit: submit},
+      el('label', {}, 'Payload (text)',
+         el('textarea', {id: 'publish-payload', rows: 2, cols: 36})),
+      el('label', {}, 'Delay (10s, 1h30m, ms)',
+         el('input', {id: 'publish-delay', placeholder: 'now', size: 10})),
+      el('label', {}, 'Id (optional)', el('input', {id: 'publish-id', size: 14})),
+      el('label', {}, 'Headers (key=value a line)',
+         el('textarea', {id: 'publish-headers', rows: 2, cols: 24})),
+      el('button', {id: 'publish-submit', type: 'submit', class: 'primary'}, 'Publish'));
 }
 
 function purge(topic, scheduled, ready) {
@@ -571,7 +617,24 @@ function parseDelay(text) {
   return Number(match[1]) * unit;
 }
 
-// ---- Routing: #/, #/topic/T, #/messages/T?state=..., #/message/T/ID.
+// ---- Routing: #/, #/topic/T, #/messages/T?state=..., #/message/T/ID,
+// #/cluster (cluster.js).
+
+// Whether the broker runs as a cluster: null until GET /api/v1/cluster
+// said (once a page showed, so with a token that the API takes); the
+// Cluster link shows in cluster mode only.
+let clusterMode = null;
+
+async function probeCluster() {
+  if (clusterMode !== null) return;
+  try {
+    clusterMode = (await api('GET', 'cluster')).mode === 'cluster';
+  } catch (error) {
+    if (error instanceof SignInNeeded) return;
+    clusterMode = false;
+  }
+  $('#nav-cluster').hidden = !clusterMode;
+}
 
 async function render() {
   stopRefresh();
@@ -585,8 +648,10 @@ async function render() {
     else if (parts[0] === 'topic' && parts.length === 2) await topicView(parts[1]);
     else if (parts[0] === 'messages' && parts.length === 2) await messagesView(parts[1], params);
     else if (parts[0] === 'message' && parts.length === 3) await messageView(parts[1], parts[2]);
+    else if (parts[0] === 'cluster' && parts.length === 1) await clusterView();
     else throw new ApiError(404, 'NOT_FOUND', `no page ${hash}`);
     $('#login').hidden = true;
+    await probeCluster();
     document.body.dataset.view = parts[0] || 'overview';
   } catch (error) {
     if (error instanceof SignInNeeded) return;

@@ -511,6 +511,11 @@ std::optional<cluster::ClusterView> ClusterNode::View() const {
   return member_->view();
 }
 
+std::shared_ptr<grpc::Channel> ClusterNode::PeerChannel(
+    const std::string& address) const {
+  return peer_channel_(address);
+}
+
 hourglass::v1::ClusterMap ClusterNode::Map() const {
   hourglass::v1::ClusterMap map;
   map.set_cluster(options_.cluster);

@@ -168,6 +168,13 @@ class ClusterNode {
   broker::Broker* broker();
   std::vector<grpc::Service*> services();
 
+  // A new channel to the node whose gRPC address (--advertise) is
+  // `address`, speaking as this node speaks to its peers: TLS with its
+  // client certificate when the nodes use TLS, and the peer secret in its
+  // calls' metadata. The console forwards calls on it (api/admin_http.h),
+  // each carrying its caller's token, which the node there checks.
+  std::shared_ptr<grpc::Channel> PeerChannel(const std::string& address) const;
+
   // The shards whose stores are open on this node, in order.
   std::vector<int> hosted_shards() const;
 

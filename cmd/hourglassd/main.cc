@@ -26,7 +26,6 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -47,7 +46,7 @@
 #include "cmd/hourglassd/sd_notify.h"
 #include "cmd/hourglassd/signals.h"
 #include "cmd/hourglassd/startup_warnings.h"
-#include "console/console.h"
+#include "cmd/hourglassd/web_console.h"
 #include "node/cluster_node.h"
 #include "spdlog/spdlog.h"
 #include "storage/message_store.h"
@@ -553,21 +552,22 @@ int main(int argc, char** argv) {
 
   // The web console answers on the metrics listener from here on (until
   // then its paths get 404), through the same calls as the Admin service.
-  hourglass::api::AdminCalls console_calls(broker, &clock, limits, started_at);
-  std::unique_ptr<hourglass::console::Console> console;
+  std::optional<hourglass::hourglassd::WebConsole> console;
   if (absl::GetFlag(FLAGS_console)) {
-    console = std::make_unique<hourglass::console::Console>(
-        &console_calls,
-        authorizer != nullptr ? authorizer.get()
-                              : &hourglass::api::Authorizer::Disabled(),
-        hourglass::api::AdminHttp::Options{.timeout =
-                                               metrics_options.request_timeout},
-        hourglass::console::GuardOptions{
-            .port = (*metrics_server)->port(),
-            .allowed_hosts =
-                absl::StrSplit(absl::GetFlag(FLAGS_console_allowed_hosts), ',',
-                               absl::SkipWhitespace())});
-    (*metrics_server)->Mount(console.get());
+    console = hourglass::hourglassd::MountWebConsole(
+        {.broker = broker,
+         .clock = &clock,
+         .limits = limits,
+         .started_at = started_at,
+         .authorizer = authorizer != nullptr
+                           ? authorizer.get()
+                           : &hourglass::api::Authorizer::Disabled(),
+         .publisher = &broker_service,
+         .cluster_node = cluster_node.get(),
+         .timeout = metrics_options.request_timeout,
+         .port = (*metrics_server)->port(),
+         .allowed_hosts = absl::GetFlag(FLAGS_console_allowed_hosts)},
+        **metrics_server);
   }
 
   hourglass::api::ServerOptions options;
@@ -606,7 +606,7 @@ int main(int argc, char** argv) {
   const bool tls = !options.tls_cert_file.empty();
   const bool mutual_tls = !options.tls_client_ca_file.empty();
   WarnIfExposed(options.listen_address, tls, mutual_tls, authorizer != nullptr,
-                metrics_listen, console != nullptr);
+                metrics_listen, console.has_value());
   if (authorizer != nullptr) {
     WarnIfCertLinesUnused(*authorizer, authorizer->counts().certificates,
                           mutual_tls);
@@ -657,7 +657,7 @@ int main(int argc, char** argv) {
                    : std::string("no authentication"));
   spdlog::info("hourglassd serving metrics on {} (port {})", metrics_listen,
                (*metrics_server)->port());
-  if (console != nullptr) {
+  if (console.has_value()) {
     spdlog::info("hourglassd serving the web console on {} (port {}) at /{}",
                  metrics_listen, (*metrics_server)->port(),
                  authorizer != nullptr ? "; its API needs an admin token" : "");

@@ -68,7 +68,8 @@ def test_each_page_loads_without_console_errors(
             ("#/topic/payments", '#dead tr[data-id="pay-0"]'),
             ("#/messages/orders", '#messages tr[data-id="order-000"]'),
             ("#/message/orders/order-003", "#payload"),
-            ("#/message/payments.dlq/pay-1", "#redrive")]:
+            ("#/message/payments.dlq/pay-1", "#redrive"),
+            ("#/cluster", "#cluster-single")]:
         show(browser, base, page, ready)
         wait_for(browser, f"body[data-view]")
         assert browser_errors(browser) == [], page
@@ -351,6 +352,72 @@ def test_cancel_reschedule_and_redrive_change_the_broker(
             "cannot be undone.")
     wait_for_text(browser, "#notice", "Purged 24 scheduled messages of orders.")
     assert stats(daemon)["orders"].scheduled == 0
+    assert browser_errors(browser) == []
+
+
+def test_the_publish_form_publishes_what_the_admin_api_then_shows(
+        browser: WebDriver, daemon: Daemon, loaded: Loaded) -> None:
+    base = console_url(daemon)
+    show(browser, base, "#/topic/orders", "#publish-submit")
+    browser.find_element(By.ID, "publish-payload").send_keys(
+        '{"order": "from the form"}')
+    browser.find_element(By.ID, "publish-delay").send_keys("2h")
+    browser.find_element(By.ID, "publish-id").send_keys("form-1")
+    browser.find_element(By.ID, "publish-headers").send_keys(
+        "customer=c-9\nsource=console")
+    before = datetime.now(timezone.utc)
+    browser.find_element(By.ID, "publish-submit").click()
+    confirm(browser, True, "Publish message form-1 to orders, due in 2h?")
+    notice = wait_for(browser, "#notice")
+    m = admin_message(daemon, "orders", "form-1")
+    after = datetime.now(timezone.utc)
+    due = m.deliver_at.ToDatetime(tzinfo=timezone.utc)
+    assert before + timedelta(hours=2) - timedelta(milliseconds=1) <= due \
+        <= after + timedelta(hours=2)
+    wait_for_text(browser, "#notice", "Published message form-1 to orders: "
+                  f"due at {m.deliver_at.ToJsonString().replace('T', ' ')}.")
+    assert notice.get_attribute("class") == ""
+    assert m.payload_preview == b'{"order": "from the form"}'
+    assert dict(m.headers) == {"customer": "c-9", "source": "console"}
+    # The page shows the new count (it is shown again after the action).
+    wait_for_text(browser, '#topic-counts [data-field="scheduled"]',
+                  str(stats(daemon)["orders"].scheduled))
+    assert stats(daemon)["orders"].scheduled == 26
+
+    # The broker's refusal of a bad delay, said on the page; nothing stored.
+    show(browser, base, "#/topic/orders", "#publish-submit")
+    browser.find_element(By.ID, "publish-delay").send_keys("soon")
+    browser.find_element(By.ID, "publish-submit").click()
+    confirm(browser, True, "Publish a message to orders, due in soon?")
+    wait_for_text(browser, "#notice", 'Failed: delay "soon" is not a duration '
+                  'such as "250ms", "10s" or "1h30m"')
+    assert wait_for(browser, "#notice").get_attribute("class") == "error"
+    # The refused request, and nothing else, in the browser's log.
+    assert [e.split(" - ", 1)[1] for e in browser_errors(browser)] == [
+        "Failed to load resource: the server responded with a status of "
+        "400 (Bad Request)"]
+    # A header line without "=" is refused in the page; nothing is sent.
+    browser.find_element(By.ID, "publish-delay").clear()
+    browser.find_element(By.ID, "publish-headers").send_keys("no equals sign")
+    browser.find_element(By.ID, "publish-submit").click()
+    wait_for_text(browser, "#notice",
+                  "Header line 1 is not key=value: no equals sign")
+    assert stats(daemon)["orders"].scheduled == 26
+    assert browser_errors(browser) == []
+
+
+def test_a_single_node_shows_no_cluster_page_link(
+        browser: WebDriver, daemon: Daemon, loaded: Loaded) -> None:
+    base = console_url(daemon)
+    show(browser, base, "#/", ORDERS)
+    WebDriverWait(browser, WAIT).until(
+        lambda d: d.find_element(By.TAG_NAME, "body")
+        .get_attribute("data-view") == "overview")
+    assert not browser.find_element(By.ID, "nav-cluster").is_displayed()
+    show(browser, base, "#/cluster", "#cluster-single")
+    assert browser.find_element(By.ID, "cluster-single").text == (
+        "This broker runs as a single node (hourglassd without --etcd): "
+        "there is no cluster to show.")
     assert browser_errors(browser) == []
 
 

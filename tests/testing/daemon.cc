@@ -49,6 +49,11 @@ int MetricsPort(const std::string& output) {
 
 }  // namespace
 
+int Daemon::metrics_port() {
+  if (!process_->WaitForOutput("serving metrics on", kStartTimeout)) return 0;
+  return MetricsPort(process_->output());
+}
+
 std::string Daemon::ScrapeMetrics() {
   if (!process_->WaitForOutput("serving metrics on", kStartTimeout)) return "";
   const int port = MetricsPort(process_->output());

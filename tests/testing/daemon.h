@@ -41,6 +41,11 @@ class Daemon {
       std::shared_ptr<grpc::ChannelCredentials> credentials,
       const std::string& token = "") const;
 
+  // The port of the daemon's metrics listener, which serves the web console
+  // too, from the line it logs once it serves (a cluster node: once it
+  // joined); 0 if it logs none within the start timeout.
+  int metrics_port();
+
   // GET /metrics from the daemon's metrics listener (the port it logged);
   // the body, or empty if it does not answer 200 within the start timeout.
   std::string ScrapeMetrics();
