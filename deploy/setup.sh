@@ -61,6 +61,14 @@ test_packages=(
   python3 python3-yaml systemd curl
 )
 ((with_tests)) && packages+=("${test_packages[@]}")
+# The Node.js client's tests (clients/node/run_tests.sh: npm ci, tsc,
+# node --test) need node (18 or later) and npm: Debian's nodejs and npm
+# when the commands are missing. A Node installed otherwise (NodeSource's
+# package, which bundles npm and conflicts with Debian's) is used as it is.
+if ((with_tests)); then
+  command -v node >/dev/null || packages+=(nodejs)
+  command -v npm >/dev/null || packages+=(npm)
+fi
 
 # promtool checks and unit-tests deploy/prometheus/alerts.yml (tests/deploy).
 # Debian ships it only inside its prometheus package, whose installation
