@@ -344,7 +344,8 @@ TEST(StoreMemtablesTest, EachMemtableChoosesAtItsFirstKey) {
   std::shared_ptr<RocksDbResources> resources = RocksDbResources::Create({});
   auto memtables = std::make_shared<StoreMemtables>();
   absl::StatusOr<std::shared_ptr<const OpenDatabase>> opened =
-      OpenRocksDb(dir.path(), *resources, memtables);
+      OpenRocksDb(dir.path(), *resources, memtables,
+                  /*keep_write_log_seconds=*/0);
   ASSERT_TRUE(opened.ok()) << opened.status();
   rocksdb::DB& db = *(*opened)->db;
   rocksdb::ColumnFamilyHandle* messages = (*opened)->Handle(Table::kMessages);
