@@ -63,11 +63,14 @@ void BrokerService::StartPublish(const Grant& grant,
   std::vector<broker::NewMessage> messages;
   messages.reserve(request.messages_size());
   for (const hourglass::v1::Message& m : request.messages()) {
-    messages.push_back(
+    broker::NewMessage& message = messages.emplace_back(
         broker::NewMessage{m.topic(), m.id(), m.payload(),
                            std::map<std::string, std::string>(
                                m.headers().begin(), m.headers().end()),
                            DeliverAt(m, now)});
+    message.expire_at = ExpireAt(m, now);
+    message.dead_letter_on_expire =
+        m.on_expire() == hourglass::v1::ON_EXPIRE_DEAD_LETTER;
   }
   broker_->Publish(std::move(messages),
                    [this, bytes, done = std::move(done)](

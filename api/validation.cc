@@ -51,6 +51,10 @@ absl::Time TruncateToMillis(absl::Time t) {
   return absl::FromUnixMillis(absl::ToUnixMillis(t));
 }
 
+std::string FormatUtc(absl::Time t) {
+  return absl::FormatTime(absl::RFC3339_full, t, absl::UTCTimeZone());
+}
+
 absl::Status Invalid(size_t index, absl::string_view problem) {
   return absl::InvalidArgumentError(
       absl::StrCat("message ", index, ": ", problem));
@@ -196,6 +200,53 @@ absl::Status ValidateDeliverAt(const google::protobuf::Timestamp& at_proto,
   return absl::OkStatus();
 }
 
+absl::Status ValidateDeadline(const hourglass::v1::Message& m,
+                              const Limits& limits, absl::Time now) {
+  if (!hourglass::v1::OnExpire_IsValid(m.on_expire())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "on_expire ", m.on_expire(),
+        " is not a known value (ON_EXPIRE_DROP, ON_EXPIRE_DEAD_LETTER)"));
+  }
+  if (m.has_expire_at() && m.has_ttl()) {
+    return absl::InvalidArgumentError(
+        "expire_at and ttl are both set; set at most one");
+  }
+  const absl::Time due = DeliverAt(m, now);
+  if (m.has_ttl()) {
+    if (absl::Status s = ValidateDuration("ttl", m.ttl()); !s.ok()) return s;
+    const absl::Duration ttl = FromProto(m.ttl());
+    if (ttl > limits.max_delay) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "ttl ", absl::FormatDuration(ttl), " is over the limit of ",
+          absl::FormatDuration(limits.max_delay), " (--max_delay)"));
+    }
+    if (TruncateToMillis(now + ttl) <= due) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("ttl ", absl::FormatDuration(ttl),
+                       " is not longer than the message's delay ",
+                       absl::FormatDuration(due - TruncateToMillis(now)),
+                       ": it would expire before it comes due"));
+    }
+  } else if (m.has_expire_at()) {
+    if (absl::Status s = ValidateTimestamp("expire_at", m.expire_at());
+        !s.ok()) {
+      return s;
+    }
+    const absl::Time at = FromProto(m.expire_at());
+    if (at - now > limits.max_delay) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "expire_at ", FormatUtc(at), " is more than ",
+          absl::FormatDuration(limits.max_delay), " ahead (--max_delay)"));
+    }
+    if (TruncateToMillis(at) <= due) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "expire_at ", FormatUtc(at), " is not after the message's due time ",
+          FormatUtc(due), ": it would expire before it comes due"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidatePublish(const hourglass::v1::PublishRequest& request,
                              const Limits& limits, absl::Time now) {
   if (request.messages_size() == 0) {
@@ -241,6 +292,9 @@ absl::Status ValidatePublish(const hourglass::v1::PublishRequest& request,
           !s.ok()) {
         return Invalid(index, s.message());
       }
+    }
+    if (absl::Status s = ValidateDeadline(m, limits, now); !s.ok()) {
+      return Invalid(index, s.message());
     }
   }
   return absl::OkStatus();
@@ -397,6 +451,16 @@ absl::Time DeliverAt(const hourglass::v1::Message& message, absl::Time now) {
     return TruncateToMillis(std::max(now, FromProto(message.deliver_at())));
   }
   return TruncateToMillis(now);
+}
+
+absl::Time ExpireAt(const hourglass::v1::Message& message, absl::Time now) {
+  if (message.has_ttl()) {
+    return TruncateToMillis(now + FromProto(message.ttl()));
+  }
+  if (message.has_expire_at()) {
+    return TruncateToMillis(FromProto(message.expire_at()));
+  }
+  return absl::InfiniteFuture();
 }
 
 }  // namespace hourglass::api

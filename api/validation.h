@@ -96,15 +96,26 @@ absl::Status ValidateDelay(const google::protobuf::Duration& delay,
 absl::Status ValidateDeliverAt(const google::protobuf::Timestamp& deliver_at,
                                const Limits& limits, absl::Time now);
 
+// A message's deadline, received at `now`: `on_expire` a known value; at
+// most one of `expire_at` and `ttl`; a ttl a valid Duration of at most
+// limits.max_delay; an expire_at a valid Timestamp at most limits.max_delay
+// after `now`; and the deadline (ExpireAt) after the message's due time
+// (DeliverAt): a ttl longer than the delay. INVALID_ARGUMENT naming the
+// field and the values otherwise, e.g. `ttl 5s is not longer than the
+// message's delay 10s: it would expire before it comes due`. REQUIRES: the
+// message's delay or deliver_at is valid (ValidateDelay, ValidateDeliverAt).
+absl::Status ValidateDeadline(const hourglass::v1::Message& message,
+                              const Limits& limits, absl::Time now);
+
 // Checks a whole Publish before anything is stored: an empty request, more
 // than limits.max_batch messages, and for each message its topic
 // (ValidateNewTopic), payload size, id (length; not of the form the broker
 // assigns, see storage::IsAssignedIdForm), headers (at most
 // limits.max_headers, of limits.max_header_bytes in all, each key a valid
-// name), delay (negative or over max_delay) and deliver_at (more than
-// max_delay after `now`). Returns the first problem as INVALID_ARGUMENT,
-// prefixed with the message index: `message 3: ...`; of several bad
-// headers, the one with the least key.
+// name), delay (negative or over max_delay), deliver_at (more than
+// max_delay after `now`) and deadline (ValidateDeadline). Returns the first
+// problem as INVALID_ARGUMENT, prefixed with the message index:
+// `message 3: ...`; of several bad headers, the one with the least key.
 absl::Status ValidatePublish(const hourglass::v1::PublishRequest& request,
                              const Limits& limits, absl::Time now);
 
@@ -145,6 +156,11 @@ absl::StatusOr<broker::ScheduleQuery> ValidateGetSchedule(
 // deliver_at (a past one means now), or now if neither is set. Truncated
 // to whole milliseconds. REQUIRES: ValidatePublish accepted the message.
 absl::Time DeliverAt(const hourglass::v1::Message& message, absl::Time now);
+
+// When `message`, received at `now`, expires: now + ttl, or expire_at, or
+// InfiniteFuture if it has no deadline. Truncated to whole milliseconds.
+// REQUIRES: ValidatePublish accepted the message.
+absl::Time ExpireAt(const hourglass::v1::Message& message, absl::Time now);
 
 }  // namespace hourglass::api
 

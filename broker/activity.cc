@@ -84,6 +84,7 @@ std::vector<prometheus::MetricFamily> Activity::CollectTotals() {
       {Metric::kAckedTotal, &Totals::acked},
       {Metric::kNackedTotal, &Totals::nacked},
       {Metric::kDeadLetteredTotal, &Totals::dead_lettered},
+      {Metric::kExpiredTotal, &Totals::expired},
       {Metric::kCancelledTotal, &Totals::cancelled},
   };
   std::vector<prometheus::MetricFamily> families;
@@ -220,6 +221,10 @@ void Activity::Nacked(std::string_view topic, uint64_t n) {
 
 void Activity::DeadLettered(std::string_view topic, uint64_t n) {
   Count(topic, n, &Totals::dead_lettered);
+}
+
+void Activity::Expired(std::string_view topic, uint64_t n) {
+  Count(topic, n, &Totals::expired);
 }
 
 void Activity::Cancelled(std::string_view topic, uint64_t n) {

@@ -26,8 +26,8 @@ namespace hourglass::broker {
 // lateness over the last minute, for Admin.GetStats; and, given a metrics
 // registry, Prometheus totals per topic (hourglass_published_total,
 // _delivered_total, _redelivered_total, _acked_total, _nacked_total,
-// _dead_lettered_total, _cancelled_total), counted under this class's lock
-// and read by each scrape, and a delivery-lateness histogram
+// _dead_lettered_total, _expired_total, _cancelled_total), counted under this
+// class's lock and read by each scrape, and a delivery-lateness histogram
 // (hourglass_delivery_lateness_seconds), one update per delivery batch.
 // Counts go into one-second buckets and lateness into ten-second
 // histograms with buckets 10% apart, so a percentile is within 10% of the
@@ -54,6 +54,8 @@ class Activity {
   void Acked(std::string_view topic, std::string_view group, uint64_t n);
   void Nacked(std::string_view topic, uint64_t n);
   void DeadLettered(std::string_view topic, uint64_t n);
+  // Messages that reached their deadline in a group (one per group).
+  void Expired(std::string_view topic, uint64_t n);
   void Cancelled(std::string_view topic, uint64_t n);
 
   using Percentiles = broker::Percentiles;
@@ -98,7 +100,7 @@ class Activity {
   // The Prometheus totals of one topic.
   struct Totals {
     uint64_t published = 0, delivered = 0, redelivered = 0, acked = 0,
-             nacked = 0, dead_lettered = 0, cancelled = 0;
+             nacked = 0, dead_lettered = 0, expired = 0, cancelled = 0;
   };
   struct TopicState {
     Rate published;

@@ -32,6 +32,12 @@ struct NewMessage {
   // For dead letters: storage::MessageRecord's dead_letter_* fields.
   uint32_t dead_letter_attempts = 0;
   std::string dead_letter_group;
+  // The message's deadline (whole milliseconds): from then on it is not
+  // delivered to a group, nor redelivered; it leaves the group, dropped or,
+  // with `dead_letter_on_expire`, published to `<topic>.dlq`, and counted
+  // (hourglass_expired_total). InfiniteFuture: none.
+  absl::Time expire_at = absl::InfiniteFuture();
+  bool dead_letter_on_expire = false;
 };
 
 struct PublishReceipt {
@@ -106,7 +112,8 @@ class Broker {
 
   // Moves a scheduled message to `deliver_at` (whole milliseconds; the past
   // means now), atomically. `done` gets the new receipt; NOT_FOUND and
-  // ABORTED as Cancel.
+  // ABORTED as Cancel; INVALID_ARGUMENT, and nothing changes, if the
+  // message has a deadline (NewMessage::expire_at) at or before the new time.
   virtual void Reschedule(std::string topic, std::string id,
                           absl::Time deliver_at,
                           Callback<absl::StatusOr<PublishReceipt>> done) = 0;

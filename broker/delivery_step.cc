@@ -31,6 +31,28 @@ size_t RecordBytes(const storage::MessageRecord& record) {
   return bytes;
 }
 
+// Whether the message is past its deadline at `now_ms`: no delivery from
+// then on. Records without a deadline hold 0.
+bool PastDeadline(const storage::MessageRecord& record, int64_t now_ms) {
+  return record.expire_at_ms() > 0 && now_ms >= record.expire_at_ms();
+}
+
+// The letter `group` of `topic` publishes to `<topic>.dlq` for `record`
+// after `attempts` deliveries, due now. Takes the record's payload.
+NewMessage Letter(const std::string& topic, const std::string& group,
+                  storage::MessageRecord& record, uint32_t attempts,
+                  int64_t now_ms) {
+  NewMessage letter;
+  letter.topic = absl::StrCat(topic, ".dlq");
+  letter.id = record.id();
+  letter.payload = std::move(*record.mutable_payload());
+  letter.headers.insert(record.headers().begin(), record.headers().end());
+  letter.deliver_at = absl::FromUnixMillis(now_ms);
+  letter.dead_letter_attempts = record.dead_letter_attempts() + attempts;
+  letter.dead_letter_group = group;
+  return letter;
+}
+
 }  // namespace
 
 size_t DeliveryBytes(const Delivery& delivery) {
@@ -59,6 +81,10 @@ struct DeliveryStep::Assignment {
   bool deferred = false;
   // The stream it goes to, once written: an index into the step's sends.
   std::optional<size_t> send_to;
+  // BuildBatch found the message past its deadline: no delivery. The
+  // entry, taken out of the group's in_flight, leaves the group (Commit)
+  // or goes back there (UndoDelivery).
+  std::optional<InFlight> expired;
 };
 
 struct DeliveryStep::Work {
@@ -75,6 +101,8 @@ struct DeliveryStep::Work {
     GroupState* group;
     InFlight entry;
     bool delete_message = false;
+    // Past its deadline as well: it expires rather than dead-letters.
+    bool expired = false;
     std::optional<PreparedPublish> prepared;
   };
 
@@ -91,6 +119,14 @@ struct DeliveryStep::Work {
   std::vector<Finished> acked;
   std::vector<Assignment> deliveries;
   std::vector<DeadLetter> dead_letters;
+  // The letters of deliveries that expired with dead_letter_on_expire.
+  std::vector<PreparedPublish> expiry_letters;
+  // (topic, id) of the messages lettered to `<topic>.dlq` in this step:
+  // several groups may dead-letter or expire one message in one step; the
+  // first letter publishes it and the others, duplicates, publish nothing
+  // (a second Prepare of the id would be refused as still in progress, and
+  // so would every retry of the step).
+  std::set<std::pair<std::string, std::string>> lettered;
 
   bool empty() const {
     return finished.empty() && acked.empty() && deliveries.empty() &&
@@ -159,6 +195,9 @@ absl::StatusOr<bool> DeliveryStep::Run(bool deliver) {
         publisher_->Finish(*std::move(dead.prepared), status);
     dead.prepared.reset();
     (void)finished;  // Same status as the step's.
+  }
+  for (PreparedPublish& letter : std::exchange(work.expiry_letters, {})) {
+    (void)publisher_->Finish(std::move(letter), status);  // Same status.
   }
   if (!status.ok()) {
     Undo(work);
@@ -405,6 +444,19 @@ absl::Status DeliveryStep::BuildBatch(int64_t now_ms, Work& work,
   for (Assignment& a : work.deliveries) {
     absl::StatusOr<storage::MessageRecord*> record = read_record(a.sequence);
     if (!record.ok()) return record.status();
+    std::optional<ReadyPlace> from;
+    if (a.from_window.has_value()) {
+      from = ReadyPlace{a.from_window->waiting_area
+                            ? std::string_view()
+                            : std::string_view(a.group->name),
+                        a.from_window->key};
+    }
+    if (*record != nullptr && PastDeadline(**record, now_ms)) {
+      absl::Status expired =
+          Expire(now_ms, a, from ? &*from : nullptr, **record, work, changes);
+      if (!expired.ok()) return expired;
+      continue;
+    }
     if (*record != nullptr) {
       // The stream's outbox takes deliveries while it has room, the last
       // of them possibly past its limit; the rest wait for a later step.
@@ -414,13 +466,6 @@ absl::Status DeliveryStep::BuildBatch(int64_t now_ms, Work& work,
         continue;
       }
       room -= std::min(room, RecordBytes(**record));
-    }
-    std::optional<ReadyPlace> from;
-    if (a.from_window.has_value()) {
-      from = ReadyPlace{a.from_window->waiting_area
-                            ? std::string_view()
-                            : std::string_view(a.group->name),
-                        a.from_window->key};
     }
     if (*record == nullptr) {
       // Gone (purged): nothing to deliver.
@@ -443,11 +488,6 @@ absl::Status DeliveryStep::BuildBatch(int64_t now_ms, Work& work,
     }
   }
 
-  // Several groups may dead-letter one message in one step: the first
-  // letter publishes it, and the others, duplicates of it, publish nothing
-  // (a second Prepare of the id would be refused as still in progress, and
-  // so would every retry of the step).
-  std::set<std::pair<std::string, std::string>> lettered;  // (topic, id)
   for (Work::DeadLetter& dead : work.dead_letters) {
     const uint64_t sequence = dead.entry.key.sequence;
     absl::StatusOr<storage::MessageRecord*> record = read_record(sequence);
@@ -458,19 +498,20 @@ absl::Status DeliveryStep::BuildBatch(int64_t now_ms, Work& work,
       continue;
     }
     storage::MessageRecord& r = **record;
-    lifecycle::DeadLetter(changes, group.topic, group.name, dead.entry.key,
-                          r.id(), /*last_holder=*/dead.delete_message);
-    if (!lettered.emplace(group.topic, r.id()).second) continue;
-    NewMessage letter;
-    letter.topic = absl::StrCat(group.topic, ".dlq");
-    letter.id = r.id();
-    letter.payload = std::move(*r.mutable_payload());
-    letter.headers.insert(r.headers().begin(), r.headers().end());
-    letter.deliver_at = absl::FromUnixMillis(now_ms);
-    letter.dead_letter_attempts = r.dead_letter_attempts() + dead.entry.attempt;
-    letter.dead_letter_group = group.name;
+    // Past its deadline, it expires: dead-lettered only if it asks to be.
+    dead.expired = PastDeadline(r, now_ms);
+    if (dead.expired) {
+      lifecycle::Expire(changes, group.topic, group.name, dead.entry.key,
+                        r.id(), /*from=*/nullptr, dead.delete_message);
+      if (!r.dead_letter_on_expire()) continue;
+    } else {
+      lifecycle::DeadLetter(changes, group.topic, group.name, dead.entry.key,
+                            r.id(), /*last_holder=*/dead.delete_message);
+    }
+    if (!work.lettered.emplace(group.topic, r.id()).second) continue;
     std::vector<NewMessage> letters;
-    letters.push_back(std::move(letter));
+    letters.push_back(
+        Letter(group.topic, group.name, r, dead.entry.attempt, now_ms));
     absl::StatusOr<PreparedPublish> prepared =
         publisher_->Prepare(std::move(letters));
     if (!prepared.ok()) return prepared.status();
@@ -480,11 +521,50 @@ absl::Status DeliveryStep::BuildBatch(int64_t now_ms, Work& work,
   return absl::OkStatus();
 }
 
+absl::Status DeliveryStep::Expire(int64_t now_ms, Assignment& a,
+                                  const ReadyPlace* from,
+                                  storage::MessageRecord& record, Work& work,
+                                  Changes& changes) {
+  GroupState& group = *a.group;
+  auto entry = group.in_flight.find(a.sequence);
+  if (entry == group.in_flight.end() || entry->second.token != a.token) {
+    return absl::InternalError(absl::StrCat("delivery of message ", a.sequence,
+                                            " lost its in-flight entry"));
+  }
+  // Out of the group first, so that another group expiring the message in
+  // this step finds this one no longer holding it.
+  a.expired = std::move(entry->second);
+  group.in_flight.erase(entry);
+  absl::StatusOr<bool> held = state_->HeldElsewhere(group, a.expired->key);
+  if (!held.ok()) return held.status();  // Undo puts the entry back.
+  lifecycle::Expire(changes, group.topic, group.name, a.expired->key,
+                    record.id(), from, /*last_holder=*/!*held);
+  if (!record.dead_letter_on_expire() ||
+      !work.lettered.emplace(group.topic, record.id()).second) {
+    return absl::OkStatus();
+  }
+  std::vector<NewMessage> letters;
+  letters.push_back(
+      Letter(group.topic, group.name, record, a.previous_attempt, now_ms));
+  absl::StatusOr<PreparedPublish> prepared =
+      publisher_->Prepare(std::move(letters));
+  if (!prepared.ok()) return prepared.status();
+  changes.Append(std::move(prepared->changes));
+  work.expiry_letters.push_back(*std::move(prepared));
+  return absl::OkStatus();
+}
+
 void DeliveryStep::Commit(Work& work) {
   // Ack timeouts run from the hand-over, which follows at once: a stream
   // that stalls cannot keep its deliveries from other consumers.
   const absl::Time now = state_->clock()->Now();
   for (Assignment& a : work.deliveries) {
+    if (a.expired.has_value()) {
+      // Left the group: its consumer's credit is free again.
+      state_->ReleaseFromOwner(*a.expired);
+      state_->ClearTimer(*a.expired);
+      continue;
+    }
     if (a.deferred) {
       UndoDelivery(a);
       continue;
@@ -512,6 +592,10 @@ void DeliveryStep::Commit(Work& work) {
 }
 
 void DeliveryStep::UndoDelivery(Assignment& a) {
+  if (a.expired.has_value()) {
+    a.group->in_flight.insert_or_assign(a.sequence, *std::move(a.expired));
+    a.expired.reset();
+  }
   auto entry = a.group->in_flight.find(a.sequence);
   if (entry == a.group->in_flight.end()) return;
   InFlight& e = entry->second;
@@ -575,7 +659,11 @@ void DeliveryStep::RecordActivity(const Work& work, absl::Time now) {
     activity_->Acked(group->topic, group->name, n);
   }
   for (const Work::DeadLetter& dead : work.dead_letters) {
-    activity_->DeadLettered(dead.group->topic, 1);
+    if (dead.expired) {
+      activity_->Expired(dead.group->topic, 1);
+    } else {
+      activity_->DeadLettered(dead.group->topic, 1);
+    }
   }
   // By topic: how late each first delivery was, and how many were again.
   struct TopicDeliveries {
@@ -584,6 +672,7 @@ void DeliveryStep::RecordActivity(const Work& work, absl::Time now) {
   };
   absl::flat_hash_map<std::string_view, TopicDeliveries> delivered;
   for (const Assignment& a : work.deliveries) {
+    if (a.expired.has_value()) activity_->Expired(a.group->topic, 1);
     if (a.record == nullptr || a.deferred) continue;
     TopicDeliveries& d = delivered[a.group->topic];
     if (a.attempt == 1) {

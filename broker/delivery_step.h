@@ -36,6 +36,16 @@ namespace hourglass::broker {
 // unchanged, by the next step: its decisions (which ack deletes a message)
 // stand, and later steps rely on them, so the acks are never taken back.
 //
+// Deadlines: a delivery or redelivery whose record is past its deadline
+// (MessageRecord.expire_at_ms <= the step's now) is not made; the entry
+// leaves the group as an ack would end it there (the message goes when no
+// other group holds it), with a letter to `<topic>.dlq` if the record asks
+// for one, and is counted (Activity::Expired). So is an entry due for
+// dead-lettering after max_attempts that is past its deadline. Other groups
+// of the message are not affected: each expires it when its own turn to
+// deliver it comes. The check needs the record, which a delivery reads
+// anyway: no timer per deadline, no scan.
+//
 // Thread-compatible: the step's thread, with the DeliveryState.
 class DeliveryStep {
  public:
@@ -66,8 +76,17 @@ class DeliveryStep {
   // Moves the step's acks from work.finished to work.acked and adds their
   // transitions to `changes`.
   void BuildAckBatch(Work& work, Changes& changes);
-  // The rest of the step's changes: nacks, deliveries, dead letters.
+  // The rest of the step's changes: nacks, deliveries, dead letters, and
+  // deliveries whose message is past its deadline (Expire).
   absl::Status BuildBatch(int64_t now_ms, Work& work, Changes& changes);
+  // A delivery of `record` found it past its deadline at `now_ms`: the
+  // entry leaves its group (lifecycle::Expire; `from` is the ready entry
+  // it took, if any) and, if the record asks for it, a letter goes to
+  // `<topic>.dlq` (once per message and step). Sets a.expired. Returns the
+  // store's or the publisher's error; Undo then puts the entry back.
+  absl::Status Expire(int64_t now_ms, Assignment& a, const ReadyPlace* from,
+                      storage::MessageRecord& record, Work& work,
+                      Changes& changes);
   // After the write: the deliveries become the consumers' (their ack
   // timeouts run from now), those the outboxes had no room for go back.
   void Commit(Work& work);

@@ -9,6 +9,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "broker/lifecycle.h"
 #include "broker/lifecycle_reads.h"
 #include "broker/metric_catalog.h"
@@ -266,6 +267,19 @@ void Engine::Reschedule(
                        old_key.sequence};
   const PublishReceipt receipt{id, absl::FromUnixMillis(new_key.deliver_at_ms),
                                false};
+  if (record.expire_at_ms() > 0 &&
+      new_key.deliver_at_ms >= record.expire_at_ms()) {
+    // A deadline at or before the due time is refused, as at publish.
+    std::move(*change).End(/*deleted=*/false);
+    std::move(hold).Release();
+    std::move(done)(absl::InvalidArgumentError(absl::StrCat(
+        "message \"", id, "\" expires at ",
+        absl::FormatTime(absl::RFC3339_full,
+                         absl::FromUnixMillis(record.expire_at_ms()),
+                         absl::UTCTimeZone()),
+        ": it cannot be due at or after that")));
+    return;
+  }
   if (new_key == old_key) {
     // Nothing to write.
     std::move(*change).End(/*deleted=*/false);

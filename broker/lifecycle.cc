@@ -211,6 +211,13 @@ void DeadLetter(Changes& changes, std::string_view topic,
   Ack(changes, topic, group, key, id, last_holder);
 }
 
+void Expire(Changes& changes, std::string_view topic, std::string_view group,
+            const DueKey& key, std::string_view id, const ReadyPlace* from,
+            bool last_holder) {
+  DeliveryOfGone(changes, topic, group, key.sequence, from);
+  if (last_holder) DeleteMessage(changes, topic, key, id);
+}
+
 void PurgeReady(Changes& changes, std::string_view topic,
                 const ReadyPlace& entry) {
   TakeReady(changes, topic, entry);

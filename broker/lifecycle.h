@@ -210,6 +210,16 @@ void DeadLetter(Changes& changes, std::string_view topic,
                 std::string_view group, const storage::DueKey& key,
                 std::string_view id, bool last_holder);
 
+// Expire: a delivery found its message past its deadline
+// (MessageRecord.expire_at_ms), so the entry it took leaves `group` without
+// a delivery: its ready entry `from` if it came from one, else its
+// in-flight entry. If no other group holds the message (`last_holder`), it
+// is deleted. With dead_letter_on_expire the caller publishes the letter to
+// `<topic>.dlq` (Publish) in the same write.
+void Expire(Changes& changes, std::string_view topic, std::string_view group,
+            const storage::DueKey& key, std::string_view id,
+            const ReadyPlace* from, bool last_holder);
+
 // Purge of a ready message, one queue at a time: the ready entry of `topic`
 // stored under `stored_under` leaves it.
 void PurgeReady(Changes& changes, std::string_view topic,

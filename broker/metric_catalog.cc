@@ -149,6 +149,14 @@ const std::vector<MetricInfo>& Catalog() {
            {},
            {},
            "Messages that came due and wait to be moved to ready."},
+          {Metric::kExpiredTotal,
+           "hourglass_expired_total",
+           kCounter,
+           {"topic"},
+           {},
+           "Messages that reached their deadline (expire_at, ttl) in a "
+           "group before it received them: dropped, or moved to <topic>.dlq "
+           "(on_expire); one per group."},
           {Metric::kGrpcCallSeconds,
            "hourglass_grpc_call_seconds",
            kHistogram,

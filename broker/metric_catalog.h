@@ -34,6 +34,7 @@ enum class Metric {
   kDeliveredTotal,
   kDeliveryLatenessSeconds,
   kDueBacklog,
+  kExpiredTotal,
   kGrpcCallSeconds,
   kGrpcCallsTotal,
   kInFlight,

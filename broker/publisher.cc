@@ -119,6 +119,10 @@ absl::StatusOr<PreparedPublish> Publisher::Prepare(
     record.set_published_at_ms(published_at_ms);
     record.set_dead_letter_attempts(m.dead_letter_attempts);
     record.set_dead_letter_group(m.dead_letter_group);
+    if (m.expire_at != absl::InfiniteFuture()) {
+      record.set_expire_at_ms(absl::ToUnixMillis(m.expire_at));
+      record.set_dead_letter_on_expire(m.dead_letter_on_expire);
+    }
     const DueKey key{due_ms, seq};
     lifecycle::Publish(prepared.changes, record, key);
     prepared.receipts[i] = {m.id, absl::FromUnixMillis(due_ms), false};

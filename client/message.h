@@ -33,6 +33,14 @@ struct Message {
   // Publisher retries a publish whose outcome is unknown only when every
   // message of it has an id.
   std::string id;
+  // Its deadline: `ttl` after the broker takes it, or at `expire_at`. A
+  // group that has not received it by then never does: it is dropped there,
+  // or with `on_expire` kDeadLetter moved to `<topic>.dlq`. At most one of
+  // the two, after the message comes due; neither means no deadline.
+  std::optional<absl::Duration> ttl;
+  std::optional<absl::Time> expire_at;
+  enum class OnExpire { kDrop, kDeadLetter };
+  OnExpire on_expire = OnExpire::kDrop;
 };
 
 // What the broker answered for one published message.

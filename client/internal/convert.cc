@@ -46,6 +46,13 @@ absl::Status ToRequest(std::vector<Message> messages,
       *out->mutable_deliver_at() = ToProto(*m.deliver_at);
     }
     out->set_id(std::move(m.id));
+    if (m.ttl.has_value()) *out->mutable_ttl() = ToProto(*m.ttl);
+    if (m.expire_at.has_value()) {
+      *out->mutable_expire_at() = ToProto(*m.expire_at);
+    }
+    if (m.on_expire == Message::OnExpire::kDeadLetter) {
+      out->set_on_expire(hourglass::v1::ON_EXPIRE_DEAD_LETTER);
+    }
   }
   return absl::OkStatus();
 }

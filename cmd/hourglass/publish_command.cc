@@ -43,6 +43,9 @@ struct PublishOptions {
   std::string file;
   std::string delay;
   std::string at;
+  std::string ttl;
+  std::string expire_at;
+  std::string on_expire = "drop";
   std::vector<std::string> headers;
   std::string id;
   uint32_t count = 1;
@@ -98,6 +101,19 @@ absl::StatusOr<Message> Prototype(const PublishOptions& options) {
     absl::StatusOr<absl::Time> at = ParseTime(options.at, absl::Now());
     if (!at.ok()) return UsageError("--at", at.status().message());
     message.deliver_at = *at;
+  }
+  if (!options.ttl.empty()) {
+    absl::StatusOr<absl::Duration> ttl = ParseDuration(options.ttl);
+    if (!ttl.ok()) return UsageError("--ttl", ttl.status().message());
+    message.ttl = *ttl;
+  }
+  if (!options.expire_at.empty()) {
+    absl::StatusOr<absl::Time> at = ParseTime(options.expire_at, absl::Now());
+    if (!at.ok()) return UsageError("--expire_at", at.status().message());
+    message.expire_at = *at;
+  }
+  if (options.on_expire == "dead_letter") {
+    message.on_expire = Message::OnExpire::kDeadLetter;
   }
   return message;
 }
@@ -199,6 +215,20 @@ void AddPublishCommand(Registry& registry) {
                    "Deliver at this time: RFC 3339 (2026-01-02T15:04:05Z), "
                    "now, +30m")
       ->excludes(delay);
+  CLI::Option* ttl = publish->add_option(
+      "--ttl", options->ttl,
+      "Deadline this long after publishing (not after --delay): a group that "
+      "has not received the message by then never does (default: none)");
+  publish
+      ->add_option("--expire_at", options->expire_at,
+                   "Deadline at this time: RFC 3339, now, +30m")
+      ->excludes(ttl);
+  publish
+      ->add_option("--on_expire", options->on_expire,
+                   "At the deadline: drop the message, or dead_letter it to "
+                   "<topic>.dlq")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"drop", "dead_letter"}));
   publish->add_option("--header", options->headers,
                       "Header KEY=VALUE; repeat for more");
   publish->add_option("--id", options->id,
@@ -222,6 +252,7 @@ a pending message with the same id. With --count, a summary goes to stderr.
 Examples:
   hourglass publish --topic=orders --delay=30m --id=order-42 --data='{"order":42}'
   hourglass publish --topic=reminders --at=2026-01-02T09:00:00Z --header=user=7 --data=hi
+  hourglass publish --topic=offers --delay=1m --ttl=10m --on_expire=dead_letter --data=x
   echo hello | hourglass publish --topic=orders --delay=1h30m
   hourglass publish --topic=load --delay=5s --count=10000 --data=x
   hourglass --json publish --topic=orders --data=x)");

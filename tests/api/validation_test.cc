@@ -293,5 +293,107 @@ TEST(DeliverAtTest, DelayDeliverAtOrNowToTheMillisecond) {
   EXPECT_EQ(DeliverAt(future, kNow), kNow + absl::Seconds(60));
 }
 
+TEST(ValidateDeadlineTest, AcceptsATtlOrExpireAtAfterTheDueTime) {
+  PublishRequest request = OneMessage("t");
+  Message* m = request.mutable_messages(0);
+  m->mutable_delay()->set_seconds(10);
+  m->mutable_ttl()->set_seconds(11);
+  m->set_on_expire(hourglass::v1::ON_EXPIRE_DEAD_LETTER);
+  Message* at = request.add_messages();
+  at->set_topic("t");
+  at->mutable_expire_at()->set_seconds(absl::ToUnixSeconds(kNow) + 1);
+  EXPECT_TRUE(Validate(request).ok()) << Validate(request);
+}
+
+TEST(ValidateDeadlineTest, RejectsBothExpireAtAndTtl) {
+  PublishRequest request = OneMessage("t");
+  request.mutable_messages(0)->mutable_ttl()->set_seconds(60);
+  request.mutable_messages(0)->mutable_expire_at()->set_seconds(
+      absl::ToUnixSeconds(kNow) + 60);
+  ExpectInvalid(Validate(request),
+                "message 0: expire_at and ttl are both set; set at most one");
+}
+
+TEST(ValidateDeadlineTest, RejectsATtlNotLongerThanTheDelay) {
+  PublishRequest request = OneMessage("t");
+  request.mutable_messages(0)->mutable_delay()->set_seconds(10);
+  request.mutable_messages(0)->mutable_ttl()->set_seconds(5);
+  ExpectInvalid(Validate(request),
+                "message 0: ttl 5s is not longer than the message's delay "
+                "10s: it would expire before it comes due");
+  request.mutable_messages(0)->mutable_ttl()->set_seconds(10);
+  ExpectInvalid(Validate(request),
+                "message 0: ttl 10s is not longer than the message's delay "
+                "10s: it would expire before it comes due");
+  // Due now: a ttl of 0 (or less) expires at once.
+  PublishRequest now = OneMessage("t");
+  now.mutable_messages(0)->mutable_ttl()->set_seconds(0);
+  ExpectInvalid(Validate(now),
+                "message 0: ttl 0 is not longer than the message's delay 0: "
+                "it would expire before it comes due");
+}
+
+TEST(ValidateDeadlineTest, RejectsAnExpireAtAtOrBeforeTheDueTime) {
+  PublishRequest request = OneMessage("t");
+  request.mutable_messages(0)->mutable_deliver_at()->set_seconds(
+      absl::ToUnixSeconds(kNow) + 60);
+  request.mutable_messages(0)->mutable_expire_at()->set_seconds(
+      absl::ToUnixSeconds(kNow) + 30);
+  ExpectInvalid(Validate(request),
+                "message 0: expire_at 2026-11-22T00:00:30+00:00 is not after "
+                "the message's due time 2026-11-22T00:01:00+00:00: it would "
+                "expire before it comes due");
+  // No delay: due now, so a past deadline is refused too.
+  PublishRequest past = OneMessage("t");
+  past.mutable_messages(0)->mutable_expire_at()->set_seconds(
+      absl::ToUnixSeconds(kNow) - 1);
+  ExpectInvalid(Validate(past),
+                "message 0: expire_at 2026-11-21T23:59:59+00:00 is not after "
+                "the message's due time 2026-11-22T00:00:00+00:00: it would "
+                "expire before it comes due");
+}
+
+TEST(ValidateDeadlineTest, BoundsTheDeadlineByMaxDelay) {
+  PublishRequest ttl = OneMessage("t");
+  ttl.mutable_messages(0)->mutable_ttl()->set_seconds(3651LL * 86400);
+  ExpectInvalid(Validate(ttl),
+                "message 0: ttl 87624h is over the limit of 87600h "
+                "(--max_delay)");
+  PublishRequest at = OneMessage("t");
+  at.mutable_messages(0)->mutable_expire_at()->set_seconds(
+      absl::ToUnixSeconds(kNow) + 3651LL * 86400);
+  ExpectInvalid(Validate(at),
+                "message 0: expire_at 2036-11-20T00:00:00+00:00 is more than "
+                "87600h ahead (--max_delay)");
+  PublishRequest bad = OneMessage("t");
+  bad.mutable_messages(0)->mutable_ttl()->set_nanos(-5);
+  bad.mutable_messages(0)->mutable_ttl()->set_seconds(1);
+  ExpectInvalid(Validate(bad),
+                "message 0: ttl is not a valid Duration (seconds 1, nanos -5)");
+}
+
+TEST(ValidateDeadlineTest, RejectsAnUnknownOnExpire) {
+  PublishRequest request = OneMessage("t");
+  request.mutable_messages(0)->mutable_ttl()->set_seconds(60);
+  request.mutable_messages(0)->set_on_expire(
+      static_cast<hourglass::v1::OnExpire>(7));
+  ExpectInvalid(Validate(request),
+                "message 0: on_expire 7 is not a known value (ON_EXPIRE_DROP, "
+                "ON_EXPIRE_DEAD_LETTER)");
+}
+
+TEST(ExpireAtTest, TtlFromNowOrExpireAtToTheMillisecond) {
+  Message m;
+  EXPECT_EQ(ExpireAt(m, kNow), absl::InfiniteFuture());
+  m.mutable_ttl()->set_seconds(30);
+  m.mutable_ttl()->set_nanos(2'500'000);
+  EXPECT_EQ(ExpireAt(m, kNow + absl::Microseconds(100)),
+            kNow + absl::Milliseconds(30'002));
+  Message at;
+  at.mutable_expire_at()->set_seconds(absl::ToUnixSeconds(kNow) + 60);
+  at.mutable_expire_at()->set_nanos(1'500'000);
+  EXPECT_EQ(ExpireAt(at, kNow), kNow + absl::Milliseconds(60'001));
+}
+
 }  // namespace
 }  // namespace hourglass::api

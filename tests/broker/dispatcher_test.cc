@@ -25,6 +25,7 @@
 #include "storage/keys.h"
 #include "storage/records.pb.h"
 #include "tests/testing/fake_clock.h"
+#include "tests/testing/fake_consumer.h"
 #include "tests/testing/faulty_store.h"
 #include "tests/testing/log_capture.h"
 
@@ -39,99 +40,8 @@ using ::testing::UnorderedElementsAreArray;
 constexpr int64_t kStartMs = 1'795'305'600'000;  // 2026-11-22T00:00:00Z
 const absl::Time kStart = absl::FromUnixMillis(kStartMs);
 
-// A consumer stream that records what it is sent and, like a real one,
-// reports the deliveries of each Send as written at once, in one call;
-// or, once HoldWrites was called, like a stream whose client stopped
-// reading, reports nothing until WriteHeld.
-class FakeConsumer final : public Consumer {
- public:
-  void Send(std::vector<Delivery> deliveries) override {
-    const size_t count = deliveries.size();
-    size_t bytes = 0;
-    bool report = false;
-    {
-      absl::MutexLock lock(&mu_);
-      for (Delivery& d : deliveries) {
-        bytes += DeliveryBytes(d);
-        received_.push_back(std::move(d));
-      }
-      if (holding_) {
-        held_ += count;
-        held_bytes_ += bytes;
-      } else {
-        report = true;
-      }
-    }
-    if (report && dispatcher_ != nullptr) {
-      dispatcher_->Written(id_, count, bytes);
-    }
-  }
-  // Reports writes to `dispatcher` as consumer `id` from now on.
-  void Attach(Dispatcher* dispatcher, Dispatcher::ConsumerId id) {
-    dispatcher_ = dispatcher;
-    id_ = id;
-  }
-  void End(absl::Status status) override {
-    absl::MutexLock lock(&mu_);
-    ended_ = std::move(status);
-  }
-  void Abort(absl::Status status) override {
-    absl::MutexLock lock(&mu_);
-    aborted_ = std::move(status);
-  }
-
-  // From now on, what arrives is not written until WriteHeld.
-  void HoldWrites() {
-    absl::MutexLock lock(&mu_);
-    holding_ = true;
-  }
-  // Writes what was held (and reports it), and writes at once again.
-  void WriteHeld() {
-    size_t count, bytes;
-    {
-      absl::MutexLock lock(&mu_);
-      holding_ = false;
-      count = std::exchange(held_, 0);
-      bytes = std::exchange(held_bytes_, 0);
-    }
-    if (count > 0) dispatcher_->Written(id_, count, bytes);
-  }
-
-  // Takes what arrived since the last call.
-  std::vector<Delivery> Take() {
-    absl::MutexLock lock(&mu_);
-    return std::exchange(received_, {});
-  }
-  std::optional<absl::Status> ended() {
-    absl::MutexLock lock(&mu_);
-    return ended_;
-  }
-  std::optional<absl::Status> aborted() {
-    absl::MutexLock lock(&mu_);
-    return aborted_;
-  }
-
- private:
-  absl::Mutex mu_;
-  std::vector<Delivery> received_ ABSL_GUARDED_BY(mu_);
-  std::optional<absl::Status> ended_ ABSL_GUARDED_BY(mu_);
-  std::optional<absl::Status> aborted_ ABSL_GUARDED_BY(mu_);
-  bool holding_ ABSL_GUARDED_BY(mu_) = false;
-  size_t held_ ABSL_GUARDED_BY(mu_) = 0;
-  size_t held_bytes_ ABSL_GUARDED_BY(mu_) = 0;
-  // Set before any step that could send to it.
-  Dispatcher* dispatcher_ = nullptr;
-  Dispatcher::ConsumerId id_ = 0;
-};
-
-// "id@attempt", for compact expectations.
-std::vector<std::string> Ids(const std::vector<Delivery>& deliveries) {
-  std::vector<std::string> ids;
-  for (const Delivery& d : deliveries) {
-    ids.push_back(absl::StrCat(d.id, "@", d.attempt));
-  }
-  return ids;
-}
+using testing::FakeConsumer;
+using testing::Ids;
 
 class DispatcherTest : public ::testing::Test {
  protected:
@@ -540,6 +450,7 @@ TEST_F(DispatcherTest, MetricsDropTheSeriesOfADeletedGroup) {
                           "hourglass_consumers{topic=\"t\",group=\"kept\"} 1",
                           "hourglass_dead_lettered_total{topic=\"t\"} 0",
                           "hourglass_delivered_total{topic=\"t\"} 1",
+                          "hourglass_expired_total{topic=\"t\"} 0",
                           "hourglass_in_flight{topic=\"t\",group=\"doomed\"} 0",
                           "hourglass_in_flight{topic=\"t\",group=\"kept\"} 1",
                           "hourglass_nacked_total{topic=\"t\"} 0",
@@ -562,6 +473,7 @@ TEST_F(DispatcherTest, MetricsDropTheSeriesOfADeletedGroup) {
                           "hourglass_consumers{topic=\"t\",group=\"kept\"} 1",
                           "hourglass_dead_lettered_total{topic=\"t\"} 0",
                           "hourglass_delivered_total{topic=\"t\"} 1",
+                          "hourglass_expired_total{topic=\"t\"} 0",
                           "hourglass_in_flight{topic=\"t\",group=\"kept\"} 1",
                           "hourglass_nacked_total{topic=\"t\"} 0",
                           "hourglass_published_total{topic=\"t\"} 1",
@@ -617,6 +529,7 @@ TEST_F(DispatcherTest, MetricsDropTheSeriesOfTopicsThatAreGone) {
                           "hourglass_cancelled_total{topic=\"live\"} 0",
                           "hourglass_dead_lettered_total{topic=\"live\"} 0",
                           "hourglass_delivered_total{topic=\"live\"} 0",
+                          "hourglass_expired_total{topic=\"live\"} 0",
                           "hourglass_nacked_total{topic=\"live\"} 0",
                           "hourglass_published_total{topic=\"live\"} 1",
                           "hourglass_redelivered_total{topic=\"live\"} 0",
@@ -635,6 +548,7 @@ TEST_F(DispatcherTest, MetricsDropTheSeriesOfTopicsThatAreGone) {
                   "hourglass_cancelled_total{topic=\"cancelled\"} 0",
                   "hourglass_dead_lettered_total{topic=\"cancelled\"} 0",
                   "hourglass_delivered_total{topic=\"cancelled\"} 0",
+                  "hourglass_expired_total{topic=\"cancelled\"} 0",
                   "hourglass_nacked_total{topic=\"cancelled\"} 0",
                   "hourglass_published_total{topic=\"cancelled\"} 1",
                   "hourglass_redelivered_total{topic=\"cancelled\"} 0",

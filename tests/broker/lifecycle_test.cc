@@ -507,6 +507,7 @@ class Driver {
     kNack,
     kAck,
     kDeadLetter,
+    kExpire,
     kPurge,
     kRedrive,
     kDeleteGroup,
@@ -545,6 +546,7 @@ class Driver {
         {Kind::kNack, 5},
         {Kind::kAck, 14},
         {Kind::kDeadLetter, 4},
+        {Kind::kExpire, 4},
         {Kind::kPurge, 2},
         {Kind::kRedrive, 3},
         {Kind::kDeleteGroup, 2},
@@ -583,6 +585,8 @@ class Driver {
         return Ack(changes, /*dead_letter=*/false);
       case Kind::kDeadLetter:
         return Ack(changes, /*dead_letter=*/true);
+      case Kind::kExpire:
+        return Expire(changes);
       case Kind::kPurge:
         return Purge(changes);
       case Kind::kRedrive:
@@ -873,6 +877,47 @@ class Driver {
     done_.push_back(
         absl::StrCat("Nack ", m.topic(), "/", c->group, " ", Show(m.key())));
     entry = record;
+    return true;
+  }
+
+  // A delivery or redelivery that found the message past its deadline:
+  // the ready entry it took, or the in-flight entry (held or waiting),
+  // leaves the group, and the message with it if no other group holds it.
+  bool Expire(Changes& changes) {
+    ModelMessage* m = nullptr;
+    std::string group;
+    std::string under;  // From ready: where the entry is stored.
+    std::optional<ReadyPlace> from;
+    if (OneIn(2)) {
+      std::vector<std::pair<ModelMessage*, std::string>> ready;
+      for (auto& [sequence, message] : model_.messages) {
+        for (const std::string& stored_under : message.ready) {
+          if (!Taker(message, stored_under).empty()) {
+            ready.push_back({&message, stored_under});
+          }
+        }
+      }
+      if (ready.empty()) return false;
+      const std::pair<ModelMessage*, std::string>& picked = Pick(ready);
+      m = picked.first;
+      under = picked.second;
+      group = Taker(*m, under);
+      m->ready.erase(under);
+      from = ReadyPlace{under, m->key()};
+    } else {
+      std::optional<InFlightChoice> c = PickInFlight(true, true);
+      if (!c.has_value()) return false;
+      m = c->m;
+      group = c->group;
+      m->in_flight.erase(group);
+    }
+    const bool last_holder = !m->HeldBesides(group);
+    lifecycle::Expire(changes, m->topic(), group, m->key(), m->id(),
+                      from ? &*from : nullptr, last_holder);
+    done_.push_back(absl::StrCat("Expire ", m->topic(), "/", group, " ",
+                                 Show(m->key()), from ? " from ready" : "",
+                                 last_holder ? " (last holder)" : ""));
+    if (last_holder) Forget(*m);
     return true;
   }
 

@@ -267,6 +267,30 @@ TEST(PublisherFakeTest, RefusesDelayAndDeliverAtTogether) {
   EXPECT_TRUE(fake.publishes().empty());
 }
 
+TEST(PublisherFakeTest, SendsTheDeadlineAndWhatToDoAtIt) {
+  FakeBroker fake;
+  Publisher publisher(ChannelTo(fake.address()));
+  Message ttl = WithId("ttl");
+  ttl.ttl = absl::Seconds(90);
+  ttl.on_expire = Message::OnExpire::kDeadLetter;
+  Message at = WithId("at");
+  at.expire_at = absl::FromUnixSeconds(1'800'000'000);
+  ASSERT_TRUE(publisher.PublishBatch({ttl, at, WithId("none")}).ok());
+  const auto publishes = fake.publishes();
+  ASSERT_EQ(publishes.size(), 1u);
+  ASSERT_EQ(publishes[0].messages_size(), 3);
+  const hourglass::v1::Message& m0 = publishes[0].messages(0);
+  EXPECT_EQ(m0.ttl().seconds(), 90);
+  EXPECT_FALSE(m0.has_expire_at());
+  EXPECT_EQ(m0.on_expire(), hourglass::v1::ON_EXPIRE_DEAD_LETTER);
+  const hourglass::v1::Message& m1 = publishes[0].messages(1);
+  EXPECT_EQ(m1.expire_at().seconds(), 1'800'000'000);
+  EXPECT_FALSE(m1.has_ttl());
+  EXPECT_EQ(m1.on_expire(), hourglass::v1::ON_EXPIRE_DROP);
+  EXPECT_FALSE(publishes[0].messages(2).has_ttl());
+  EXPECT_FALSE(publishes[0].messages(2).has_expire_at());
+}
+
 class PublisherTest : public ::testing::Test {
  protected:
   void SetUp() override {

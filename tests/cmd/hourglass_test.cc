@@ -148,6 +148,25 @@ TEST(HourglassCliTest, RefusesABadTimeAndHeaderAndTimeout) {
   EXPECT_EQ(result.output, "hourglass: --timeout: must be more than 0\n");
 }
 
+TEST(HourglassCliTest, RefusesABadDeadlineBeforeConnecting) {
+  testing::RunResult result = RunCli(
+      {"--addr=127.0.0.1:1", "publish", "--topic=t", "--data=x", "--ttl=5x"});
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_EQ(result.output,
+            "hourglass: --ttl: \"5x\" is not a duration (use e.g. 500ms, "
+            "30s, 15m, 2h, 3d)\n");
+  result = RunCli({"--addr=127.0.0.1:1", "publish", "--topic=t", "--data=x",
+                   "--expire_at=tomorrow"});
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_EQ(result.output,
+            "hourglass: --expire_at: \"tomorrow\" is not a time (use RFC "
+            "3339, e.g. 2026-01-02T15:04:05Z, or now, +30m, -2h)\n");
+  result = RunCli({"--addr=127.0.0.1:1", "publish", "--topic=t", "--data=x",
+                   "--ttl=1m", "--on_expire=keep"});
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_THAT(result.output, HasSubstr("--on_expire"));
+}
+
 // Checks the Admin subcommands make before sending anything.
 TEST(HourglassCliTest, AdminSubcommandsRefuseBadFlagsBeforeConnecting) {
   testing::RunResult result = RunCli(
@@ -512,6 +531,19 @@ TEST_F(HourglassCliBrokerTest, PublishReportsTheBrokersRefusal) {
   EXPECT_THAT(result.output, StartsWith("hourglass: INVALID_ARGUMENT: "));
   EXPECT_THAT(result.output, HasSubstr("\"a b\""));
   EXPECT_EQ(Lines(result.output).size(), 1u) << result.output;
+}
+
+TEST_F(HourglassCliBrokerTest, PublishSendsTheDeadlineForTheBrokerToCheck) {
+  testing::RunResult result =
+      Run({"publish", "--topic=t", "--data=x", "--delay=10s", "--ttl=5s"});
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_EQ(result.output,
+            "hourglass: INVALID_ARGUMENT: message 0: ttl 5s is not longer "
+            "than the message's delay 10s: it would expire before it comes "
+            "due\n");
+  result = Run({"publish", "--topic=t", "--data=x", "--delay=10s", "--ttl=1m",
+                "--on_expire=dead_letter"});
+  EXPECT_EQ(result.exit_code, 0) << result.output;
 }
 
 TEST_F(HourglassCliBrokerTest, CancelThenNotFound) {

@@ -45,6 +45,7 @@ const std::vector<std::string> kExported = {
     "hourglass_delivered_total counter topic",
     "hourglass_delivery_lateness_seconds histogram ",
     "hourglass_due_backlog gauge ",
+    "hourglass_expired_total counter topic",
     "hourglass_grpc_call_seconds histogram method",
     "hourglass_grpc_calls_total counter method,code",
     "hourglass_in_flight gauge topic,group",

@@ -159,6 +159,48 @@ std::optional<int64_t> ExpectedDueMs(const Message& m, const Limits& limits,
   return now_ms;
 }
 
+// Whether the message's deadline, if any, is acceptable for a message due
+// at `due_ms`: a known on_expire (0 drop, 1 dead letter), at most one of ttl
+// and expire_at, each valid and at most --max_delay ahead, ending after the
+// due time (both in whole milliseconds).
+bool ValidDeadline(const Message& m, const Limits& limits, int64_t now_ms,
+                   int64_t due_ms) {
+  if (m.on_expire() != 0 && m.on_expire() != 1) return false;
+  if (m.has_ttl() && m.has_expire_at()) return false;
+  const __int128 now_ns = static_cast<__int128>(now_ms) * kNanosPerMilli;
+  const __int128 max_delay_ns = absl::ToInt64Nanoseconds(limits.max_delay);
+  __int128 expire_ns;
+  if (m.has_ttl()) {
+    const google::protobuf::Duration& d = m.ttl();
+    const bool same_sign = !(d.seconds() > 0 && d.nanos() < 0) &&
+                           !(d.seconds() < 0 && d.nanos() > 0);
+    if (d.seconds() < -kMaxDurationSeconds ||
+        d.seconds() > kMaxDurationSeconds || d.nanos() < -kMaxNanos ||
+        d.nanos() > kMaxNanos || !same_sign) {
+      return false;
+    }
+    if (DurationNanos(d) > max_delay_ns) return false;
+    expire_ns = now_ns + DurationNanos(d);
+  } else if (m.has_expire_at()) {
+    const google::protobuf::Timestamp& t = m.expire_at();
+    if (t.seconds() < kMinTimestampSeconds ||
+        t.seconds() > kMaxTimestampSeconds || t.nanos() < 0 ||
+        t.nanos() > kMaxNanos) {
+      return false;
+    }
+    expire_ns =
+        static_cast<__int128>(t.seconds()) * kNanosPerSecond + t.nanos();
+    if (expire_ns - now_ns > max_delay_ns) return false;
+  } else {
+    return true;
+  }
+  // Whole milliseconds, rounded down (toward the past, for times before
+  // 1970 too).
+  __int128 expire_ms = expire_ns / kNanosPerMilli;
+  if (expire_ns < 0 && expire_ns % kNanosPerMilli != 0) --expire_ms;
+  return expire_ms > due_ms;
+}
+
 // What the model expects of a request: accepted, or rejected at `bad`
 // (-1 for the request as a whole).
 struct Judgement {
@@ -178,7 +220,8 @@ Judgement Judge(const PublishRequest& request, const Limits& limits,
   for (int i = 0; i < request.messages_size(); ++i) {
     std::optional<int64_t> due =
         ExpectedDueMs(request.messages(i), limits, now_ms);
-    if (!due.has_value()) {
+    if (!due.has_value() ||
+        !ValidDeadline(request.messages(i), limits, now_ms, *due)) {
       j.valid = false;
       j.bad = i;
       return j;

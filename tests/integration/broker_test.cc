@@ -278,6 +278,58 @@ TEST_F(BrokerTest, AfterMaxAttemptsAMessageGoesToItsDeadLetterTopic) {
   EXPECT_THAT(Ids(consumer->Take(1, kWait)), ElementsAre("after@1"));
 }
 
+// The only consumer holds its whole credit (one unacked delivery) while
+// the next message's deadline passes: once it acks, that message is never
+// delivered (the one behind it comes instead) and counts as expired; with
+// on_expire=dead_letter it is found in <topic>.dlq.
+TEST_F(BrokerTest, AMessagePastItsDeadlineIsNeverDeliveredToAStalledGroup) {
+  for (const bool letter : {false, true}) {
+    SCOPED_TRACE(letter ? "dead_letter" : "drop");
+    const std::string topic = letter ? "offers" : "quotes";
+    auto consumer = client_->Subscribe(topic, "g", /*max_in_flight=*/1);
+    // One to two seconds ahead, in whole seconds.
+    const absl::Time expire_at =
+        absl::FromUnixSeconds(absl::ToUnixSeconds(absl::Now()) + 2);
+    hourglass::v1::PublishRequest request;
+    *request.add_messages() =
+        testing::NewMessage(topic, "p", absl::ZeroDuration(), "first");
+    hourglass::v1::Message* expiring = request.add_messages();
+    *expiring = testing::NewMessage(topic, "p", absl::ZeroDuration(), "second");
+    expiring->mutable_expire_at()->set_seconds(absl::ToUnixSeconds(expire_at));
+    if (letter) expiring->set_on_expire(hourglass::v1::ON_EXPIRE_DEAD_LETTER);
+    *request.add_messages() =
+        testing::NewMessage(topic, "p", absl::ZeroDuration(), "third");
+    hourglass::v1::PublishResponse response;
+    ASSERT_TRUE(client_->Publish(request, &response).ok());
+    ASSERT_THAT(Ids(consumer->Take(1, kWait)), ElementsAre("first@1"));
+    ASSERT_TRUE(EventuallyHolds(topic, "g", /*ready=*/2, /*in_flight=*/1));
+    // The broker's clock is this machine's: wait until it has passed the
+    // deadline (a known instant, not a guess at how long work takes).
+    while (absl::Now() <= expire_at + absl::Milliseconds(10)) {
+      absl::SleepFor(expire_at + absl::Milliseconds(10) - absl::Now());
+    }
+    consumer->Ack({"first"});
+    EXPECT_THAT(Ids(consumer->Take(1, kWait)), ElementsAre("third@1"));
+    ASSERT_TRUE(EventuallyHolds(topic, "g", /*ready=*/0, /*in_flight=*/1));
+    EXPECT_THAT(consumer->TakeQueued(), IsEmpty());
+    const std::string expired =
+        absl::StrCat("\nhourglass_expired_total{topic=\"", topic, "\"} 1\n");
+    EXPECT_TRUE(testing::Eventually(
+        [&] {
+          return daemon_->ScrapeMetrics().find(expired) != std::string::npos;
+        },
+        kWait))
+        << daemon_->ScrapeMetrics();
+    if (letter) {
+      auto dead = client_->Subscribe(topic + ".dlq", "ops");
+      std::vector<Received> letters = dead->Take(1, kWait);
+      ASSERT_THAT(Ids(letters), ElementsAre("second@1"));
+      EXPECT_EQ(letters[0].delivery.topic(), topic + ".dlq");
+      EXPECT_EQ(letters[0].delivery.payload(), "p");
+    }
+  }
+}
+
 TEST_F(BrokerTest, ADisconnectHandsDeliveriesBackAtOnce) {
   auto first = client_->Subscribe("handback", "g", /*max_in_flight=*/2);
   Publish("handback", absl::ZeroDuration(), "a");

@@ -185,8 +185,9 @@ class AdminServicer(object):
     def Reschedule(self, request, context):
         """Moves a scheduled, not-yet-due message to a new due time, atomically.
         NOT_FOUND under the same rules as Cancel; INVALID_ARGUMENT for a
-        negative delay or one over --max_delay. The receipt has the new due
-        time; its `duplicate` is false.
+        negative delay or one over --max_delay, or a new due time at or after
+        the message's deadline (Message.expire_at, ttl). The receipt has the
+        new due time; its `duplicate` is false.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

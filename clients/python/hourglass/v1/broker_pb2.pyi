@@ -1,11 +1,14 @@
 from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Mapping, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+ON_EXPIRE_DEAD_LETTER: OnExpire
+ON_EXPIRE_DROP: OnExpire
 
 class Ack(_message.Message):
     __slots__ = ["ids"]
@@ -57,7 +60,7 @@ class DeliveryBatch(_message.Message):
     def __init__(self, deliveries: _Optional[_Iterable[_Union[Delivery, _Mapping]]] = ...) -> None: ...
 
 class Message(_message.Message):
-    __slots__ = ["delay", "deliver_at", "headers", "id", "payload", "topic"]
+    __slots__ = ["delay", "deliver_at", "expire_at", "headers", "id", "on_expire", "payload", "topic", "ttl"]
     class HeadersEntry(_message.Message):
         __slots__ = ["key", "value"]
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -67,17 +70,23 @@ class Message(_message.Message):
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     DELAY_FIELD_NUMBER: _ClassVar[int]
     DELIVER_AT_FIELD_NUMBER: _ClassVar[int]
+    EXPIRE_AT_FIELD_NUMBER: _ClassVar[int]
     HEADERS_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
+    ON_EXPIRE_FIELD_NUMBER: _ClassVar[int]
     PAYLOAD_FIELD_NUMBER: _ClassVar[int]
     TOPIC_FIELD_NUMBER: _ClassVar[int]
+    TTL_FIELD_NUMBER: _ClassVar[int]
     delay: _duration_pb2.Duration
     deliver_at: _timestamp_pb2.Timestamp
+    expire_at: _timestamp_pb2.Timestamp
     headers: _containers.ScalarMap[str, str]
     id: str
+    on_expire: OnExpire
     payload: bytes
     topic: str
-    def __init__(self, topic: _Optional[str] = ..., payload: _Optional[bytes] = ..., headers: _Optional[_Mapping[str, str]] = ..., delay: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., deliver_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., id: _Optional[str] = ...) -> None: ...
+    ttl: _duration_pb2.Duration
+    def __init__(self, topic: _Optional[str] = ..., payload: _Optional[bytes] = ..., headers: _Optional[_Mapping[str, str]] = ..., delay: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., deliver_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., id: _Optional[str] = ..., expire_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., ttl: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., on_expire: _Optional[_Union[OnExpire, str]] = ...) -> None: ...
 
 class Nack(_message.Message):
     __slots__ = ["delay", "id"]
@@ -152,3 +161,6 @@ class SubscribeRequest(_message.Message):
     nack: Nack
     open: Open
     def __init__(self, open: _Optional[_Union[Open, _Mapping]] = ..., ack: _Optional[_Union[Ack, _Mapping]] = ..., nack: _Optional[_Union[Nack, _Mapping]] = ...) -> None: ...
+
+class OnExpire(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
