@@ -23,9 +23,13 @@ if [ $# -ge 1 ]; then
   # What the package is made of; node_modules stays between runs (npm ci
   # replaces it when the lock file changed), dist is built again.
   rm -rf "$dir/src" "$dir/test" "$dir/proto" "$dir/dist"
-  cp -R "$here/src" "$here/test" "$here/proto" "$dir/"
+  cp -R "$here/src" "$here/test" "$dir/"
   cp "$here/package.json" "$here/package-lock.json" "$here/tsconfig.json" "$dir/"
 fi
+# The API the package loads: this checkout's (scripts/copy_protos.js).
+rm -rf "$dir/proto"
+mkdir -p "$dir/proto/hourglass/v1"
+cp "$here"/../../api/hourglass/v1/*.proto "$dir/proto/hourglass/v1/"
 cd "$dir"
 
 # npm ci again only when the lock file changed since the last one here.
