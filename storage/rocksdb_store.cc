@@ -25,7 +25,6 @@
 #include "absl/time/time.h"
 #include "rocksdb/db.h"
 #include "rocksdb/options.h"
-#include "rocksdb/transaction_log.h"
 #include "rocksdb/utilities/checkpoint.h"
 #include "rocksdb/write_batch.h"
 #include "spdlog/spdlog.h"
@@ -34,6 +33,7 @@
 #include "storage/keys.h"
 #include "storage/rocksdb_batch.h"
 #include "storage/rocksdb_open.h"
+#include "storage/rocksdb_write_log.h"
 
 namespace hourglass::storage {
 namespace {
@@ -272,74 +272,21 @@ class RocksDbStoreImpl final : public MessageStore {
     if (keep_write_log_seconds_ == 0) return NoWriteLogKept();
     const std::shared_ptr<const OpenDatabase> database = Database();
     if (database == nullptr) return WriteFailure();
-    std::unique_ptr<rocksdb::TransactionLogIterator> log;
-    rocksdb::Status s = database->db->GetUpdatesSince(from, &log);
-    if (s.IsNotFound()) return NoWriteLogAt(from);
-    if (!s.ok()) return ToStatus(s, Context("read the write log"));
-    for (bool first = true; log->Valid(); log->Next(), first = false) {
-      rocksdb::BatchResult batch = log->GetBatch();
-      // The first write must hold `from`: RocksDB starts at the oldest it
-      // has when `from` is older.
-      if (first && batch.sequence > from) return NoWriteLogAt(from);
-      if (!visit(batch.sequence, batch.writeBatchPtr->Data())) {
-        return absl::OkStatus();
-      }
-    }
-    s = log->status();
-    // The end of the log reads as a "not found" at its last write.
-    if (s.ok() || s.IsNotFound()) return absl::OkStatus();
-    return ToStatus(s, Context("read the write log"));
-  }
-
-  std::unique_ptr<WriteLogHold> HoldWriteLog() override {
-    if (keep_write_log_seconds_ == 0) return nullptr;
-    // RocksDB counts these: each hold ends only its own. A hold does not
-    // keep the database open: if a failed write makes the store reopen it
-    // meanwhile, the new one holds nothing (and the old one's count went
-    // with it).
-    class Hold final : public WriteLogHold {
-     public:
-      Hold(std::string path, std::weak_ptr<const OpenDatabase> database)
-          : path_(std::move(path)), database_(std::move(database)) {}
-      ~Hold() override {
-        const std::shared_ptr<const OpenDatabase> database = database_.lock();
-        if (database == nullptr) return;
-        const rocksdb::Status s =
-            database->db->EnableFileDeletions(/*force=*/false);
-        if (!s.ok()) {
-          spdlog::warn("data dir {}: cannot let old files go again: {}", path_,
-                       s.ToString());
-        }
-      }
-
-     private:
-      const std::string path_;
-      const std::weak_ptr<const OpenDatabase> database_;
-    };
-    const std::shared_ptr<const OpenDatabase> database = Database();
-    if (database == nullptr) return nullptr;
-    const rocksdb::Status s = database->db->DisableFileDeletions();
-    if (!s.ok()) {
-      spdlog::warn("data dir {}: cannot keep old files: {}", path_,
-                   s.ToString());
-      return nullptr;
-    }
-    return std::make_unique<Hold>(path_, database);
+    return ReadRocksDbWriteLog(*database->db, path_, from, visit);
   }
 
   absl::StatusOr<std::vector<uint64_t>> WriteLogStarts() override {
     if (keep_write_log_seconds_ == 0) return NoWriteLogKept();
     const std::shared_ptr<const OpenDatabase> database = Database();
     if (database == nullptr) return WriteFailure();
-    rocksdb::VectorLogPtr files;
-    const rocksdb::Status s = database->db->GetSortedWalFiles(files);
-    if (!s.ok()) return ToStatus(s, Context("list the write log"));
-    std::vector<uint64_t> starts;
-    for (const std::unique_ptr<rocksdb::LogFile>& file : files) {
-      // An empty file (the one being started) holds no write to start at.
-      if (file->SizeFileBytes() > 0) starts.push_back(file->StartSequence());
-    }
-    return starts;
+    return RocksDbWriteLogStarts(*database->db, path_);
+  }
+
+  std::unique_ptr<WriteLogHold> HoldWriteLog() override {
+    if (keep_write_log_seconds_ == 0) return nullptr;
+    const std::shared_ptr<const OpenDatabase> database = Database();
+    if (database == nullptr) return nullptr;
+    return HoldRocksDbWriteLog(database, path_);
   }
 
   StoreStats Stats() override {
@@ -537,11 +484,6 @@ class RocksDbStoreImpl final : public MessageStore {
   absl::Status NoWriteLogKept() const {
     return absl::UnimplementedError(absl::StrCat(
         "data dir ", path_, " was opened to keep no log of its writes"));
-  }
-  absl::Status NoWriteLogAt(uint64_t sequence) const {
-    return absl::NotFoundError(
-        absl::StrCat("data dir ", path_,
-                     ": the write log no longer holds write ", sequence));
   }
 
   std::string Context(const char* what) const {

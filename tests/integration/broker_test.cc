@@ -303,11 +303,18 @@ TEST_F(BrokerTest, AMessagePastItsDeadlineIsNeverDeliveredToAStalledGroup) {
     ASSERT_TRUE(client_->Publish(request, &response).ok());
     ASSERT_THAT(Ids(consumer->Take(1, kWait)), ElementsAre("first@1"));
     ASSERT_TRUE(EventuallyHolds(topic, "g", /*ready=*/2, /*in_flight=*/1));
-    // The broker's clock is this machine's: wait until it has passed the
-    // deadline (a known instant, not a guess at how long work takes).
-    while (absl::Now() <= expire_at + absl::Milliseconds(10)) {
-      absl::SleepFor(expire_at + absl::Milliseconds(10) - absl::Now());
-    }
+    // Until the broker's clock has passed the deadline: a message due just
+    // after it, on a topic of its own, is delivered (never early) only then.
+    auto clock = client_->Subscribe(topic + "-clock", "g");
+    hourglass::v1::PublishRequest tick;
+    *tick.add_messages() = testing::NewMessage(
+        topic + "-clock", "p", absl::ZeroDuration(), "past-the-deadline");
+    // expire_at is a whole second: due a millisecond after it.
+    tick.mutable_messages(0)->mutable_deliver_at()->set_seconds(
+        absl::ToUnixSeconds(expire_at));
+    tick.mutable_messages(0)->mutable_deliver_at()->set_nanos(1'000'000);
+    ASSERT_TRUE(client_->Publish(tick, &response).ok());
+    ASSERT_THAT(Ids(clock->Take(1, kWait)), ElementsAre("past-the-deadline@1"));
     consumer->Ack({"first"});
     EXPECT_THAT(Ids(consumer->Take(1, kWait)), ElementsAre("third@1"));
     ASSERT_TRUE(EventuallyHolds(topic, "g", /*ready=*/0, /*in_flight=*/1));
