@@ -241,12 +241,32 @@ absl::StatusOr<bool> ReplicatedStore::Diverged(LogPosition copy) {
 void ReplicatedStore::ReportProgress(const std::string& node,
                                      LogPosition applied, LogPosition durable) {
   const absl::Time now = options_.now();
+  std::unique_ptr<storage::MessageStore::WriteLogHold> done;  // After mu_.
   absl::MutexLock lock(&mu_);
   BackupState& state = backups_[node];
   state.applied = applied;
   state.durable = durable;
   state.last_heard = now;
   state.connected = true;
+  auto held = log_holds_.find(node);
+  if (held != log_holds_.end() && (applied.index >= held->second.until_index ||
+                                   now >= held->second.expires)) {
+    done = std::move(held->second.hold);
+    log_holds_.erase(held);
+  }
+}
+
+void ReplicatedStore::KeepLogFor(
+    const std::string& node,
+    std::unique_ptr<storage::MessageStore::WriteLogHold> hold,
+    absl::Time expires) {
+  if (hold == nullptr) return;
+  std::unique_ptr<storage::MessageStore::WriteLogHold> replaced;  // After mu_.
+  absl::MutexLock lock(&mu_);
+  LogHold& kept = log_holds_[node];
+  replaced = std::exchange(kept.hold, std::move(hold));
+  kept.until_index = last_.index;
+  kept.expires = expires;
 }
 
 void ReplicatedStore::Disconnected(const std::string& node) {
@@ -328,8 +348,10 @@ void ReplicatedStore::RemoveInSync(const std::string& node) {
 }
 
 void ReplicatedStore::Close(const std::string& reason) {
+  std::map<std::string, LogHold> holds;  // Let go after mu_.
   absl::MutexLock lock(&mu_);
   CloseLocked(reason);
+  holds.swap(log_holds_);
 }
 
 void ReplicatedStore::CloseLocked(const std::string& reason) {

@@ -166,6 +166,17 @@ class ReplicatedStore final : public storage::MessageStore {
   // again.
   void Disconnected(const std::string& node);
 
+  // ---- For FetchCheckpoint (replication_service.h).
+
+  // Keeps `hold` (this store's log files: MessageStore::HoldWriteLog) for
+  // backup `node`, which was sent a checkpoint and now catches up from the
+  // log: until it reports every entry written before this call applied,
+  // or a report comes after `expires`, or the store closes (Close) or
+  // goes. A hold kept for `node` before is let go.
+  void KeepLogFor(const std::string& node,
+                  std::unique_ptr<storage::MessageStore::WriteLogHold> hold,
+                  absl::Time expires);
+
   // ---- For the in-sync set's keeper.
 
   struct BackupState {
@@ -272,6 +283,14 @@ class ReplicatedStore final : public storage::MessageStore {
   std::set<std::string> in_sync_ ABSL_GUARDED_BY(mu_);
   std::set<std::string> counted_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, BackupState> backups_ ABSL_GUARDED_BY(mu_);
+  struct LogHold {
+    std::unique_ptr<storage::MessageStore::WriteLogHold> hold;
+    int64_t until_index;
+    absl::Time expires;
+  };
+  // KeepLogFor's, by backup. Let go without mu_ held: RocksDB may delete
+  // files as a hold ends.
+  std::map<std::string, LogHold> log_holds_ ABSL_GUARDED_BY(mu_);
   std::string closed_ ABSL_GUARDED_BY(mu_);  // why, once closed
 };
 

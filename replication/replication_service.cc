@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "grpcpp/grpcpp.h"
+#include "replication/replicated_store.h"
 #include "replication/replication.grpc.pb.h"
 #include "spdlog/spdlog.h"
 
@@ -53,7 +54,7 @@ class ReplicationService::Impl final : public v1::Replication::Service {
         +[](int* users) { return *users == 0; }, &slot.users));
   }
 
-  void SetSource(int shard, storage::MessageStore* store,
+  void SetSource(int shard, ReplicatedStore* store,
                  const std::string& scratch) {
     absl::MutexLock lock(&mu_);
     Slot& slot = slots_[shard];
@@ -119,10 +120,9 @@ class ReplicationService::Impl final : public v1::Replication::Service {
         std::filesystem::path(use.scratch) /
         absl::StrCat("checkpoint-", request->shard(), "-", random());
     // The backup catches up from the log once it has the copy: the log's
-    // files stay until the copy is sent (then they go as the store keeps
-    // them: a backup that starts reading more than --replication_log_keep
-    // after a file was written may find it gone, and is rebuilt again).
-    const std::unique_ptr<storage::MessageStore::WriteLogHold> hold =
+    // files stay until the copy is sent, and then until the backup has
+    // caught up with what was written meanwhile (at most the time limit).
+    std::unique_ptr<storage::MessageStore::WriteLogHold> hold =
         use.source->HoldWriteLog();
     absl::StatusOr<storage::CheckpointInfo> made =
         use.source->Checkpoint(dir.string());
@@ -163,6 +163,10 @@ class ReplicationService::Impl final : public v1::Replication::Service {
     std::error_code ignored;
     std::filesystem::remove_all(dir, ignored);
     if (status.ok()) {
+      if (!request->snapshot() && !request->node().empty()) {
+        use.source->KeepLogFor(request->node(), std::move(hold),
+                               absl::Now() + checkpoint_time_limit_);
+      }
       absl::MutexLock lock(&mu_);
       ++slots_[request->shard()].checkpoints_sent;
     }
@@ -397,7 +401,7 @@ class ReplicationService::Impl final : public v1::Replication::Service {
   // What the service holds of one shard.
   struct Slot {
     Replica* replica = nullptr;
-    storage::MessageStore* source = nullptr;
+    ReplicatedStore* source = nullptr;
     std::string scratch;
     absl::AnyInvocable<void(std::string)> on_rebuild;
     // Calls inside replica or source now.
@@ -427,7 +431,7 @@ class ReplicationService::Impl final : public v1::Replication::Service {
     Impl* impl;
     int shard;
     Replica* replica;
-    storage::MessageStore* source;
+    ReplicatedStore* source;
     std::string scratch;
     // Stays put while the use lasts: set before the shard's first replica.
     absl::AnyInvocable<void(std::string)>* on_rebuild = nullptr;
@@ -483,7 +487,7 @@ void ReplicationService::SetReplica(int shard, Replica* replica) {
   impl_->SetReplica(shard, replica);
 }
 
-void ReplicationService::SetSource(int shard, storage::MessageStore* store,
+void ReplicationService::SetSource(int shard, ReplicatedStore* store,
                                    const std::string& scratch_dir) {
   impl_->SetSource(shard, store, scratch_dir);
 }

@@ -21,6 +21,8 @@ class Service;
 
 namespace hourglass::replication {
 
+class ReplicatedStore;
+
 namespace v1 {
 class ShardStatsRequest;
 class ShardStatsResponse;
@@ -74,7 +76,7 @@ class ReplicationService {
   // into a new directory under `scratch_dir`, streams it, and removes it);
   // nullptr while this node is not the shard's primary. As SetReplica,
   // waits until no call uses the old one.
-  void SetSource(int shard, storage::MessageStore* store,
+  void SetSource(int shard, ReplicatedStore* store,
                  const std::string& scratch_dir);
 
   // What runs when a primary says the copy of `shard` must be rebuilt (a

@@ -1030,6 +1030,53 @@ TEST(ReplicatedStoreTest, EntriesABackupWroteTogetherAreReadBackOneByOne) {
   EXPECT_EQ(c->Get(Table::kMessages, "m1").value(), std::nullopt);
 }
 
+// What a checkpoint's hold on the log does once the copy is sent: it stays
+// until the backup has caught up with what was written before, or until a
+// report comes after it expires, or the store closes.
+TEST(ReplicatedStoreTest, ALogHoldForABackupEndsOnceItCaughtUpOrExpired) {
+  class Hold final : public MessageStore::WriteLogHold {
+   public:
+    explicit Hold(bool* released) : released_(released) {}
+    ~Hold() override { *released_ = true; }
+
+   private:
+    bool* const released_;
+  };
+  absl::Time now = absl::FromUnixSeconds(1'000'000);
+  std::unique_ptr<MessageStore> base = storage::MemoryStore::Open();
+  std::unique_ptr<ReplicatedStore> store =
+      ReplicatedStore::Open(
+          base.get(),
+          {.epoch = 1, .min_insync = 1, .now = [&now] { return now; }})
+          .value();
+  for (const char* key : {"m1", "m2"}) {
+    ASSERT_TRUE(store->Write(Batch(key)).ok());
+  }
+  bool caught_up = false;
+  store->KeepLogFor("c", std::make_unique<Hold>(&caught_up),
+                    now + absl::Hours(1));
+  ASSERT_TRUE(
+      store->Write(Batch("m3")).ok());  // Written after: not waited for.
+  store->ReportProgress("c", {1, 1}, {1, 1});
+  EXPECT_FALSE(caught_up);
+  store->ReportProgress("c", {1, 2}, {1, 2});
+  EXPECT_TRUE(caught_up);
+
+  bool expired = false;
+  store->KeepLogFor("d", std::make_unique<Hold>(&expired),
+                    now + absl::Minutes(1));
+  store->ReportProgress("d", {1, 1}, {1, 1});
+  EXPECT_FALSE(expired);
+  now += absl::Minutes(2);
+  store->ReportProgress("d", {1, 1}, {1, 1});
+  EXPECT_TRUE(expired);
+
+  bool closed = false;
+  store->KeepLogFor("e", std::make_unique<Hold>(&closed), now + absl::Hours(1));
+  store->Close("a newer epoch exists");
+  EXPECT_TRUE(closed);
+}
+
 // A store with no log of its writes (the memory store): an entry no longer
 // in memory is out of range, and the backup that lacks it is rebuilt.
 TEST(ReplicatedStoreTest, AnEntryInNeitherMemoryNorTheWriteLogIsOutOfRange) {
