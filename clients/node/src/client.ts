@@ -65,7 +65,8 @@ export class Hourglass {
 
   /**
    * Stores one message durably, due after `delay` or at `deliverAt` (default
-   * now). Rides a PublishStream shared by every `publish` of the client: many
+   * now), with an optional deadline (`ttl` or `expireAt`, and `onExpire`).
+   * Rides a PublishStream shared by every `publish` of the client: many
    * can be in flight at once. With an `id`, it is retried after UNAVAILABLE
    * (the broker restarting, a failover) until the client's timeout.
    */

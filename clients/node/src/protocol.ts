@@ -1,5 +1,5 @@
 import { status } from '@grpc/grpc-js';
-import type { BackoffOptions, MessageInput, Payload, Receipt, When } from './types';
+import type { BackoffOptions, Deadline, MessageInput, Payload, Receipt, When } from './types';
 import { dateOf, durationOf, timestampOf, toMillis } from './time';
 
 /** Requests built from the client's arguments, and answers read. */
@@ -26,6 +26,27 @@ export function whenFields(w: When, what: string, required = false): Record<stri
   return {};
 }
 
+const ON_EXPIRE: Record<string, string> = { drop: 'ON_EXPIRE_DROP', dead_letter: 'ON_EXPIRE_DEAD_LETTER' };
+
+/** The deadline fields of a Message. Whether the deadline comes after the due time is the broker's to check. */
+export function deadlineFields(d: Deadline, what: string): Record<string, unknown> {
+  if (d.ttl !== undefined && d.expireAt !== undefined) {
+    throw new TypeError(`${what}: give ttl or expireAt, not both`);
+  }
+  const fields: Record<string, unknown> = {};
+  if (d.ttl !== undefined) fields.ttl = durationOf(toMillis(d.ttl, `${what}: ttl`));
+  if (d.expireAt !== undefined) {
+    if (!(d.expireAt instanceof Date)) throw new TypeError(`${what}: expireAt must be a Date`);
+    fields.expire_at = timestampOf(d.expireAt);
+  }
+  if (d.onExpire !== undefined) {
+    const value = typeof d.onExpire === 'string' && Object.hasOwn(ON_EXPIRE, d.onExpire) ? ON_EXPIRE[d.onExpire] : undefined;
+    if (value === undefined) throw new TypeError(`${what}: onExpire must be 'drop' or 'dead_letter', not ${JSON.stringify(d.onExpire)}`);
+    fields.on_expire = value;
+  }
+  return fields;
+}
+
 export function message(m: MessageInput, what: string): Record<string, unknown> {
   if (typeof m.topic !== 'string') throw new TypeError(`${what}: topic must be a string`);
   if (m.id !== undefined && typeof m.id !== 'string') throw new TypeError(`${what}: id must be a string`);
@@ -40,6 +61,7 @@ export function message(m: MessageInput, what: string): Record<string, unknown> 
     headers,
     id: m.id ?? '',
     ...whenFields(m, what),
+    ...deadlineFields(m, what),
   };
 }
 

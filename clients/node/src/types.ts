@@ -53,7 +53,24 @@ export interface When {
   deliverAt?: Date;
 }
 
-export interface PublishOptions extends When {
+/** What a group does with a message it has not received by its deadline: drop it (as an ack would end it there), or move it to `<topic>.dlq`. */
+export type OnExpire = 'drop' | 'dead_letter';
+
+/**
+ * A message's deadline: at most one of `ttl` and `expireAt`; neither means none. A consumer
+ * group that has not received the message by then never does (nor again after a nack or an
+ * ack timeout). A deadline at or before the due time is the broker's INVALID_ARGUMENT.
+ */
+export interface Deadline {
+  /** Deadline after the broker accepts the message (not after its due time): milliseconds or "10s", "5m", "1h30m"... */
+  ttl?: DurationInput;
+  /** Absolute deadline. */
+  expireAt?: Date;
+  /** What a group does with the message past its deadline: 'drop' (the default) or 'dead_letter' to `<topic>.dlq`. Ignored without a deadline. */
+  onExpire?: OnExpire;
+}
+
+export interface PublishOptions extends When, Deadline {
   /** Idempotency key, unique within the topic (at most 128 bytes); a pending message with this id makes the publish a duplicate. */
   id?: string;
   /** Application headers, delivered unchanged. */

@@ -133,6 +133,67 @@ describe('publish', () => {
   });
 });
 
+/** `date` as the broker writes times in its errors (RFC 3339, no trailing zeros of the fraction, +00:00). */
+function rfc3339(date) {
+  return date.toISOString().replace(/\.?0*Z$/, '+00:00');
+}
+
+describe('deadlines', () => {
+  test('a message past its deadline is never delivered: dropped, or dead-lettered to <topic>.dlq', async () => {
+    const sub = hg.subscribe('offers', 'g', { maxInFlight: 1 });
+    const dlq = hg.subscribe('offers.dlq', 'g');
+    const clock = hg.subscribe('clock', 'g');
+    await Promise.all([sub.ready, dlq.ready, clock.ready]);
+    await hg.publish('offers', 'held', { id: 'held' });
+    const [held] = await take(sub); // The group's only credit, until it is acked.
+
+    const dropped = await hg.publish('offers', 'late', { id: 'dropped', ttl: '300ms' });
+    // Ahead enough that the batch cannot arrive after it on a loaded machine (it would be refused).
+    const expireAt = new Date(Date.now() + 1000);
+    await hg.publishBatch([
+      { topic: 'offers', payload: 'late too', id: 'lettered', expireAt, onExpire: 'dead_letter' },
+      { topic: 'offers', payload: 'next', id: 'next', ttl: 3_600_000, onExpire: 'drop' },
+    ]);
+    // A ttl counts from the broker's acceptance: for a message due now, its due time (both in ms).
+    const deadline = Math.max(dropped.deliverAt.getTime() + 300, expireAt.getTime());
+    const tick = await hg.publish('clock', 'tick', { deliverAt: new Date(deadline + 1) });
+    assert.deepEqual(ids(await take(clock)), [`${tick.id}@1`]);
+    assert.equal(await held.ack(), true);
+
+    // Both were due before "next": delivered, they would come first.
+    const [next] = await take(sub);
+    assert.deepEqual([next.id, next.payload.toString(), next.attempt], ['next', 'next', 1]);
+    const [letter] = await take(dlq);
+    assert.deepEqual([letter.id, letter.topic, letter.payload.toString()], ['lettered', 'offers.dlq', 'late too']);
+    // "dropped" left its group without a letter.
+    assert.deepEqual((await hg.list('offers', 'dead')).messages.map((m) => m.id), ['lettered']);
+    assert.deepEqual(await Promise.all([next.ack(), letter.ack()]), [true, true]);
+    await Promise.all([sub.close(), dlq.close(), clock.close()]);
+  });
+
+  test('a deadline not after the due time is the broker\'s INVALID_ARGUMENT; two deadlines the client\'s TypeError', async () => {
+    await rejects(hg.publish('offers2', 'x', { delay: '2s', ttl: '1s' }), status.INVALID_ARGUMENT,
+      "message 0: ttl 1s is not longer than the message's delay 2s: it would expire before it comes due");
+    const at = new Date(Date.now() + 3_600_000);
+    await rejects(hg.publishBatch([
+      { topic: 'offers2', payload: 'ok', deliverAt: at, expireAt: new Date(at.getTime() + 1) },
+      { topic: 'offers2', payload: 'x', deliverAt: at, expireAt: at, onExpire: 'dead_letter' },
+    ]), status.INVALID_ARGUMENT,
+    `message 1: expire_at ${rfc3339(at)} is not after the message's due time ${rfc3339(at)}: it would expire before it comes due`);
+    assert.deepEqual((await hg.list('offers2', 'scheduled')).messages, []);
+
+    await assert.rejects(hg.publish('offers2', 'x', { ttl: '1h', expireAt: at }),
+      { name: 'TypeError', message: 'publish: give ttl or expireAt, not both' });
+    await assert.rejects(hg.publishBatch([{ topic: 'offers2' }, { topic: 'offers2', ttl: 5, expireAt: at }]),
+      { name: 'TypeError', message: 'publishBatch: message 1: give ttl or expireAt, not both' });
+    await assert.rejects(hg.publish('offers2', 'x', { ttl: '1h', onExpire: 'keep' }),
+      { name: 'TypeError', message: 'publish: onExpire must be \'drop\' or \'dead_letter\', not "keep"' });
+    await assert.rejects(hg.publish('offers2', 'x', { ttl: '5 parsecs' }), TypeError);
+    await assert.rejects(hg.publish('offers2', 'x', { expireAt: Date.now() }),
+      { name: 'TypeError', message: 'publish: expireAt must be a Date' });
+  });
+});
+
 describe('cancel and reschedule', () => {
   test('a cancelled message is never delivered; a second cancel finds none', async () => {
     const sub = hg.subscribe('cancel', 'g');

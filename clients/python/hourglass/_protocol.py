@@ -272,6 +272,34 @@ def _when(target: Union[broker_pb2.Message, admin_pb2.RescheduleRequest],
             timestamp(deliver_at, f"{what}: deliver_at"))
 
 
+#: ``Message.on_expire`` as broker.proto's OnExpire.
+_ON_EXPIRE = {
+    "drop": broker_pb2.ON_EXPIRE_DROP,
+    "dead_letter": broker_pb2.ON_EXPIRE_DEAD_LETTER,
+}
+
+
+def _deadline(target: broker_pb2.Message, ttl: Optional[timedelta],
+              expire_at: Optional[datetime], on_expire: str,
+              what: str) -> None:
+    """Sets the deadline fields of `target`. Whether the deadline comes
+    after the due time, and its limit, are the broker's to check (on its
+    clock, with its ``--max_delay``)."""
+    if ttl is not None and expire_at is not None:
+        raise ValueError(f"{what}: give ttl or expire_at, not both")
+    if ttl is not None:
+        target.ttl.CopyFrom(duration(ttl, f"{what}: ttl"))
+    elif expire_at is not None:
+        target.expire_at.CopyFrom(timestamp(expire_at, f"{what}: expire_at"))
+    if not isinstance(on_expire, str):
+        raise TypeError(f"{what}: on_expire is 'drop' or 'dead_letter', "
+                        f"not {type(on_expire).__name__}")
+    if on_expire not in _ON_EXPIRE:
+        raise ValueError(f"{what}: on_expire {on_expire!r} is neither "
+                         f"'drop' nor 'dead_letter'")
+    target.on_expire = _ON_EXPIRE[on_expire]
+
+
 # --- Requests ----------------------------------------------------------------
 
 
@@ -290,6 +318,7 @@ def message(value: Message, what: str = "message") -> broker_pb2.Message:
     if value.headers:
         result.headers.update(value.headers)
     _when(result, value.delay, value.deliver_at, what)
+    _deadline(result, value.ttl, value.expire_at, value.on_expire, what)
     return result
 
 

@@ -39,8 +39,8 @@ from hourglass._protocol import (DEFAULT_CLOSE_TIMEOUT, DEFAULT_TIMEOUT,
                                  TlsArg)
 from hourglass._publish import DEFAULT_MAX_IN_FLIGHT, Pending, Step
 from hourglass.types import (Backoff, Delivery, Group, Message, MessageInfo,
-                             MessagePage, MessageState, Payload, Receipt,
-                             Schedule, Snapshot, Stats, Topic)
+                             MessagePage, MessageState, OnExpire, Payload,
+                             Receipt, Schedule, Snapshot, Stats, Topic)
 from hourglass.v1 import admin_pb2, broker_pb2
 
 __all__ = ["BatchSubscription", "Client", "Subscription"]
@@ -98,10 +98,14 @@ class Client:
                       delay: Optional[timedelta] = None,
                       deliver_at: Optional[datetime] = None,
                       id: Optional[str] = None,
-                      headers: Optional[Mapping[str, str]] = None) -> Receipt:
+                      headers: Optional[Mapping[str, str]] = None,
+                      ttl: Optional[timedelta] = None,
+                      expire_at: Optional[datetime] = None,
+                      on_expire: OnExpire = "drop") -> Receipt:
         """Stores one message durably; as ``hourglass.Client.publish``."""
         request = broker_pb2.PublishRequest(messages=[_protocol.message(
-            Message(topic, payload, delay, deliver_at, id, headers),
+            Message(topic, payload, delay, deliver_at, id, headers, ttl,
+                    expire_at, on_expire),
             "publish")])
         return (await self._publish(request))[0]
 
@@ -119,7 +123,10 @@ class Client:
                             delay: Optional[timedelta] = None,
                             deliver_at: Optional[datetime] = None,
                             id: Optional[str] = None,
-                            headers: Optional[Mapping[str, str]] = None
+                            headers: Optional[Mapping[str, str]] = None,
+                            ttl: Optional[timedelta] = None,
+                            expire_at: Optional[datetime] = None,
+                            on_expire: OnExpire = "drop"
                             ) -> Receipt:
         """Publishes one message as a request on a PublishStream; its
         receipt. As ``hourglass.Client.publish_async`` (the streams, the
@@ -142,7 +149,8 @@ class Client:
             ValueError, TypeError: a bad field; nothing is sent.
         """
         request = broker_pb2.PublishRequest(messages=[_protocol.message(
-            Message(topic, payload, delay, deliver_at, id, headers),
+            Message(topic, payload, delay, deliver_at, id, headers, ttl,
+                    expire_at, on_expire),
             "publish_async")])
         return await self._publisher.publish(request)
 

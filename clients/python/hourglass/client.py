@@ -27,8 +27,8 @@ from hourglass._protocol import (DEFAULT_CLOSE_TIMEOUT, DEFAULT_TIMEOUT,
                                  TlsArg)
 from hourglass._publish import DEFAULT_MAX_IN_FLIGHT, Pending, Step
 from hourglass.types import (Backoff, Delivery, Group, Message, MessageInfo,
-                             MessagePage, MessageState, Payload, Receipt,
-                             Schedule, Snapshot, Stats, Topic)
+                             MessagePage, MessageState, OnExpire, Payload,
+                             Receipt, Schedule, Snapshot, Stats, Topic)
 from hourglass.v1 import admin_pb2, broker_pb2
 
 _log = logging.getLogger("hourglass")
@@ -148,7 +148,10 @@ class Client:
                 delay: Optional[timedelta] = None,
                 deliver_at: Optional[datetime] = None,
                 id: Optional[str] = None,
-                headers: Optional[Mapping[str, str]] = None) -> Receipt:
+                headers: Optional[Mapping[str, str]] = None,
+                ttl: Optional[timedelta] = None,
+                expire_at: Optional[datetime] = None,
+                on_expire: OnExpire = "drop") -> Receipt:
         """Stores one message durably, to be delivered when it comes due.
 
         The fields are those of ``hourglass.Message``. Answers after the
@@ -162,7 +165,8 @@ class Client:
 
         Raises:
             InvalidArgument: a bad field (the message names it and its
-                value); nothing is stored.
+                value), or a deadline (`ttl`, `expire_at`) at or before
+                the due time; nothing is stored.
             ResourceExhausted: the disk is full or the broker's publish
                 queue is at its limit; nothing is stored.
             Unavailable, DeadlineExceeded: the outcome is unknown. With an
@@ -172,12 +176,15 @@ class Client:
                 earlier attempt was stored. Without an `id` nothing is
                 retried: the message may have been stored.
             Unauthenticated, PermissionDenied: see the token file.
-            ValueError: both `delay` and `deliver_at`, or a naive
-                `deliver_at`.
-            TypeError: `delay`, `deliver_at` or `payload` of the wrong type.
+            ValueError: both `delay` and `deliver_at`, both `ttl` and
+                `expire_at`, a naive `deliver_at` or `expire_at`, or an
+                `on_expire` other than "drop" and "dead_letter".
+            TypeError: `delay`, `deliver_at`, `ttl`, `expire_at`,
+                `on_expire` or `payload` of the wrong type.
         """
         request = broker_pb2.PublishRequest(messages=[_protocol.message(
-            Message(topic, payload, delay, deliver_at, id, headers),
+            Message(topic, payload, delay, deliver_at, id, headers, ttl,
+                    expire_at, on_expire),
             "publish")])
         return self._publish(request)[0]
 
@@ -215,7 +222,10 @@ class Client:
                       delay: Optional[timedelta] = None,
                       deliver_at: Optional[datetime] = None,
                       id: Optional[str] = None,
-                      headers: Optional[Mapping[str, str]] = None
+                      headers: Optional[Mapping[str, str]] = None,
+                      ttl: Optional[timedelta] = None,
+                      expire_at: Optional[datetime] = None,
+                      on_expire: OnExpire = "drop"
                       ) -> "concurrent.futures.Future[Receipt]":
         """Publishes one message as a request on a PublishStream, without
         waiting for its answer: the way to keep many publishes in flight.
@@ -257,7 +267,8 @@ class Client:
                 sent.
         """
         request = broker_pb2.PublishRequest(messages=[_protocol.message(
-            Message(topic, payload, delay, deliver_at, id, headers),
+            Message(topic, payload, delay, deliver_at, id, headers, ttl,
+                    expire_at, on_expire),
             "publish_async")])
         return self._publisher.publish(request)
 

@@ -4,7 +4,8 @@ Field meanings and limits are those of api/hourglass/v1/broker.proto (and,
 for what the Admin calls answer, admin.proto); the
 broker checks them and answers INVALID_ARGUMENT naming a bad field, so this
 module checks only what protobuf itself cannot carry (types, timezones, a
-message with two due times).
+message with two due times or two deadlines, an ``on_expire`` it has no
+value for).
 
 Times are aware ``datetime`` objects in UTC, delays ``timedelta`` objects:
 explicit units, where a bare number could be seconds or milliseconds.
@@ -17,8 +18,8 @@ import enum
 import os
 import random
 from datetime import datetime, timedelta
-from typing import (TYPE_CHECKING, Dict, Iterator, List, Mapping, Optional,
-                    Union)
+from typing import (TYPE_CHECKING, Dict, Iterator, List, Literal, Mapping,
+                    Optional, Union)
 
 if TYPE_CHECKING:
     from hourglass._protocol import Outbox
@@ -28,6 +29,11 @@ Payload = Union[bytes, bytearray, memoryview, str]
 
 #: PEM data as bytes, or the path of a PEM file.
 Pem = Union[bytes, str, "os.PathLike[str]"]
+
+#: What a group does with a message it has not received by its deadline
+#: (broker.proto's OnExpire): drop it, as an ack would end it there, or move
+#: it to the dead-letter topic ``<topic>.dlq``.
+OnExpire = Literal["drop", "dead_letter"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,6 +55,17 @@ class Message:
             assign one (``hg-`` and 16 hex digits; ids of that form are
             refused from producers).
         headers: Delivered unchanged; keys ``[A-Za-z0-9._-]{1,200}``.
+        ttl: The message's deadline, this long after the broker accepts it
+            (not after its due time): a consumer group that has not received
+            it by then never does (nor gets it again after a nack or an ack
+            timeout). At most one of ``ttl`` and ``expire_at``; neither
+            means no deadline. A deadline at or before the due time is
+            INVALID_ARGUMENT (so is one more than ``--max_delay`` ahead).
+        expire_at: The deadline itself (timezone-aware).
+        on_expire: What a group does with the message once its deadline
+            passed: ``"drop"`` it (the default), or ``"dead_letter"`` it to
+            ``<topic>.dlq`` (one letter however many groups it expires in
+            at once). Ignored without a deadline.
     """
 
     topic: str
@@ -57,6 +74,9 @@ class Message:
     deliver_at: Optional[datetime] = None
     id: Optional[str] = None
     headers: Optional[Mapping[str, str]] = None
+    ttl: Optional[timedelta] = None
+    expire_at: Optional[datetime] = None
+    on_expire: OnExpire = "drop"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -221,7 +241,8 @@ class MessageState(enum.Enum):
     #: Delivered to a consumer of a group and not yet acknowledged.
     IN_FLIGHT = "in_flight"
     #: Moved to the dead-letter topic ``<topic>.dlq`` after the broker's
-    #: ``--max_attempts`` deliveries.
+    #: ``--max_attempts`` deliveries, or at its deadline (``on_expire``
+    #: ``"dead_letter"``).
     DEAD = "dead"
 
 

@@ -35,6 +35,14 @@ BROKER_REFUSALS = [
     (lambda c: c.publish("orders", b"x", delay=timedelta(days=3651)),
      hourglass.InvalidArgument,
      "message 0: delay 87624h is over the limit of 87600h (--max_delay)"),
+    (lambda c: c.publish("orders", b"x", delay=timedelta(seconds=2),
+                         ttl=timedelta(seconds=1)),
+     hourglass.InvalidArgument,
+     "message 0: ttl 1s is not longer than the message's delay 2s: it would "
+     "expire before it comes due"),
+    (lambda c: c.publish("orders", b"x", ttl=timedelta(days=3651)),
+     hourglass.InvalidArgument,
+     "message 0: ttl 87624h is over the limit of 87600h (--max_delay)"),
     (lambda c: c.publish_many([Message("orders"), Message("a b")]),
      hourglass.InvalidArgument, 'message 1: topic "a b" has a space'),
     (lambda c: c.cancel("orders", ""),
@@ -135,6 +143,28 @@ def test_mistakes_the_client_sees_raise_before_sending(free_port: int) -> None:
                 [Message("t"), "x"]),  # type: ignore[list-item]
              TypeError,
              "message 1 is a hourglass.Message, not str"),
+            (lambda: client.publish("t", b"x", ttl=ms(1),
+                                    expire_at=naive),
+             ValueError, "publish: give ttl or expire_at, not both"),
+            (lambda: client.publish_many([Message("t"), Message(
+                "t", ttl=ms(1), expire_at=naive)]),
+             ValueError, "message 1: give ttl or expire_at, not both"),
+            (lambda: client.publish_async("t", b"x", expire_at=naive),
+             ValueError,
+             "publish_async: expire_at 2030-01-01T12:00:00 has no timezone"),
+            (lambda: client.publish("t", b"x",
+                                    ttl=30),  # type: ignore[arg-type]
+             TypeError, "publish: ttl is a datetime.timedelta, not int"),
+            (lambda: client.publish(
+                "t", b"x", ttl=ms(1),
+                on_expire="keep"),  # type: ignore[arg-type]
+             ValueError,
+             "publish: on_expire 'keep' is neither 'drop' nor 'dead_letter'"),
+            (lambda: client.publish(
+                "t", b"x", ttl=ms(1),
+                on_expire=1),  # type: ignore[arg-type]
+             TypeError,
+             "publish: on_expire is 'drop' or 'dead_letter', not int"),
             (lambda: client.reschedule("t", "x"), ValueError,
              "reschedule: give delay or deliver_at"),
             (lambda: client.subscribe("t", "g", max_in_flight=-1), ValueError,

@@ -61,6 +61,17 @@ def test_messages_become_requests() -> None:
         b"\x00\x01", 3, "delay")
     assert (c.payload, c.deliver_at.seconds, c.WhichOneof("when")) == (
         b"m", int(at.timestamp()), "deliver_at")
+    assert (a.HasField("ttl"), a.HasField("expire_at"), a.on_expire) == (
+        False, False, broker_pb2.ON_EXPIRE_DROP)
+
+    d, e = _protocol.publish_request([
+        hourglass.Message("d", ttl=timedelta(milliseconds=1500)),
+        hourglass.Message("e", expire_at=at, on_expire="dead_letter"),
+    ]).messages
+    assert (d.ttl.seconds, d.ttl.nanos, d.HasField("expire_at"),
+            d.on_expire) == (1, 500_000_000, False, broker_pb2.ON_EXPIRE_DROP)
+    assert (e.expire_at.seconds, e.HasField("ttl"), e.on_expire) == (
+        int(at.timestamp()), False, broker_pb2.ON_EXPIRE_DEAD_LETTER)
     with pytest.raises(ValueError, match="^message 1: give delay or"):
         _protocol.publish_request([
             hourglass.Message("a"),
