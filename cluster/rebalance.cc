@@ -149,14 +149,16 @@ std::optional<RebalanceStep> Drop(
     const std::vector<BalanceNode>& nodes, const RebalanceOptions& options) {
   const ShardRecord& record = shards.at(shard);
   auto pin = active.find(shard);
-  // Gone nodes first, then draining ones, then the one the move was for
-  // (MovedFrom), then the one whose drop leaves the cluster closest to
-  // balanced (ties: the lowest node id). Never the primary, nor the node
-  // the shard is pinned to, and the node the move added (the last
+  // Gone nodes first, then draining ones, then the one whose drop leaves
+  // the cluster closest to balanced; of those that tie, the one the move
+  // was for (MovedFrom), else the lowest node id. Never the primary, nor
+  // the node the shard is pinned to, and the node the move added (the last
   // replica) only if it is gone or draining or no other can go. Balance is
-  // greedy: its distance may tie or favour dropping the newcomer, or
-  // another replica than the one the move was for, and either would leave
-  // a layout from which the next step adds the dropped node back, forever.
+  // greedy: its distance may tie or favour dropping the newcomer, and a
+  // tie broken against the replica the move was for leaves a layout from
+  // which the next step adds the dropped node back, forever; nor is its
+  // layout stable enough to always drop that replica whatever the
+  // distance (from either of two layouts it may want the other).
   const std::string& added = record.replicas.back();
   const std::string moved_from =
       MovedFrom(shard, shards, active, nodes, options);
@@ -167,13 +169,12 @@ std::optional<RebalanceStep> Drop(
   std::sort(candidates.begin(), candidates.end());
   for (const std::string& node : candidates) {
     if (pin != active.end() && node == pin->second) continue;
+    // Twice the distance, less one for the replica the move was for.
     int score;
     if (!alive.contains(node)) {
       score = -3;
     } else if (draining.contains(node)) {
       score = -2;
-    } else if (node == moved_from) {
-      score = -1;
     } else if (node == added) {
       score = std::numeric_limits<int>::max() - 1;  // Only if none else.
     } else {
@@ -182,7 +183,7 @@ std::optional<RebalanceStep> Drop(
           start.layout
               .shards[std::distance(shards.begin(), shards.find(shard))];
       replicas = Without(replicas, node);
-      score = Distance(start, nodes);
+      score = 2 * Distance(start, nodes) - (node == moved_from ? 1 : 0);
     }
     if (score < best) {
       best = score;

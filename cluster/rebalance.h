@@ -38,12 +38,13 @@ struct RebalanceStep {
 //      the primary adds it to the in-sync set once it has caught up.
 //   2. drop: once every node the layout wants is in the in-sync set, the
 //      replica the layout no longer wants leaves the replicas and the
-//      in-sync set: a gone or draining one first, else the one step 1
-//      added the node to replace (as the layout of the cluster before the
-//      add names it), else the one whose drop leaves the cluster closest
-//      to balanced, but never the node step 1 added while another can go
-//      (dropping it, or another than the one it replaces, would leave a
-//      layout from which the next step adds the dropped node back). The
+//      in-sync set: a gone or draining one first, else the one whose drop
+//      leaves the cluster closest to balanced (of those that tie, the one
+//      step 1 added the node to replace, as the layout of the cluster
+//      before the add names it), but never the node step 1 added while
+//      another can go (dropping it, or breaking a tie against the one it
+//      replaces, would leave a layout from which the next step adds the
+//      dropped node back). The
 //      in-sync set then has at least as many members as before the move,
 //      so a move never takes it below min_insync.
 //
