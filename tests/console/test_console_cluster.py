@@ -151,6 +151,11 @@ def test_a_topic_led_by_a_is_served_from_b_and_c(
     browser.find_element(By.ID, "publish-id").send_keys("form-b")
     browser.find_element(By.ID, "publish-submit").click()
     confirm(browser, True, f"Publish message form-b to {topic}, due in 90m?")
+    # The form's answer first: the publish has reached a once it is shown.
+    published = f"Published message form-b to {topic}: due at "
+    eventually(lambda: any(
+        e.text.startswith(published)
+        for e in browser.find_elements(By.ID, "notice")), "the form's answer")
     stub, channel = admin(cluster["a"])  # The primary's own Admin service.
     with channel:
         m = call(stub.GetMessage, admin_pb2.GetMessageRequest(
