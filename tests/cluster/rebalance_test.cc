@@ -37,6 +37,19 @@ int Spread(const std::map<std::string, int>& counts) {
   return high - low;
 }
 
+// Zone of each of six nodes, two to a zone.
+const std::map<std::string, std::string> kZones = {{"a", "z1"}, {"b", "z1"},
+                                                   {"c", "z2"}, {"d", "z2"},
+                                                   {"e", "z3"}, {"f", "z3"}};
+
+// Nodes a to f alive, in kZones.
+std::map<std::string, NodeRecord> AliveInThreeZones() {
+  std::map<std::string, NodeRecord> alive =
+      Alive({"a", "b", "c", "d", "e", "f"});
+  for (const auto& [id, zone] : kZones) alive[id].zone = zone;
+  return alive;
+}
+
 // A shard at epoch 1 whose replicas are all in sync.
 ShardRecord InSync(std::vector<std::string> replicas) {
   return ShardRecord{1, replicas.front(), replicas, replicas};
@@ -76,12 +89,7 @@ TEST(RebalanceTest, ANodeThatJoinedGetsABackupAddedFirst) {
 // replicas in one zone gets one in the zone it lacks, by the same add,
 // catch up, drop as any move.
 TEST(RebalanceTest, AShardWithTwoReplicasInOneZoneMovesOneToTheZoneItLacks) {
-  std::map<std::string, NodeRecord> alive =
-      Alive({"a", "b", "c", "d", "e", "f"});
-  const std::map<std::string, std::string> zones = {{"a", "z1"}, {"b", "z1"},
-                                                    {"c", "z2"}, {"d", "z2"},
-                                                    {"e", "z3"}, {"f", "z3"}};
-  for (const auto& [id, zone] : zones) alive[id].zone = zone;
+  const std::map<std::string, NodeRecord> alive = AliveInThreeZones();
   std::map<int, ShardRecord> shards = {
       {0, InSync({"a", "b", "c"})},  // z1 twice
       {1, InSync({"d", "e", "a"})},
@@ -167,12 +175,7 @@ TEST(RebalanceTest, ADrainedNodeThatLeftIsDroppedFirst) {
 // leaves like a backup. (The many-shard simulation over zones, seed 245,
 // settled here for good before.)
 TEST(RebalanceTest, APrimaryTheLayoutDropsHandsItsLeadToAReplicaThatStays) {
-  std::map<std::string, NodeRecord> alive =
-      Alive({"a", "b", "c", "d", "e", "f"});
-  const std::map<std::string, std::string> zones = {{"a", "z1"}, {"b", "z1"},
-                                                    {"c", "z2"}, {"d", "z2"},
-                                                    {"e", "z3"}, {"f", "z3"}};
-  for (const auto& [id, zone] : zones) alive[id].zone = zone;
+  const std::map<std::string, NodeRecord> alive = AliveInThreeZones();
   const std::set<std::string> draining = {"b"};
   const std::map<int, std::string> pins = {{1, "d"}, {3, "d"}};
   std::map<int, ShardRecord> shards = {
@@ -357,12 +360,7 @@ TEST(RebalanceTest, TheDropThatFinishesAMoveKeepsTheNodeItAdded) {
 // whereupon a was added back to take e's place and c dropped, forever. The
 // drop that finishes a move takes the replica the move was for.
 TEST(RebalanceTest, AMoveOverZonesDropsTheReplicaItWasForAndSettles) {
-  std::map<std::string, NodeRecord> alive =
-      Alive({"a", "b", "c", "d", "e", "f"});
-  const std::map<std::string, std::string> zones = {{"a", "z1"}, {"b", "z1"},
-                                                    {"c", "z2"}, {"d", "z2"},
-                                                    {"e", "z3"}, {"f", "z3"}};
-  for (const auto& [id, zone] : zones) alive[id].zone = zone;
+  const std::map<std::string, NodeRecord> alive = AliveInThreeZones();
   const std::set<std::string> draining = {"b", "d"};
   const std::map<int, std::string> pins = {{0, "a"}, {1, "f"}, {2, "e"}};
   std::map<int, ShardRecord> shards = {
@@ -399,7 +397,7 @@ TEST(RebalanceTest, AMoveOverZonesDropsTheReplicaItWasForAndSettles) {
   for (const auto& [number, record] : shards) {
     std::set<std::string> spread;
     for (const std::string& node : record.replicas) {
-      spread.insert(zones.at(node));
+      spread.insert(kZones.at(node));
     }
     EXPECT_EQ(spread.size(), 3u) << "shard " << number;
   }
