@@ -6,6 +6,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/civil_time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -197,7 +198,11 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorCase{"@reboot", "unknown cron macro \"@reboot\""},
         ErrorCase{"@daily 5", "unknown cron macro \"@daily 5\""},
         ErrorCase{std::string(257, '*'),
-                  "cron expression is 257 bytes long; the limit is 256"}));
+                  "cron expression is 257 bytes long; the limit is 256"}),
+    // Named by position: the expressions hold spaces and stars.
+    [](const ::testing::TestParamInfo<ErrorCase>& info) {
+      return absl::StrCat("case_", info.index);
+    });
 
 TEST(ParseCronTest, AcceptsTheLongestExpression) {
   const std::string text = std::string(kMaxCronLength - 9, ' ') + "0 0 1 * *";
