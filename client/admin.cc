@@ -20,6 +20,7 @@ namespace {
 using internal::ChannelAccess;
 using Stub = hourglass::v1::Admin::Stub;
 using ClusterStub = hourglass::v1::Cluster::Stub;
+using RecurrencesStub = hourglass::v1::Recurrences::Stub;
 
 // The stub, by type, of where calls about `topic` go (empty: about no
 // topic in particular).
@@ -29,6 +30,10 @@ Stub& StubOf(const Channel& channel, Stub* /*type*/, std::string_view topic) {
 ClusterStub& StubOf(const Channel& channel, ClusterStub* /*type*/,
                     std::string_view topic) {
   return *ChannelAccess::endpoint(channel, topic).cluster;
+}
+RecurrencesStub& StubOf(const Channel& channel, RecurrencesStub* /*type*/,
+                        std::string_view topic) {
+  return *ChannelAccess::endpoint(channel, topic).recurrences;
 }
 
 // The topic a request is about, if it names one: in cluster mode it goes to
@@ -42,8 +47,8 @@ std::string_view TopicOf(const Request& request) {
   }
 }
 
-// Calls `method` of the Admin (or Cluster) stub synchronously with the
-// channel's deadline and credentials.
+// Calls `method` of the Admin (or Cluster, or Recurrences) stub synchronously
+// with the channel's deadline and credentials.
 template <typename StubType, typename Response, typename Request>
 absl::StatusOr<Response> Call(
     const Channel& channel,
@@ -189,6 +194,12 @@ absl::StatusOr<hourglass::v1::PurgeTopicResponse> Admin::PurgeTopic(
 absl::StatusOr<hourglass::v1::Snapshot> Admin::CreateSnapshot(
     const hourglass::v1::CreateSnapshotRequest& request) {
   return Call(*channel_, &Stub::CreateSnapshot, request);
+}
+
+absl::StatusOr<hourglass::v1::PreviewRecurrenceResponse>
+Admin::PreviewRecurrence(
+    const hourglass::v1::PreviewRecurrenceRequest& request) {
+  return Call(*channel_, &RecurrencesStub::PreviewRecurrence, request);
 }
 
 absl::StatusOr<hourglass::v1::ClusterMap> Admin::GetClusterMap() {

@@ -9,11 +9,13 @@
 #include "client/channel.h"
 #include "hourglass/v1/admin.pb.h"
 #include "hourglass/v1/cluster.pb.h"
+#include "hourglass/v1/recurrences.pb.h"
 
 namespace hourglass::client {
 
 // The operators' API: the Admin service (api/hourglass/v1/admin.proto), one
-// method per RPC, and grpc.health.v1.
+// method per RPC, the recurrences' PreviewRecurrence (recurrences.proto), and
+// grpc.health.v1.
 //
 // Unlike Publisher and Consumer, it speaks the generated messages: the
 // admin surface is wide, grows with the broker, and its callers (the CLI)
@@ -74,6 +76,12 @@ class Admin {
   // a broker that is not in cluster mode.
   absl::StatusOr<hourglass::v1::RecoverShardResponse> RecoverShard(
       int shard, const std::string& node, bool accept_loss);
+
+  // Recurrences.PreviewRecurrence: the next fire times of a rule, computed
+  // by the broker (any node answers), storing nothing. Errors: the
+  // service's (INVALID_ARGUMENT naming the bad field of the rule).
+  absl::StatusOr<hourglass::v1::PreviewRecurrenceResponse> PreviewRecurrence(
+      const hourglass::v1::PreviewRecurrenceRequest& request);
 
   // grpc.health.v1.Health/Check of `service` ("": the whole broker; e.g.
   // "hourglass.v1.Broker"): the serving status's name, "SERVING",

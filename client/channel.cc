@@ -78,6 +78,8 @@ std::unique_ptr<internal::Endpoint> MakeEndpoint(
   endpoint->broker = hourglass::v1::Broker::NewStub(endpoint->channel);
   endpoint->admin = hourglass::v1::Admin::NewStub(endpoint->channel);
   endpoint->cluster = hourglass::v1::Cluster::NewStub(endpoint->channel);
+  endpoint->recurrences =
+      hourglass::v1::Recurrences::NewStub(endpoint->channel);
   return endpoint;
 }
 

@@ -20,6 +20,7 @@
 #include "hourglass/v1/admin.grpc.pb.h"
 #include "hourglass/v1/broker.grpc.pb.h"
 #include "hourglass/v1/cluster.grpc.pb.h"
+#include "hourglass/v1/recurrences.grpc.pb.h"
 
 namespace hourglass::client::internal {
 
@@ -30,6 +31,7 @@ struct Endpoint {
   std::unique_ptr<hourglass::v1::Broker::Stub> broker;
   std::unique_ptr<hourglass::v1::Admin::Stub> admin;
   std::unique_ptr<hourglass::v1::Cluster::Stub> cluster;
+  std::unique_ptr<hourglass::v1::Recurrences::Stub> recurrences;
 };
 
 // What a client::Channel holds. The options and credentials are constant

@@ -73,6 +73,8 @@ std::string ScheduleChart(const hourglass::v1::GetScheduleResponse& response,
 void AddSnapshotCommand(Registry& registry);
 // cluster: cluster_command.cc
 void AddClusterCommand(Registry& registry);
+// recurring (next): recurring_command.cc
+void AddRecurringCommand(Registry& registry);
 // completion: completion_command.cc. Add it last: it prints what the app
 // holds when it runs.
 void AddCompletionCommand(Registry& registry);

@@ -176,6 +176,7 @@ int main(int argc, char** argv) {
   hourglass::cli::AddScheduleCommand(registry);
   hourglass::cli::AddSnapshotCommand(registry);
   hourglass::cli::AddClusterCommand(registry);
+  hourglass::cli::AddRecurringCommand(registry);
   AddHealthCommand(registry);
   AddMovedBenchCommand(registry);
   hourglass::cli::AddCompletionCommand(registry);

@@ -34,6 +34,7 @@
 #include "api/auth.h"
 #include "api/broker_service.h"
 #include "api/metrics_http.h"
+#include "api/recurrence_service.h"
 #include "api/redirect.h"
 #include "api/server.h"
 #include "api/validation.h"
@@ -549,6 +550,8 @@ int main(int argc, char** argv) {
 
   hourglass::api::AdminService admin_service(broker, &clock, limits, started_at,
                                              authorizer.get());
+  hourglass::api::RecurrenceService recurrence_service(&clock,
+                                                       authorizer.get());
 
   // The web console answers on the metrics listener from here on (until
   // then its paths get 404), through the same calls as the Admin service.
@@ -572,7 +575,7 @@ int main(int argc, char** argv) {
 
   hourglass::api::ServerOptions options;
   options.listen_address = absl::GetFlag(FLAGS_listen);
-  options.services = {&broker_service, &admin_service};
+  options.services = {&broker_service, &admin_service, &recurrence_service};
   if (cluster_node != nullptr) {
     for (grpc::Service* service : cluster_node->services()) {
       options.services.push_back(service);

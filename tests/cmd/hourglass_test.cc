@@ -277,7 +277,8 @@ TEST(HourglassCliTest, HelpListsEverySubcommandWithExamples) {
   EXPECT_EQ(result.exit_code, 0);
   for (const char* subcommand :
        {"publish", "subscribe", "cancel", "reschedule", "stats", "topics",
-        "groups", "messages", "show", "dlq", "purge", "completion"}) {
+        "groups", "messages", "show", "dlq", "purge", "recurring",
+        "completion"}) {
     EXPECT_THAT(result.output,
                 ContainsRegex(absl::StrCat("\n  ", subcommand, " +[A-Z]")));
   }
@@ -292,7 +293,8 @@ TEST(HourglassCliTest, HelpListsEverySubcommandWithExamples) {
 
   for (const char* subcommand :
        {"publish", "subscribe", "cancel", "reschedule", "stats", "topics",
-        "groups", "messages", "show", "dlq", "purge", "completion"}) {
+        "groups", "messages", "show", "dlq", "purge", "recurring",
+        "completion"}) {
     const testing::RunResult help = RunCli({subcommand, "--help"});
     EXPECT_EQ(help.exit_code, 0) << subcommand;
     EXPECT_THAT(help.output,
@@ -510,6 +512,46 @@ TEST_F(HourglassCliBrokerTest, JsonWorksBeforeAndAfterTheSubcommand) {
   EXPECT_EQ(after.output,
             "{\"receipts\":[{\"id\":\"j1\",\"duplicate\":true,"
             "\"deliver_at\":\"2030-01-01T00:00:00Z\"}]}\n");
+}
+
+TEST_F(HourglassCliBrokerTest, RecurringNextPrintsFireTimesInUtcAndTheZone) {
+  const testing::RunResult result =
+      Run({"recurring", "next", "--cron=30 2 * * *", "--tz=America/New_York",
+           "--from=2027-03-13T00:00:00Z", "--count=3"});
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  // 02:30 does not exist on 2027-03-14: it fires as the gap ends.
+  EXPECT_EQ(result.output,
+            "FIRE TIME (UTC)       LOCAL (America/New_York)\n"
+            "2027-03-13T07:30:00Z  2027-03-13T02:30:00-05:00\n"
+            "2027-03-14T07:00:00Z  2027-03-14T03:00:00-04:00\n"
+            "2027-03-15T06:30:00Z  2027-03-15T02:30:00-04:00\n");
+
+  const testing::RunResult json =
+      Run({"--json", "recurring", "next", "--every=90s",
+           "--start_at=2027-01-01T00:00:00Z", "--end_at=2027-01-01T00:03:00Z",
+           "--from=2026-12-31T00:00:00Z"});
+  EXPECT_EQ(json.exit_code, 0) << json.output;
+  EXPECT_EQ(json.output,
+            "{\"time_zone\":\"\",\"fire_times\":["
+            "{\"utc\":\"2027-01-01T00:00:00Z\",\"local\":\"2027-01-01T00:00:00Z\"},"
+            "{\"utc\":\"2027-01-01T00:01:30Z\",\"local\":\"2027-01-01T00:01:30Z\"}"
+            "]}\n");
+}
+
+TEST_F(HourglassCliBrokerTest, RecurringNextReportsBadRules) {
+  testing::RunResult result =
+      Run({"recurring", "next", "--cron=@daily", "--every=1h"});
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_EQ(result.output,
+            "hourglass: give exactly one of --cron and --every\n");
+  result = Run({"recurring", "next", "--cron=0 0 * * *", "--tz=Mars/Olympus"});
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_EQ(result.output,
+            "hourglass: INVALID_ARGUMENT: rule: unknown time zone "
+            "\"Mars/Olympus\"\n");
+  result = Run({"recurring", "next", "--cron=@daily", "--count=0"});
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_EQ(result.output, "hourglass: --count: 0 is not between 1 and 1000\n");
 }
 
 TEST_F(HourglassCliBrokerTest, PublishCountSuffixesIdsAndSummarises) {
