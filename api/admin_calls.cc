@@ -68,6 +68,12 @@ void MessageToProto(const broker::MessageView& in, v1::MessageInfo* out) {
   out->set_state(static_cast<v1::MessageState>(in.state));
   ToProto(in.deliver_at, out->mutable_deliver_at());
   ToProto(in.published_at, out->mutable_published_at());
+  if (in.expire_at != absl::InfiniteFuture()) {
+    v1::Deadline* deadline = out->mutable_deadline();
+    ToProto(in.expire_at, deadline->mutable_expire_at());
+    deadline->set_on_expire(in.dead_letter_on_expire ? v1::ON_EXPIRE_DEAD_LETTER
+                                                     : v1::ON_EXPIRE_DROP);
+  }
   out->set_payload_size(static_cast<uint32_t>(in.payload_size));
   for (const auto& [key, value] : in.headers) {
     (*out->mutable_headers())[key] = value;

@@ -55,6 +55,10 @@ absl::StatusOr<bool> Inspector::ReadMessage(uint64_t sequence,
   view.topic = record.topic();
   view.deliver_at = absl::FromUnixMillis(record.deliver_at_ms());
   view.published_at = absl::FromUnixMillis(record.published_at_ms());
+  if (record.expire_at_ms() != 0) {
+    view.expire_at = absl::FromUnixMillis(record.expire_at_ms());
+    view.dead_letter_on_expire = record.dead_letter_on_expire();
+  }
   view.payload_size = record.payload().size();
   view.headers.insert(record.headers().begin(), record.headers().end());
   view.payload_preview = record.payload().substr(0, preview_bytes);

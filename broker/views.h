@@ -39,6 +39,10 @@ struct MessageView {
   MessageState state = MessageState::kScheduled;
   absl::Time deliver_at;
   absl::Time published_at;
+  // The deadline (Message.expire_at); InfiniteFuture() without one.
+  absl::Time expire_at = absl::InfiniteFuture();
+  // At its deadline it goes to <topic>.dlq; else it is dropped.
+  bool dead_letter_on_expire = false;
   uint64_t payload_size = 0;
   std::map<std::string, std::string> headers;
   std::string payload_preview;

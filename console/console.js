@@ -587,6 +587,8 @@ async function messageView(topic, id) {
       el('dl', {class: 'fields', id: 'message-fields'},
          field('state', 'State', state), field('deliverAt', 'Due', time(m.deliverAt)),
          field('publishedAt', 'Published', time(m.publishedAt)),
+         m.deadline ? field('deadline', 'Deadline', `${time(m.deadline.expireAt)}, then ${
+             m.deadline.onExpire === 'ON_EXPIRE_DEAD_LETTER' ? 'dead-lettered' : 'dropped'}`) : [],
          field('attempt', 'Attempt', m.attempt), field('payloadSize', 'Payload bytes', count(m.payloadSize))),
       el('div', {class: 'toolbar'}, actions),
       el('h2', {}, 'Payload'),

@@ -79,6 +79,14 @@ std::string MessageDetails(const hourglass::v1::MessageInfo& m) {
   fields.AddRow({"state:", StateName(m.state())});
   fields.AddRow({"deliver_at:", Rfc3339(FromProto(m.deliver_at()))});
   fields.AddRow({"published_at:", Rfc3339(FromProto(m.published_at()))});
+  if (m.has_deadline()) {
+    const bool dead_letter =
+        m.deadline().on_expire() == hourglass::v1::ON_EXPIRE_DEAD_LETTER;
+    fields.AddRow({"expire_at:",
+                   absl::StrCat(Rfc3339(FromProto(m.deadline().expire_at())),
+                                dead_letter ? " (then dead-lettered)"
+                                            : " (then dropped)")});
+  }
   fields.AddRow({"attempt:", absl::StrCat(m.attempt())});
   fields.AddRow({"size:", absl::StrCat(m.payload_size(), " bytes")});
   const std::map<std::string, std::string> headers(m.headers().begin(),

@@ -54,6 +54,7 @@ namespace v1 = hourglass::v1;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::MatchesRegex;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 constexpr absl::Duration kTimeout = absl::Seconds(30);
@@ -1005,6 +1006,19 @@ TEST_F(HourglassAdminCliTest, ShowDescribesAScheduledMessage) {
             "\"groups\":[],\"attempt\":0,"
             "\"deliver_at\":\"2030-01-01T00:00:00Z\","
             "\"published_at\":\"YYYY-MM-DDTHH:MM:SS.mmmZ\"}\n");
+
+  // A deadline shows with what happens at it.
+  Publish({"--topic=orders", "--id=s3", "--data=x",
+           absl::StrCat("--at=", kLater), "--expire_at=2030-01-02T00:00:00Z",
+           "--on_expire=dead_letter"});
+  EXPECT_THAT(CliOk({"show", "--topic=orders", "--id=s3"}),
+              HasSubstr("\nexpire_at:     2030-01-02T00:00:00.000Z (then "
+                        "dead-lettered)\n"));
+  EXPECT_THAT(CliOk({"show", "--topic=orders", "--id=s3", "--json"}),
+              HasSubstr("\"deadline\":{\"on_expire\":\"ON_EXPIRE_DEAD_LETTER\","
+                        "\"expire_at\":\"2030-01-02T00:00:00Z\"}"));
+  EXPECT_THAT(CliOk({"show", "--topic=orders", "--id=s1"}),
+              Not(HasSubstr("expire_at")));
 
   Outcome outcome = Cli({"show", "--topic=orders", "--id=nope"});
   EXPECT_EQ(outcome.exit_code, 1);

@@ -112,7 +112,7 @@ class Loaded:
 def load(daemon: Daemon, token: Optional[str] = None) -> Loaded:
     """Loads the broker, which runs with --max_attempts=1: "orders" has 25
     messages scheduled over the next days (headers on each, a binary
-    payload on "order-003"), and group "billing" with one delivery in
+    payload on "order-003", a deadline on "order-007"), and group "billing" with one delivery in
     flight and one ready; "payments" has two dead letters, in
     "payments.dlq", and group "ledger"."""
     loaded = Loaded()
@@ -120,10 +120,14 @@ def load(daemon: Daemon, token: Optional[str] = None) -> Loaded:
     for i in range(25):
         payload = bytes(range(0, 40)) if i == 3 else \
             f'{{"order": {i}, "total": "{i * 7}.50 EUR"}}'.encode()
+        # One with a deadline, which the message page shows.
+        deadline = {"ttl": timedelta(days=30), "on_expire": "dead_letter"} \
+            if i == 7 else {}
         loaded.scheduled.append(client.publish(
             "orders", payload, id=f"order-{i:03d}",
             delay=timedelta(hours=1 + 3 * i, minutes=i),
-            headers={"customer": f"c-{i % 4}", "source": "web"}).id)
+            headers={"customer": f"c-{i % 4}", "source": "web"},
+            **deadline).id)
     billing = client.subscribe("orders", "billing", max_in_flight=1,
                                ack_timeout=timedelta(hours=1))
     client.publish("orders", b"due now 1", id="now-1")

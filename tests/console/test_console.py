@@ -241,9 +241,12 @@ def test_one_message_in_full(browser: WebDriver, daemon: Daemon,
     m = admin_message(daemon, "orders", "order-007")
     show(browser, base, "#/message/orders/order-007", "#payload")
     fields = browser.find_element(By.ID, "message-fields")
-    assert cells(fields, ["state", "deliverAt", "attempt", "payloadSize"]) == {
+    assert cells(fields, ["state", "deliverAt", "deadline", "attempt",
+                          "payloadSize"]) == {
         "state": "SCHEDULED",
         "deliverAt": m.deliver_at.ToJsonString().replace("T", " "),
+        "deadline": m.deadline.expire_at.ToJsonString().replace("T", " ") +
+        ", then dead-lettered",
         "attempt": "0", "payloadSize": str(len(m.payload_preview))}
     assert browser.find_element(By.ID, "payload").text == \
         '{"order": 7, "total": "49.50 EUR"}' == m.payload_preview.decode()

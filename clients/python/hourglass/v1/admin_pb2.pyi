@@ -186,7 +186,7 @@ class ListTopicsResponse(_message.Message):
     def __init__(self, topics: _Optional[_Iterable[_Union[Topic, _Mapping]]] = ...) -> None: ...
 
 class MessageInfo(_message.Message):
-    __slots__ = ["attempt", "deliver_at", "groups", "headers", "id", "payload_preview", "payload_size", "published_at", "state", "topic"]
+    __slots__ = ["attempt", "deadline", "deliver_at", "groups", "headers", "id", "payload_preview", "payload_size", "published_at", "state", "topic"]
     class HeadersEntry(_message.Message):
         __slots__ = ["key", "value"]
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -195,6 +195,7 @@ class MessageInfo(_message.Message):
         value: str
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    DEADLINE_FIELD_NUMBER: _ClassVar[int]
     DELIVER_AT_FIELD_NUMBER: _ClassVar[int]
     GROUPS_FIELD_NUMBER: _ClassVar[int]
     HEADERS_FIELD_NUMBER: _ClassVar[int]
@@ -205,6 +206,7 @@ class MessageInfo(_message.Message):
     STATE_FIELD_NUMBER: _ClassVar[int]
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     attempt: int
+    deadline: _broker_pb2.Deadline
     deliver_at: _timestamp_pb2.Timestamp
     groups: _containers.RepeatedCompositeFieldContainer[GroupDelivery]
     headers: _containers.ScalarMap[str, str]
@@ -214,7 +216,7 @@ class MessageInfo(_message.Message):
     published_at: _timestamp_pb2.Timestamp
     state: MessageState
     topic: str
-    def __init__(self, id: _Optional[str] = ..., topic: _Optional[str] = ..., state: _Optional[_Union[MessageState, str]] = ..., deliver_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., published_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., payload_size: _Optional[int] = ..., headers: _Optional[_Mapping[str, str]] = ..., payload_preview: _Optional[bytes] = ..., groups: _Optional[_Iterable[_Union[GroupDelivery, _Mapping]]] = ..., attempt: _Optional[int] = ...) -> None: ...
+    def __init__(self, id: _Optional[str] = ..., topic: _Optional[str] = ..., state: _Optional[_Union[MessageState, str]] = ..., deliver_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., published_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., payload_size: _Optional[int] = ..., headers: _Optional[_Mapping[str, str]] = ..., payload_preview: _Optional[bytes] = ..., groups: _Optional[_Iterable[_Union[GroupDelivery, _Mapping]]] = ..., attempt: _Optional[int] = ..., deadline: _Optional[_Union[_broker_pb2.Deadline, _Mapping]] = ...) -> None: ...
 
 class Percentiles(_message.Message):
     __slots__ = ["max", "p50", "p90", "p99"]

@@ -15,7 +15,7 @@ from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19hourglass/v1/broker.proto\x12\x0chourglass.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x82\x03\n\x07Message\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x0f\n\x07payload\x18\x02 \x01(\x0c\x12\x33\n\x07headers\x18\x03 \x03(\x0b\x32\".hourglass.v1.Message.HeadersEntry\x12*\n\x05\x64\x65lay\x18\x04 \x01(\x0b\x32\x19.google.protobuf.DurationH\x00\x12\x30\n\ndeliver_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.TimestampH\x00\x12\n\n\x02id\x18\x06 \x01(\t\x12-\n\texpire_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12&\n\x03ttl\x18\x08 \x01(\x0b\x32\x19.google.protobuf.Duration\x12)\n\ton_expire\x18\t \x01(\x0e\x32\x16.hourglass.v1.OnExpire\x1a.\n\x0cHeadersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\x06\n\x04when\"9\n\x0ePublishRequest\x12\'\n\x08messages\x18\x01 \x03(\x0b\x32\x15.hourglass.v1.Message\"X\n\x07Receipt\x12\n\n\x02id\x18\x01 \x01(\t\x12.\n\ndeliver_at\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x11\n\tduplicate\x18\x03 \x01(\x08\":\n\x0fPublishResponse\x12\'\n\x08receipts\x18\x01 \x03(\x0b\x32\x15.hourglass.v1.Receipt\"K\n\x15PublishStreamResponse\x12,\n\x07\x61nswers\x18\x04 \x03(\x0b\x32\x1b.hourglass.v1.PublishAnswerJ\x04\x08\x01\x10\x04\"\x8c\x01\n\rPublishAnswer\x12\'\n\x08receipts\x18\x01 \x03(\x0b\x32\x15.hourglass.v1.Receipt\x12\x0c\n\x04\x63ode\x18\x02 \x01(\x05\x12\x0f\n\x07message\x18\x03 \x01(\t\x12\x0f\n\x07primary\x18\x04 \x01(\t\x12\r\n\x05\x65poch\x18\x05 \x01(\x03\x12\x13\n\x0bshard_count\x18\x06 \x01(\r\"*\n\rCancelRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t\"\x10\n\x0e\x43\x61ncelResponse\"\x84\x01\n\x10SubscribeRequest\x12\"\n\x04open\x18\x01 \x01(\x0b\x32\x12.hourglass.v1.OpenH\x00\x12 \n\x03\x61\x63k\x18\x02 \x01(\x0b\x32\x11.hourglass.v1.AckH\x00\x12\"\n\x04nack\x18\x03 \x01(\x0b\x32\x12.hourglass.v1.NackH\x00\x42\x06\n\x04kind\"k\n\x04Open\x12\r\n\x05topic\x18\x01 \x01(\t\x12\r\n\x05group\x18\x02 \x01(\t\x12\x15\n\rmax_in_flight\x18\x03 \x01(\r\x12.\n\x0b\x61\x63k_timeout\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\"\x12\n\x03\x41\x63k\x12\x0b\n\x03ids\x18\x01 \x03(\t\"<\n\x04Nack\x12\n\n\x02id\x18\x01 \x01(\t\x12(\n\x05\x64\x65lay\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\"\x8f\x02\n\x08\x44\x65livery\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05topic\x18\x02 \x01(\t\x12\x0f\n\x07payload\x18\x03 \x01(\x0c\x12\x34\n\x07headers\x18\x04 \x03(\x0b\x32#.hourglass.v1.Delivery.HeadersEntry\x12.\n\ndeliver_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x30\n\x0cpublished_at\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0f\n\x07\x61ttempt\x18\x07 \x01(\r\x1a.\n\x0cHeadersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\";\n\rDeliveryBatch\x12*\n\ndeliveries\x18\x01 \x03(\x0b\x32\x16.hourglass.v1.Delivery*9\n\x08OnExpire\x12\x12\n\x0eON_EXPIRE_DROP\x10\x00\x12\x19\n\x15ON_EXPIRE_DEAD_LETTER\x10\x01\x32\x8b\x03\n\x06\x42roker\x12\x46\n\x07Publish\x12\x1c.hourglass.v1.PublishRequest\x1a\x1d.hourglass.v1.PublishResponse\x12V\n\rPublishStream\x12\x1c.hourglass.v1.PublishRequest\x1a#.hourglass.v1.PublishStreamResponse(\x01\x30\x01\x12\x43\n\x06\x43\x61ncel\x12\x1b.hourglass.v1.CancelRequest\x1a\x1c.hourglass.v1.CancelResponse\x12G\n\tSubscribe\x12\x1e.hourglass.v1.SubscribeRequest\x1a\x16.hourglass.v1.Delivery(\x01\x30\x01\x12S\n\x10SubscribeBatches\x12\x1e.hourglass.v1.SubscribeRequest\x1a\x1b.hourglass.v1.DeliveryBatch(\x01\x30\x01\x42\x03\xf8\x01\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19hourglass/v1/broker.proto\x12\x0chourglass.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x82\x03\n\x07Message\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x0f\n\x07payload\x18\x02 \x01(\x0c\x12\x33\n\x07headers\x18\x03 \x03(\x0b\x32\".hourglass.v1.Message.HeadersEntry\x12*\n\x05\x64\x65lay\x18\x04 \x01(\x0b\x32\x19.google.protobuf.DurationH\x00\x12\x30\n\ndeliver_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.TimestampH\x00\x12\n\n\x02id\x18\x06 \x01(\t\x12-\n\texpire_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12&\n\x03ttl\x18\x08 \x01(\x0b\x32\x19.google.protobuf.Duration\x12)\n\ton_expire\x18\t \x01(\x0e\x32\x16.hourglass.v1.OnExpire\x1a.\n\x0cHeadersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\x06\n\x04when\"d\n\x08\x44\x65\x61\x64line\x12-\n\texpire_at\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12)\n\ton_expire\x18\x02 \x01(\x0e\x32\x16.hourglass.v1.OnExpire\"9\n\x0ePublishRequest\x12\'\n\x08messages\x18\x01 \x03(\x0b\x32\x15.hourglass.v1.Message\"X\n\x07Receipt\x12\n\n\x02id\x18\x01 \x01(\t\x12.\n\ndeliver_at\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x11\n\tduplicate\x18\x03 \x01(\x08\":\n\x0fPublishResponse\x12\'\n\x08receipts\x18\x01 \x03(\x0b\x32\x15.hourglass.v1.Receipt\"K\n\x15PublishStreamResponse\x12,\n\x07\x61nswers\x18\x04 \x03(\x0b\x32\x1b.hourglass.v1.PublishAnswerJ\x04\x08\x01\x10\x04\"\x8c\x01\n\rPublishAnswer\x12\'\n\x08receipts\x18\x01 \x03(\x0b\x32\x15.hourglass.v1.Receipt\x12\x0c\n\x04\x63ode\x18\x02 \x01(\x05\x12\x0f\n\x07message\x18\x03 \x01(\t\x12\x0f\n\x07primary\x18\x04 \x01(\t\x12\r\n\x05\x65poch\x18\x05 \x01(\x03\x12\x13\n\x0bshard_count\x18\x06 \x01(\r\"*\n\rCancelRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t\"\x10\n\x0e\x43\x61ncelResponse\"\x84\x01\n\x10SubscribeRequest\x12\"\n\x04open\x18\x01 \x01(\x0b\x32\x12.hourglass.v1.OpenH\x00\x12 \n\x03\x61\x63k\x18\x02 \x01(\x0b\x32\x11.hourglass.v1.AckH\x00\x12\"\n\x04nack\x18\x03 \x01(\x0b\x32\x12.hourglass.v1.NackH\x00\x42\x06\n\x04kind\"k\n\x04Open\x12\r\n\x05topic\x18\x01 \x01(\t\x12\r\n\x05group\x18\x02 \x01(\t\x12\x15\n\rmax_in_flight\x18\x03 \x01(\r\x12.\n\x0b\x61\x63k_timeout\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\"\x12\n\x03\x41\x63k\x12\x0b\n\x03ids\x18\x01 \x03(\t\"<\n\x04Nack\x12\n\n\x02id\x18\x01 \x01(\t\x12(\n\x05\x64\x65lay\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\"\x8f\x02\n\x08\x44\x65livery\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05topic\x18\x02 \x01(\t\x12\x0f\n\x07payload\x18\x03 \x01(\x0c\x12\x34\n\x07headers\x18\x04 \x03(\x0b\x32#.hourglass.v1.Delivery.HeadersEntry\x12.\n\ndeliver_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x30\n\x0cpublished_at\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0f\n\x07\x61ttempt\x18\x07 \x01(\r\x1a.\n\x0cHeadersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\";\n\rDeliveryBatch\x12*\n\ndeliveries\x18\x01 \x03(\x0b\x32\x16.hourglass.v1.Delivery*9\n\x08OnExpire\x12\x12\n\x0eON_EXPIRE_DROP\x10\x00\x12\x19\n\x15ON_EXPIRE_DEAD_LETTER\x10\x01\x32\x8b\x03\n\x06\x42roker\x12\x46\n\x07Publish\x12\x1c.hourglass.v1.PublishRequest\x1a\x1d.hourglass.v1.PublishResponse\x12V\n\rPublishStream\x12\x1c.hourglass.v1.PublishRequest\x1a#.hourglass.v1.PublishStreamResponse(\x01\x30\x01\x12\x43\n\x06\x43\x61ncel\x12\x1b.hourglass.v1.CancelRequest\x1a\x1c.hourglass.v1.CancelResponse\x12G\n\tSubscribe\x12\x1e.hourglass.v1.SubscribeRequest\x1a\x16.hourglass.v1.Delivery(\x01\x30\x01\x12S\n\x10SubscribeBatches\x12\x1e.hourglass.v1.SubscribeRequest\x1a\x1b.hourglass.v1.DeliveryBatch(\x01\x30\x01\x42\x03\xf8\x01\x01\x62\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'hourglass.v1.broker_pb2', globals())
@@ -27,40 +27,42 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   _MESSAGE_HEADERSENTRY._serialized_options = b'8\001'
   _DELIVERY_HEADERSENTRY._options = None
   _DELIVERY_HEADERSENTRY._serialized_options = b'8\001'
-  _ONEXPIRE._serialized_start=1649
-  _ONEXPIRE._serialized_end=1706
+  _ONEXPIRE._serialized_start=1751
+  _ONEXPIRE._serialized_end=1808
   _MESSAGE._serialized_start=109
   _MESSAGE._serialized_end=495
   _MESSAGE_HEADERSENTRY._serialized_start=441
   _MESSAGE_HEADERSENTRY._serialized_end=487
-  _PUBLISHREQUEST._serialized_start=497
-  _PUBLISHREQUEST._serialized_end=554
-  _RECEIPT._serialized_start=556
-  _RECEIPT._serialized_end=644
-  _PUBLISHRESPONSE._serialized_start=646
-  _PUBLISHRESPONSE._serialized_end=704
-  _PUBLISHSTREAMRESPONSE._serialized_start=706
-  _PUBLISHSTREAMRESPONSE._serialized_end=781
-  _PUBLISHANSWER._serialized_start=784
-  _PUBLISHANSWER._serialized_end=924
-  _CANCELREQUEST._serialized_start=926
-  _CANCELREQUEST._serialized_end=968
-  _CANCELRESPONSE._serialized_start=970
-  _CANCELRESPONSE._serialized_end=986
-  _SUBSCRIBEREQUEST._serialized_start=989
-  _SUBSCRIBEREQUEST._serialized_end=1121
-  _OPEN._serialized_start=1123
-  _OPEN._serialized_end=1230
-  _ACK._serialized_start=1232
-  _ACK._serialized_end=1250
-  _NACK._serialized_start=1252
-  _NACK._serialized_end=1312
-  _DELIVERY._serialized_start=1315
-  _DELIVERY._serialized_end=1586
+  _DEADLINE._serialized_start=497
+  _DEADLINE._serialized_end=597
+  _PUBLISHREQUEST._serialized_start=599
+  _PUBLISHREQUEST._serialized_end=656
+  _RECEIPT._serialized_start=658
+  _RECEIPT._serialized_end=746
+  _PUBLISHRESPONSE._serialized_start=748
+  _PUBLISHRESPONSE._serialized_end=806
+  _PUBLISHSTREAMRESPONSE._serialized_start=808
+  _PUBLISHSTREAMRESPONSE._serialized_end=883
+  _PUBLISHANSWER._serialized_start=886
+  _PUBLISHANSWER._serialized_end=1026
+  _CANCELREQUEST._serialized_start=1028
+  _CANCELREQUEST._serialized_end=1070
+  _CANCELRESPONSE._serialized_start=1072
+  _CANCELRESPONSE._serialized_end=1088
+  _SUBSCRIBEREQUEST._serialized_start=1091
+  _SUBSCRIBEREQUEST._serialized_end=1223
+  _OPEN._serialized_start=1225
+  _OPEN._serialized_end=1332
+  _ACK._serialized_start=1334
+  _ACK._serialized_end=1352
+  _NACK._serialized_start=1354
+  _NACK._serialized_end=1414
+  _DELIVERY._serialized_start=1417
+  _DELIVERY._serialized_end=1688
   _DELIVERY_HEADERSENTRY._serialized_start=441
   _DELIVERY_HEADERSENTRY._serialized_end=487
-  _DELIVERYBATCH._serialized_start=1588
-  _DELIVERYBATCH._serialized_end=1647
-  _BROKER._serialized_start=1709
-  _BROKER._serialized_end=2104
+  _DELIVERYBATCH._serialized_start=1690
+  _DELIVERYBATCH._serialized_end=1749
+  _BROKER._serialized_start=1811
+  _BROKER._serialized_end=2206
 # @@protoc_insertion_point(module_scope)

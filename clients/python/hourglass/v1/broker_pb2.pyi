@@ -28,6 +28,14 @@ class CancelResponse(_message.Message):
     __slots__ = []
     def __init__(self) -> None: ...
 
+class Deadline(_message.Message):
+    __slots__ = ["expire_at", "on_expire"]
+    EXPIRE_AT_FIELD_NUMBER: _ClassVar[int]
+    ON_EXPIRE_FIELD_NUMBER: _ClassVar[int]
+    expire_at: _timestamp_pb2.Timestamp
+    on_expire: OnExpire
+    def __init__(self, expire_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., on_expire: _Optional[_Union[OnExpire, str]] = ...) -> None: ...
+
 class Delivery(_message.Message):
     __slots__ = ["attempt", "deliver_at", "headers", "id", "payload", "published_at", "topic"]
     class HeadersEntry(_message.Message):
