@@ -8,7 +8,7 @@ temporary directory with the command that wrote them,
     cd api && protoc --python_out=OUT --pyi_out=OUT --grpc_out=OUT \\
         --plugin=protoc-gen-grpc=GRPC_PYTHON_PLUGIN \\
         hourglass/v1/broker.proto hourglass/v1/admin.proto \\
-        hourglass/v1/cluster.proto
+        hourglass/v1/cluster.proto hourglass/v1/recurrences.proto
 
 plus an empty __init__.py, and compares the result with hourglass/v1 byte
 for byte. It exits 0 if they match, 1 (naming each file that differs, is
@@ -39,6 +39,7 @@ PROTOS = [
     "hourglass/v1/broker.proto",
     "hourglass/v1/admin.proto",
     "hourglass/v1/cluster.proto",
+    "hourglass/v1/recurrences.proto",
 ]
 
 #: The package directory the stubs live in, relative to the output root.

@@ -57,7 +57,8 @@ import grpc
 from hourglass import errors, shards
 from hourglass._protocol import ChannelSettings
 from hourglass.v1 import (admin_pb2_grpc, broker_pb2, broker_pb2_grpc,
-                          cluster_pb2, cluster_pb2_grpc)
+                          cluster_pb2, cluster_pb2_grpc,
+                          recurrences_pb2_grpc)
 
 _log = logging.getLogger("hourglass")
 
@@ -86,7 +87,8 @@ class Endpoint:
     Attributes:
         address: host:port, as given or as the cluster named it.
         channel: A ``grpc.Channel``, or a ``grpc.aio.Channel`` in asyncio.
-        broker, admin, cluster: The stubs of the three services on it.
+        broker, admin, cluster, recurrences: The stubs of the four
+            services on it.
     """
 
     address: str
@@ -94,6 +96,7 @@ class Endpoint:
     broker: broker_pb2_grpc.BrokerStub
     admin: admin_pb2_grpc.AdminStub
     cluster: cluster_pb2_grpc.ClusterStub
+    recurrences: recurrences_pb2_grpc.RecurrencesStub
 
 
 def make_endpoint(settings: ChannelSettings, address: str,
@@ -112,7 +115,8 @@ def make_endpoint(settings: ChannelSettings, address: str,
                                           options=settings.options)
     return Endpoint(address, channel, broker_pb2_grpc.BrokerStub(channel),
                     admin_pb2_grpc.AdminStub(channel),
-                    cluster_pb2_grpc.ClusterStub(channel))
+                    cluster_pb2_grpc.ClusterStub(channel),
+                    recurrences_pb2_grpc.RecurrencesStub(channel))
 
 
 def redirect_address(error: errors.Error) -> Optional[str]:

@@ -27,7 +27,7 @@ from hourglass.types import (Backoff, Delivery, Group, GroupState,
                              Schedule, ScheduleBucket, Snapshot, Stats, Tls,
                              Topic, TopicStats)
 
-from hourglass.v1 import admin_pb2, broker_pb2
+from hourglass.v1 import admin_pb2, broker_pb2, recurrences_pb2
 from hourglass.v1 import cluster_pb2  # noqa: F401  (for _cluster)
 
 #: Default deadline of unary calls, and of opening a subscription, in seconds.
@@ -440,6 +440,46 @@ def schedule_request(topic: str, start: datetime, end: datetime,
     return request
 
 
+def preview_request(cron: Optional[str], every: Optional[timedelta],
+                    time_zone: str, on_gap: str, on_overlap: str,
+                    start_at: Optional[datetime], end_at: Optional[datetime],
+                    after: Optional[datetime], count: int
+                    ) -> recurrences_pb2.PreviewRecurrenceRequest:
+    """A PreviewRecurrenceRequest (Recurrences.PreviewRecurrence) of the
+    rule given by the arguments of ``Client.next_fire_times``. What the
+    rule's strings mean, and their limits, are the broker's to check.
+
+    Raises:
+        ValueError: neither or both of `cron` and `every`, a naive time,
+            or `count` not in 1..2**32-1 (0 would mean the broker's
+            default).
+        TypeError: an argument of the wrong type.
+    """
+    what = "next_fire_times"
+    if cron is not None and every is not None:
+        raise ValueError(f"{what}: give cron or every, not both")
+    if cron is None and every is None:
+        raise ValueError(f"{what}: give cron or every")
+    if not 1 <= count < 2**32:
+        raise ValueError(f"{what}: count {count} is not in 1..2**32-1")
+    rule = recurrences_pb2.RecurrenceRule(time_zone=time_zone, on_gap=on_gap,
+                                          on_overlap=on_overlap)
+    if cron is not None:
+        rule.cron = cron
+    if every is not None:
+        rule.every.CopyFrom(duration(every, f"{what}: every"))
+    if start_at is not None:
+        rule.start_at.CopyFrom(timestamp(start_at, f"{what}: start_at"))
+    if end_at is not None:
+        rule.end_at.CopyFrom(timestamp(end_at, f"{what}: end_at"))
+    request = recurrences_pb2.PreviewRecurrenceRequest(rule=rule,
+                                                       count=count)
+    if after is not None:
+        # "from" is a Python keyword: set through getattr.
+        getattr(request, "from").CopyFrom(timestamp(after, f"{what}: after"))
+    return request
+
+
 def redrive_request(topic: str, ids: Optional[Iterable[str]]
                     ) -> admin_pb2.RedriveDeadLettersRequest:
     """A RedriveDeadLettersRequest; no ids means every dead letter.
@@ -539,6 +579,13 @@ def schedule(value: admin_pb2.GetScheduleResponse) -> Schedule:
                                             count=b.count)
                              for b in value.buckets],
                     total=value.total)
+
+
+def fire_times(value: recurrences_pb2.PreviewRecurrenceResponse
+               ) -> List[datetime]:
+    """The fire times of `value` (Recurrences.PreviewRecurrence), in
+    order, as aware datetimes in UTC."""
+    return [from_timestamp(t) for t in value.fire_times]
 
 
 def snapshot(value: admin_pb2.Snapshot) -> Snapshot:

@@ -261,6 +261,24 @@ class Client:
             lambda e: e.admin.CreateSnapshot,
             admin_pb2.CreateSnapshotRequest(dir=name)))
 
+    # --- The Recurrences service: as hourglass.Client's ----------------------
+
+    async def next_fire_times(self, *, cron: Optional[str] = None,
+                              every: Optional[timedelta] = None,
+                              time_zone: str = "", on_gap: str = "",
+                              on_overlap: str = "",
+                              start_at: Optional[datetime] = None,
+                              end_at: Optional[datetime] = None,
+                              after: Optional[datetime] = None,
+                              count: int = 10) -> List[datetime]:
+        """The next fire times of a recurring rule given here, as aware
+        UTC datetimes; as ``hourglass.Client.next_fire_times``."""
+        return _protocol.fire_times(await self._unary(
+            lambda e: e.recurrences.PreviewRecurrence,
+            _protocol.preview_request(cron, every, time_zone, on_gap,
+                                      on_overlap, start_at, end_at, after,
+                                      count)))
+
     async def subscribe(self, topic: str, group: str, *,
                         max_in_flight: int = 0,
                         ack_timeout: Optional[timedelta] = None,

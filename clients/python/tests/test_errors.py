@@ -169,6 +169,20 @@ def test_mistakes_the_client_sees_raise_before_sending(free_port: int) -> None:
              "reschedule: give delay or deliver_at"),
             (lambda: client.subscribe("t", "g", max_in_flight=-1), ValueError,
              "subscribe: max_in_flight -1 is not in 0..2**32-1"),
+            (lambda: client.next_fire_times(cron="* * * * *",
+                                            every=ms(60000)),
+             ValueError, "next_fire_times: give cron or every, not both"),
+            (lambda: client.next_fire_times(), ValueError,
+             "next_fire_times: give cron or every"),
+            (lambda: client.next_fire_times(cron="* * * * *", after=naive),
+             ValueError,
+             "next_fire_times: after 2030-01-01T12:00:00 has no timezone"),
+            (lambda: client.next_fire_times(cron="* * * * *", count=0),
+             ValueError, "next_fire_times: count 0 is not in 1..2**32-1"),
+            (lambda: client.next_fire_times(
+                every=60),  # type: ignore[arg-type]
+             TypeError,
+             "next_fire_times: every is a datetime.timedelta, not int"),
         ]
         for call, error, message in cases:
             with pytest.raises(error) as e:
