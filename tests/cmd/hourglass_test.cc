@@ -395,7 +395,7 @@ TEST(HourglassCliTest, CompletionBashCompletesSubcommandsAndOptions) {
   EXPECT_EQ(Complete(script, {"hourglass", ""}),
             "publish\nsubscribe\ncancel\nreschedule\nmessages\nshow\ndlq\n"
             "stats\ntopics\ngroups\npurge\nschedule\nsnapshot\ncluster\n"
-            "health\ncompletion\n");
+            "recurring\nhealth\ncompletion\n");
   EXPECT_EQ(Complete(script, {"hourglass", "mes"}), "messages\n");
   EXPECT_EQ(Complete(script, {"hourglass", "l"}), "");
   EXPECT_EQ(Complete(script, {"hourglass", "groups", ""}), "create\ndelete\n");

@@ -359,6 +359,7 @@ TEST(HourglassdTest, ServerReflectionListsAndDescribesItsServices) {
   }
   EXPECT_THAT(services,
               UnorderedElementsAre("hourglass.v1.Broker", "hourglass.v1.Admin",
+                                   "hourglass.v1.Recurrences",
                                    "grpc.health.v1.Health",
                                    "grpc.reflection.v1alpha.ServerReflection"));
 
