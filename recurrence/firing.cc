@@ -25,7 +25,8 @@ Occurrence Firing::OccurrenceAt(absl::Time fire_time) const {
 
 void Firing::ScheduleNext(absl::Time now, Plan& plan) const {
   if (LimitReached(plan.progress)) return;
-  if (std::optional<absl::Time> next = rule_.NextAfter(now)) {
+  const absl::Time after = std::max(now, plan.progress.last_fire.value_or(now));
+  if (std::optional<absl::Time> next = rule_.NextAfter(after)) {
     plan.next = OccurrenceAt(*next);
   }
 }
@@ -43,33 +44,37 @@ Plan Firing::CatchUp(absl::Time after, const Occurrence* due, absl::Time now,
   plan.progress = progress;
   std::vector<absl::Time> fire;
   // Missed: the fire times in (after, cutoff], whose occurrences would be
-  // due more than the threshold ago even with the most jitter.
-  // MissedFireTimes counts catch_up back from its `now`, here the cutoff:
-  // shortened as much, the window still starts catch_up before now.
-  const absl::Duration grace =
-      kMisfireThreshold + options_.jitter + absl::Nanoseconds(1);
-  const absl::Time cutoff = now - grace;
+  // due more than the threshold ago even with the most jitter. Of those,
+  // the ones before `window` (now - catch_up) are too old to fire.
+  const absl::Time cutoff =
+      now - kMisfireThreshold - options_.jitter - absl::Nanoseconds(1);
   std::optional<absl::Time> first = rule_.NextAfter(after);
   if (first && *first <= cutoff) {
-    const absl::Duration catch_up = options_.catch_up - grace;
-    Misfires missed =
-        MissedFireTimes(rule_, after, cutoff, options_.misfire, catch_up);
-    // With every missed time in the window firing, what is skipped is
-    // exactly what is too old.
-    const int64_t too_old = options_.misfire == MisfirePolicy::kAll
-                                ? missed.skipped
-                                : MissedFireTimes(rule_, after, cutoff,
-                                                  MisfirePolicy::kAll, catch_up)
-                                      .skipped;
-    plan.skipped_too_old = static_cast<uint64_t>(too_old);
-    plan.skipped_by_policy = static_cast<uint64_t>(missed.skipped - too_old);
-    fire = std::move(missed.fire);
+    const absl::Time window =
+        now - std::max(options_.catch_up, absl::ZeroDuration());
+    // Fire times are whole seconds: f < window exactly when f <= old_until.
+    const absl::Time old_until = std::min(cutoff, JustBefore(window));
+    plan.skipped_too_old =
+        static_cast<uint64_t>(CountFireTimes(rule_, after, old_until));
+    const absl::Time recent_after = std::max(after, old_until);
+    if (options_.misfire == MisfirePolicy::kSkip) {
+      plan.skipped_by_policy =
+          static_cast<uint64_t>(CountFireTimes(rule_, recent_after, cutoff));
+    } else {
+      for (std::optional<absl::Time> f = rule_.NextAfter(recent_after);
+           f && *f <= cutoff; f = rule_.NextAfter(*f)) {
+        fire.push_back(*f);
+      }
+      if (options_.misfire == MisfirePolicy::kOnce && fire.size() > 1) {
+        plan.skipped_by_policy = fire.size() - 1;
+        fire.erase(fire.begin(), fire.end() - 1);
+      }
+    }
   }
   // On time: the fire times in (max(after, cutoff), now].
-  for (std::optional<absl::Time> next =
-           rule_.NextAfter(std::max(after, cutoff));
-       next && *next <= now; next = rule_.NextAfter(*next)) {
-    fire.push_back(*next);
+  for (std::optional<absl::Time> f = rule_.NextAfter(std::max(after, cutoff));
+       f && *f <= now; f = rule_.NextAfter(*f)) {
+    fire.push_back(*f);
   }
   plan.progress.misses += plan.skipped_by_policy + plan.skipped_too_old;
 
@@ -80,7 +85,9 @@ Plan Firing::CatchUp(absl::Time after, const Occurrence* due, absl::Time now,
     if (due != nullptr && f == due->fire_time) {
       plan.deliver_due = true;
     } else {
-      plan.fire_now.push_back(OccurrenceAt(f));
+      // Due now: it fires now, and the recurrence keeps track of one
+      // occurrence ahead only.
+      plan.fire_now.push_back(Occurrence{f, now, OccurrenceId(id_, f)});
     }
   }
   ScheduleNext(now, plan);
@@ -89,19 +96,25 @@ Plan Firing::CatchUp(absl::Time after, const Occurrence* due, absl::Time now,
 
 Plan Firing::Due(const Occurrence& due, absl::Time now,
                  Progress progress) const {
-  return CatchUp(JustBefore(due.fire_time), &due, std::max(now, due.fire_time),
+  return CatchUp(JustBefore(due.fire_time), &due, std::max(now, due.due),
                  progress);
 }
 
-Plan Firing::Resume(absl::Time paused_at, absl::Time now,
+Plan Firing::Resume(std::optional<absl::Time> cancelled, absl::Time now,
                     Progress progress) const {
-  return CatchUp(paused_at, nullptr, now, progress);
+  return CatchUp(cancelled ? JustBefore(*cancelled) : now, nullptr, now,
+                 progress);
 }
 
-Plan Firing::Trigger(absl::Time now, Progress progress) const {
+Plan Firing::Trigger(absl::Time now, std::optional<absl::Time> pending,
+                     Progress progress) const {
   const absl::Time second = absl::FromUnixSeconds(absl::ToUnixSeconds(now));
   Plan plan;
   plan.progress = progress;
+  if (LimitReached(progress) || pending == second ||
+      progress.last_fire == second) {
+    return plan;
+  }
   ++plan.progress.occurrences;
   plan.progress.last_fire =
       std::max(plan.progress.last_fire.value_or(second), second);

@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
-#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/time/time.h"
@@ -69,10 +69,9 @@ struct Progress {
 
 // What to write for one decision.
 struct Plan {
-  // Occurrences to publish at once (missed fire times that fire late, and
-  // fire times that came due with the one being decided), oldest first,
-  // each due at its due time (now, when that is past). They fire now:
-  // Progress counts them.
+  // Occurrences to publish at once, due now (missed fire times that fire
+  // late, fire times that came due with the one being decided, a
+  // trigger), oldest first. They fire now: Progress counts them.
   std::vector<Occurrence> fire_now;
   // For Due: whether the occurrence that came due is delivered (moved to
   // ready). False when it was missed and the misfire option drops it (it
@@ -107,40 +106,49 @@ class Firing {
   Plan Start(absl::Time now, Progress progress) const;
 
   // Its pending occurrence `due` came due at `now` (the broker's step that
-  // moves it to ready). On time (see kMisfireThreshold) it is delivered,
-  // and fire times after it that are already due fire now too. Missed, it
-  // and the missed fire times after it follow `misfire` (MissedFireTimes,
-  // within catch_up), and the on-time ones after them fire: the
+  // moves it to ready; REQUIRES: now >= due.due, and an earlier `now` is
+  // taken as due.due). On time (see kMisfireThreshold) it is delivered, and
+  // fire times after it that are already due fire now too. Missed, it and the
+  // missed fire times after it follow `misfire`: "skip" fires none, "once"
+  // the latest, "all" each, of those at or after now - catch_up; older
+  // ones are counted as too old. The on-time ones after them fire. The
   // occurrence that came due is delivered if its fire time fires, else
   // dropped. Then schedules the first fire time after `now`. The limit
-  // counts every occurrence that fires.
+  // counts every occurrence that fires. Cost: a NextAfter per fire time
+  // that fires or falls in the catch_up window under "once" or "all"
+  // (the caller bounds catch_up), plus CountFireTimes' for the others.
   Plan Due(const Occurrence& due, absl::Time now, Progress progress) const;
 
-  // Resumed at `now` after a pause (its pending occurrence was cancelled
-  // when it paused): the fire times after the last one that fired (or
-  // after `paused_at`, whichever is later) up to now are missed times, as
-  // in Due; then schedules the first fire time after `now`.
-  Plan Resume(absl::Time paused_at, absl::Time now, Progress progress) const;
+  // Resumed at `now` after a pause that cancelled its pending occurrence,
+  // whose fire time was `cancelled` (none if it had none: its rule or
+  // limit had ended it): that fire time and those after it up to now are
+  // missed or on time, as in Due (the cancelled one is published again if
+  // it fires); then schedules the first fire time after `now`.
+  Plan Resume(std::optional<absl::Time> cancelled, absl::Time now,
+              Progress progress) const;
 
-  // One extra occurrence at `now` (rounded down to a whole second), due
-  // at once, without jitter: fire_now holds it. Counts as an occurrence,
-  // and does not change the pending one (next stays none: the caller
-  // keeps what is scheduled). Its id is that of a fire time at the same
-  // second, so a trigger in the second the rule fires publishes once.
-  Plan Trigger(absl::Time now, Progress progress) const;
+  // One extra occurrence at `now`, rounded down to a whole second, due at
+  // once, in fire_now; next stays none (the pending one is kept). Its id is
+  // that of a fire time at the same second: a trigger in the second of the
+  // pending occurrence (`pending`, its fire time) or of the last one that
+  // fired is that occurrence, and publishes nothing more. Past the limit it
+  // publishes nothing either. Counts as an occurrence.
+  Plan Trigger(absl::Time now, std::optional<absl::Time> pending,
+               Progress progress) const;
 
   const std::string& id() const { return id_; }
   const Rule& rule() const { return rule_; }
   const FiringOptions& options() const { return options_; }
 
  private:
-  // Fires the fire times in (after, now] by the misfire option, the ones
-  // within kMisfireThreshold of now always; `due` (if any) among them is
-  // delivered rather than published again. Then schedules the next.
+  // Fires the fire times in (after, now] by the misfire option, the
+  // on-time ones always; `due` (if any) among them is delivered rather
+  // than published again. Then schedules the next.
   Plan CatchUp(absl::Time after, const Occurrence* due, absl::Time now,
                Progress progress) const;
-  // Sets plan.next to the first fire time after `now`, unless the limit
-  // is reached.
+  // Sets plan.next to the first fire time after `now` and after the last
+  // one that fired (a clock behind never fires one twice), unless the
+  // limit is reached.
   void ScheduleNext(absl::Time now, Plan& plan) const;
   bool LimitReached(const Progress& progress) const {
     return options_.limit != 0 && progress.occurrences >= options_.limit;

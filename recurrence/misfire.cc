@@ -21,8 +21,8 @@ absl::string_view AbslView(std::string_view s) { return {s.data(), s.size()}; }
 
 constexpr absl::Duration kSecond = absl::Seconds(1);
 
-// How many fire times of `rule` lie in (after, until], counting at most
-// kMaxCountedMisses for a cron rule.
+}  // namespace
+
 int64_t CountFireTimes(const Rule& rule, absl::Time after, absl::Time until) {
   if (until <= after) return 0;
   std::optional<absl::Time> next = rule.NextAfter(after);
@@ -43,8 +43,6 @@ int64_t CountFireTimes(const Rule& rule, absl::Time after, absl::Time until) {
   }
   return count;
 }
-
-}  // namespace
 
 absl::StatusOr<MisfirePolicy> ParseMisfirePolicy(std::string_view text) {
   if (text == "skip") return MisfirePolicy::kSkip;

@@ -28,6 +28,11 @@ absl::StatusOr<MisfirePolicy> ParseMisfirePolicy(std::string_view text);
 // Counting the missed times that are not fired stops here.
 inline constexpr int64_t kMaxCountedMisses = 1'000'000;
 
+// How many fire times of `rule` lie in (after, until]: exact for an `every`
+// rule (arithmetic), at most kMaxCountedMisses for a cron rule (counted
+// one by one).
+int64_t CountFireTimes(const Rule& rule, absl::Time after, absl::Time until);
+
 struct Misfires {
   // The occurrences to fire now, by their fire times, oldest first.
   std::vector<absl::Time> fire;

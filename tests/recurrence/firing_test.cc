@@ -5,6 +5,8 @@
 
 #include "recurrence/firing.h"
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -259,6 +261,7 @@ TEST(FiringTest, ResumeTreatsThePauseAsAnOutage) {
 TEST(FiringTest, TriggerFiresOnceNowWithoutJitterAndLeavesThePendingOne) {
   const Firing firing = EveryMinute({.jitter = absl::Seconds(30)});
   const Plan plan = firing.Trigger(Utc("2027-01-01T10:00:00.700Z"),
+                                   Utc("2027-01-01T10:01:00Z"),
                                    {4, 1, Utc("2027-01-01T09:59:00Z")});
   EXPECT_THAT(plan.fire_now,
               ElementsAre(Occurrence{Utc("2027-01-01T10:00:00Z"),
@@ -266,6 +269,105 @@ TEST(FiringTest, TriggerFiresOnceNowWithoutJitterAndLeavesThePendingOne) {
                                      "report@2027-01-01T10:00:00Z"}));
   EXPECT_EQ(plan.progress, (Progress{5, 1, Utc("2027-01-01T10:00:00Z")}));
   EXPECT_FALSE(plan.next.has_value());
+}
+
+TEST(FiringTest, ResumeFiresThePendingFireTimeThePauseCancelled) {
+  // Pending 10:01 (due 10:01 plus its jitter), paused before it came due,
+  // resumed at 10:01:20: 10:01 is on time, and fires.
+  const Firing firing = EveryMinute({.jitter = absl::Seconds(30)});
+  const Plan plan =
+      firing.Resume(Utc("2027-01-01T10:01:00Z"), Utc("2027-01-01T10:01:20Z"),
+                    {5, 0, Utc("2027-01-01T10:00:00Z")});
+  EXPECT_THAT(plan.fire_now,
+              ElementsAre(Occurrence{Utc("2027-01-01T10:01:00Z"),
+                                     Utc("2027-01-01T10:01:20Z"),
+                                     "report@2027-01-01T10:01:00Z"}));
+  EXPECT_EQ(plan.progress, (Progress{6, 0, Utc("2027-01-01T10:01:00Z")}));
+  EXPECT_EQ(NextFire(plan), "2027-01-01T10:02:00Z");
+  // Without a pending one (its limit had ended it) nothing is missed.
+  const Plan ended = EveryMinute({.limit = 5})
+                         .Resume(std::nullopt, Utc("2027-01-01T11:00:00Z"),
+                                 {5, 0, std::nullopt});
+  EXPECT_THAT(ended.fire_now, IsEmpty());
+  EXPECT_FALSE(ended.next.has_value());
+}
+
+TEST(FiringTest, ATriggerInTheSecondOfAnOccurrenceIsThatOccurrence) {
+  const Firing firing = EveryMinute({.limit = 2});
+  // 10:01 pending: a trigger at 10:01:00.3 names it, and adds nothing.
+  Plan plan = firing.Trigger(Utc("2027-01-01T10:01:00.300Z"),
+                             Utc("2027-01-01T10:01:00Z"), {});
+  EXPECT_THAT(plan.fire_now, IsEmpty());
+  EXPECT_EQ(plan.progress, Progress());
+  // 10:01 fired: the same.
+  plan = firing.Trigger(Utc("2027-01-01T10:01:00.300Z"),
+                        Utc("2027-01-01T10:02:00Z"),
+                        {1, 0, Utc("2027-01-01T10:01:00Z")});
+  EXPECT_THAT(plan.fire_now, IsEmpty());
+  EXPECT_EQ(plan.progress.occurrences, 1u);
+}
+
+TEST(FiringTest, ATriggerPastTheLimitPublishesNothing) {
+  const Plan plan = EveryMinute({.limit = 3})
+                        .Trigger(Utc("2027-01-01T10:00:30Z"), std::nullopt,
+                                 {3, 0, std::nullopt});
+  EXPECT_THAT(plan.fire_now, IsEmpty());
+  EXPECT_EQ(plan.progress.occurrences, 3u);
+}
+
+TEST(FiringTest, WithNoCatchUpEveryMissedTimeIsTooOld) {
+  const Firing firing = EveryMinute(
+      {.misfire = MisfirePolicy::kAll, .catch_up = absl::ZeroDuration()});
+  const Occurrence due = firing.OccurrenceAt(Utc("2027-01-01T12:00:00Z"));
+  for (absl::Duration late :
+       {absl::Nanoseconds(1), absl::Nanoseconds(2), absl::Milliseconds(1)}) {
+    const Plan plan = firing.Due(due, Utc("2027-01-01T12:01:00Z") + late, {});
+    EXPECT_FALSE(plan.deliver_due) << late;
+    EXPECT_EQ(plan.skipped_too_old, 1u) << late;
+    EXPECT_EQ(plan.skipped_by_policy, 0u) << late;
+    EXPECT_THAT(FireTimes(plan.fire_now), ElementsAre("2027-01-01T12:01:00Z"));
+  }
+}
+
+TEST(FiringTest, SkipCountsMissesWithoutWalkingThem) {
+  // Every second, down 30 days, catch_up unbounded: 2,591,940 skipped
+  // (counted, not walked), the 61 of the last minute on time.
+  const Firing firing(
+      "tick", EverySecond(),
+      {.misfire = MisfirePolicy::kSkip, .catch_up = absl::InfiniteDuration()});
+  const absl::Time pending = Utc("2027-01-01T00:00:00Z");
+  const Plan plan = firing.Due(firing.OccurrenceAt(pending),
+                               pending + absl::Hours(24 * 30), {});
+  EXPECT_FALSE(plan.deliver_due);
+  EXPECT_EQ(plan.skipped_by_policy, 2'591'940u);
+  EXPECT_EQ(plan.skipped_too_old, 0u);
+  ASSERT_EQ(plan.fire_now.size(), 61u);
+  EXPECT_EQ(Rfc3339(plan.fire_now.front().fire_time), "2027-01-30T23:59:00Z");
+  EXPECT_EQ(plan.progress,
+            (Progress{61, 2'591'940, Utc("2027-01-31T00:00:00Z")}));
+}
+
+TEST(FiringTest, ACronRulesMissesAreSplitExactlyBelowTheCountCap) {
+  // Every second by cron, down 13 days under skip: the 3,540 fire times of
+  // the hour's window before the last minute are skipped by the option;
+  // the older ones are too old, counted up to kMaxCountedMisses.
+  const Firing firing("tick", Cron("* * * * * *"),
+                      {.misfire = MisfirePolicy::kSkip});
+  const absl::Time pending = Utc("2027-01-01T00:00:00Z");
+  const Plan plan = firing.Due(firing.OccurrenceAt(pending),
+                               pending + absl::Hours(24 * 13), {});
+  EXPECT_EQ(plan.skipped_by_policy, 3'540u);
+  EXPECT_EQ(plan.skipped_too_old, static_cast<uint64_t>(kMaxCountedMisses));
+  EXPECT_EQ(plan.fire_now.size(), 61u);
+}
+
+TEST(FiringTest, AClockBehindNeverSchedulesAFireTimeAgain) {
+  // The last fire was 10:01 on a node whose clock ran ahead; this one says
+  // 10:00:50.
+  const Firing firing = EveryMinute();
+  const Plan plan = firing.Start(Utc("2027-01-01T10:00:50Z"),
+                                 {3, 0, Utc("2027-01-01T10:01:00Z")});
+  EXPECT_EQ(NextFire(plan), "2027-01-01T10:02:00Z");
 }
 
 }  // namespace
