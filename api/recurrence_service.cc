@@ -26,6 +26,9 @@ absl::StatusOr<recurrence::Rule> RuleFromProto(const v1::RecurrenceRule& rule) {
   recurrence::RuleSpec spec;
   switch (rule.schedule_case()) {
     case v1::RecurrenceRule::kCron:
+      if (rule.cron().empty()) {
+        return absl::InvalidArgumentError("rule: cron expression is empty");
+      }
       spec.cron = rule.cron();
       break;
     case v1::RecurrenceRule::kEvery:
@@ -34,6 +37,12 @@ absl::StatusOr<recurrence::Rule> RuleFromProto(const v1::RecurrenceRule& rule) {
         return s;
       }
       spec.every = FromProto(rule.every());
+      // Rule::Create takes a zero period for none set.
+      if (spec.every <= absl::ZeroDuration()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("rule: every ", absl::FormatDuration(spec.every),
+                         " is shorter than 1s"));
+      }
       break;
     case v1::RecurrenceRule::SCHEDULE_NOT_SET:
       break;  // Rule::Create names what is missing.

@@ -1,6 +1,8 @@
 #ifndef HOURGLASS_API_RECURRENCE_SERVICE_H_
 #define HOURGLASS_API_RECURRENCE_SERVICE_H_
 
+#include <cstdint>
+
 #include "absl/status/statusor.h"
 #include "api/auth.h"
 #include "broker/clock.h"

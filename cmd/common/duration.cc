@@ -110,7 +110,14 @@ google::protobuf::Duration ToProto(absl::Duration duration) {
 }
 
 google::protobuf::Timestamp ToProto(absl::Time time) {
-  return TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(time));
+  // Seconds and nanos, for any year a Timestamp holds (the broker computes
+  // recurrences' fire times up to 9999).
+  const int64_t seconds = absl::ToUnixSeconds(time);  // Floors.
+  google::protobuf::Timestamp out;
+  out.set_seconds(seconds);
+  out.set_nanos(static_cast<int32_t>(
+      absl::ToInt64Nanoseconds(time - absl::FromUnixSeconds(seconds))));
+  return out;
 }
 
 absl::Duration FromProto(const google::protobuf::Duration& duration) {
@@ -118,7 +125,8 @@ absl::Duration FromProto(const google::protobuf::Duration& duration) {
 }
 
 absl::Time FromProto(const google::protobuf::Timestamp& timestamp) {
-  return absl::FromUnixNanos(TimeUtil::TimestampToNanoseconds(timestamp));
+  return absl::FromUnixSeconds(timestamp.seconds()) +
+         absl::Nanoseconds(timestamp.nanos());
 }
 
 }  // namespace hourglass::cli

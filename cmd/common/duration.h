@@ -38,9 +38,9 @@ std::string Rfc3339(absl::Time time);
 std::string HumanDuration(absl::Duration duration);
 
 // Conversions to and from protobuf's time types, to the nanosecond (times
-// floored), by google/protobuf/util/time_util.h: through int64 nanoseconds
-// since the epoch, so for times from 1678 to 2261, which holds every time
-// the broker takes (now plus at most its --max_delay) and prints.
+// floored): Timestamps as seconds and nanos, for every year they hold;
+// Durations through int64 nanoseconds (google/protobuf/util/time_util.h),
+// so up to 292 years either way.
 google::protobuf::Duration ToProto(absl::Duration duration);
 google::protobuf::Timestamp ToProto(absl::Time time);
 absl::Duration FromProto(const google::protobuf::Duration& duration);

@@ -89,7 +89,8 @@ absl::Status Next(const GlobalOptions& globals, const NextOptions& options) {
   }
   hourglass::v1::PreviewRecurrenceRequest request;
   *request.mutable_rule() = *std::move(rule);
-  *request.mutable_from() = ToProto(*from);
+  // "now" is the broker's: left unset.
+  if (options.from != "now") *request.mutable_from() = ToProto(*from);
   request.set_count(static_cast<uint32_t>(options.count));
 
   absl::StatusOr<std::unique_ptr<Connection>> connection =
@@ -109,8 +110,9 @@ absl::Status Next(const GlobalOptions& globals, const NextOptions& options) {
   for (const google::protobuf::Timestamp& fire : preview->fire_times()) {
     NextFireTimesOutput::FireTime* out = output.add_fire_times();
     out->set_utc(Rfc3339In(FromProto(fire), nullptr));
-    if (zoned)
+    if (zoned) {
       out->set_local(Rfc3339In(FromProto(fire), utc ? nullptr : &zone));
+    }
   }
   if (globals.json) return PrintJson(output);
   Table table(
@@ -121,7 +123,9 @@ absl::Status Next(const GlobalOptions& globals, const NextOptions& options) {
     table.AddRow({f.utc(), f.local()});
   }
   std::cout << table.Render();
-  if (output.fire_times_size() < options.count) {
+  if (output.fire_times_size() == 0) {
+    std::cout << "the rule never fires after --from" << std::endl;
+  } else if (output.fire_times_size() < options.count) {
     std::cout << "the rule fires no more after these "
               << output.fire_times_size() << std::endl;
   }

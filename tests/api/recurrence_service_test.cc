@@ -196,6 +196,12 @@ TEST_F(RecurrenceServiceTest, BadRequestsAreInvalidArgumentNamingTheField) {
   EXPECT_EQ(Preview(gap, from, 1).status(),
             absl::InvalidArgumentError(
                 "rule: on_gap \"later\": want \"fire\" or \"skip\""));
+  v1::RecurrenceRule zero;
+  zero.mutable_every();  // Set, to 0 s.
+  EXPECT_EQ(Preview(zero, from, 1).status(),
+            absl::InvalidArgumentError("rule: every 0 is shorter than 1s"));
+  EXPECT_EQ(Preview(Cron("", ""), from, 1).status(),
+            absl::InvalidArgumentError("rule: cron expression is empty"));
   v1::RecurrenceRule fast;
   fast.mutable_every()->set_nanos(500'000'000);
   EXPECT_EQ(Preview(fast, from, 1).status(),

@@ -119,6 +119,13 @@ TEST(ProtoTimeTest, RoundTrips) {
   EXPECT_EQ(ToProto(early).nanos(), 999'000'000);
   EXPECT_EQ(FromProto(ToProto(early)), early);
 
+  // Past 2262, where int64 nanoseconds since the epoch end: a recurrence's
+  // fire times go up to 9999.
+  const absl::Time late = Utc(9999, 12, 31, 23, 59, 59) + absl::Nanoseconds(3);
+  EXPECT_EQ(ToProto(late).seconds(), 253402300799);
+  EXPECT_EQ(ToProto(late).nanos(), 3);
+  EXPECT_EQ(FromProto(ToProto(late)), late);
+
   const absl::Duration duration = absl::Seconds(90) + absl::Nanoseconds(5);
   EXPECT_EQ(ToProto(duration).seconds(), 90);
   EXPECT_EQ(ToProto(duration).nanos(), 5);
