@@ -17,29 +17,16 @@
 #include "recurrence/misfire.h"
 #include "recurrence/occurrence.h"
 #include "recurrence/rule.h"
+#include "tests/recurrence/rule_testing.h"
 
 namespace hourglass::recurrence {
 namespace {
 
+using ::hourglass::testing::Format;
+using ::hourglass::testing::MakeRule;
+using ::hourglass::testing::Utc;
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
-
-absl::Time Utc(const std::string& text) {
-  absl::Time t;
-  std::string error;
-  EXPECT_TRUE(absl::ParseTime(absl::RFC3339_full, text, &t, &error)) << error;
-  return t;
-}
-
-std::string Rfc3339(absl::Time t) {
-  return absl::FormatTime("%Y-%m-%d%ET%H:%M:%E*SZ", t, absl::UTCTimeZone());
-}
-
-Rule MakeRule(RuleSpec spec) {
-  absl::StatusOr<Rule> rule = Rule::Create(spec);
-  EXPECT_TRUE(rule.ok()) << rule.status();
-  return *std::move(rule);
-}
 
 Rule Cron(const std::string& cron, const std::string& zone = "") {
   RuleSpec spec;
@@ -61,12 +48,12 @@ Firing EveryMinute(FiringOptions options = {}) {
 // The fire times of `occurrences`, in RFC 3339.
 std::vector<std::string> FireTimes(const std::vector<Occurrence>& occurrences) {
   std::vector<std::string> out;
-  for (const Occurrence& o : occurrences) out.push_back(Rfc3339(o.fire_time));
+  for (const Occurrence& o : occurrences) out.push_back(Format(o.fire_time));
   return out;
 }
 
 std::string NextFire(const Plan& plan) {
-  return plan.next ? Rfc3339(plan.next->fire_time) : "none";
+  return plan.next ? Format(plan.next->fire_time) : "none";
 }
 
 TEST(FiringTest, StartSchedulesTheFirstFireTimeAfterNow) {
@@ -342,7 +329,7 @@ TEST(FiringTest, SkipCountsMissesWithoutWalkingThem) {
   EXPECT_EQ(plan.skipped_by_policy, 2'591'940u);
   EXPECT_EQ(plan.skipped_too_old, 0u);
   ASSERT_EQ(plan.fire_now.size(), 61u);
-  EXPECT_EQ(Rfc3339(plan.fire_now.front().fire_time), "2027-01-30T23:59:00Z");
+  EXPECT_EQ(Format(plan.fire_now.front().fire_time), "2027-01-30T23:59:00Z");
   EXPECT_EQ(plan.progress,
             (Progress{61, 2'591'940, Utc("2027-01-31T00:00:00Z")}));
 }

@@ -11,25 +11,15 @@
 #include "gtest/gtest.h"
 #include "recurrence/occurrence.h"
 #include "recurrence/rule.h"
+#include "tests/recurrence/rule_testing.h"
 
 namespace hourglass::recurrence {
 namespace {
 
+using ::hourglass::testing::MakeRule;
+using ::hourglass::testing::Utc;
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
-
-absl::Time Utc(const std::string& text) {
-  absl::Time t;
-  std::string error;
-  EXPECT_TRUE(absl::ParseTime(absl::RFC3339_full, text, &t, &error)) << error;
-  return t;
-}
-
-Rule MakeRule(RuleSpec spec) {
-  absl::StatusOr<Rule> rule = Rule::Create(spec);
-  EXPECT_TRUE(rule.ok()) << rule.status();
-  return *std::move(rule);
-}
 
 Rule Hourly() {
   RuleSpec spec;

@@ -13,30 +13,16 @@
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/recurrence/rule_testing.h"
 
 namespace hourglass::recurrence {
 namespace {
 
+using ::hourglass::testing::Format;
+using ::hourglass::testing::MakeRule;
+using ::hourglass::testing::Utc;
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
-
-absl::Time Utc(const std::string& text) {
-  absl::Time t;
-  std::string error;
-  EXPECT_TRUE(absl::ParseTime(absl::RFC3339_full, text, &t, &error))
-      << text << ": " << error;
-  return t;
-}
-
-std::string Format(absl::Time t) {
-  return absl::FormatTime("%Y-%m-%dT%H:%M:%E*SZ", t, absl::UTCTimeZone());
-}
-
-Rule MakeRule(RuleSpec spec) {
-  absl::StatusOr<Rule> rule = Rule::Create(spec);
-  EXPECT_TRUE(rule.ok()) << rule.status();
-  return *std::move(rule);
-}
 
 Rule Cron(const std::string& cron, const std::string& zone,
           GapPolicy gap = GapPolicy::kFire,
