@@ -101,8 +101,8 @@ class Firing {
   Occurrence OccurrenceAt(absl::Time fire_time) const;
 
   // Created or replaced at `now`, with the progress it had (none for a new
-  // one): schedules the first fire time strictly after `now`. Nothing
-  // before `now` fires or counts as missed.
+  // one): schedules the first fire time strictly after `now` (and after
+  // its last fire). Nothing before `now` fires or counts as missed.
   Plan Start(absl::Time now, Progress progress) const;
 
   // Its pending occurrence `due` came due at `now` (the broker's step that
