@@ -9,7 +9,8 @@ import { Consumer, Handler, Subscription } from './subscription';
 import { dateOf, durationOf, millisOf, timestampOf, toMillis, DurationInput } from './time';
 import type {
   ConsumeOptions, GroupInfo, HourglassOptions, ListOptions, MessageInfo, MessageInput, MessagePage, MessageState, Payload,
-  PublishOptions, Receipt, Schedule, Snapshot, Stats, SubscribeOptions, TopicInfo, When,
+  NextFireTimesOptions, PublishOptions, Receipt, RecurrenceRule, Schedule, Snapshot, Stats, SubscribeOptions,
+  TopicInfo, When,
 } from './types';
 
 const STATES: Record<MessageState, string> = {
@@ -260,6 +261,35 @@ export class Hourglass {
   async purge(topic: string, what: { scheduled?: boolean; ready?: boolean }): Promise<number> {
     return (await this.core.unary('admin', 'PurgeTopic',
       { topic, scheduled: !!what.scheduled, ready: !!what.ready }, topic)).purged;
+  }
+
+  /**
+   * The next fire times of a recurring rule, computed by the broker, storing
+   * nothing (Recurrences.PreviewRecurrence; any valid token). Rejects
+   * INVALID_ARGUMENT naming the rule's bad field, e.g. `rule: unknown time
+   * zone "Mars/Olympus"`; throws a TypeError, before any call, for both or
+   * neither of `cron` and `every`, or a count outside 1 to 1000.
+   */
+  async nextFireTimes(rule: RecurrenceRule, options: NextFireTimesOptions = {}): Promise<Date[]> {
+    if ((rule.cron === undefined) === (rule.every === undefined)) {
+      throw new TypeError('nextFireTimes: give exactly one of cron and every');
+    }
+    const count = options.count ?? 10;
+    if (!Number.isInteger(count) || count < 1 || count > 1000) {
+      throw new TypeError(`nextFireTimes: count ${count} is not an integer from 1 to 1000`);
+    }
+    const request: Record<string, unknown> = {
+      rule: {
+        ...(rule.cron !== undefined ? { cron: rule.cron } : { every: durationOf(toMillis(rule.every!, 'every')) }),
+        time_zone: rule.timeZone ?? '', on_gap: rule.onGap ?? '', on_overlap: rule.onOverlap ?? '',
+        ...(rule.startAt ? { start_at: timestampOf(rule.startAt) } : {}),
+        ...(rule.endAt ? { end_at: timestampOf(rule.endAt) } : {}),
+      },
+      count,
+      ...(options.after ? { from: timestampOf(options.after) } : {}),
+    };
+    const r = await this.core.unary('recurrences', 'PreviewRecurrence', request, '');
+    return (r.fire_times ?? []).map((t: any) => dateOf(t)!);
   }
 
   /** Writes a snapshot of the broker's store into `name` under its --snapshot_dir. */

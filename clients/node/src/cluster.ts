@@ -37,6 +37,7 @@ export interface Endpoint {
   readonly broker: grpc.Client & Record<string, any>;
   readonly admin: grpc.Client & Record<string, any>;
   readonly cluster: grpc.Client & Record<string, any>;
+  readonly recurrences: grpc.Client & Record<string, any>;
 }
 
 /** How the client's channels are made. */
@@ -47,12 +48,13 @@ export interface ChannelSettings {
 }
 
 export function makeEndpoint(settings: ChannelSettings, address: string): Endpoint {
-  const { Broker, Admin, Cluster } = services();
+  const { Broker, Admin, Cluster, Recurrences } = services();
   const broker = new Broker(address, settings.credentials, settings.options);
   const channel = broker.getChannel();
   const admin = new Admin(address, settings.credentials, { ...settings.options, channelOverride: channel });
   const cluster = new Cluster(address, settings.credentials, { ...settings.options, channelOverride: channel });
-  return { address, broker: broker as any, admin: admin as any, cluster: cluster as any };
+  const recurrences = new Recurrences(address, settings.credentials, { ...settings.options, channelOverride: channel });
+  return { address, broker: broker as any, admin: admin as any, cluster: cluster as any, recurrences: recurrences as any };
 }
 
 /** A valid shard count in a trailer or map; 0 for none. */

@@ -70,7 +70,7 @@ export class ClientCore {
   }
 
   /** One unary call on one endpoint. */
-  callOnce(endpoint: Endpoint, service: 'broker' | 'admin' | 'cluster', method: string, request: unknown,
+  callOnce(endpoint: Endpoint, service: 'broker' | 'admin' | 'cluster' | 'recurrences', method: string, request: unknown,
     deadline: number, waitForReady: boolean): Promise<any> {
     return new Promise((resolve, reject) => {
       const options: grpc.CallOptions = deadline === Infinity ? {} : { deadline: new Date(deadline) };
@@ -86,7 +86,7 @@ export class ClientCore {
    * in a cluster; a `repeatable` one (a publish whose messages all have ids)
    * is retried after UNAVAILABLE with backoff, all within one deadline.
    */
-  async unary(service: 'broker' | 'admin', method: string, request: unknown, topic: string,
+  async unary(service: 'broker' | 'admin' | 'recurrences', method: string, request: unknown, topic: string,
     repeatable = false): Promise<any> {
     const deadline = this.deadline();
     let endpoint = this.router.route(topic);

@@ -158,6 +158,32 @@ export interface ListOptions {
 export interface ScheduleBucket { start: Date; count: number }
 export interface Schedule { buckets: ScheduleBucket[]; total: number }
 
+/**
+ * A recurring rule (Recurrences.PreviewRecurrence): exactly one of `cron`
+ * (5 fields, 6 with seconds first, or "@daily" and the like, read in
+ * `timeZone`) and `every` (a UTC period of at least 1 s).
+ */
+export interface RecurrenceRule {
+  cron?: string;
+  every?: DurationInput;
+  /** IANA name; default UTC. */
+  timeZone?: string;
+  /** A local time the clocks skip: "fire" (default, as the gap ends) or "skip". */
+  onGap?: 'fire' | 'skip';
+  /** A local time that happens twice: "auto" (default) or "both". */
+  onOverlap?: 'auto' | 'both';
+  /** The rule fires only at times in [startAt, endAt). */
+  startAt?: Date;
+  endAt?: Date;
+}
+
+export interface NextFireTimesOptions {
+  /** Fire times strictly after this; default the broker's now. */
+  after?: Date;
+  /** How many, 1 to 1000; default 10. */
+  count?: number;
+}
+
 export interface Snapshot {
   dir: string; files: number; bytes: number; formatVersion: number; storeId: string;
   startedAt?: Date; tookMs?: number; shards: number;

@@ -322,6 +322,23 @@ describe('consuming', () => {
 });
 
 describe('admin', () => {
+  test('nextFireTimes: the fire times of a rule, as the broker computes them', async () => {
+    // 02:30 does not exist in New York on 2027-03-14: it fires as the gap ends.
+    const times = await hg.nextFireTimes({ cron: '30 2 * * *', timeZone: 'America/New_York' },
+      { after: new Date('2027-03-13T00:00:00Z'), count: 3 });
+    assert.deepEqual(times.map((t) => t.toISOString()),
+      ['2027-03-13T07:30:00.000Z', '2027-03-14T07:00:00.000Z', '2027-03-15T06:30:00.000Z']);
+    const every = await hg.nextFireTimes(
+      { every: '15m', startAt: new Date('2027-01-01T00:05:00Z'), endAt: new Date('2027-01-01T00:50:00Z') },
+      { after: new Date('2027-01-01T00:00:00Z'), count: 5 });
+    assert.deepEqual(every.map((t) => t.toISOString()),
+      ['2027-01-01T00:05:00.000Z', '2027-01-01T00:20:00.000Z', '2027-01-01T00:35:00.000Z']);
+    await rejects(hg.nextFireTimes({ cron: '0 0 * * *', timeZone: 'Mars/Olympus' }), status.INVALID_ARGUMENT,
+      'rule: unknown time zone "Mars/Olympus"');
+    await assert.rejects(hg.nextFireTimes({ cron: '@daily', every: '1h' }), TypeError);
+    await assert.rejects(hg.nextFireTimes({ cron: '@daily' }, { count: 0 }), TypeError);
+  });
+
   test('stats, topics, groups, the schedule histogram, dead letters and redrive', async () => {
     const sub = hg.subscribe('admin', 'g1', { ackTimeout: '30s' });
     await sub.ready;
