@@ -82,6 +82,13 @@ void NameValues(CLI::App* app) {
       {"--tls-server-name", "NAME"},
       {"--token", "TOKEN"},
       {"--service", "SERVICE"},
+      {"--cron", "EXPR"},
+      {"--every", "DURATION"},
+      {"--tz", "ZONE"},
+      {"--on_gap", "fire|skip"},
+      {"--on_overlap", "auto|both"},
+      {"--start_at", "TIME"},
+      {"--end_at", "TIME"},
   };
   for (CLI::Option* option : app->get_options({})) {
     const auto name = kValueNames->find(option->get_name());
